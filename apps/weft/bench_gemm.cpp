@@ -1,0 +1,209 @@
+// weft bench gemm: the GEMMs of one GPT-2-small layer through weft's gemm(),
+// against the same oneDNN matmul called directly in the same run.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cli.h"
+#include "weft/core/tensor.h"
+#include "weft/core/threads.h"
+#include "weft/kernels/gemm.h"
+
+namespace weft {
+namespace {
+
+struct Row {
+  const char* layer;
+  const char* op;  // fwd, dgrad, wgrad
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+};
+
+// y = x·Wᵀ, dx = dy·W, dW += dyᵀ·x for W of shape (out, in) and T tokens.
+std::vector<Row> layer_rows(int64_t tokens, int64_t c) {
+  struct Layer {
+    const char* name;
+    int64_t in, out;
+  };
+  const Layer layers[] = {{"qkv", c, 3 * c}, {"proj", c, c}, {"fc1", c, 4 * c}, {"fc2", 4 * c, c}};
+  std::vector<Row> rows;
+  for (const Layer& l : layers) {
+    rows.push_back({l.name, "fwd", tokens, l.out, l.in, false, true});
+    rows.push_back({l.name, "dgrad", tokens, l.in, l.out, false, false});
+    rows.push_back({l.name, "wgrad", l.out, l.in, tokens, true, false});
+  }
+  return rows;
+}
+
+std::string cpu_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0) return line + " ";
+  return {};
+}
+
+std::string features() {
+  std::string flags = cpu_flags();
+  auto has = [&](const char* f) { return flags.find(std::string(" ") + f + " ") != std::string::npos; };
+  std::ostringstream out;
+  out << "AVX-512: " << (has("avx512f") ? "yes" : "no")
+      << ", AVX-512-BF16: " << (has("avx512_bf16") ? "yes" : "no")
+      << ", AMX: " << (has("amx_bf16") && has("amx_tile") ? "yes" : "no");
+  const char* isa = "unknown";
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx: isa = "avx512_core_amx"; break;
+    case dnnl::cpu_isa::avx512_core_bf16: isa = "avx512_core_bf16"; break;
+    case dnnl::cpu_isa::avx512_core_vnni: isa = "avx512_core_vnni"; break;
+    case dnnl::cpu_isa::avx512_core: isa = "avx512_core"; break;
+    case dnnl::cpu_isa::avx2_vnni: isa = "avx2_vnni"; break;
+    case dnnl::cpu_isa::avx2: isa = "avx2"; break;
+    default: break;
+  }
+  out << "; oneDNN " << dnnl::version()->major << "." << dnnl::version()->minor << "."
+      << dnnl::version()->patch << " uses " << isa;
+  return out.str();
+}
+
+// The baseline: a oneDNN matmul built and executed with the plain C++ API,
+// with the same layouts, types and sum post-op as weft's call.
+struct Direct {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  dnnl::matmul prim;
+  std::unordered_map<int, dnnl::memory> args;
+
+  Direct(const Row& r, dnnl::memory::data_type in, dnnl::memory::data_type out, void* a, void* b,
+         void* c, bool accumulate) {
+    using dnnl::memory;
+    memory::desc a_md({r.m, r.k}, in, r.trans_a ? memory::dims{1, r.m} : memory::dims{r.k, 1});
+    memory::desc b_md({r.k, r.n}, in, r.trans_b ? memory::dims{1, r.k} : memory::dims{r.n, 1});
+    memory::desc c_md({r.m, r.n}, out, memory::dims{r.n, 1});
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops po;
+      po.append_sum(1.0f);
+      attr.set_post_ops(po);
+    }
+    dnnl::matmul::primitive_desc pd({a_md, b_md, c_md}, attr, eng);
+    prim = dnnl::matmul(pd);
+    args = {{DNNL_ARG_SRC, memory(a_md, eng, a)},
+            {DNNL_ARG_WEIGHTS, memory(b_md, eng, b)},
+            {DNNL_ARG_DST, memory(c_md, eng, c)}};
+  }
+  void run() {
+    prim.execute(strm, args);
+    strm.wait();
+  }
+};
+
+// Seconds per call: the best of `rounds` timings of `iters` calls each.
+template <typename Fn>
+double time_call(Fn&& fn, int iters, int rounds) {
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) fn();
+    std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    best = std::min(best, dt.count() / iters);
+  }
+  return best;
+}
+
+int run(const std::vector<std::string>& args) {
+  cli::Options opts("weft bench gemm [options]",
+                    "Times the GEMMs of one GPT-2-small transformer layer (QKV, attention\n"
+                    "projection, fc1, fc2; forward, dgrad and wgrad) through weft's gemm() and\n"
+                    "through the same oneDNN matmul called directly in the same run, and\n"
+                    "reports the ratio. wgrad rows accumulate into an f32 gradient, as in\n"
+                    "training; bf16 forward/dgrad rows write bf16.");
+  opts.option("dtype", "f32|bf16|both", "both", "input type")
+      .option("tokens", "N", "2048", "tokens (batch x sequence) per GEMM")
+      .option("width", "C", "768", "model width")
+      .option("threads", "N", "0", "threads per call (0: all cores, or WEFT_NUM_THREADS)")
+      .option("rounds", "N", "5", "timing rounds per row (the best is reported)")
+      .option("min-time", "SEC", "0.05", "minimum time of one round")
+      .flag("json", "print one JSON object per row instead of the table");
+  opts.parse(args);
+  const std::string dtypes = opts.choice("dtype", {"f32", "bf16", "both"});
+  const int64_t tokens = opts.integer("tokens"), width = opts.integer("width");
+  WEFT_CHECK(tokens >= 1 && width >= 1, "--tokens and --width must be positive");
+  const int threads = static_cast<int>(opts.integer("threads"));
+  WEFT_CHECK(threads >= 0, "--threads must be >= 0");
+  set_num_threads(threads);
+  const int rounds = static_cast<int>(std::max<int64_t>(1, opts.integer("rounds")));
+  const double min_time = opts.number("min-time");
+  const bool json = opts.flag_set("json");
+
+  (json ? std::cerr : std::cout) << "cpu: " << features() << "; threads per call: "
+                                 << num_threads() << "\n";
+  if (!json) {
+    std::printf("%-5s %-6s %6s %6s %6s %-5s %10s %10s %10s %7s\n", "layer", "op", "m", "n", "k",
+                "dtype", "ms", "GFLOP/s", "direct", "ratio");
+  }
+  std::vector<DType> types;
+  if (dtypes != "bf16") types.push_back(DType::f32);
+  if (dtypes != "f32") types.push_back(DType::bf16);
+  for (DType dt : types) {
+    for (const Row& r : layer_rows(tokens, width)) {
+      const bool wgrad = std::string(r.op) == "wgrad";
+      const DType out = wgrad ? DType::f32 : dt;
+      Tensor a = r.trans_a ? Tensor::empty({r.k, r.m}, dt) : Tensor::empty({r.m, r.k}, dt);
+      Tensor b = r.trans_b ? Tensor::empty({r.n, r.k}, dt) : Tensor::empty({r.k, r.n}, dt);
+      Tensor c = Tensor::zeros({r.m, r.n}, out);
+      a.fill(0.01f);
+      b.fill(0.02f);
+      kernels::GemmOptions go{.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad};
+      auto weft_call = [&] { kernels::gemm(a, b, c, go); };
+      Direct direct(r, dt == DType::f32 ? dnnl::memory::data_type::f32
+                                        : dnnl::memory::data_type::bf16,
+                    out == DType::f32 ? dnnl::memory::data_type::f32
+                                      : dnnl::memory::data_type::bf16,
+                    a.raw(), b.raw(), c.raw(), wgrad);
+      auto direct_call = [&] { direct.run(); };
+      // Calibrate the iteration count on weft's call, then time both with the
+      // same count, weft and direct alternating round by round.
+      weft_call();
+      direct_call();
+      double once = time_call(weft_call, 1, 1);
+      int iters = std::max(1, static_cast<int>(min_time / std::max(once, 1e-9)));
+      double t_weft = 1e30, t_direct = 1e30;
+      for (int round = 0; round < rounds; ++round) {
+        t_weft = std::min(t_weft, time_call(weft_call, iters, 1));
+        t_direct = std::min(t_direct, time_call(direct_call, iters, 1));
+      }
+      const double flops = 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) *
+                           static_cast<double>(r.k);
+      const double g_weft = flops / t_weft / 1e9, g_direct = flops / t_direct / 1e9;
+      if (json) {
+        std::printf(
+            "{\"layer\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"dtype\":\"%s\",\"op\":\"%s\","
+            "\"ms\":%.4f,\"gflops\":%.1f,\"direct_gflops\":%.1f,\"ratio\":%.3f}\n",
+            r.layer, static_cast<long long>(r.m), static_cast<long long>(r.n),
+            static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), r.op,
+            t_weft * 1e3, g_weft, g_direct, g_weft / g_direct);
+      } else {
+        std::printf("%-5s %-6s %6lld %6lld %6lld %-5s %10.3f %10.1f %10.1f %7.3f\n", r.layer, r.op,
+                    static_cast<long long>(r.m), static_cast<long long>(r.n),
+                    static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(),
+                    t_weft * 1e3, g_weft, g_direct, g_weft / g_direct);
+      }
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+cli::Register reg("bench gemm", "time the GEMMs of a GPT-2-small layer against direct oneDNN",
+                  run);
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,81 @@
+// The `weft` command line: a registry of subcommands and a small option parser
+// that writes --help text from the options it declares.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace weft::cli {
+
+// Thrown by Options::parse when --help was given: the help text was printed
+// and the command should exit with status 0.
+struct HelpShown {};
+
+class Options {
+ public:
+  // usage: "weft bench gemm [options]"; about: a paragraph under it.
+  Options(std::string usage, std::string about);
+
+  // A boolean switch (--name).
+  Options& flag(const std::string& name, const std::string& help);
+  // An option with a value (--name VALUE or --name=VALUE) and its default.
+  Options& option(const std::string& name, const std::string& metavar, const std::string& fallback,
+                  const std::string& help);
+  // Positional arguments, named in the usage line.
+  Options& positional(const std::string& name, const std::string& help);
+
+  // Throws weft::Error for unknown options or missing values; prints help and
+  // throws HelpShown for --help / -h.
+  void parse(const std::vector<std::string>& args);
+
+  bool flag_set(const std::string& name) const;
+  // Whether the user gave the option (as opposed to its default applying).
+  bool given(const std::string& name) const;
+  const std::string& str(const std::string& name) const;
+  int64_t integer(const std::string& name) const;
+  double number(const std::string& name) const;
+  // A byte count: 1024, 1K, 64M, 2G (powers of 1024, as nccl-tests).
+  int64_t bytes(const std::string& name) const;
+  // One of `choices`, else a clear error.
+  const std::string& choice(const std::string& name, const std::vector<std::string>& choices) const;
+  const std::vector<std::string>& positionals() const { return positional_values_; }
+
+  std::string help() const;
+
+ private:
+  struct Spec {
+    std::string name, metavar, fallback, help;
+    bool is_flag = false;
+  };
+  const Spec& spec(const std::string& name) const;
+
+  std::string usage_, about_;
+  std::vector<Spec> specs_;
+  std::vector<std::pair<std::string, std::string>> positional_specs_;
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_values_;
+};
+
+int64_t parse_bytes(const std::string& text, const std::string& what);
+
+using CommandFn = std::function<int(const std::vector<std::string>& args)>;
+
+struct Command {
+  std::string name;  // "train", "bench gemm"
+  std::string summary;
+  CommandFn run;
+};
+
+// Registers a command at static-initialization time (commands live in the
+// executable, so the linker keeps them).
+struct Register {
+  Register(std::string name, std::string summary, CommandFn run);
+};
+
+const std::vector<Command>& commands();
+
+}  // namespace weft::cli

@@ -1,0 +1,76 @@
+// weft: train transformer models with tensor parallelism.
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "weft/core/error.h"
+
+namespace {
+
+void print_overview() {
+  std::cout << "usage: weft <command> [options]\n\n"
+               "weft trains transformer models with tensor parallelism on CPUs (oneDNN,\n"
+               "threads or MPI) and NVIDIA GPUs. Run `weft <command> --help` for details.\n\n"
+               "commands:\n";
+  for (const auto& c : weft::cli::commands()) {
+    std::cout << "  " << c.name << std::string(c.name.size() < 18 ? 18 - c.name.size() : 1, ' ')
+              << c.summary << "\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    print_overview();
+    return args.empty() ? 2 : 0;
+  }
+  // Longest registered name that prefixes the arguments ("bench gemm" before "bench").
+  const weft::cli::Command* command = nullptr;
+  size_t words = 0;
+  for (const auto& c : weft::cli::commands()) {
+    std::vector<std::string> parts;
+    for (size_t start = 0, sp; start <= c.name.size(); start = sp + 1) {
+      sp = c.name.find(' ', start);
+      if (sp == std::string::npos) sp = c.name.size();
+      parts.push_back(c.name.substr(start, sp - start));
+    }
+    if (parts.size() > args.size() || parts.size() <= words) continue;
+    if (std::equal(parts.begin(), parts.end(), args.begin())) {
+      command = &c;
+      words = parts.size();
+    }
+  }
+  try {
+    if (!command) {
+      std::string group = args[0];
+      bool is_group = false;
+      for (const auto& c : weft::cli::commands()) {
+        if (c.name.starts_with(group + " ")) {
+          is_group = true;
+          break;
+        }
+      }
+      if (is_group) {
+        std::cerr << "weft " << group << ": choose one of:\n";
+        for (const auto& c : weft::cli::commands())
+          if (c.name.starts_with(group + " ")) std::cerr << "  weft " << c.name << "  " << c.summary << "\n";
+        return (args.size() > 1 && args[1] != "--help" && args[1] != "-h") || args.size() == 1 ? 2 : 0;
+      }
+      WEFT_FAIL("unknown command '{}'; run `weft --help` for the list", args[0]);
+    }
+    return command->run(std::vector<std::string>(args.begin() + static_cast<long>(words), args.end()));
+  } catch (const weft::cli::HelpShown&) {
+    return 0;
+  } catch (const weft::Error& e) {
+    std::cerr << "weft: error: " << e.what() << "\n";
+    if (std::getenv("WEFT_DEBUG")) std::cerr << "  (raised at " << e.where() << ")\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "weft: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

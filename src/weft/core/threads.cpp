@@ -1,0 +1,54 @@
+#include "weft/core/threads.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "weft/core/error.h"
+
+namespace weft {
+
+namespace {
+thread_local int t_threads = 0;
+std::atomic<int> g_ranks{1};
+
+int env_threads() {
+  static const int value = [] {
+    const char* s = std::getenv("WEFT_NUM_THREADS");
+    if (!s || !*s) return 0;
+    char* end = nullptr;
+    long n = std::strtol(s, &end, 10);
+    WEFT_CHECK(*end == '\0' && n >= 1 && n <= 4096,
+               "WEFT_NUM_THREADS='{}' is not a positive thread count; unset it or give e.g. 4", s);
+    return static_cast<int>(n);
+  }();
+  return value;
+}
+}  // namespace
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int num_threads() {
+  if (t_threads > 0) return t_threads;
+  if (int e = env_threads(); e > 0) return e;
+  return std::max(1, available_cores() / std::max(1, g_ranks.load()));
+}
+
+void set_num_threads(int n) {
+  WEFT_CHECK(n >= 0, "thread count must be >= 0 (0 = default), got {}", n);
+  t_threads = n;
+}
+
+int ranks_in_process() { return g_ranks.load(); }
+void set_ranks_in_process(int n) { g_ranks.store(std::max(1, n)); }
+
+}  // namespace weft

@@ -1,0 +1,23 @@
+// How many threads a kernel call may use.
+//
+// Each rank is one caller: under the local backend the ranks are threads of
+// one process, so by default the cores are divided among them. The order of
+// precedence: set_num_threads() on the calling thread, then the environment
+// variable WEFT_NUM_THREADS, then cores / ranks_in_process().
+#pragma once
+
+namespace weft {
+
+// Threads the calling thread's kernels use.
+int num_threads();
+// Overrides num_threads() for the calling thread; 0 restores the default.
+void set_num_threads(int n);
+
+// Ranks that share this process (set by the local backend while it runs).
+int ranks_in_process();
+void set_ranks_in_process(int n);
+
+// Logical cores available to this process (its CPU affinity mask).
+int available_cores();
+
+}  // namespace weft

@@ -1,0 +1,26 @@
+// GELU (tanh approximation, as GPT-2), bias add and its gradient, residual add.
+// f32 or bf16 tensors; arithmetic in f32.
+#pragma once
+
+#include "weft/core/tensor.h"
+
+namespace weft::kernels {
+
+// x (N) -> y (N) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))   (oneDNN eltwise gelu_tanh)
+void gelu_forward(const Tensor& x, Tensor& y);
+// dy (N), x (N) -> dx (N)
+void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx);
+
+// y (N,C) += bias (C)   (bias f32)
+void bias_add(Tensor& y, const Tensor& bias);
+// dy (N,C) -> dbias (C) += Σ_rows dy   (f32; fixed blocking, bitwise the same for any thread count)
+void bias_backward(const Tensor& dy, Tensor& dbias);
+
+// a (N), b (N) -> out (N) = a + b   (out may alias a or b)
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+// y (N) += alpha · x (N)
+void axpy(float alpha, const Tensor& x, Tensor& y);
+// y (N) *= alpha
+void scale(Tensor& y, float alpha);
+
+}  // namespace weft::kernels

@@ -1,0 +1,49 @@
+// Element access shared by the hand-written CPU kernels: f32 and bf16 tensors
+// are read and written as f32 through these, so each kernel is written once as
+// a template over the storage type. Internal to kernels/.
+#pragma once
+
+#include <cstdint>
+
+#include "weft/core/dtype.h"
+#include "weft/core/error.h"
+#include "weft/core/tensor.h"
+
+namespace weft::kernels::detail {
+
+struct BF16 {
+  uint16_t bits;
+};
+
+inline float to_f32(float v) { return v; }
+inline float to_f32(BF16 v) { return bf16_to_f32(v.bits); }
+template <typename T>
+T from_f32(float v);
+template <>
+inline float from_f32<float>(float v) { return v; }
+template <>
+inline BF16 from_f32<BF16>(float v) { return BF16{f32_to_bf16(v)}; }
+
+inline void check_float(const Tensor& t, const char* what) {
+  WEFT_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16,
+             "{} must be f32 or bf16, got {}", what, dtype_name(t.dtype()));
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.raw());
+}
+
+// Calls fn.template operator()<T>() with T = float or BF16 for the dtype.
+template <typename Fn>
+void dispatch_float(DType t, Fn&& fn) {
+  if (t == DType::f32) {
+    fn.template operator()<float>();
+  } else if (t == DType::bf16) {
+    fn.template operator()<BF16>();
+  } else {
+    WEFT_FAIL("expected an f32 or bf16 tensor, got {}", dtype_name(t));
+  }
+}
+
+}  // namespace weft::kernels::detail

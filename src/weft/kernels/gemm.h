@@ -1,0 +1,53 @@
+// Matrix multiplication.
+//
+//   c (m,n) = alpha * op(a) (m,k) · op(b) (k,n)  [+ bias (n)]  [+ c if accumulate]
+//
+// op(x) is x or xᵀ. Inputs are f32 or bf16 (both the same); the product
+// accumulates in f32; c is f32 or bf16. Tensors of rank > 2 are viewed as
+// (rows, last dim). On the CPU this is a oneDNN matmul whose primitive is
+// created once per shape and cached per thread, so a steady-state call creates
+// and allocates nothing.
+#pragma once
+
+#include <cstdint>
+
+#include "weft/core/tensor.h"
+
+namespace weft::kernels {
+
+struct GemmOptions {
+  bool trans_a = false;
+  bool trans_b = false;
+  // c += product (gradient accumulation) instead of c = product.
+  bool accumulate = false;
+  float alpha = 1.0f;
+  // Optional bias of n elements (f32), added to every row of the product.
+  const Tensor* bias = nullptr;
+};
+
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& opt = {});
+
+// A batch of matrices inside a buffer, described by strides (in elements), so
+// that e.g. attention heads can be multiplied in place inside a (B, T, 3C)
+// activation without copies. The last dimension must be dense (col stride 1)
+// or, for a transposed operand, the row dimension (row stride 1).
+struct StridedMatrices {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  int64_t batch[2] = {1, 1};         // up to two batch dimensions
+  int64_t batch_stride[2] = {0, 0};  // elements between consecutive batch entries
+  int64_t rows = 0, cols = 0;
+  int64_t row_stride = 0, col_stride = 1;
+};
+
+// c[i] = alpha * a[i] · b[i] (+ c[i] if accumulate) for every batch entry; the
+// shapes (rows, cols) must agree as for a plain product; a transposed operand
+// is expressed with strides (row_stride 1, col_stride = leading dimension).
+void batched_gemm(const StridedMatrices& a, const StridedMatrices& b, const StridedMatrices& c,
+                  float alpha = 1.0f, bool accumulate = false);
+
+// Number of primitives created so far by the calling thread (tests check that
+// repeated calls of one shape create nothing new).
+int64_t gemm_primitives_created();
+
+}  // namespace weft::kernels

@@ -1,0 +1,163 @@
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "weft/core/device.h"
+#include "weft/core/error.h"
+#include "weft/core/memory.h"
+#include "weft/core/tensor.h"
+#include "weft/core/threads.h"
+
+namespace weft {
+namespace {
+
+TEST(Shape, NumelRowsAndPrinting) {
+  Shape s{2, 3, 4};
+  EXPECT_EQ(s.rank(), 3);
+  EXPECT_EQ(s.numel(), 24);
+  EXPECT_EQ(s.rows(), 6);
+  EXPECT_EQ(s.last(), 4);
+  EXPECT_EQ(s.str(), "[2, 3, 4]");
+  EXPECT_EQ(Shape{}.numel(), 1);
+  EXPECT_THROW((Shape{1, 2, 3, 4, 5}), Error);
+  EXPECT_THROW((Shape{2, -1}), Error);
+}
+
+TEST(Tensor, FromAndToVectorRoundTrip) {
+  std::vector<float> v = {1, 2, 3, 4, 5, 6};
+  Tensor t = Tensor::from({2, 3}, v);
+  EXPECT_EQ(t.to_vector(), v);
+  EXPECT_EQ(t.nbytes(), 24);
+  EXPECT_EQ(t.item(4), 5.0f);
+  EXPECT_THROW(Tensor::from({2, 2}, v), Error);
+}
+
+TEST(Tensor, NarrowAndChunkAreViews) {
+  std::vector<float> v(12);
+  for (int i = 0; i < 12; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i);
+  Tensor t = Tensor::from({4, 3}, v);
+  Tensor mid = t.narrow(1, 2);
+  EXPECT_TRUE(mid.same_storage(t));
+  EXPECT_EQ(mid.shape(), (Shape{2, 3}));
+  EXPECT_EQ(mid.to_vector(), (std::vector<float>{3, 4, 5, 6, 7, 8}));
+  mid.data<float>()[0] = 100;
+  EXPECT_EQ(t.item(3), 100);
+  auto parts = t.chunk(2);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[1].item(0), 6);
+  EXPECT_THROW(t.chunk(3), Error);
+  EXPECT_THROW(t.narrow(3, 2), Error);
+}
+
+TEST(Tensor, ReshapeSharesAndCloneCopies) {
+  Tensor t = Tensor::full({2, 6}, 1.5f);
+  Tensor r = t.reshape({3, 4});
+  EXPECT_TRUE(r.same_storage(t));
+  EXPECT_THROW(t.reshape({5}), Error);
+  Tensor c = t.clone();
+  EXPECT_FALSE(c.same_storage(t));
+  c.fill(2);
+  EXPECT_EQ(t.item(0), 1.5f);
+  Tensor rows = Tensor::zeros({2, 3, 4}).rows(2, 3);
+  EXPECT_EQ(rows.shape(), (Shape{3, 4}));
+}
+
+TEST(Tensor, DtypeConversionAndChecks) {
+  Tensor t = Tensor::from({3}, std::vector<float>{1.0f, 1.00390625f, -2.5f});
+  Tensor b = t.to(DType::bf16);
+  EXPECT_EQ(b.dtype(), DType::bf16);
+  EXPECT_EQ(b.nbytes(), 6);
+  // 1 + 2^-8 is a tie between bf16 neighbours 1 and 1 + 2^-7: rounds to even (1).
+  EXPECT_EQ(b.to_vector(), (std::vector<float>{1.0f, 1.0f, -2.5f}));
+  EXPECT_THROW(b.data<float>(), Error);
+  EXPECT_THROW(t.bf16_data(), Error);
+  Tensor p = Tensor::zeros({5}, DType::e2m1);
+  EXPECT_EQ(p.nbytes(), 3);
+}
+
+TEST(Tensor, UndefinedTensorUseIsAnError) {
+  Tensor t;
+  EXPECT_FALSE(t.defined());
+  EXPECT_THROW(t.raw(), Error);
+}
+
+TEST(Device, ParseAndPrint) {
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu());
+  EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(Device::cuda(1).str(), "cuda:1");
+  EXPECT_THROW(Device::parse("gpu"), Error);
+  EXPECT_THROW(Device::parse("cuda:x"), Error);
+}
+
+TEST(Error, CheckFormatsMessageAndLocation) {
+  try {
+    WEFT_CHECK(1 + 1 == 3, "world size {} is not divisible by tp*gtp = {}", 6, 4);
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "world size 6 is not divisible by tp*gtp = 4");
+    EXPECT_NE(e.where().find("tensor_test.cpp:"), std::string::npos);
+  }
+}
+
+TEST(Memory, CountsLiveAndPeakPerTag) {
+  MemoryTracker tracker;
+  ScopedMemoryTracker scope(tracker);
+  {
+    Tensor a = Tensor::empty({256}, DType::f32, Device::cpu(), MemoryTag::params);
+    {
+      ScopedMemoryTag tag(MemoryTag::activations);
+      Tensor b = Tensor::empty({128});
+      EXPECT_EQ(tracker.tag(Device::cpu(), MemoryTag::activations).live, 512);
+      EXPECT_EQ(tracker.device(Device::cpu()).live, 1536);
+    }
+    EXPECT_EQ(tracker.device(Device::cpu()).live, 1024);
+    EXPECT_EQ(tracker.device(Device::cpu()).peak, 1536);
+    EXPECT_EQ(tracker.tag(Device::cpu(), MemoryTag::params).live, 1024);
+    // Views allocate nothing.
+    Tensor v = a.narrow(0, 10);
+    EXPECT_EQ(tracker.device(Device::cpu()).live, 1024);
+  }
+  EXPECT_EQ(tracker.device(Device::cpu()).live, 0);
+  EXPECT_EQ(tracker.tag(Device::cpu(), MemoryTag::activations).peak, 512);
+  tracker.reset_peaks();
+  EXPECT_EQ(tracker.device(Device::cpu()).peak, 0);
+}
+
+TEST(Memory, FreeOnAnotherThreadCreditsTheAllocatingTracker) {
+  MemoryTracker mine;
+  Tensor t;
+  {
+    ScopedMemoryTracker scope(mine);
+    t = Tensor::empty({100});
+  }
+  EXPECT_EQ(mine.device(Device::cpu()).live, 400);
+  std::thread([moved = std::move(t)]() mutable { moved = Tensor(); }).join();
+  EXPECT_EQ(mine.device(Device::cpu()).live, 0);
+}
+
+TEST(Memory, CudaAllocationWithoutCudaIsAClearError) {
+  try {
+    Tensor::empty({4}, DType::f32, Device::cuda(0));
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA support"), std::string::npos);
+  }
+}
+
+TEST(Threads, PerThreadOverrideAndRankShare) {
+  int cores = available_cores();
+  EXPECT_GE(cores, 1);
+  set_ranks_in_process(1);
+  if (!std::getenv("WEFT_NUM_THREADS")) EXPECT_EQ(num_threads(), cores);
+  set_num_threads(3);
+  EXPECT_EQ(num_threads(), 3);
+  std::thread([] { EXPECT_NE(num_threads(), 0); }).join();
+  set_num_threads(0);
+  set_ranks_in_process(cores * 4);
+  if (!std::getenv("WEFT_NUM_THREADS")) EXPECT_EQ(num_threads(), 1);
+  set_ranks_in_process(1);
+  EXPECT_THROW(set_num_threads(-1), Error);
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,193 @@
+#include "weft/kernels/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "testing.h"
+#include "weft/core/threads.h"
+
+namespace weft::kernels {
+namespace {
+
+using weft::testing::close;
+using weft::testing::kBF16;
+using weft::testing::kF32;
+using weft::testing::random_tensor;
+
+// fp64 reference: c = alpha * op(a)·op(b) (+ bias) (+ c0)
+std::vector<double> reference(const Tensor& a, const Tensor& b, int64_t m, int64_t n, int64_t k,
+                              bool ta, bool tb, double alpha = 1, const Tensor* bias = nullptr,
+                              const Tensor* c0 = nullptr) {
+  std::vector<float> av = a.to_vector(), bv = b.to_vector();
+  std::vector<double> c(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        double x = ta ? av[static_cast<size_t>(p * m + i)] : av[static_cast<size_t>(i * k + p)];
+        double y = tb ? bv[static_cast<size_t>(j * k + p)] : bv[static_cast<size_t>(p * n + j)];
+        s += x * y;
+      }
+      s *= alpha;
+      if (bias) s += bias->item(j);
+      if (c0) s += c0->item(i * n + j);
+      c[static_cast<size_t>(i * n + j)] = s;
+    }
+  }
+  return c;
+}
+
+struct GemmCase {
+  bool ta, tb;
+};
+
+class GemmTranspose : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(GemmTranspose, MatchesFp64Reference) {
+  const auto [ta, tb] = GetParam();
+  const int64_t m = 37, n = 29, k = 53;
+  Tensor a = ta ? random_tensor({k, m}, 1) : random_tensor({m, k}, 1);
+  Tensor b = tb ? random_tensor({n, k}, 2) : random_tensor({k, n}, 2);
+  Tensor c = Tensor::empty({m, n});
+  gemm(a, b, c, {.trans_a = ta, .trans_b = tb});
+  EXPECT_TRUE(close(reference(a, b, m, n, k, ta, tb), c.to_vector(), kF32, 1.0));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllLayouts, GemmTranspose,
+                         ::testing::Values(GemmCase{false, false}, GemmCase{false, true},
+                                           GemmCase{true, false}, GemmCase{true, true}));
+
+TEST(Gemm, AccumulateAlphaAndBias) {
+  const int64_t m = 16, n = 24, k = 40;
+  Tensor a = random_tensor({m, k}, 3), b = random_tensor({n, k}, 4);
+  Tensor bias = random_tensor({n}, 5);
+  Tensor c = random_tensor({m, n}, 6);
+  Tensor c0 = c.clone();
+  gemm(a, b, c, {.trans_b = true, .accumulate = true, .alpha = 0.5f});
+  EXPECT_TRUE(close(reference(a, b, m, n, k, false, true, 0.5, nullptr, &c0), c.to_vector(), kF32,
+                    1.0));
+  Tensor d = Tensor::empty({m, n});
+  gemm(a, b, d, {.trans_b = true, .bias = &bias});
+  EXPECT_TRUE(close(reference(a, b, m, n, k, false, true, 1, &bias), d.to_vector(), kF32, 1.0));
+}
+
+TEST(Gemm, Bf16InputsAccumulateInF32) {
+  const int64_t m = 33, n = 65, k = 128;
+  Tensor a = random_tensor({m, k}, 7, -1, 1, DType::bf16);
+  Tensor b = random_tensor({n, k}, 8, -1, 1, DType::bf16);
+  // The reference sees the same bf16-rounded inputs, so an f32 output must
+  // agree to f32 accuracy: the products accumulate in f32, not bf16.
+  Tensor c = Tensor::empty({m, n}, DType::f32);
+  gemm(a, b, c, {.trans_b = true});
+  EXPECT_TRUE(close(reference(a, b, m, n, k, false, true), c.to_vector(), {1e-5, 1e-5}, 1.0));
+  Tensor cb = Tensor::empty({m, n}, DType::bf16);
+  gemm(a, b, cb, {.trans_b = true});
+  EXPECT_TRUE(close(reference(a, b, m, n, k, false, true), cb.to_vector(), kBF16, 1.0));
+}
+
+TEST(Gemm, HigherRankTensorsAreViewedAsRows) {
+  Tensor x = random_tensor({2, 3, 8}, 9);  // (B, T, C)
+  Tensor w = random_tensor({5, 8}, 10);    // (out, in)
+  Tensor y = Tensor::empty({2, 3, 5});
+  gemm(x, w, y, {.trans_b = true});
+  EXPECT_TRUE(close(reference(x, w, 6, 5, 8, false, true), y.to_vector(), kF32, 1.0));
+}
+
+TEST(Gemm, BackwardIdentitiesMatchFiniteDifferences) {
+  // y = x·Wᵀ; L = Σ g⊙y; dx = g·W, dW = gᵀ·x.
+  const int64_t t = 6, in = 5, out = 4;
+  Tensor x = random_tensor({t, in}, 11), w = random_tensor({out, in}, 12);
+  Tensor g = random_tensor({t, out}, 13);
+  auto loss = [&] {
+    Tensor y = Tensor::empty({t, out});
+    gemm(x, w, y, {.trans_b = true});
+    return weft::testing::weighted_sum(y, g);
+  };
+  Tensor dx = Tensor::empty({t, in}), dw = Tensor::zeros({out, in});
+  gemm(g, w, dx);
+  gemm(g, x, dw, {.trans_a = true, .accumulate = true});
+  EXPECT_TRUE(close(weft::testing::finite_difference(x, loss), dx.to_vector(), {2e-3, 2e-3}));
+  EXPECT_TRUE(close(weft::testing::finite_difference(w, loss), dw.to_vector(), {2e-3, 2e-3}));
+}
+
+TEST(Gemm, SteadyStateCreatesNothingNew) {
+  Tensor a = random_tensor({64, 32}, 14), b = random_tensor({32, 48}, 15);
+  Tensor c = Tensor::empty({64, 48});
+  gemm(a, b, c);
+  const int64_t created = gemm_primitives_created();
+  MemoryTracker tracker;
+  ScopedMemoryTracker scope(tracker);
+  for (int i = 0; i < 5; ++i) gemm(a, b, c);
+  EXPECT_EQ(gemm_primitives_created(), created);
+  EXPECT_EQ(tracker.device(Device::cpu()).peak, 0);
+  Tensor c2 = Tensor::empty({64, 48});
+  gemm(a, b, c2, {.accumulate = true});
+  EXPECT_EQ(gemm_primitives_created(), created + 1);
+}
+
+TEST(Gemm, ConcurrentCallsFromSeveralThreads) {
+  const int64_t m = 48, n = 40, k = 64;
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      set_num_threads(1);
+      Tensor a = random_tensor({m, k}, 100 + static_cast<uint32_t>(r));
+      Tensor b = random_tensor({k, n}, 200 + static_cast<uint32_t>(r));
+      Tensor c = Tensor::empty({m, n});
+      bool good = true;
+      for (int it = 0; it < 20; ++it) {
+        gemm(a, b, c);
+        good = good && close(reference(a, b, m, n, k, false, false), c.to_vector(), kF32, 1.0);
+      }
+      ok[static_cast<size_t>(r)] = good;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok, (std::vector<int>{1, 1, 1, 1}));
+}
+
+TEST(Gemm, ShapeMismatchIsAClearError) {
+  Tensor a = Tensor::zeros({4, 5}), b = Tensor::zeros({6, 7}), c = Tensor::zeros({4, 7});
+  try {
+    gemm(a, b, c);
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("inner dimensions"), std::string::npos) << e.what();
+  }
+  Tensor bb = Tensor::zeros({5, 7}, DType::bf16);
+  EXPECT_THROW(gemm(a, bb, c), Error);
+  Tensor i = Tensor::zeros({4, 5}, DType::i32);
+  EXPECT_THROW(gemm(i, i, c), Error);
+}
+
+TEST(BatchedGemm, HeadsInsidePackedBuffer) {
+  // qkv (B,T,3C) with H heads of D: scores[b,h] = q[b,:,h] · k[b,:,h]ᵀ, no copies.
+  const int64_t B = 2, T = 5, H = 3, D = 4, C = H * D;
+  Tensor qkv = random_tensor({B, T, 3 * C}, 16);
+  Tensor scores = Tensor::empty({B, H, T, T});
+  float* base = qkv.data<float>();
+  StridedMatrices q{.data = base, .batch = {B, H}, .batch_stride = {T * 3 * C, D},
+                    .rows = T, .cols = D, .row_stride = 3 * C, .col_stride = 1};
+  // kᵀ: (D, T) read from k's (T, D) storage.
+  StridedMatrices kt{.data = base + C, .batch = {B, H}, .batch_stride = {T * 3 * C, D},
+                     .rows = D, .cols = T, .row_stride = 1, .col_stride = 3 * C};
+  StridedMatrices s{.data = scores.raw(), .batch = {B, H}, .batch_stride = {H * T * T, T * T},
+                    .rows = T, .cols = T, .row_stride = T, .col_stride = 1};
+  batched_gemm(q, kt, s, 0.5f);
+  std::vector<float> v = qkv.to_vector(), got = scores.to_vector();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j) {
+          double ref = 0;
+          for (int64_t d = 0; d < D; ++d)
+            ref += static_cast<double>(v[static_cast<size_t>((b * T + i) * 3 * C + h * D + d)]) *
+                   v[static_cast<size_t>((b * T + j) * 3 * C + C + h * D + d)];
+          EXPECT_NEAR(got[static_cast<size_t>(((b * H + h) * T + i) * T + j)], 0.5 * ref, 1e-5);
+        }
+}
+
+}  // namespace
+}  // namespace weft::kernels
