@@ -61,8 +61,8 @@ uint8_t f32_to_e4m3(float f);
 float e4m3_to_f32(uint8_t v);
 
 // fp8 e5m2: finite values beyond 57344, and +-Inf, saturate to +-57344 (CUDA's
-// satfinite rule and OCP's saturating mode, as for e4m3); NaN -> NaN (0x7f/0xff).
-// 0x7c/0xfc still decode to +-Inf.
+// satfinite rule, as for e4m3); NaN -> NaN (0x7f/0xff). 0x7c/0xfc still decode
+// to +-Inf.
 uint8_t f32_to_e5m2(float f);
 float e5m2_to_f32(uint8_t v);
 
