@@ -148,13 +148,17 @@ TEST(Threads, PerThreadOverrideAndRankShare) {
   int cores = available_cores();
   EXPECT_GE(cores, 1);
   set_ranks_in_process(1);
-  if (!std::getenv("WEFT_NUM_THREADS")) EXPECT_EQ(num_threads(), cores);
+  if (!std::getenv("WEFT_NUM_THREADS")) {
+    EXPECT_EQ(num_threads(), cores);
+  }
   set_num_threads(3);
   EXPECT_EQ(num_threads(), 3);
   std::thread([] { EXPECT_NE(num_threads(), 0); }).join();
   set_num_threads(0);
   set_ranks_in_process(cores * 4);
-  if (!std::getenv("WEFT_NUM_THREADS")) EXPECT_EQ(num_threads(), 1);
+  if (!std::getenv("WEFT_NUM_THREADS")) {
+    EXPECT_EQ(num_threads(), 1);
+  }
   set_ranks_in_process(1);
   EXPECT_THROW(set_num_threads(-1), Error);
 }
