@@ -1,12 +1,11 @@
 // weft bench gemm: the GEMMs of one GPT-2-small layer through weft's gemm(),
 // against the same oneDNN matmul called directly in the same run.
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -53,7 +52,9 @@ std::string cpu_flags() {
 
 std::string features() {
   std::string flags = cpu_flags();
-  auto has = [&](const char* f) { return flags.find(std::string(" ") + f + " ") != std::string::npos; };
+  auto has = [&](const char* f) {
+    return flags.find(std::string(" ") + f + " ") != std::string::npos;
+  };
   std::ostringstream out;
   out << "AVX-512: " << (has("avx512f") ? "yes" : "no")
       << ", AVX-512-BF16: " << (has("avx512_bf16") ? "yes" : "no")
@@ -143,8 +144,8 @@ int run(const std::vector<std::string>& args) {
   const double min_time = opts.number("min-time");
   const bool json = opts.flag_set("json");
 
-  (json ? std::cerr : std::cout) << "cpu: " << features() << "; threads per call: "
-                                 << num_threads() << "\n";
+  (json ? std::cerr : std::cout) << "cpu: " << features() << "; threads per call: " << num_threads()
+                                 << "\n";
   if (!json) {
     std::printf("%-5s %-6s %6s %6s %6s %-5s %10s %10s %10s %7s\n", "layer", "op", "m", "n", "k",
                 "dtype", "ms", "GFLOP/s", "direct", "ratio");
@@ -163,11 +164,10 @@ int run(const std::vector<std::string>& args) {
       b.fill(0.02f);
       kernels::GemmOptions go{.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad};
       auto weft_call = [&] { kernels::gemm(a, b, c, go); };
-      Direct direct(r, dt == DType::f32 ? dnnl::memory::data_type::f32
-                                        : dnnl::memory::data_type::bf16,
-                    out == DType::f32 ? dnnl::memory::data_type::f32
-                                      : dnnl::memory::data_type::bf16,
-                    a.raw(), b.raw(), c.raw(), wgrad);
+      Direct direct(
+          r, dt == DType::f32 ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16,
+          out == DType::f32 ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16, a.raw(),
+          b.raw(), c.raw(), wgrad);
       auto direct_call = [&] { direct.run(); };
       // Calibrate the iteration count on weft's call, then time both with the
       // same count, weft and direct alternating round by round.
@@ -180,21 +180,21 @@ int run(const std::vector<std::string>& args) {
         t_weft = std::min(t_weft, time_call(weft_call, iters, 1));
         t_direct = std::min(t_direct, time_call(direct_call, iters, 1));
       }
-      const double flops = 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) *
-                           static_cast<double>(r.k);
+      const double flops =
+          2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
       const double g_weft = flops / t_weft / 1e9, g_direct = flops / t_direct / 1e9;
       if (json) {
         std::printf(
             "{\"layer\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"dtype\":\"%s\",\"op\":\"%s\","
             "\"ms\":%.4f,\"gflops\":%.1f,\"direct_gflops\":%.1f,\"ratio\":%.3f}\n",
             r.layer, static_cast<long long>(r.m), static_cast<long long>(r.n),
-            static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), r.op,
-            t_weft * 1e3, g_weft, g_direct, g_weft / g_direct);
+            static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), r.op, t_weft * 1e3,
+            g_weft, g_direct, g_weft / g_direct);
       } else {
         std::printf("%-5s %-6s %6lld %6lld %6lld %-5s %10.3f %10.1f %10.1f %7.3f\n", r.layer, r.op,
                     static_cast<long long>(r.m), static_cast<long long>(r.n),
-                    static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(),
-                    t_weft * 1e3, g_weft, g_direct, g_weft / g_direct);
+                    static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), t_weft * 1e3,
+                    g_weft, g_direct, g_weft / g_direct);
       }
       std::fflush(stdout);
     }
@@ -202,8 +202,7 @@ int run(const std::vector<std::string>& args) {
   return 0;
 }
 
-cli::Register reg("bench gemm", "time the GEMMs of a GPT-2-small layer against direct oneDNN",
-                  run);
+cli::Register reg("bench gemm", "time the GEMMs of a GPT-2-small layer against direct oneDNN", run);
 
 }  // namespace
 }  // namespace weft

@@ -70,8 +70,8 @@ void Options::parse(const std::vector<std::string>& args) {
       name = name.substr(0, eq);
       inline_value = true;
     }
-    auto it = std::find_if(specs_.begin(), specs_.end(),
-                           [&](const Spec& s) { return s.name == name; });
+    auto it =
+        std::find_if(specs_.begin(), specs_.end(), [&](const Spec& s) { return s.name == name; });
     WEFT_CHECK(it != specs_.end(), "unknown option --{}; see `{} --help`", name,
                usage_.substr(0, usage_.find(" [")));
     if (it->is_flag) {
@@ -86,9 +86,8 @@ void Options::parse(const std::vector<std::string>& args) {
     values_[name] = value;
   }
   WEFT_CHECK(positional_values_.size() <= positional_specs_.size(),
-             "unexpected argument '{}'; see --help", positional_values_.empty()
-                                                         ? std::string()
-                                                         : positional_values_.back());
+             "unexpected argument '{}'; see --help",
+             positional_values_.empty() ? std::string() : positional_values_.back());
 }
 
 bool Options::flag_set(const std::string& name) const {
@@ -134,9 +133,21 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   int64_t scale = 1;
   if (ec == std::errc() && p + 1 == end) {
     switch (*p) {
-      case 'K': case 'k': scale = int64_t{1} << 10; ++p; break;
-      case 'M': case 'm': scale = int64_t{1} << 20; ++p; break;
-      case 'G': case 'g': scale = int64_t{1} << 30; ++p; break;
+      case 'K':
+      case 'k':
+        scale = int64_t{1} << 10;
+        ++p;
+        break;
+      case 'M':
+      case 'm':
+        scale = int64_t{1} << 20;
+        ++p;
+        break;
+      case 'G':
+      case 'g':
+        scale = int64_t{1} << 30;
+        ++p;
+        break;
       default: break;
     }
   }
@@ -145,7 +156,9 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   return n * scale;
 }
 
-int64_t Options::bytes(const std::string& name) const { return parse_bytes(str(name), "--" + name); }
+int64_t Options::bytes(const std::string& name) const {
+  return parse_bytes(str(name), "--" + name);
+}
 
 const std::string& Options::choice(const std::string& name,
                                    const std::vector<std::string>& choices) const {

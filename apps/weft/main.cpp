@@ -57,12 +57,15 @@ int main(int argc, char** argv) {
       if (is_group) {
         std::cerr << "weft " << group << ": choose one of:\n";
         for (const auto& c : weft::cli::commands())
-          if (c.name.starts_with(group + " ")) std::cerr << "  weft " << c.name << "  " << c.summary << "\n";
-        return (args.size() > 1 && args[1] != "--help" && args[1] != "-h") || args.size() == 1 ? 2 : 0;
+          if (c.name.starts_with(group + " "))
+            std::cerr << "  weft " << c.name << "  " << c.summary << "\n";
+        return (args.size() > 1 && args[1] != "--help" && args[1] != "-h") || args.size() == 1 ? 2
+                                                                                               : 0;
       }
       WEFT_FAIL("unknown command '{}'; run `weft --help` for the list", args[0]);
     }
-    return command->run(std::vector<std::string>(args.begin() + static_cast<long>(words), args.end()));
+    return command->run(
+        std::vector<std::string>(args.begin() + static_cast<long>(words), args.end()));
   } catch (const weft::cli::HelpShown&) {
     return 0;
   } catch (const weft::Error& e) {

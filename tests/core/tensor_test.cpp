@@ -1,3 +1,5 @@
+#include "weft/core/tensor.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -5,7 +7,6 @@
 #include "weft/core/device.h"
 #include "weft/core/error.h"
 #include "weft/core/memory.h"
-#include "weft/core/tensor.h"
 #include "weft/core/threads.h"
 
 namespace weft {

@@ -65,8 +65,8 @@ TEST(Gemm, AccumulateAlphaAndBias) {
   Tensor c = random_tensor({m, n}, 6);
   Tensor c0 = c.clone();
   gemm(a, b, c, {.trans_b = true, .accumulate = true, .alpha = 0.5f});
-  EXPECT_TRUE(close(reference(a, b, m, n, k, false, true, 0.5, nullptr, &c0), c.to_vector(), kF32,
-                    1.0));
+  EXPECT_TRUE(
+      close(reference(a, b, m, n, k, false, true, 0.5, nullptr, &c0), c.to_vector(), kF32, 1.0));
   Tensor d = Tensor::empty({m, n});
   gemm(a, b, d, {.trans_b = true, .bias = &bias});
   EXPECT_TRUE(close(reference(a, b, m, n, k, false, true, 1, &bias), d.to_vector(), kF32, 1.0));
@@ -168,13 +168,28 @@ TEST(BatchedGemm, HeadsInsidePackedBuffer) {
   Tensor qkv = random_tensor({B, T, 3 * C}, 16);
   Tensor scores = Tensor::empty({B, H, T, T});
   float* base = qkv.data<float>();
-  StridedMatrices q{.data = base, .batch = {B, H}, .batch_stride = {T * 3 * C, D},
-                    .rows = T, .cols = D, .row_stride = 3 * C, .col_stride = 1};
+  StridedMatrices q{.data = base,
+                    .batch = {B, H},
+                    .batch_stride = {T * 3 * C, D},
+                    .rows = T,
+                    .cols = D,
+                    .row_stride = 3 * C,
+                    .col_stride = 1};
   // kᵀ: (D, T) read from k's (T, D) storage.
-  StridedMatrices kt{.data = base + C, .batch = {B, H}, .batch_stride = {T * 3 * C, D},
-                     .rows = D, .cols = T, .row_stride = 1, .col_stride = 3 * C};
-  StridedMatrices s{.data = scores.raw(), .batch = {B, H}, .batch_stride = {H * T * T, T * T},
-                    .rows = T, .cols = T, .row_stride = T, .col_stride = 1};
+  StridedMatrices kt{.data = base + C,
+                     .batch = {B, H},
+                     .batch_stride = {T * 3 * C, D},
+                     .rows = D,
+                     .cols = T,
+                     .row_stride = 1,
+                     .col_stride = 3 * C};
+  StridedMatrices s{.data = scores.raw(),
+                    .batch = {B, H},
+                    .batch_stride = {H * T * T, T * T},
+                    .rows = T,
+                    .cols = T,
+                    .row_stride = T,
+                    .col_stride = 1};
   batched_gemm(q, kt, s, 0.5f);
   std::vector<float> v = qkv.to_vector(), got = scores.to_vector();
   for (int64_t b = 0; b < B; ++b)

@@ -88,7 +88,8 @@ TEST(LayerNorm, BackwardMatchesFiniteDifferences) {
 TEST(LayerNorm, Bf16WithinTolerance) {
   Tensor x = random_tensor({16, 64}, 8, -1, 1, DType::bf16);
   Tensor g = random_tensor({64}, 9), b = random_tensor({64}, 10);
-  Tensor y = Tensor::empty(x.shape(), DType::bf16), m = Tensor::empty({16}), s = Tensor::empty({16});
+  Tensor y = Tensor::empty(x.shape(), DType::bf16), m = Tensor::empty({16}),
+         s = Tensor::empty({16});
   layer_norm_forward(x, g, b, kEps, y, m, s);
   EXPECT_TRUE(close(layer_norm_ref(x, g, b), y.to_vector(), kBF16, 1.0));
 }
@@ -113,7 +114,8 @@ TEST(LayerNorm, ParameterGradientsAreThreadCountInvariant) {
 
 TEST(LayerNorm, BadShapesAreClearErrors) {
   Tensor x = Tensor::zeros({4, 8}), y = Tensor::zeros({4, 8});
-  Tensor g = Tensor::zeros({7}), b = Tensor::zeros({8}), m = Tensor::zeros({4}), s = Tensor::zeros({4});
+  Tensor g = Tensor::zeros({7}), b = Tensor::zeros({8}), m = Tensor::zeros({4}),
+         s = Tensor::zeros({4});
   EXPECT_THROW(layer_norm_forward(x, g, b, kEps, y, m, s), Error);
   Tensor g8 = Tensor::zeros({8}), m3 = Tensor::zeros({3});
   EXPECT_THROW(layer_norm_forward(x, g8, b, kEps, y, m3, s), Error);

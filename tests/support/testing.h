@@ -45,8 +45,8 @@ inline ::testing::AssertionResult close(const std::vector<double>& expected,
     double diff = std::abs(a - e);
     double ref = std::max(std::abs(e), scale);
     if (!(diff <= tol.abs || diff <= tol.rel * ref)) {
-      return ::testing::AssertionFailure() << "element " << i << ": got " << a << ", expected "
-                                           << e << " (diff " << diff << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << a << ", expected " << e << " (diff " << diff << ")";
     }
   }
   return ::testing::AssertionSuccess();

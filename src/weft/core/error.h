@@ -54,11 +54,11 @@ std::string format(std::string_view fmt, const Args&... args) {
 
 }  // namespace weft
 
-#define WEFT_CHECK(cond, ...)                                           \
-  do {                                                                  \
-    if (!(cond)) [[unlikely]] {                                         \
+#define WEFT_CHECK(cond, ...)                                               \
+  do {                                                                      \
+    if (!(cond)) [[unlikely]] {                                             \
       ::weft::throw_error(__FILE__, __LINE__, ::weft::format(__VA_ARGS__)); \
-    }                                                                   \
+    }                                                                       \
   } while (0)
 
 #define WEFT_FAIL(...) ::weft::throw_error(__FILE__, __LINE__, ::weft::format(__VA_ARGS__))

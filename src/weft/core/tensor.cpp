@@ -187,8 +187,8 @@ float Tensor::item(int64_t i) const {
     uint8_t byte = static_cast<const uint8_t*>(raw())[i / 2];
     return e2m1_to_f32(i % 2 ? byte >> 4 : byte & 0xf);
   }
-  convert(static_cast<const char*>(raw()) + dtype_storage_bytes(dtype_, i), dtype_, &v,
-          DType::f32, 1);
+  convert(static_cast<const char*>(raw()) + dtype_storage_bytes(dtype_, i), dtype_, &v, DType::f32,
+          1);
   return v;
 }
 

@@ -68,11 +68,17 @@ class Storage {
 template <typename T>
 constexpr DType dtype_of();
 template <>
-constexpr DType dtype_of<float>() { return DType::f32; }
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
 template <>
-constexpr DType dtype_of<int32_t>() { return DType::i32; }
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
 template <>
-constexpr DType dtype_of<uint8_t>() { return DType::u8; }
+constexpr DType dtype_of<uint8_t>() {
+  return DType::u8;
+}
 
 class Tensor {
  public:
@@ -109,14 +115,14 @@ class Tensor {
 
   // Views sharing storage.
   Tensor narrow(int64_t start, int64_t length) const;  // along dim 0
-  std::vector<Tensor> chunk(int64_t n) const;           // n equal pieces along dim 0
+  std::vector<Tensor> chunk(int64_t n) const;          // n equal pieces along dim 0
   Tensor reshape(const Shape& shape) const;
   // Rows [start, start+length) of the 2-D view (rows x last dim).
   Tensor rows(int64_t start, int64_t length) const;
 
   // Copies.
   Tensor clone(MemoryTag tag = current_memory_tag()) const;
-  Tensor to(DType dtype) const;  // same tensor when the dtype already matches
+  Tensor to(DType dtype) const;       // same tensor when the dtype already matches
   void copy_from(const Tensor& src);  // same shape; converts dtype
   void fill(float value);
   void zero();

@@ -33,15 +33,12 @@ GeluEntry& gelu_entry(int64_t n, DType dt) {
   if (it != cache.end()) return it->second;
   memory::desc md({n}, cpu::to_dnnl(dt), memory::format_tag::a);
   auto alg = dnnl::algorithm::eltwise_gelu_tanh;
-  dnnl::eltwise_forward::primitive_desc fpd(
-      {dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f}, cpu::engine());
+  dnnl::eltwise_forward::primitive_desc fpd({dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f},
+                                            cpu::engine());
   dnnl::eltwise_backward::primitive_desc bpd({alg, md, md, 0.f, 0.f}, cpu::engine(), fpd);
-  GeluEntry e{dnnl::eltwise_forward(fpd),
-              dnnl::eltwise_backward(bpd),
-              memory(md, cpu::engine(), nullptr),
-              memory(md, cpu::engine(), nullptr),
-              memory(md, cpu::engine(), nullptr),
-              memory(md, cpu::engine(), nullptr)};
+  GeluEntry e{dnnl::eltwise_forward(fpd),         dnnl::eltwise_backward(bpd),
+              memory(md, cpu::engine(), nullptr), memory(md, cpu::engine(), nullptr),
+              memory(md, cpu::engine(), nullptr), memory(md, cpu::engine(), nullptr)};
   return cache.emplace(key, std::move(e)).first->second;
 }
 

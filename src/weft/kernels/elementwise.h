@@ -20,13 +20,17 @@ inline float to_f32(BF16 v) { return bf16_to_f32(v.bits); }
 template <typename T>
 T from_f32(float v);
 template <>
-inline float from_f32<float>(float v) { return v; }
+inline float from_f32<float>(float v) {
+  return v;
+}
 template <>
-inline BF16 from_f32<BF16>(float v) { return BF16{f32_to_bf16(v)}; }
+inline BF16 from_f32<BF16>(float v) {
+  return BF16{f32_to_bf16(v)};
+}
 
 inline void check_float(const Tensor& t, const char* what) {
-  WEFT_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16,
-             "{} must be f32 or bf16, got {}", what, dtype_name(t.dtype()));
+  WEFT_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16, "{} must be f32 or bf16, got {}",
+             what, dtype_name(t.dtype()));
 }
 
 template <typename T>

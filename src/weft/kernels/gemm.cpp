@@ -139,8 +139,7 @@ void check_inputs(DType a, DType b, DType c) {
              dtype_name(b));
   WEFT_CHECK(a == DType::f32 || a == DType::bf16, "gemm supports f32 and bf16 inputs, got {}",
              dtype_name(a));
-  WEFT_CHECK(c == DType::f32 || c == DType::bf16, "gemm writes f32 or bf16, got {}",
-             dtype_name(c));
+  WEFT_CHECK(c == DType::f32 || c == DType::bf16, "gemm writes f32 or bf16, got {}", dtype_name(c));
 }
 
 // A (rows x cols) matrix stored row-major, optionally read transposed.
@@ -168,8 +167,8 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& opt) {
              "gemm output is {}x{} but op(a)·op(b) is {}x{} (a {}, b {}, c {})", oc.dims[0],
              oc.dims[1], m, n, a.shape(), b.shape(), c.shape());
   if (opt.bias) {
-    WEFT_CHECK(opt.bias->numel() == n, "gemm bias has {} elements, expected {}",
-               opt.bias->numel(), n);
+    WEFT_CHECK(opt.bias->numel() == n, "gemm bias has {} elements, expected {}", opt.bias->numel(),
+               n);
   }
   if (m == 0 || n == 0) return;
   if (k == 0) {

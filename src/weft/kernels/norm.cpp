@@ -30,8 +30,9 @@ void check_rows(const Tensor& x, const Tensor& y, const Tensor& gamma, const cha
 }
 
 void check_stats(const Tensor& s, int64_t n, const char* what) {
-  WEFT_CHECK(s.dtype() == DType::f32 && s.numel() == n, "{} must be f32 with {} elements, got {} {}",
-             what, n, dtype_name(s.dtype()), s.shape());
+  WEFT_CHECK(s.dtype() == DType::f32 && s.numel() == n,
+             "{} must be f32 with {} elements, got {} {}", what, n, dtype_name(s.dtype()),
+             s.shape());
 }
 
 std::vector<float>& scratch(size_t n) {
@@ -85,9 +86,8 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   });
 }
 
-void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
-                         Tensor& dbeta) {
+void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   check_rows(x, dy, gamma, "layer_norm_backward");
   const int64_t n = x.shape().rows(), c = x.shape().last();
   check_stats(mean, n, "layer_norm_backward: mean");
@@ -154,8 +154,8 @@ void rms_norm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y
   check_rows(x, y, gamma, "rms_norm_forward");
   const int64_t n = x.shape().rows(), c = x.shape().last();
   check_stats(rstd, n, "rms_norm_forward: rstd");
-  WEFT_CHECK(x.dtype() == y.dtype(), "rms_norm_forward: x is {} but y is {}",
-             dtype_name(x.dtype()), dtype_name(y.dtype()));
+  WEFT_CHECK(x.dtype() == y.dtype(), "rms_norm_forward: x is {} but y is {}", dtype_name(x.dtype()),
+             dtype_name(y.dtype()));
   const float* g = gamma.data<float>();
   float* rs = rstd.data<float>();
   detail::dispatch_float(x.dtype(), [&]<typename T>() {
@@ -180,10 +180,11 @@ void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, c
   const int64_t n = x.shape().rows(), c = x.shape().last();
   check_stats(rstd, n, "rms_norm_backward: rstd");
   check_stats(dgamma, c, "rms_norm_backward: dgamma");
-  WEFT_CHECK(dx.numel() == x.numel() && dx.dtype() == dy.dtype() && x.dtype() == dy.dtype(),
-             "rms_norm_backward: x, dy and dx must share dtype and size (x {} {}, dy {} {}, dx {} {})",
-             dtype_name(x.dtype()), x.shape(), dtype_name(dy.dtype()), dy.shape(),
-             dtype_name(dx.dtype()), dx.shape());
+  WEFT_CHECK(
+      dx.numel() == x.numel() && dx.dtype() == dy.dtype() && x.dtype() == dy.dtype(),
+      "rms_norm_backward: x, dy and dx must share dtype and size (x {} {}, dy {} {}, dx {} {})",
+      dtype_name(x.dtype()), x.shape(), dtype_name(dy.dtype()), dy.shape(), dtype_name(dx.dtype()),
+      dx.shape());
   const float* g = gamma.data<float>();
   const float* rs = rstd.data<float>();
   const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;

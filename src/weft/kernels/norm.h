@@ -15,9 +15,8 @@ namespace weft::kernels {
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         Tensor& y, Tensor& mean, Tensor& rstd);
 // dy (N,C), x (N,C), gamma (C), mean (N), rstd (N) -> dx (N,C); dgamma (C) +=, dbeta (C) +=
-void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
-                         Tensor& dbeta);
+void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
 
 // x (N,C), gamma (C) -> y (N,C) = x * rstd * gamma, rstd (N) = 1/sqrt(mean(x²) + eps)
 void rms_norm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y, Tensor& rstd);

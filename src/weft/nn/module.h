@@ -1,0 +1,76 @@
+// Module: forward(Ctx&, x) -> y and backward(Ctx&, dy) -> dx.
+//
+// There is no autograd graph: each module writes its own backward. What
+// forward saves for backward lives in the Ctx (keyed by module), so several
+// microbatches can be in flight at once, each with its own Ctx. backward
+// accumulates parameter gradients (+=), which is what gradient accumulation
+// over microbatches needs.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <typeindex>
+#include <unordered_map>
+#include <vector>
+
+#include "weft/core/tensor.h"
+#include "weft/nn/parameter.h"
+#include "weft/parallel/rng.h"
+
+namespace weft::nn {
+
+class Module;
+
+class Ctx {
+ public:
+  explicit Ctx(parallel::RngTracker* rng = nullptr, bool training = true)
+      : rng_(rng), training_(training) {}
+  Ctx(const Ctx&) = delete;
+  Ctx& operator=(const Ctx&) = delete;
+
+  bool training() const { return training_; }
+  parallel::RngTracker* rng() const { return rng_; }
+
+  // The state `owner` saved in forward; created (default-constructed) on
+  // first use.
+  template <typename T>
+  T& saved(const Module* owner) {
+    auto& slot = saved_[owner];
+    if (!slot) slot = std::make_shared<T>();
+    return *static_cast<T*>(slot.get());
+  }
+  // Drops what `owner` saved (after its backward).
+  void release(const Module* owner) { saved_.erase(owner); }
+
+ private:
+  parallel::RngTracker* rng_;
+  bool training_;
+  std::unordered_map<const Module*, std::shared_ptr<void>> saved_;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  virtual Tensor forward(Ctx& ctx, const Tensor& x) = 0;
+  virtual Tensor backward(Ctx& ctx, const Tensor& dy) = 0;
+
+  // This module's own parameters (not its children's).
+  virtual std::vector<Parameter*> own_parameters() { return {}; }
+  virtual std::vector<Module*> children() { return {}; }
+  // Every parameter of the tree, depth first, in a stable order.
+  std::vector<Parameter*> parameters();
+  void zero_grad();
+
+  const std::string& name() const { return name_; }
+
+ protected:
+  explicit Module(std::string name) : name_(std::move(name)) {}
+  std::string name_;
+};
+
+}  // namespace weft::nn

@@ -1,0 +1,41 @@
+// Shared pieces of the TP-equivalence cases.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include "testing.h"
+#include "weft/comm/process_group.h"
+#include "weft/nn/linear.h"
+#include "weft/nn/module.h"
+#include "weft/parallel/mappings.h"
+
+namespace weft::nn::testing {
+
+using weft::testing::close;
+using weft::testing::kBF16;
+using weft::testing::kF32;
+using weft::testing::random_tensor;
+
+// This rank's share of a full activation under sequence parallelism.
+inline Tensor local_tokens(const Tensor& full, SequenceParallel sp, comm::ProcessGroup& tp) {
+  if (sp == SequenceParallel::off) return full;
+  return parallel::slice_along(full, sp_dim(sp), tp.size(), tp.rank());
+}
+
+// Compares every parameter's value and gradient with the TP=1 module's,
+// through the parameter's ShardSpec.
+inline void expect_same_parameters(Module& tp_module, Module& reference) {
+  std::vector<Parameter*> mine = tp_module.parameters(), ref = reference.parameters();
+  ASSERT_EQ(mine.size(), ref.size());
+  for (size_t i = 0; i < mine.size(); ++i) {
+    SCOPED_TRACE(mine[i]->name);
+    ASSERT_EQ(mine[i]->name, ref[i]->name);
+    // Bit-identical initialization.
+    EXPECT_EQ(mine[i]->value.to_vector(), shard_of(mine[i]->spec, ref[i]->value).to_vector());
+    Tensor g = mine[i]->grad;
+    if (mine[i]->grad_sum_group) g = parallel::all_reduce_sum(*mine[i]->grad_sum_group, g);
+    EXPECT_TRUE(close(shard_of(mine[i]->spec, ref[i]->grad), g, kF32, 1.0));
+  }
+}
+
+}  // namespace weft::nn::testing
