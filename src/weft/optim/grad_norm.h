@@ -1,0 +1,30 @@
+// The global gradient norm over every sharding of the model, each parameter
+// element counted once.
+//
+// A parameter split over a group contributes its local slice on every rank of
+// that group; a parameter replicated over a group contributes only on the
+// group's rank 0. The partial sums are then summed over every group given, so
+// each element of the global model is counted exactly once, whatever the
+// TP / GTP / DP layout.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "weft/comm/process_group.h"
+#include "weft/nn/parameter.h"
+
+namespace weft::optim {
+
+using Groups = std::map<std::string, std::shared_ptr<comm::ProcessGroup>>;
+
+// groups: the layout's groups by name ("tp", "dp", ...); a name a spec refers
+// to but missing here counts as a group of one.
+double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups& groups);
+
+// max_norm / norm when the norm exceeds max_norm, else 1 (0 disables clipping).
+float clip_scale(double norm, double max_norm);
+
+}  // namespace weft::optim

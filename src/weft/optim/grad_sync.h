@@ -1,0 +1,67 @@
+// Data-parallel gradient synchronization: gradients averaged over the DP
+// group in buckets, each bucket's all-reduce issued asynchronously as soon as
+// all of its gradients are final, so communication overlaps the rest of the
+// backward pass.
+//
+// At construction every parameter's gradient is moved into a flat bucket
+// buffer (Parameter::grad becomes a view of it), so a bucket is reduced in
+// place with one collective and no copies. Buckets are filled in reverse
+// parameter order, the order in which backward finishes them.
+//
+// With gradient accumulation, only the last microbatch synchronizes: call
+// set_sync(false) for the others and mark_ready() does nothing.
+//
+// Before the DP reduction, gradients that are partial sums over another group
+// (Parameter::grad_sum_group: replicated parameters under sequence
+// parallelism) are summed over that group in finish().
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "weft/comm/process_group.h"
+#include "weft/nn/parameter.h"
+
+namespace weft::optim {
+
+class GradSync {
+ public:
+  // dp may be null or of size 1: then only the grad_sum_group sums run.
+  GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<comm::ProcessGroup> dp,
+           int64_t bucket_bytes = 25 << 20);
+
+  void set_sync(bool on) { sync_ = on; }
+  bool sync() const { return sync_; }
+
+  // Declares p's gradient final for this step; issues its bucket's
+  // all-reduce when the bucket is complete.
+  void mark_ready(const nn::Parameter* p);
+  // Issues what is still pending, waits for every bucket, then sums the
+  // partial gradients over their groups. Call once per step after backward.
+  void finish();
+
+  int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  // Buckets issued before finish() in the last step (overlapped with backward).
+  int64_t issued_early() const { return last_issued_early_; }
+
+ private:
+  struct Bucket {
+    Tensor flat;
+    std::vector<const nn::Parameter*> params;
+    int64_t ready = 0;
+    bool issued = false;
+    comm::Work work;
+  };
+  void issue(Bucket& b);
+
+  std::vector<nn::Parameter*> params_;
+  std::shared_ptr<comm::ProcessGroup> dp_;
+  std::vector<Bucket> buckets_;
+  std::unordered_map<const nn::Parameter*, size_t> bucket_of_;
+  bool sync_ = true;
+  int64_t issued_early_ = 0;
+  int64_t last_issued_early_ = 0;
+};
+
+}  // namespace weft::optim
