@@ -1,0 +1,114 @@
+// `weft topology`: print the process groups of a parallel grid.
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "cli.h"
+#include "weft/comm/grid.h"
+#include "weft/comm/world.h"
+#include "weft/core/error.h"
+
+namespace {
+
+std::string list_json(const std::vector<int>& v) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < v.size(); ++i) out << (i ? "," : "") << v[i];
+  out << ']';
+  return out.str();
+}
+
+int topology(const std::vector<std::string>& args) {
+  weft::cli::Options opts(
+      "weft topology [options]",
+      "Prints every group of every dimension of a tensor-parallel x GTP x data-parallel grid.\n"
+      "Ranks are laid out with the first name of --order varying fastest, so with\n"
+      "--world 8 --tp 4 the TP groups are [0,1,2,3] [4,5,6,7] and the DP groups\n"
+      "[0,4] [1,5] [2,6] [3,7]. The dp size is inferred when not given; gtp appears\n"
+      "only when given (or named in --order).");
+  opts.option("world", "N", "", "world size (default: the mpirun world when run under mpirun)")
+      .option("tp", "T", "1", "tensor-parallel size")
+      .option("gtp", "G", "", "generalized tensor-parallel size")
+      .option("dp", "D", "", "data-parallel size (default: inferred)")
+      .option("order", "ORDER", "tp-gtp-dp", "dimension order, fastest-varying first")
+      .flag("json", "print one JSON object");
+  opts.parse(args);
+
+  int world = 0;
+  if (opts.given("world")) {
+    world = static_cast<int>(opts.integer("world"));
+  } else if (const char* s = std::getenv("OMPI_COMM_WORLD_SIZE");
+             s && weft::comm::launched_by_mpi()) {
+    world = std::atoi(s);
+  } else {
+    WEFT_FAIL("give the world size, e.g. `weft topology --world 8 --tp 4`");
+  }
+  WEFT_CHECK(world >= 1, "--world must be at least 1, got {}", world);
+
+  std::vector<std::pair<std::string, int>> sizes;
+  std::string order;
+  if (opts.given("order")) {
+    order = opts.str("order");
+    for (const char* name : {"tp", "gtp", "dp"})
+      if (opts.given(name)) sizes.emplace_back(name, static_cast<int>(opts.integer(name)));
+  } else {
+    // The default order keeps the dimensions that were asked for.
+    order = "tp";
+    sizes.emplace_back("tp", static_cast<int>(opts.integer("tp")));
+    if (opts.given("gtp")) {
+      order += "-gtp";
+      sizes.emplace_back("gtp", static_cast<int>(opts.integer("gtp")));
+    }
+    order += "-dp";
+    if (opts.given("dp")) sizes.emplace_back("dp", static_cast<int>(opts.integer("dp")));
+  }
+  weft::comm::GridLayout layout(world, order, sizes);
+
+  if (opts.flag_set("json")) {
+    std::ostringstream out;
+    out << "{\"world\":" << world << ",\"order\":\"" << layout.order() << "\",\"dims\":{";
+    for (size_t i = 0; i < layout.names().size(); ++i) {
+      const auto& name = layout.names()[i];
+      out << (i ? "," : "") << '"' << name << "\":" << layout.size(name);
+    }
+    out << "},\"groups\":{";
+    for (size_t i = 0; i < layout.names().size(); ++i) {
+      const auto& name = layout.names()[i];
+      out << (i ? "," : "") << '"' << name << "\":[";
+      auto groups = layout.groups(name);
+      for (size_t g = 0; g < groups.size(); ++g) out << (g ? "," : "") << list_json(groups[g]);
+      out << ']';
+    }
+    out << "}}";
+    std::cout << out.str() << "\n";
+    return 0;
+  }
+
+  std::cout << "world " << world << ", order " << layout.order() << ":";
+  for (const auto& name : layout.names()) std::cout << " " << name << " " << layout.size(name);
+  std::cout << "\n";
+  for (const auto& name : layout.names()) {
+    auto groups = layout.groups(name);
+    std::cout << "\n"
+              << name << " groups (" << groups.size() << " of " << layout.size(name)
+              << " ranks):\n";
+    for (size_t g = 0; g < groups.size(); ++g)
+      std::cout << "  " << name << "[" << g << "]  " << list_json(groups[g]) << "\n";
+  }
+  std::cout << "\nrank coordinates:\n  rank";
+  for (const auto& name : layout.names()) std::cout << "  " << name;
+  std::cout << "\n";
+  for (int r = 0; r < world; ++r) {
+    std::cout << "  " << std::string(r < 10 ? 3 : r < 100 ? 2 : 1, ' ') << r;
+    for (const auto& name : layout.names())
+      std::cout << std::string(name.size() + 2 - std::to_string(layout.coord(name, r)).size(), ' ')
+                << layout.coord(name, r);
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+const weft::cli::Register reg("topology", "print the process groups of a TP x GTP x DP grid",
+                              topology);
+
+}  // namespace

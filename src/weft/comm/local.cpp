@@ -1,0 +1,532 @@
+#include "weft/comm/local.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "weft/comm/op_queue.h"
+#include "weft/comm/reduce.h"
+#include "weft/core/error.h"
+#include "weft/core/threads.h"
+
+namespace weft::comm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using detail::Op;
+
+std::string error_text(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+std::string list_str(const std::vector<int>& v) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < v.size(); ++i) out << (i ? "," : "") << v[i];
+  out << ']';
+  return out.str();
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  return format("{} s", static_cast<double>(ms.count()) / 1000.0);
+}
+
+char* bytes_of(const Tensor& t) { return static_cast<char*>(t.raw()); }
+
+struct LocalShared;
+
+// State shared by all rank threads of one run_local call.
+struct LocalWorld {
+  std::mutex mu;
+  std::vector<std::weak_ptr<LocalShared>> groups;
+  std::exception_ptr first_error;
+  std::string failure;  // "rank 2 failed: ..." once any rank failed
+
+  void add(const std::shared_ptr<LocalShared>& g);
+  void abort(int rank, std::exception_ptr error);
+};
+
+// State shared by the ranks of one group.
+struct LocalShared {
+  struct Slot {
+    int64_t seq = -1;
+    std::vector<Op*> ops;
+    int arrived = 0;
+    int reduced = 0;  // all_reduce: ranks done with the reduce-scatter phase
+    int done = 0;
+  };
+  struct Posting {
+    const Op* op = nullptr;
+    bool taken = false;
+    bool done = false;
+  };
+  struct Split {
+    std::vector<std::vector<int>> lists;
+    std::vector<std::shared_ptr<LocalShared>> groups;
+    int taken = 0;
+  };
+
+  LocalShared(std::shared_ptr<LocalWorld> w, std::string n, std::vector<int> ranks)
+      : world(std::move(w)),
+        name(std::move(n)),
+        size(static_cast<int>(ranks.size())),
+        world_ranks(std::move(ranks)),
+        left(static_cast<size_t>(size), false),
+        boxes(static_cast<size_t>(size * size)),
+        splits_done(static_cast<size_t>(size), 0) {}
+
+  std::shared_ptr<LocalWorld> world;
+  std::string name;
+  int size;
+  std::vector<int> world_ranks;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string failure;  // set once the group is unusable
+  std::vector<bool> left;
+  Slot slots[2];
+  std::vector<std::deque<Posting*>> boxes;  // [src * size + dst]
+  std::map<int64_t, Split> splits;          // by split call number
+  std::vector<int64_t> splits_done;         // per rank
+
+  void fail(const std::string& message) {
+    if (failure.empty()) failure = message;
+    cv.notify_all();
+  }
+
+  // "[3]" or "[3] (world ranks [7])".
+  std::string ranks_str(const std::vector<int>& ranks) const {
+    std::vector<int> w;
+    for (int r : ranks) w.push_back(world_ranks[static_cast<size_t>(r)]);
+    return w == ranks ? list_str(ranks)
+                      : format("{} (world ranks {})", list_str(ranks), list_str(w));
+  }
+
+  std::vector<int> not_arrived(const Slot& s) const {
+    std::vector<int> out;
+    for (int p = 0; p < size; ++p)
+      if (!s.ops[static_cast<size_t>(p)]) out.push_back(p);
+    return out;
+  }
+};
+
+void LocalWorld::add(const std::shared_ptr<LocalShared>& g) {
+  std::lock_guard lock(mu);
+  groups.push_back(g);
+  if (!failure.empty()) {
+    std::lock_guard glock(g->mu);
+    g->fail(failure);
+  }
+}
+
+void LocalWorld::abort(int rank, std::exception_ptr error) {
+  std::vector<std::shared_ptr<LocalShared>> live;
+  {
+    std::lock_guard lock(mu);
+    if (!first_error) {
+      first_error = error;
+      failure = format("rank {} failed: {}", rank, error_text(error));
+    }
+    for (auto& w : groups)
+      if (auto g = w.lock()) live.push_back(std::move(g));
+  }
+  for (auto& g : live) {
+    std::lock_guard glock(g->mu);
+    g->fail(failure);
+  }
+}
+
+class LocalProcessGroup final : public ProcessGroup {
+ public:
+  LocalProcessGroup(std::shared_ptr<LocalShared> shared, int rank)
+      : ProcessGroup(shared->name, rank, shared->size, shared->world_ranks),
+        shared_(std::move(shared)),
+        queue_(std::make_unique<detail::OpQueue>([this](Op& op) { execute(op); })) {}
+
+  ~LocalProcessGroup() override {
+    queue_.reset();  // runs what is still queued
+    std::lock_guard lock(shared_->mu);
+    shared_->left[static_cast<size_t>(rank())] = true;
+    shared_->cv.notify_all();
+  }
+
+  std::string_view backend() const override { return "local"; }
+
+ protected:
+  void submit(Op op, std::shared_ptr<detail::WorkState> state) override {
+    std::weak_ptr<LocalShared> weak = shared_;
+    state->stragglers = [weak, kind = op.kind, seq = op.seq, peer = op.peer, src = op.src] {
+      auto g = weak.lock();
+      if (!g) return std::string();
+      std::lock_guard lock(g->mu);
+      if (!is_collective(kind)) {
+        int who = kind == OpKind::send ? peer : src;
+        return format("waiting for rank {}", g->ranks_str({who}));
+      }
+      const auto& s = g->slots[seq % 2];
+      if (s.seq != seq) return std::string("no rank has started it yet");
+      auto missing = g->not_arrived(s);
+      if (missing.empty()) return std::string("all ranks arrived; it is still running");
+      return format("ranks {} did not arrive", g->ranks_str(missing));
+    };
+    queue_->push(std::move(op), std::move(state));
+  }
+
+  std::shared_ptr<ProcessGroup> split(const std::vector<std::vector<int>>& lists, int color,
+                                      int key, const std::string& name) override;
+
+ private:
+  void execute(Op& op);
+  void collective(Op& op);
+  void run_collective(Op& op, LocalShared::Slot& s, std::unique_lock<std::mutex>& lock);
+  void send(const Op& op, const Clock::time_point& deadline);
+  void recv(Op& op, const Clock::time_point& deadline);
+
+  // Waits until pred() holds. Before all ranks joined (`joined` false) a group
+  // failure or a departed rank ends the wait with an error; afterwards only the
+  // deadline does, because peers may still be reading this rank's buffers.
+  template <typename Pred, typename Missing>
+  void wait_for(std::unique_lock<std::mutex>& lock, const Op& op, Clock::time_point deadline,
+                bool joined, Pred pred, Missing missing, const char* verb);
+
+  std::string disagreement(const LocalShared::Slot& s) const;
+
+  std::shared_ptr<LocalShared> shared_;
+  std::unique_ptr<detail::OpQueue> queue_;
+};
+
+template <typename Pred, typename Missing>
+void LocalProcessGroup::wait_for(std::unique_lock<std::mutex>& lock, const Op& op,
+                                 Clock::time_point deadline, bool joined, Pred pred,
+                                 Missing missing, const char* verb) {
+  LocalShared& g = *shared_;
+  while (!pred()) {
+    if (!joined) {
+      if (!g.failure.empty()) WEFT_FAIL("{} failed: {}", op.what, g.failure);
+      std::vector<int> gone;
+      for (int p : missing())
+        if (g.left[static_cast<size_t>(p)]) gone.push_back(p);
+      if (!gone.empty()) {
+        std::string msg = format(
+            "{} failed on rank {}: ranks {} left the group (their "
+            "ProcessGroup was destroyed) without joining it",
+            op.what, rank(), g.ranks_str(gone));
+        g.fail(msg);
+        throw Error(msg);
+      }
+    }
+    if (g.cv.wait_until(lock, deadline) == std::cv_status::timeout && !pred()) {
+      std::string msg = format("{} timed out after {} on rank {}: ranks {} {}", op.what,
+                               seconds(timeout()), rank(), g.ranks_str(missing()), verb);
+      g.fail(msg);
+      throw Error(msg);
+    }
+  }
+}
+
+void LocalProcessGroup::execute(Op& op) {
+  const Clock::time_point deadline = Clock::now() + timeout();
+  if (is_collective(op.kind)) return collective(op);
+  {
+    std::lock_guard lock(shared_->mu);
+    if (!shared_->failure.empty()) WEFT_FAIL("{} failed: {}", op.what, shared_->failure);
+  }
+  if (op.kind == OpKind::send) return send(op, deadline);
+  if (op.kind == OpKind::recv) return recv(op, deadline);
+  // send_recv: post the send first so that a ring of send_recv calls progresses.
+  LocalShared& g = *shared_;
+  LocalShared::Posting post{.op = &op};
+  auto& box = g.boxes[static_cast<size_t>(rank() * g.size + op.peer)];
+  {
+    std::lock_guard lock(g.mu);
+    box.push_back(&post);
+    g.cv.notify_all();
+  }
+  std::exception_ptr recv_error;
+  try {
+    recv(op, deadline);
+  } catch (...) {
+    recv_error = std::current_exception();
+  }
+  std::unique_lock lock(g.mu);
+  auto it = std::find(box.begin(), box.end(), &post);
+  if (recv_error && it != box.end()) {
+    box.erase(it);  // never taken: nobody reads this buffer
+    std::rethrow_exception(recv_error);
+  }
+  wait_for(
+      lock, op, deadline, post.taken, [&] { return post.done; },
+      [&] { return std::vector<int>{op.peer}; }, "did not receive the send");
+  if (recv_error) std::rethrow_exception(recv_error);
+}
+
+void LocalProcessGroup::send(const Op& op, const Clock::time_point& deadline) {
+  LocalShared& g = *shared_;
+  LocalShared::Posting post{.op = &op};
+  auto& box = g.boxes[static_cast<size_t>(rank() * g.size + op.peer)];
+  std::unique_lock lock(g.mu);
+  box.push_back(&post);
+  g.cv.notify_all();
+  try {
+    wait_for(
+        lock, op, deadline, false, [&] { return post.taken; },
+        [&] { return std::vector<int>{op.peer}; }, "did not receive it");
+  } catch (...) {
+    box.erase(std::find(box.begin(), box.end(), &post));
+    throw;
+  }
+  wait_for(
+      lock, op, deadline, true, [&] { return post.done; },
+      [&] { return std::vector<int>{op.peer}; }, "did not finish receiving it");
+}
+
+void LocalProcessGroup::recv(Op& op, const Clock::time_point& deadline) {
+  LocalShared& g = *shared_;
+  auto& box = g.boxes[static_cast<size_t>(op.src * g.size + rank())];
+  std::unique_lock lock(g.mu);
+  wait_for(
+      lock, op, deadline, false, [&] { return !box.empty(); },
+      [&] { return std::vector<int>{op.src}; }, "did not send");
+  LocalShared::Posting* post = box.front();
+  box.pop_front();
+  post->taken = true;
+  lock.unlock();
+  const Tensor& in = post->op->in;
+  std::string error;
+  if (in.dtype() != op.out.dtype() || in.nbytes() != op.out.nbytes()) {
+    error = format(
+        "{} on rank {}: rank {} sent {} {} elements ({}) but this rank receives {} {} "
+        "elements ({})",
+        op.what, rank(), op.src, in.numel(), dtype_name(in.dtype()), in.shape(), op.out.numel(),
+        dtype_name(op.out.dtype()), op.out.shape());
+  } else {
+    std::memcpy(op.out.raw(), in.raw(), static_cast<size_t>(in.nbytes()));
+  }
+  // Like MPI, a mismatch fails the receiver only; the sender's message was consumed.
+  lock.lock();
+  post->done = true;
+  g.cv.notify_all();
+  if (!error.empty()) throw Error(error);
+}
+
+void LocalProcessGroup::collective(Op& op) {
+  LocalShared& g = *shared_;
+  const Clock::time_point deadline = Clock::now() + timeout();
+  // In place, every peer reads chunks of this rank's buffer that this rank
+  // overwrites: publish a private copy of the input instead.
+  if (op.kind == OpKind::all_to_all && op.in_place && g.size > 1) op.in = op.in.clone();
+  LocalShared::Slot& s = g.slots[op.seq % 2];
+  std::unique_lock lock(g.mu);
+  if (!g.failure.empty()) WEFT_FAIL("{} failed: {}", op.what, g.failure);
+  if (s.seq != op.seq) s = LocalShared::Slot{.seq = op.seq, .ops = std::vector<Op*>(g.size)};
+  s.ops[static_cast<size_t>(rank())] = &op;
+  ++s.arrived;
+  g.cv.notify_all();
+  // A wait that fails here has failed the group first, so the slot can never
+  // complete and nobody reads the buffers this rank published.
+  wait_for(
+      lock, op, deadline, false, [&] { return s.arrived == g.size; },
+      [&] { return g.not_arrived(s); }, "did not arrive");
+  std::string mismatch = disagreement(s);
+  if (mismatch.empty()) {
+    run_collective(op, s, lock);
+  }
+  ++s.done;
+  g.cv.notify_all();
+  wait_for(
+      lock, op, deadline, true, [&] { return s.done == g.size; },
+      [&] {
+        std::vector<int> out;
+        for (int p = 0; p < g.size; ++p) out.push_back(p);
+        return out;
+      },
+      "did not finish");
+  if (!mismatch.empty()) {
+    g.fail(mismatch);
+    throw Error(mismatch);
+  }
+}
+
+std::string LocalProcessGroup::disagreement(const LocalShared::Slot& s) const {
+  auto describe = [](const Op& o) {
+    std::string text(op_kind_name(o.kind));
+    if (o.kind == OpKind::barrier) return text;
+    const Tensor& t = o.kind == OpKind::all_gather ? o.in : o.out;
+    text += format(" of {} {}", t.numel(), dtype_name(t.dtype()));
+    if (o.kind == OpKind::all_reduce || o.kind == OpKind::reduce_scatter)
+      text += format(" ({})", reduce_op_name(o.reduce));
+    if (o.kind == OpKind::broadcast) text += format(" from root {}", o.peer);
+    return text;
+  };
+  const std::string first = describe(*s.ops[0]);
+  bool same = true;
+  for (const Op* o : s.ops) same = same && describe(*o) == first;
+  if (same) return {};
+  std::string text;
+  for (size_t p = 0; p < s.ops.size(); ++p)
+    text += format("{}rank {}: {}", p ? ", " : "", p, describe(*s.ops[p]));
+  return format(
+      "{}: the ranks disagree about the operation ({}); every rank must make the same "
+      "collective calls in the same order with the same sizes and types",
+      s.ops[static_cast<size_t>(rank())]->what, text);
+}
+
+void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
+                                       std::unique_lock<std::mutex>& lock) {
+  const int n = size(), me = rank();
+  const auto peer = [&](int p) -> const Op& { return *s.ops[static_cast<size_t>(p)]; };
+  lock.unlock();
+  switch (op.kind) {
+    case OpKind::all_gather: {
+      const int64_t chunk = op.in.nbytes();
+      for (int i = 0; i < n; ++i) {
+        int p = (me + i) % n;  // start with a different peer on every rank
+        if (p == me && op.in_place) continue;
+        std::memcpy(bytes_of(op.out) + p * chunk, peer(p).in.raw(), static_cast<size_t>(chunk));
+      }
+      break;
+    }
+    case OpKind::reduce_scatter: {
+      const int64_t count = op.out.numel(), chunk = op.out.nbytes();
+      std::vector<const void*> inputs;
+      for (int p = 0; p < n; ++p) inputs.push_back(bytes_of(peer(p).in) + me * chunk);
+      detail::reduce_buffers(op.in.dtype(), op.reduce, op.out.raw(), inputs, count, n);
+      break;
+    }
+    case OpKind::all_reduce: {
+      const int64_t count = op.in.numel();
+      const int64_t elem = dtype_bits(op.in.dtype()) / 8;
+      const auto part = [&](int p) { return count * p / n; };
+      const int64_t begin = part(me), len = part(me + 1) - begin;
+      std::vector<const void*> inputs;
+      for (int p = 0; p < n; ++p) inputs.push_back(bytes_of(peer(p).in) + begin * elem);
+      detail::reduce_buffers(op.in.dtype(), op.reduce, bytes_of(op.out) + begin * elem, inputs, len,
+                             n);
+      lock.lock();
+      ++s.reduced;
+      shared_->cv.notify_all();
+      wait_for(
+          lock, op, Clock::now() + timeout(), true, [&] { return s.reduced == n; },
+          [&] {
+            std::vector<int> out;
+            for (int p = 0; p < n; ++p) out.push_back(p);
+            return out;
+          },
+          "did not finish the reduction");
+      lock.unlock();
+      for (int i = 1; i < n; ++i) {
+        int p = (me + i) % n;
+        const int64_t b = part(p);
+        std::memcpy(bytes_of(op.out) + b * elem, bytes_of(peer(p).out) + b * elem,
+                    static_cast<size_t>((part(p + 1) - b) * elem));
+      }
+      break;
+    }
+    case OpKind::broadcast: {
+      const Op& root = peer(op.peer);
+      if (me != op.peer || !op.in_place)
+        std::memcpy(op.out.raw(), root.in.raw(), static_cast<size_t>(op.out.nbytes()));
+      break;
+    }
+    case OpKind::all_to_all: {
+      const int64_t chunk = op.in.nbytes() / n;
+      for (int i = 0; i < n; ++i) {
+        int p = (me + i) % n;
+        std::memcpy(bytes_of(op.out) + p * chunk, bytes_of(peer(p).in) + me * chunk,
+                    static_cast<size_t>(chunk));
+      }
+      break;
+    }
+    default: break;  // barrier: arriving is all it does
+  }
+  lock.lock();
+}
+
+std::shared_ptr<ProcessGroup> LocalProcessGroup::split(const std::vector<std::vector<int>>& lists,
+                                                       int color, int key,
+                                                       const std::string& name) {
+  LocalShared& g = *shared_;
+  std::vector<std::shared_ptr<LocalShared>> created;
+  std::shared_ptr<LocalShared> mine;
+  {
+    std::lock_guard lock(g.mu);
+    int64_t call = g.splits_done[static_cast<size_t>(rank())]++;
+    auto [it, fresh] = g.splits.try_emplace(call);
+    LocalShared::Split& sp = it->second;
+    if (fresh) {
+      sp.lists = lists;
+      for (size_t i = 0; i < lists.size(); ++i) {
+        std::vector<int> ranks;
+        for (int r : lists[i]) ranks.push_back(g.world_ranks[static_cast<size_t>(r)]);
+        sp.groups.push_back(std::make_shared<LocalShared>(g.world, name, std::move(ranks)));
+      }
+      created = sp.groups;
+    }
+    WEFT_CHECK(sp.lists == lists,
+               "new_subgroups_by_enumeration('{}') on group '{}': rank {} passed different rank "
+               "lists than the rank that called it first; every rank must pass the same lists",
+               name, g.name, rank());
+    if (color >= 0) mine = sp.groups[static_cast<size_t>(color)];
+    if (++sp.taken == g.size) g.splits.erase(it);
+  }
+  for (auto& c : created) g.world->add(c);
+  if (!mine) return nullptr;
+  return std::make_shared<LocalProcessGroup>(mine, key);
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> local_world_of_one() {
+  auto world = std::make_shared<LocalWorld>();
+  auto shared = std::make_shared<LocalShared>(world, "world", std::vector<int>{0});
+  world->add(shared);
+  return std::make_shared<LocalProcessGroup>(shared, 0);
+}
+
+void run_local(int n, const std::function<void(ProcessGroup& world)>& fn) {
+  WEFT_CHECK(n >= 1, "run_local needs at least one rank, got {}", n);
+  auto world = std::make_shared<LocalWorld>();
+  std::vector<int> ranks(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) ranks[static_cast<size_t>(r)] = r;
+  auto shared = std::make_shared<LocalShared>(world, "world", ranks);
+  world->add(shared);
+  const int previous_ranks = ranks_in_process();
+  set_ranks_in_process(n);
+  std::vector<std::unique_ptr<MemoryTracker>> trackers;
+  for (int r = 0; r < n; ++r) trackers.push_back(std::make_unique<MemoryTracker>());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ScopedMemoryTracker tracker(*trackers[static_cast<size_t>(r)]);
+      // The abort must precede the group's destruction, or peers would first
+      // see this rank leave and report that instead of its error.
+      try {
+        LocalProcessGroup group(shared, r);
+        try {
+          fn(group);
+        } catch (...) {
+          world->abort(r, std::current_exception());
+        }
+      } catch (...) {
+        world->abort(r, std::current_exception());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  set_ranks_in_process(previous_ranks);
+  if (world->first_error) std::rethrow_exception(world->first_error);
+}
+
+}  // namespace weft::comm

@@ -1,0 +1,23 @@
+// Element-wise reductions over several buffers: the arithmetic of the local
+// backend and of the mpi backend's bf16 path.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "weft/comm/process_group.h"
+#include "weft/core/dtype.h"
+
+namespace weft::comm::detail {
+
+// out[i] = op over inputs[k][i], for count elements of f32 or bf16. Inputs are
+// combined in the order given, in f32, and the result is rounded once, so
+// every rank that reduces the same inputs gets the same bits. avg divides the
+// sum by `divisor`. `out` may be one of the inputs.
+void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
+                    int64_t count, int divisor);
+
+// Scales count elements of f32 or bf16 by 1/divisor in place (avg after a sum).
+void divide_buffer(DType dtype, void* data, int64_t count, int divisor);
+
+}  // namespace weft::comm::detail

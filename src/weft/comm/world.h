@@ -1,0 +1,27 @@
+// Choosing the backend: a process started by mpirun (or srun, mpiexec) uses
+// the mpi backend, anything else the local one.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "weft/comm/process_group.h"
+
+namespace weft::comm {
+
+// Whether the environment says an MPI launcher started this process
+// (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK).
+bool launched_by_mpi();
+
+// The world group of this process: the mpi backend under mpirun, otherwise a
+// local world of one rank (the calling thread). Use run_world() to run n
+// local ranks.
+std::shared_ptr<ProcessGroup> init_world();
+
+// Runs fn(world) on every rank. Under mpirun: this process is one rank of
+// the mpi world, and an exception escaping fn prints the error and aborts the
+// job (MPI_Abort), so no other rank is left waiting. Otherwise: run_local with
+// `local_ranks` threads, rethrowing the first rank's exception.
+void run_world(int local_ranks, const std::function<void(ProcessGroup& world)>& fn);
+
+}  // namespace weft::comm
