@@ -1,0 +1,288 @@
+#include "weft/kernels/attention.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "weft/core/threads.h"
+#include "weft/kernels/elementwise.h"
+#include "weft/kernels/gemm.h"
+#include "weft/kernels/random.h"
+
+namespace weft::kernels {
+
+namespace {
+
+using detail::from_f32;
+using detail::to_f32;
+
+struct Dims {
+  int64_t B, T, C, H, D;
+};
+
+Dims check_qkv(const Tensor& qkv, const AttentionConfig& cfg) {
+  detail::check_float(qkv, "attention qkv");
+  WEFT_CHECK(qkv.dim() == 3, "attention qkv must be (B, T, 3C), got shape {}", qkv.shape());
+  WEFT_CHECK(cfg.heads >= 1, "attention needs at least one head, got {}", cfg.heads);
+  const int64_t width = qkv.size(2);
+  WEFT_CHECK(width > 0 && width % (3 * cfg.heads) == 0,
+             "attention qkv {} must have a last dimension 3·C with C divisible by the {} heads",
+             qkv.shape(), cfg.heads);
+  WEFT_CHECK(cfg.dropout >= 0.0f && cfg.dropout < 1.0f,
+             "attention dropout must lie in [0, 1), got {}", cfg.dropout);
+  const int64_t C = width / 3;
+  return {qkv.size(0), qkv.size(1), C, cfg.heads, C / cfg.heads};
+}
+
+Shape square_shape(const Dims& d) { return {d.B, d.H, d.T, d.T}; }
+
+// Keeps t when it already has the shape and dtype, so steady-state calls reuse it.
+void ensure(Tensor& t, const Shape& shape, DType dtype) {
+  if (!t.defined() || !(t.shape() == shape) || t.dtype() != dtype) t = Tensor::empty(shape, dtype);
+}
+
+// The first `bytes` bytes of the workspace, grown if it is smaller.
+char* scratch(AttentionWorkspace& ws, int64_t bytes) {
+  if (!ws.buffer.defined() || ws.buffer.nbytes() < bytes) {
+    ws.buffer = Tensor::empty({bytes}, DType::u8);
+  }
+  return reinterpret_cast<char*>(ws.buffer.data<uint8_t>());
+}
+
+int64_t element_bytes(DType dt) { return dt == DType::f32 ? 4 : 2; }
+
+// The (T x D) matrix of every (b, h) inside a (B, T, width) activation, its
+// head columns starting at `col`; read transposed (D x T) when asked.
+StridedMatrices head_matrices(const Tensor& t, const Dims& d, int64_t col, bool transposed) {
+  const int64_t width = t.size(2);
+  StridedMatrices m;
+  m.data = static_cast<char*>(t.raw()) + col * element_bytes(t.dtype());
+  m.dtype = t.dtype();
+  m.batch[0] = d.B;
+  m.batch[1] = d.H;
+  m.batch_stride[0] = d.T * width;
+  m.batch_stride[1] = d.D;
+  m.rows = transposed ? d.D : d.T;
+  m.cols = transposed ? d.T : d.D;
+  m.row_stride = transposed ? 1 : width;
+  m.col_stride = transposed ? width : 1;
+  return m;
+}
+
+// The (T x T) matrix of every (b, h) in a dense (B, H, T, T) buffer.
+StridedMatrices square_matrices(void* data, DType dtype, const Dims& d, bool transposed) {
+  StridedMatrices m;
+  m.data = data;
+  m.dtype = dtype;
+  m.batch[0] = d.B;
+  m.batch[1] = d.H;
+  m.batch_stride[0] = d.H * d.T * d.T;
+  m.batch_stride[1] = d.T * d.T;
+  m.rows = d.T;
+  m.cols = d.T;
+  m.row_stride = transposed ? 1 : d.T;
+  m.col_stride = transposed ? d.T : 1;
+  return m;
+}
+
+// e^x for x <= 0, within a few ulp (Cephes' expf: e^x = 2^n · e^r with
+// |r| <= ln2/2 and a polynomial for e^r). std::exp does not vectorize without
+// -ffast-math, and the softmax spends most of its time here.
+inline float exp_nonpositive(float x) {
+  // max(x, -87): below -87 e^x is no longer a normal float, and the softmax
+  // divides by a sum >= 1, so e^-87 instead of 0 changes nothing visible. It is
+  // an unsigned min of the bit patterns (a negative float's pattern grows with
+  // its magnitude) because GCC does not vectorize a float compare under the
+  // default -ftrapping-math.
+  x = std::bit_cast<float>(std::min(std::bit_cast<uint32_t>(x), std::bit_cast<uint32_t>(-87.0f)));
+  const float n = static_cast<float>(static_cast<int>(x * 1.44269504f - 0.5f));  // round(x/ln2)
+  // ln 2 split in two so that n·ln2_hi is exact.
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float er = p * r * r + r + 1.0f;
+  return er * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+}
+
+// Row t of (b, h) attends to positions 0 .. visible-1.
+inline int64_t visible(const AttentionConfig& cfg, const Dims& d, int64_t t) {
+  return cfg.causal ? t + 1 : d.T;
+}
+
+// scores (B,H,T,T) f32, scaled, unmasked -> probs (B,H,T,T) [, mask, weights]
+// probs may be the scores buffer itself (f32). Visible entries only: the
+// others are written as zeros without being looked at.
+template <typename T>
+void softmax_forward(const Dims& d, const AttentionConfig& cfg, float* scores, T* probs,
+                     uint8_t* mask, T* weights) {
+  const float keep_scale = 1.0f / (1.0f - cfg.dropout);
+  const T zero = from_f32<T>(0.0f);
+#pragma omp parallel for num_threads(weft::num_threads()) schedule(static)
+  for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
+    for (int64_t t = 0; t < d.T; ++t) {
+      const int64_t row = (bh * d.T + t) * d.T;
+      const int64_t n = visible(cfg, d, t);
+      float* s = scores + row;
+      T* p = probs + row;
+      // A select, not std::max, so that GCC vectorizes the reduction.
+      float max = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : max)
+      for (int64_t j = 0; j < n; ++j) max = s[j] > max ? s[j] : max;
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < n; ++j) {
+        s[j] = exp_nonpositive(s[j] - max);
+        sum += s[j];
+      }
+      const float inv = 1.0f / sum;
+      if (!mask) {
+        for (int64_t j = 0; j < n; ++j) p[j] = from_f32<T>(s[j] * inv);
+      } else {
+        uint8_t* m = mask + row;
+        T* w = weights + row;
+        for_each_uniform(cfg.seed, cfg.offset + static_cast<uint64_t>(row), n,
+                         [&](int64_t j, float u) {
+                           const float prob = s[j] * inv;  // read before p (maybe s) is written
+                           const bool keep = u >= cfg.dropout;
+                           p[j] = from_f32<T>(prob);
+                           m[j] = keep;
+                           w[j] = from_f32<T>(keep ? prob * keep_scale : 0.0f);
+                         });
+        std::fill(m + n, m + d.T, uint8_t{0});
+        std::fill(w + n, w + d.T, zero);
+      }
+      std::fill(p + n, p + d.T, zero);
+    }
+  }
+}
+
+// dweights (B,H,T,T) f32 (= dO·Vᵀ), probs, mask -> dscores (B,H,T,T), unscaled
+// by 1/√D (the next products apply it). dscores may be the dweights buffer
+// itself (f32).
+template <typename T>
+void softmax_backward(const Dims& d, const AttentionConfig& cfg, float* dweights, const T* probs,
+                      const uint8_t* mask, T* dscores) {
+  const float keep_scale = 1.0f / (1.0f - cfg.dropout);
+  const T zero = from_f32<T>(0.0f);
+#pragma omp parallel for num_threads(weft::num_threads()) schedule(static)
+  for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
+    for (int64_t t = 0; t < d.T; ++t) {
+      const int64_t row = (bh * d.T + t) * d.T;
+      const int64_t n = visible(cfg, d, t);
+      float* g = dweights + row;  // becomes dL/dprobs
+      const T* p = probs + row;
+      T* ds = dscores + row;
+      if (mask) {
+        const uint8_t* m = mask + row;
+        for (int64_t j = 0; j < n; ++j) g[j] *= m[j] ? keep_scale : 0.0f;
+      }
+      float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t j = 0; j < n; ++j) dot += g[j] * to_f32(p[j]);
+      for (int64_t j = 0; j < n; ++j) ds[j] = from_f32<T>(to_f32(p[j]) * (g[j] - dot));
+      std::fill(ds + n, ds + d.T, zero);
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& qkv, const AttentionConfig& cfg, Tensor& out,
+                       AttentionSaved& saved, AttentionWorkspace& workspace) {
+  const Dims d = check_qkv(qkv, cfg);
+  const DType dt = qkv.dtype();
+  WEFT_CHECK(out.dim() == 3 && out.size(0) == d.B && out.size(1) == d.T && out.size(2) == d.C &&
+                 out.dtype() == dt,
+             "attention output must be {} ({}, {}, {}) for qkv {}, got {} {}", dtype_name(dt), d.B,
+             d.T, d.C, qkv.shape(), dtype_name(out.dtype()), out.shape());
+  const bool dropout = cfg.dropout > 0.0f;
+  ensure(saved.probs, square_shape(d), dt);
+  if (dropout) {
+    ensure(saved.mask, square_shape(d), DType::u8);
+    ensure(saved.weights, square_shape(d), dt);
+  } else {
+    saved.mask = Tensor();
+    saved.weights = Tensor();
+  }
+  if (d.B * d.T == 0) return;
+
+  // Scores go straight into probs for f32; bf16 keeps f32 scores in scratch.
+  const int64_t n = saved.probs.numel();
+  void* scores = dt == DType::f32 ? saved.probs.raw() : scratch(workspace, n * 4);
+  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d.D));
+  // scores = Q·Kᵀ/√D
+  batched_gemm(head_matrices(qkv, d, 0, false), head_matrices(qkv, d, d.C, true),
+               square_matrices(scores, DType::f32, d, false), inv_sqrt_d);
+  detail::dispatch_float(dt, [&]<typename T>() {
+    softmax_forward<T>(d, cfg, static_cast<float*>(scores), static_cast<T*>(saved.probs.raw()),
+                       dropout ? saved.mask.data<uint8_t>() : nullptr,
+                       dropout ? static_cast<T*>(saved.weights.raw()) : nullptr);
+  });
+  // out = weights·V
+  const Tensor& weights = dropout ? saved.weights : saved.probs;
+  batched_gemm(square_matrices(weights.raw(), dt, d, false), head_matrices(qkv, d, 2 * d.C, false),
+               head_matrices(out, d, 0, false));
+}
+
+void attention_backward(const Tensor& dout, const Tensor& qkv, const AttentionSaved& saved,
+                        const AttentionConfig& cfg, Tensor& dqkv, AttentionWorkspace& workspace) {
+  const Dims d = check_qkv(qkv, cfg);
+  const DType dt = qkv.dtype();
+  WEFT_CHECK(dout.dim() == 3 && dout.size(0) == d.B && dout.size(1) == d.T && dout.size(2) == d.C &&
+                 dout.dtype() == dt,
+             "attention output gradient must be {} ({}, {}, {}) for qkv {}, got {} {}",
+             dtype_name(dt), d.B, d.T, d.C, qkv.shape(), dtype_name(dout.dtype()), dout.shape());
+  WEFT_CHECK(dqkv.shape() == qkv.shape() && dqkv.dtype() == dt,
+             "attention qkv gradient must be {} {} like qkv, got {} {}", dtype_name(dt),
+             qkv.shape(), dtype_name(dqkv.dtype()), dqkv.shape());
+  WEFT_CHECK(dqkv.raw() != qkv.raw() && dqkv.raw() != dout.raw(),
+             "attention backward cannot write dqkv over qkv or dout");
+  const Shape square = square_shape(d);
+  WEFT_CHECK(saved.probs.defined() && saved.probs.shape() == square && saved.probs.dtype() == dt,
+             "attention saved probabilities must be {} {} (from the forward of qkv {})",
+             dtype_name(dt), square, qkv.shape());
+  const bool dropout = cfg.dropout > 0.0f;
+  if (dropout) {
+    WEFT_CHECK(saved.mask.defined() && saved.mask.shape() == square &&
+                   saved.mask.dtype() == DType::u8 && saved.weights.defined() &&
+                   saved.weights.shape() == square && saved.weights.dtype() == dt,
+               "attention backward with dropout {} needs the mask and weights of a forward with "
+               "dropout, shape {}",
+               cfg.dropout, square);
+  }
+  if (d.B * d.T == 0) return;
+
+  const Tensor& weights = dropout ? saved.weights : saved.probs;
+  // dV = weightsᵀ·dO
+  batched_gemm(square_matrices(weights.raw(), dt, d, true), head_matrices(dout, d, 0, false),
+               head_matrices(dqkv, d, 2 * d.C, false));
+
+  // dweights = dO·Vᵀ in f32; for bf16 the softmax gradient then goes to a
+  // second, bf16 region because the next products read bf16 operands.
+  const int64_t n = saved.probs.numel();
+  const int64_t f32_bytes = (n * 4 + 63) / 64 * 64;
+  char* base = scratch(workspace, f32_bytes + (dt == DType::f32 ? 0 : n * 2));
+  float* dweights = reinterpret_cast<float*>(base);
+  batched_gemm(head_matrices(dout, d, 0, false), head_matrices(qkv, d, 2 * d.C, true),
+               square_matrices(dweights, DType::f32, d, false));
+
+  void* dscores = dt == DType::f32 ? base : base + f32_bytes;
+  detail::dispatch_float(dt, [&]<typename T>() {
+    softmax_backward<T>(d, cfg, dweights, static_cast<const T*>(saved.probs.raw()),
+                        dropout ? saved.mask.data<uint8_t>() : nullptr, static_cast<T*>(dscores));
+  });
+
+  // dQ = dS·K/√D, dK = dSᵀ·Q/√D
+  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d.D));
+  batched_gemm(square_matrices(dscores, dt, d, false), head_matrices(qkv, d, d.C, false),
+               head_matrices(dqkv, d, 0, false), inv_sqrt_d);
+  batched_gemm(square_matrices(dscores, dt, d, true), head_matrices(qkv, d, 0, false),
+               head_matrices(dqkv, d, d.C, false), inv_sqrt_d);
+}
+
+}  // namespace weft::kernels
