@@ -1,0 +1,102 @@
+// MultiheadAttention: GPT-2 causal self-attention, heads split over the TP group.
+//
+//   x (B, T, C) [SP: this rank's tokens]
+//     -> [input norm] -> copy_to_tp [SP: gather_from_sp]
+//     -> qkv (C -> 3C/T, column-parallel, out_groups = 3: each rank holds the
+//        q, k and v rows of its own H/T heads, laid out [q | k | v])
+//     -> causal attention over the local heads (B, T, 3C/T) -> (B, T, C/T)
+//     -> proj (C/T -> C, row-parallel) -> reduce_from_tp [SP: reduce_scatter_to_sp] -> + bias
+//   -> y (B, T, C) [SP: this rank's tokens]
+//
+// Whole heads live on one rank, so heads % T must be 0. proj is a residual
+// output projection (std init_std/√(2·layers), GPT-2).
+//
+// Attention-probability dropout draws B·H_local·T·T numbers from the
+// "model-parallel" stream of ctx.rng() (different per TP rank: each rank
+// holds different heads, and under SP the whole layer runs on that stream).
+// A replicated attention without SP uses the "default" stream instead, so
+// ranks holding the same activations draw the same masks. No dropout when
+// ctx.rng() is null, ctx is not training or dropout is 0.
+//
+// With Partition::replicate every rank holds the whole module. Under batch SP
+// (or without SP) it runs on the rank's own samples with no communication;
+// under sequence SP attention needs every position of a sequence, so it
+// all-gathers the input along the sequence, runs on all tokens, keeps its own
+// tokens' outputs, and in backward reduce-scatters the input gradient (each
+// rank's gradients come from its own tokens' outputs only: partial sums over
+// the group, grad_sum_group).
+//
+// Collectives (TP > 1):           forward                            backward
+//   partitioned, no SP            1 all_reduce                       1 all_reduce
+//   partitioned, SP (seq/batch)   1 all_gather + 1 reduce_scatter    the same
+//   replicated, sequence SP       1 all_gather                       1 reduce_scatter
+//   replicated otherwise          0                                  0
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "weft/kernels/attention.h"
+#include "weft/nn/layernorm_linear.h"
+#include "weft/nn/linear.h"
+#include "weft/nn/partition.h"
+
+namespace weft::nn {
+
+struct MultiheadAttentionConfig {
+  std::string name{};  // "h.3.attn": parameters <name>.qkv.* and <name>.proj.*
+  // "h.3.ln_1": a norm fused with qkv (a LayerNormLinear); empty: no input norm.
+  std::string input_norm{};
+  int64_t width = 0;     // C
+  int64_t heads = 0;     // H, C % H == 0
+  float dropout = 0.0f;  // attention-probability dropout
+  NormKind norm = NormKind::layer;
+  float eps = 1e-5f;
+  Partition partition = Partition::tensor;
+  std::shared_ptr<comm::ProcessGroup> tp{};  // null: no tensor parallelism
+  SequenceParallel sp = SequenceParallel::off;
+  DType compute = DType::f32;  // f32 or bf16
+  uint64_t seed = 0;
+  float init_std = 0.02f;
+  int64_t layers = 1;  // proj's std is init_std/√(2·layers)
+};
+
+class MultiheadAttention : public Module {
+ public:
+  explicit MultiheadAttention(MultiheadAttentionConfig cfg);
+
+  // x (B, T, C) -> y (B, T, C) in the compute dtype
+  Tensor forward(Ctx& ctx, const Tensor& x) override;
+  // dy (B, T, C) -> dx (B, T, C) in x's dtype
+  Tensor backward(Ctx& ctx, const Tensor& dy) override;
+  std::vector<Module*> children() override { return {qkv_.get(), &proj_}; }
+
+  const MultiheadAttentionConfig& config() const { return cfg_; }
+  bool partitioned() const;
+  int64_t local_heads() const;
+  Linear& qkv() { return *qkv_linear_; }
+  Linear& proj() { return proj_; }
+  // The attention-probability dropout mask of the forward saved in ctx:
+  // (B, H_local, T, T) u8, 1 where kept; undefined when no dropout ran.
+  Tensor dropout_mask(Ctx& ctx);
+
+ private:
+  struct Saved {
+    Tensor qkv;  // (B, T, 3C/T) in the compute dtype
+    DType x_dtype = DType::f32;
+    kernels::AttentionSaved attention;
+    kernels::AttentionConfig config;
+  };
+  static MultiheadAttentionConfig checked(MultiheadAttentionConfig cfg);
+  int tp_size() const { return cfg_.tp ? cfg_.tp->size() : 1; }
+  // Replicated attention under sequence SP: gathers the sequence itself.
+  bool gathers_sequence() const;
+
+  MultiheadAttentionConfig cfg_;
+  std::unique_ptr<Module> qkv_;  // LayerNormLinear with an input norm, else Linear
+  Linear* qkv_linear_ = nullptr;
+  Linear proj_;
+  kernels::AttentionWorkspace workspace_;
+};
+
+}  // namespace weft::nn

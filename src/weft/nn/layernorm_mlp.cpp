@@ -1,0 +1,70 @@
+#include "weft/nn/layernorm_mlp.h"
+
+#include <cmath>
+
+#include "weft/kernels/activation.h"
+
+namespace weft::nn {
+
+LayerNormMLPConfig LayerNormMLP::checked(LayerNormMLPConfig cfg) {
+  WEFT_CHECK(cfg.width > 0, "{}: LayerNormMLP needs a positive width, got {}", cfg.name, cfg.width);
+  if (cfg.hidden == 0) cfg.hidden = 4 * cfg.width;
+  WEFT_CHECK(cfg.hidden > 0, "{}: LayerNormMLP needs a positive hidden size, got {}", cfg.name,
+             cfg.hidden);
+  WEFT_CHECK(cfg.layers >= 1, "{}: layers (for the fc2 init scale) must be >= 1, got {}", cfg.name,
+             cfg.layers);
+  return cfg;
+}
+
+LayerNormMLP::LayerNormMLP(LayerNormMLPConfig cfg)
+    : Module(cfg.name),
+      cfg_(checked(std::move(cfg))),
+      fc1_({.name = cfg_.name + ".fc1",
+            .norm_name = cfg_.norm_name,
+            .in = cfg_.width,
+            .out = cfg_.hidden,
+            .mode = cfg_.partition == Partition::tensor ? Parallel::column : Parallel::none,
+            .bias = true,
+            .norm = cfg_.norm,
+            .eps = cfg_.eps,
+            .tp = cfg_.tp,
+            .sp = cfg_.sp,
+            .compute = cfg_.compute,
+            .seed = cfg_.seed,
+            .init_std = cfg_.init_std,
+            .out_groups = 1,
+            .return_layernorm_output = false}),
+      fc2_({.name = cfg_.name + ".fc2",
+            .in = cfg_.hidden,
+            .out = cfg_.width,
+            .mode = cfg_.partition == Partition::tensor ? Parallel::row : Parallel::none,
+            .bias = true,
+            .tp = cfg_.tp,
+            .gather_output = false,
+            .input_is_parallel = true,
+            .sp = cfg_.sp,
+            .compute = cfg_.compute,
+            .seed = cfg_.seed,
+            .init_std = cfg_.init_std / std::sqrt(2.0f * static_cast<float>(cfg_.layers)),
+            .out_groups = 1}) {}
+
+Tensor LayerNormMLP::forward(Ctx& ctx, const Tensor& x) {
+  Saved& s = ctx.saved<Saved>(this);
+  s.h = fc1_.forward(ctx, x);
+  Tensor a = Tensor::empty(s.h.shape(), s.h.dtype(), Device::cpu(), MemoryTag::activations);
+  kernels::gelu_forward(s.h, a);
+  return fc2_.forward(ctx, a);
+}
+
+Tensor LayerNormMLP::backward(Ctx& ctx, const Tensor& dy) {
+  Saved& s = ctx.saved<Saved>(this);
+  WEFT_CHECK(s.h.defined(), "{}: backward without a forward in this context", cfg_.name);
+  Tensor h = s.h;
+  ctx.release(this);
+  Tensor da = fc2_.backward(ctx, dy.to(cfg_.compute)).to(h.dtype());
+  Tensor dh = Tensor::empty(h.shape(), h.dtype(), Device::cpu(), MemoryTag::activations);
+  kernels::gelu_backward(da, h, dh);
+  return fc1_.backward(ctx, dh);
+}
+
+}  // namespace weft::nn

@@ -1,0 +1,69 @@
+// LayerNormMLP: the GPT-2 MLP with its input norm (ln_2 + mlp of a block).
+//
+//   x (..., C) [SP: this rank's tokens]
+//     -> norm -> copy_to_tp [SP: gather_from_sp]
+//     -> fc1 (C -> H/T, column-parallel) -> GELU
+//     -> fc2 (H/T -> C, row-parallel) -> reduce_from_tp [SP: reduce_scatter_to_sp] -> + bias
+//   -> y (..., C) [SP: this rank's tokens]
+//
+// H (hidden) is 4·C by default. fc2 is a residual output projection: GPT-2
+// initializes it with std init_std/√(2·layers). With Partition::replicate
+// every rank holds the whole MLP and runs it on its own tokens (no
+// communication); under SP its gradients are partial over the TP group.
+//
+// Collectives (TP > 1, partitioned):  forward                      backward
+//   no SP                             1 all_reduce                 1 all_reduce
+//   SP (seq or batch)                 1 all_gather + 1 reduce_scatter   the same
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "weft/nn/layernorm_linear.h"
+#include "weft/nn/linear.h"
+#include "weft/nn/partition.h"
+
+namespace weft::nn {
+
+struct LayerNormMLPConfig {
+  std::string name{};       // "h.3.mlp": parameters <name>.fc1.* and <name>.fc2.*
+  std::string norm_name{};  // "h.3.ln_2": parameters <norm_name>.weight / .bias
+  int64_t width = 0;        // C
+  int64_t hidden = 0;       // 0: 4·C
+  NormKind norm = NormKind::layer;
+  float eps = 1e-5f;
+  Partition partition = Partition::tensor;
+  std::shared_ptr<comm::ProcessGroup> tp{};  // null: no tensor parallelism
+  SequenceParallel sp = SequenceParallel::off;
+  DType compute = DType::f32;  // f32 or bf16
+  uint64_t seed = 0;
+  float init_std = 0.02f;
+  int64_t layers = 1;  // fc2's std is init_std/√(2·layers)
+};
+
+class LayerNormMLP : public Module {
+ public:
+  explicit LayerNormMLP(LayerNormMLPConfig cfg);
+
+  // x (..., C) -> y (..., C) in the compute dtype
+  Tensor forward(Ctx& ctx, const Tensor& x) override;
+  // dy (..., C) -> dx (..., C) in x's dtype
+  Tensor backward(Ctx& ctx, const Tensor& dy) override;
+  std::vector<Module*> children() override { return {&fc1_, &fc2_}; }
+
+  const LayerNormMLPConfig& config() const { return cfg_; }
+  LayerNormLinear& fc1() { return fc1_; }
+  Linear& fc2() { return fc2_; }
+
+ private:
+  struct Saved {
+    Tensor h;  // fc1's output, before GELU
+  };
+  static LayerNormMLPConfig checked(LayerNormMLPConfig cfg);
+
+  LayerNormMLPConfig cfg_;
+  LayerNormLinear fc1_;
+  Linear fc2_;
+};
+
+}  // namespace weft::nn

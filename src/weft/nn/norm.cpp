@@ -1,0 +1,74 @@
+#include "weft/nn/norm.h"
+
+#include "weft/kernels/norm.h"
+
+namespace weft::nn {
+
+const char* norm_kind_name(NormKind k) { return k == NormKind::layer ? "layernorm" : "rmsnorm"; }
+
+NormKind parse_norm_kind(const std::string& s) {
+  if (s == "layernorm") return NormKind::layer;
+  if (s == "rmsnorm") return NormKind::rms;
+  WEFT_FAIL("unknown normalization '{}': use layernorm or rmsnorm", s);
+}
+
+Norm::Norm(NormKind kind, NormConfig cfg) : Module(cfg.name), kind_(kind), cfg_(std::move(cfg)) {
+  WEFT_CHECK(cfg_.width > 0, "{}: {} needs a positive width, got {}", cfg_.name,
+             norm_kind_name(kind_), cfg_.width);
+  WEFT_CHECK(cfg_.eps > 0.0f, "{}: {} needs a positive eps, got {}", cfg_.name,
+             norm_kind_name(kind_), cfg_.eps);
+  WEFT_CHECK(cfg_.compute == DType::f32 || cfg_.compute == DType::bf16,
+             "{}: compute dtype must be f32 or bf16, got {}", cfg_.name, dtype_name(cfg_.compute));
+  weight_ =
+      sharded_parameter(cfg_.name + ".weight", Tensor::full({cfg_.width}, 1.0f), 0, 0, 1, 1, false);
+  if (kind_ == NormKind::layer) {
+    bias_ = sharded_parameter(cfg_.name + ".bias", Tensor::zeros({cfg_.width}), 0, 0, 1, 1, false);
+  }
+  if (cfg_.tp && cfg_.tp->size() > 1) {
+    for (Parameter* p : own_parameters()) {
+      p->spec.replicated_over = {"tp", "dp"};
+      if (cfg_.sp != SequenceParallel::off) p->grad_sum_group = cfg_.tp;
+    }
+  }
+}
+
+std::vector<Parameter*> Norm::own_parameters() {
+  if (kind_ == NormKind::layer) return {&weight_, &bias_};
+  return {&weight_};
+}
+
+Tensor Norm::forward(Ctx& ctx, const Tensor& x) {
+  WEFT_CHECK(x.dim() >= 1 && x.shape().last() == cfg_.width,
+             "{}: input of shape {} does not end in the normalized width {}", cfg_.name, x.shape(),
+             cfg_.width);
+  Saved& s = ctx.saved<Saved>(this);
+  s.x = x;
+  s.rstd = Tensor::empty({x.shape().rows()}, DType::f32, Device::cpu(), MemoryTag::activations);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), Device::cpu(), MemoryTag::activations);
+  if (kind_ == NormKind::layer) {
+    s.mean = Tensor::empty({x.shape().rows()}, DType::f32, Device::cpu(), MemoryTag::activations);
+    kernels::layer_norm_forward(x, weight_.value, bias_.value, cfg_.eps, y, s.mean, s.rstd);
+  } else {
+    kernels::rms_norm_forward(x, weight_.value, cfg_.eps, y, s.rstd);
+  }
+  return y.to(cfg_.compute);
+}
+
+Tensor Norm::backward(Ctx& ctx, const Tensor& dy) {
+  Saved& s = ctx.saved<Saved>(this);
+  WEFT_CHECK(s.x.defined(), "{}: backward without a forward in this context", cfg_.name);
+  WEFT_CHECK(dy.shape() == s.x.shape(), "{}: gradient of shape {} for an output of shape {}",
+             cfg_.name, dy.shape(), s.x.shape());
+  Tensor g = dy.to(s.x.dtype());
+  Tensor dx = Tensor::empty(s.x.shape(), s.x.dtype(), Device::cpu(), MemoryTag::activations);
+  if (kind_ == NormKind::layer) {
+    kernels::layer_norm_backward(g, s.x, weight_.value, s.mean, s.rstd, dx, weight_.grad,
+                                 bias_.grad);
+  } else {
+    kernels::rms_norm_backward(g, s.x, weight_.value, s.rstd, dx, weight_.grad);
+  }
+  ctx.release(this);
+  return dx;
+}
+
+}  // namespace weft::nn

@@ -1,0 +1,72 @@
+// LayerNorm and RMSNorm over the last dimension, as modules.
+//
+// The parameters (weight = gamma, initialized to 1; LayerNorm's bias = beta,
+// 0) are f32 and replicated: a norm never communicates. Inside a TP group of
+// more than one rank they are replicated over "tp" as well as "dp"; under
+// sequence parallelism each rank normalizes only its own tokens, so their
+// gradients are partial sums over the TP group: grad_sum_group is the group,
+// and summing before use keeps the replicas from ever drifting apart.
+//
+// The statistics and the arithmetic are f32 (the kernel's), computed in the
+// input's dtype; the output is cast to the compute dtype (the dtype the GEMM
+// after the norm reads), and backward returns dx in the input's dtype.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "weft/comm/process_group.h"
+#include "weft/nn/linear.h"
+#include "weft/nn/module.h"
+
+namespace weft::nn {
+
+enum class NormKind { layer, rms };
+const char* norm_kind_name(NormKind k);          // "layernorm", "rmsnorm"
+NormKind parse_norm_kind(const std::string& s);  // "layernorm", "rmsnorm"
+
+struct NormConfig {
+  std::string name{};  // parameters <name>.weight [, <name>.bias]
+  int64_t width = 0;   // C, the normalized (last) dimension
+  float eps = 1e-5f;
+  std::shared_ptr<comm::ProcessGroup> tp{};  // the TP group the parameters are replicated over
+  SequenceParallel sp = SequenceParallel::off;
+  DType compute = DType::f32;  // dtype of the output (f32 or bf16)
+};
+
+class Norm : public Module {
+ public:
+  Norm(NormKind kind, NormConfig cfg);
+
+  // x (..., C) -> y (..., C) in the compute dtype
+  Tensor forward(Ctx& ctx, const Tensor& x) override;
+  // dy (..., C) -> dx (..., C) in x's dtype; dweight (and dbias) accumulate
+  Tensor backward(Ctx& ctx, const Tensor& dy) override;
+  std::vector<Parameter*> own_parameters() override;
+
+  NormKind kind() const { return kind_; }
+  const NormConfig& config() const { return cfg_; }
+  Parameter& weight() { return weight_; }
+  Parameter* bias() { return kind_ == NormKind::layer ? &bias_ : nullptr; }
+
+ private:
+  struct Saved {
+    Tensor x, mean, rstd;
+  };
+
+  NormKind kind_;
+  NormConfig cfg_;
+  Parameter weight_, bias_;
+};
+
+class LayerNorm : public Norm {
+ public:
+  explicit LayerNorm(NormConfig cfg) : Norm(NormKind::layer, std::move(cfg)) {}
+};
+
+class RMSNorm : public Norm {
+ public:
+  explicit RMSNorm(NormConfig cfg) : Norm(NormKind::rms, std::move(cfg)) {}
+};
+
+}  // namespace weft::nn

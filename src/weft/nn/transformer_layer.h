@@ -1,0 +1,86 @@
+// TransformerLayer: the GPT-2 pre-norm block.
+//
+//   x (B, T, C) [SP: this rank's tokens]
+//   h = x + dropout(attn(ln_1(x)))      MultiheadAttention with ln_1 fused in
+//   y = h + dropout(mlp(ln_2(h)))       LayerNormMLP
+//
+// The residual stream keeps x's dtype; the sub-modules compute in the compute
+// dtype (bf16: weights cast per call from the f32 masters, norms and softmax
+// in f32). Parameters, in Hugging Face GPT-2 order:
+//   <name>.ln_1.{weight,bias}  <name>.attn.qkv.{weight,bias}  <name>.attn.proj.{weight,bias}
+//   <name>.ln_2.{weight,bias}  <name>.mlp.fc1.{weight,bias}   <name>.mlp.fc2.{weight,bias}
+//
+// The partition plan says whether <name>.attn and <name>.mlp are partitioned
+// (each as a whole; see partition.h). Residual dropout draws from the
+// "default" stream without SP: every TP rank holds the same activations there
+// and must draw the same mask. Under SP each rank holds different tokens, so
+// the whole layer uses the "model-parallel" stream.
+//
+// Collectives per layer (TP > 1, attn and mlp partitioned):
+//                       forward                            backward
+//   no SP               2 all_reduce                       2 all_reduce
+//   SP (seq or batch)   2 all_gather + 2 reduce_scatter    2 all_gather + 2 reduce_scatter
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "weft/nn/attention.h"
+#include "weft/nn/layernorm_mlp.h"
+#include "weft/nn/partition.h"
+
+namespace weft::nn {
+
+struct TransformerLayerConfig {
+  std::string name{};  // "h.3"
+  int64_t width = 0;   // C
+  int64_t heads = 0;   // H
+  int64_t hidden = 0;  // MLP hidden size; 0: 4·C
+  int64_t layers = 1;  // layers of the model: residual projections get std/√(2·layers)
+  float attention_dropout = 0.0f;  // on attention probabilities
+  float hidden_dropout = 0.0f;     // on each residual branch
+  NormKind norm = NormKind::layer;
+  float eps = 1e-5f;
+  std::shared_ptr<comm::ProcessGroup> tp{};  // null: no tensor parallelism
+  SequenceParallel sp = SequenceParallel::off;
+  DType compute = DType::f32;  // f32 or bf16
+  uint64_t seed = 0;
+  float init_std = 0.02f;
+  PartitionPlan plan{};  // which of <name>.attn and <name>.mlp are partitioned
+};
+
+class TransformerLayer : public Module {
+ public:
+  explicit TransformerLayer(TransformerLayerConfig cfg);
+
+  // x (B, T, C) -> y (B, T, C), both in x's dtype
+  Tensor forward(Ctx& ctx, const Tensor& x) override;
+  Tensor backward(Ctx& ctx, const Tensor& dy) override;
+  std::vector<Module*> children() override { return {&attn_, &mlp_}; }
+
+  const TransformerLayerConfig& config() const { return cfg_; }
+  MultiheadAttention& attn() { return attn_; }
+  LayerNormMLP& mlp() { return mlp_; }
+
+  // The residual dropout masks of the forward saved in ctx (u8, the shape of
+  // x; undefined when no dropout ran): after attention and after the MLP.
+  struct DropoutMasks {
+    Tensor attn, mlp;
+  };
+  DropoutMasks dropout_masks(Ctx& ctx);
+
+ private:
+  struct Saved {
+    Tensor attn_mask, mlp_mask;
+  };
+  // branch (compute dtype) -> dropout(branch) in `dtype`; mask set when it ran.
+  Tensor residual_dropout(Ctx& ctx, const Tensor& branch, DType dtype, Tensor& mask) const;
+  // dy -> the gradient of the branch before dropout, in the compute dtype.
+  Tensor residual_dropout_backward(const Tensor& dy, const Tensor& mask) const;
+
+  TransformerLayerConfig cfg_;
+  MultiheadAttention attn_;
+  LayerNormMLP mlp_;
+};
+
+}  // namespace weft::nn
