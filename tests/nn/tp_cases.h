@@ -24,6 +24,8 @@ const std::vector<TpCase>& tp_cases();
 
 // Families, one per source file.
 std::vector<TpCase> linear_cases();  // linear_cases.cpp
+std::vector<TpCase> vocab_cases();   // vocab_cases.cpp
+std::vector<TpCase> layer_cases();   // layer_cases.cpp
 
 inline void PrintTo(const TpCase& c, std::ostream* os) { *os << c.name; }
 

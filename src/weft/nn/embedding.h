@@ -1,0 +1,146 @@
+// VocabParallelEmbedding: GPT-2's token table wte split by vocabulary rows over
+// the TP group, plus the position table wpe, replicated.
+//
+// Vocabulary padding. wte has V_padded = round_up(V, vocab_pad) rows, a
+// function of V and the configured multiple only (never of the TP size), so
+// the global table, its initialization and its checkpoint shape are the same
+// at every TP size. Each of the T ranks holds the rows
+// [r·V_padded/T, (r+1)·V_padded/T); a TP size that does not divide V_padded
+// is an error that names --vocab-pad. With the default multiple 128 every
+// power-of-two TP size up to 128 works for any V. Rows >= V are zero at
+// initialization, never looked up (a token id >= V is an error), get exactly
+// zero gradient (also through the tied LM head: the cross-entropy gives padded
+// logits zero gradient), and therefore stay zero; ShardSpec::valid_rows = V.
+//
+// Forward, tokens (B, T) i32 -> x (B, T, C):
+//   local lookup (tokens of other ranks' rows give 0)
+//   -> reduce_from_tp (all-reduce)       [SP: reduce_scatter_to_sp]
+//   -> + wpe, once, after the reduction  [SP: the rank's positions]
+// The tokens are the TP group's whole batch, identical on every rank of the
+// group (as Megatron's data loader provides them), with or without sequence
+// parallelism. Under SP the output is this rank's shard: positions
+// [r·T/tp, (r+1)·T/tp) of every sample (seq) or samples [r·B/tp, (r+1)·B/tp)
+// (batch), so each rank adds the position rows of the tokens it holds.
+//
+// Backward, dx (B, T, C) [SP: this rank's shard] -> nothing (tokens are not
+// differentiable): wte.grad += the rows of the local slice; wpe.grad += the
+// positions. Under SP dx is first all-gathered (the dual of the
+// reduce-scatter), and wpe's gradient holds only this rank's tokens:
+// grad_sum_group is the TP group.
+//
+// Collectives per call (TP > 1):  forward      backward
+//   no SP                          1 all_reduce 0
+//   SP (seq or batch)              1 reduce_scatter 1 all_gather
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "weft/comm/process_group.h"
+#include "weft/nn/linear.h"
+#include "weft/nn/module.h"
+
+namespace weft::nn {
+
+inline constexpr int64_t kDefaultVocabPad = 128;
+
+// round_up(vocab, multiple): the rows of the padded token table.
+int64_t padded_vocab_size(int64_t vocab, int64_t multiple = kDefaultVocabPad);
+
+struct EmbeddingConfig {
+  // Parameters are <name>.wte.weight and <name>.wpe.weight ("wte.weight" and
+  // "wpe.weight" when the name is empty).
+  std::string name{};
+  int64_t vocab = 0;     // real vocabulary size V
+  int64_t max_seq = 0;   // rows of wpe (the context length)
+  int64_t channels = 0;  // C
+  int64_t vocab_pad = kDefaultVocabPad;
+  std::shared_ptr<comm::ProcessGroup> tp{};  // null: no tensor parallelism
+  SequenceParallel sp = SequenceParallel::off;
+  DType compute = DType::f32;  // dtype of the output (f32 or bf16)
+  uint64_t seed = 0;
+  float init_std = 0.02f;
+};
+
+class VocabParallelEmbedding : public Module {
+ public:
+  explicit VocabParallelEmbedding(EmbeddingConfig cfg);
+
+  // tokens (B, T) i32 -> x (B, T, C) [SP: this rank's shard]
+  Tensor forward(Ctx& ctx, const Tensor& tokens) override;
+  // pos_offset: the position of the first token (generation continuing a prefix).
+  Tensor forward(Ctx& ctx, const Tensor& tokens, int64_t pos_offset);
+  // dx (B, T, C) [SP: shard] -> an undefined tensor; gradients accumulate.
+  Tensor backward(Ctx& ctx, const Tensor& dx) override;
+  std::vector<Parameter*> own_parameters() override { return {&wte_, &wpe_}; }
+
+  const EmbeddingConfig& config() const { return cfg_; }
+  Parameter& wte() { return wte_; }
+  Parameter& wpe() { return wpe_; }
+  int tp_size() const { return cfg_.tp ? cfg_.tp->size() : 1; }
+  int64_t padded_vocab() const { return padded_vocab_; }
+  // Vocabulary id of this rank's first row, and its number of rows.
+  int64_t vocab_start() const { return wte_.spec.is_split() ? wte_.spec.offset : 0; }
+  int64_t local_vocab() const { return wte_.value.size(0); }
+
+ private:
+  struct Saved {
+    Tensor tokens;
+    int64_t pos_offset = 0;
+  };
+  comm::ProcessGroup* group() const { return tp_size() > 1 ? cfg_.tp.get() : nullptr; }
+  // Position of the first token this rank holds after the SP split.
+  int64_t shard_pos_offset(int64_t seq, int64_t pos_offset) const;
+
+  EmbeddingConfig cfg_;
+  int64_t padded_vocab_ = 0;
+  Parameter wte_, wpe_;
+};
+
+// LmHead: the output projection tied to an embedding's token table,
+// logits = x · wteᵀ on this rank's vocabulary slice (a column-parallel layer
+// over the vocabulary without bias). The TP group, SP mode and compute dtype
+// are the embedding's. It owns no parameter: its weight gradient accumulates
+// into the embedding's wte.grad, and the embedding lists wte once.
+//
+//   x (B, T, C) -> copy_to_tp  [SP: gather_from_sp] -> logits (B, T, Vp/T)
+//
+// The logits cover the TP group's whole batch (under SP the input shards are
+// gathered), in the order of the embedding's tokens, so the targets are the
+// group's full targets too. forward_loss/backward_loss add the vocab-parallel
+// cross-entropy and compute the logits' gradient in place of the logits.
+//
+// Collectives per call (TP > 1):  forward              backward
+//   logits, no SP                  0                    1 all_reduce
+//   logits, SP                     1 all_gather         1 reduce_scatter
+//   loss (+ cross-entropy)         + 2 all_reduce       + 0
+class LmHead : public Module {
+ public:
+  explicit LmHead(VocabParallelEmbedding& embedding, std::string name = "lm_head");
+
+  // x (B, T, C) [SP: shard] -> logits (B, T, Vp/T) of this rank's vocabulary slice
+  Tensor forward(Ctx& ctx, const Tensor& x) override;
+  // dlogits (B, T, Vp/T) -> dx (B, T, C) [SP: shard]; wte.grad += dlogitsᵀ · x
+  Tensor backward(Ctx& ctx, const Tensor& dlogits) override;
+
+  // x, targets (B, T) i32 (the group's full targets) -> the mean cross-entropy
+  // over the tokens whose target is not ignore_index, the same on every rank.
+  float forward_loss(Ctx& ctx, const Tensor& x, const Tensor& targets, int32_t ignore_index = -100);
+  // -> dx of dloss · loss (see backward); the saved logits become their gradient.
+  Tensor backward_loss(Ctx& ctx, float dloss = 1.0f);
+
+  VocabParallelEmbedding& embedding() { return embedding_; }
+
+ private:
+  struct Saved {
+    Tensor x;  // the GEMM input (gathered under SP)
+    Tensor logits, targets, lse;
+    int32_t ignore_index = -100;
+  };
+  comm::ProcessGroup* group() const;
+
+  VocabParallelEmbedding& embedding_;
+  Tensor weight_compute_;  // wte in the compute dtype (a bf16 copy, or wte itself)
+};
+
+}  // namespace weft::nn
