@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "weft/core/error.h"
+#include "weft/core/threads.h"
 
 #if WEFT_HAVE_MPI
 
@@ -90,6 +91,16 @@ struct Runtime {
                "the MPI library provides thread level {} but weft needs MPI_THREAD_MULTIPLE ({}); "
                "use an Open MPI built with thread support",
                provided, MPI_THREAD_MULTIPLE);
+    // Ranks on one machine share its cores: divide them, as the local backend
+    // does for its rank threads (oversubscribed spinning kernels are slow).
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+      int local = 1;
+      MPI_Comm_size(node, &local);
+      set_ranks_in_process(local);
+      MPI_Comm_free(&node);
+    }
   }
   ~Runtime() {
     int finalized = 0;

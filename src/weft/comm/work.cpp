@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "weft/core/error.h"
+#include "weft/core/profile.h"
 
 namespace weft::comm {
 
@@ -58,6 +59,7 @@ std::string seconds(std::chrono::milliseconds ms) {
 
 void Work::wait() const {
   if (!state_) return;
+  profile::Scope blocked(profile::Category::comm);
   detail::WorkState& s = *state_;
   // The worker enforces the group timeout on each operation it runs and fails
   // the Work itself with a richer message; the grace keeps that message first.
@@ -80,6 +82,7 @@ void Work::wait() const {
 
 void Work::wait(std::chrono::milliseconds timeout) const {
   if (!state_) return;
+  profile::Scope blocked(profile::Category::comm);
   detail::WorkState& s = *state_;
   std::unique_lock lock(s.mu);
   if (!s.cv.wait_for(lock, timeout, [&] { return s.done; })) {

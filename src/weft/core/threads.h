@@ -13,7 +13,8 @@ int num_threads();
 // Overrides num_threads() for the calling thread; 0 restores the default.
 void set_num_threads(int n);
 
-// Ranks that share this process (set by the local backend while it runs).
+// Ranks that share this process's cores: the local backend's rank threads
+// while it runs, or under MPI the ranks on this machine.
 int ranks_in_process();
 void set_ranks_in_process(int n);
 

@@ -3,6 +3,7 @@
 #include <array>
 #include <unordered_map>
 
+#include "weft/core/profile.h"
 #include "weft/kernels/cpu/onednn.h"
 
 namespace weft::kernels {
@@ -61,6 +62,7 @@ void put(Key& key, size_t& i, const Operand& op) {
 
 void run_matmul(const Operand& a, const Operand& b, const Operand& c, const Tensor* bias,
                 float alpha, bool accumulate) {
+  profile::Scope timed(profile::Category::gemm);
   int threads = cpu::apply_thread_budget();
   Key key{};
   size_t i = 0;

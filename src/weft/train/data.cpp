@@ -1,0 +1,290 @@
+#include "weft/train/data.h"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "weft/kernels/random.h"
+#include "weft/train/tokenizer.h"
+
+namespace weft::train {
+
+namespace fs = std::filesystem;
+
+int32_t TokenData::vocab_needed() const {
+  int32_t top = -1;
+  for (int32_t t : tokens) top = std::max(top, t);
+  return top + 1;
+}
+
+uint64_t TokenData::fingerprint() const {
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t t : tokens) {
+    uint32_t u = static_cast<uint32_t>(t);
+    for (int b = 0; b < 4; ++b) h = (h ^ ((u >> (8 * b)) & 0xffu)) * 1099511628211ull;
+  }
+  return h;
+}
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::error_code ec;
+  WEFT_CHECK(!fs::is_directory(path, ec),
+             "data file {} is a directory; pass a text file or an llm.c .bin shard to --data",
+             path);
+  std::ifstream in(path, std::ios::binary);
+  WEFT_CHECK(in.good(), "cannot open data file {}: {}; pass an existing --data file", path,
+             std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  WEFT_CHECK(!in.bad(), "cannot read data file {}: {}", path, std::strerror(errno));
+  return bytes;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+TokenData parse_shard(const std::string& path, const std::string& bytes) {
+  constexpr int64_t kHeaderBytes = kShardHeaderInts * 4;
+  const int64_t size = static_cast<int64_t>(bytes.size());
+  int32_t magic = 0;
+  if (size >= 4) std::memcpy(&magic, bytes.data(), 4);
+  WEFT_CHECK(magic == kShardMagic,
+             "{} is not an llm.c token shard: its magic number is {}, expected {}; a .bin --data "
+             "file must be a shard from llm.c's data scripts (give text files another extension)",
+             path, magic, kShardMagic);
+  WEFT_CHECK(size >= kHeaderBytes,
+             "{} is truncated: an llm.c token shard starts with a {}-byte header, the file has {} "
+             "bytes",
+             path, kHeaderBytes, size);
+  std::array<int32_t, 3> header{};
+  std::memcpy(header.data(), bytes.data(), sizeof header);
+  WEFT_CHECK(header[1] == kShardVersion,
+             "{} is an llm.c token shard of version {}; weft reads version {} (uint16 tokens)",
+             path, header[1], kShardVersion);
+  const int64_t count = header[2];
+  WEFT_CHECK(count >= 0, "{} is corrupted: its header gives a negative token count {}", path,
+             count);
+  const int64_t have = size - kHeaderBytes;
+  WEFT_CHECK(have >= 2 * count,
+             "{} is truncated: header says {} tokens ({} bytes), file has {} bytes of tokens", path,
+             count, 2 * count, have);
+  WEFT_CHECK(have == 2 * count,
+             "{} is corrupted: header says {} tokens ({} bytes) but {} bytes follow the header",
+             path, count, 2 * count, have);
+  WEFT_CHECK(count > 0, "data file {} holds no tokens; pass a --data file with tokens", path);
+  TokenData data;
+  data.source = path;
+  data.format = TokenData::Format::shard;
+  data.tokens.resize(static_cast<size_t>(count));
+  const char* p = bytes.data() + kHeaderBytes;
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t t;
+    std::memcpy(&t, p + 2 * i, 2);
+    data.tokens[static_cast<size_t>(i)] = t;
+  }
+  return data;
+}
+
+}  // namespace
+
+TokenData text_tokens(std::string_view text, std::string source) {
+  TokenData data;
+  data.tokens = ByteTokenizer().encode(text);
+  data.source = std::move(source);
+  data.format = TokenData::Format::text;
+  return data;
+}
+
+TokenData load_tokens(const std::string& path) {
+  const std::string bytes = read_file(path);
+  WEFT_CHECK(!bytes.empty(),
+             "data file {} is empty; pass a --data file with text or an llm.c .bin shard", path);
+  int32_t magic = 0;
+  if (bytes.size() >= 4) std::memcpy(&magic, bytes.data(), 4);
+  if (magic == kShardMagic || ends_with(path, ".bin")) return parse_shard(path, bytes);
+  return text_tokens(bytes, path);
+}
+
+void write_token_shard(const std::string& path, std::span<const uint16_t> tokens) {
+  WEFT_CHECK(tokens.size() <= static_cast<size_t>(INT32_MAX),
+             "an llm.c shard holds at most {} tokens, not {}", INT32_MAX, tokens.size());
+  std::array<int32_t, kShardHeaderInts> header{};
+  header[0] = kShardMagic;
+  header[1] = kShardVersion;
+  header[2] = static_cast<int32_t>(tokens.size());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  WEFT_CHECK(out.good(), "cannot create {}: {}", path, std::strerror(errno));
+  out.write(reinterpret_cast<const char*>(header.data()), sizeof header);
+  out.write(reinterpret_cast<const char*>(tokens.data()),
+            static_cast<std::streamsize>(tokens.size_bytes()));
+  out.close();
+  WEFT_CHECK(!out.fail(), "cannot write {}: {}", path, std::strerror(errno));
+}
+
+std::string default_corpus_text(const std::string& dir) {
+  auto missing = [&](std::string_view why) {
+    return format(
+        "the default corpus is Debian's fortunes package, but {} {}; install it with `apt-get "
+        "install fortunes` (scripts/install-deps.sh and `make train` do) or pass --data FILE",
+        dir, why);
+  };
+  std::error_code ec;
+  WEFT_CHECK(fs::is_directory(dir, ec), "{}", missing("does not exist"));
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const fs::path& p = e.path();
+    if (e.is_symlink() || !e.is_regular_file()) continue;
+    if (p.extension() == ".dat" || p.extension() == ".u8") continue;
+    files.push_back(p);
+  }
+  WEFT_CHECK(!ec, "cannot list {}: {}", dir, ec.message());
+  WEFT_CHECK(!files.empty(), "{}", missing("holds no fortune files"));
+  std::sort(files.begin(), files.end());
+
+  std::string corpus;
+  for (const fs::path& p : files) {
+    const std::string text = read_file(p.string());
+    std::string entry;
+    auto flush = [&] {
+      if (entry.empty()) return;
+      if (!corpus.empty()) corpus += '\n';
+      corpus += entry;
+      entry.clear();
+    };
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t eol = text.find('\n', pos);
+      if (eol == std::string::npos) eol = text.size();
+      std::string_view line(text.data() + pos, eol - pos);
+      if (line == "%" || line == "%\r") {
+        flush();
+      } else {
+        entry.append(line);
+        entry += '\n';
+      }
+      pos = eol + 1;
+    }
+    flush();
+  }
+  return corpus;
+}
+
+TokenData default_corpus(const std::string& dir) {
+  return text_tokens(default_corpus_text(dir), format("the fortunes corpus ({})", dir));
+}
+
+std::pair<int64_t, int64_t> BatchSlice::rows(int64_t global_batch) const {
+  WEFT_CHECK(dp_size >= 1 && dp_rank >= 0 && dp_rank < dp_size && sub_size >= 1 && sub_rank >= 0 &&
+                 sub_rank < sub_size,
+             "batch slice of data-parallel rank {} of {}, part {} of {} is not a valid rank",
+             dp_rank, dp_size, sub_rank, sub_size);
+  WEFT_CHECK(global_batch % dp_size == 0,
+             "the global batch of {} samples does not split evenly over {} data-parallel ranks; "
+             "use a batch that is a multiple of {}",
+             global_batch, dp_size, dp_size);
+  const int64_t local = global_batch / dp_size;
+  WEFT_CHECK(local % sub_size == 0,
+             "a data-parallel rank's {} samples do not split evenly over {} tensor-parallel ranks "
+             "(batch-sequence parallelism); use a global batch that is a multiple of {}",
+             local, sub_size, static_cast<int64_t>(dp_size) * sub_size);
+  const int64_t part = local / sub_size;
+  const int64_t begin = dp_rank * local + sub_rank * part;
+  return {begin, begin + part};
+}
+
+Batch slice(const Batch& global, const BatchSlice& s) {
+  auto [begin, end] = s.rows(global.size());
+  return {global.inputs.narrow(begin, end - begin).clone(),
+          global.targets.narrow(begin, end - begin).clone()};
+}
+
+Dataset::Dataset(TokenData data, int64_t seq_len, double val_fraction)
+    : data_(std::move(data)), seq_(seq_len) {
+  WEFT_CHECK(seq_len >= 1, "sequence length {} must be at least 1", seq_len);
+  WEFT_CHECK(val_fraction > 0 && val_fraction < 1,
+             "validation fraction {} must lie strictly between 0 and 1", val_fraction);
+  const int64_t n = data_.size();
+  const int64_t need = 2 * (seq_ + 1);
+  WEFT_CHECK(n >= need,
+             "{} has {} tokens; need at least 2·(seq+1) = {} for seq {} (a training and a "
+             "validation window); pass a larger --data file",
+             data_.source, n, need, seq_);
+  const int64_t val =
+      std::max(static_cast<int64_t>(static_cast<double>(n) * val_fraction), seq_ + 1);
+  train_size_ = n - std::min(val, n - (seq_ + 1));
+}
+
+std::span<const int32_t> Dataset::train() const {
+  return std::span<const int32_t>(data_.tokens).first(static_cast<size_t>(train_size_));
+}
+
+std::span<const int32_t> Dataset::val() const {
+  return std::span<const int32_t>(data_.tokens).subspan(static_cast<size_t>(train_size_));
+}
+
+Batch Dataset::gather(std::span<const int32_t> tokens, std::span<const int64_t> starts) const {
+  const int64_t n = static_cast<int64_t>(starts.size());
+  Batch b{Tensor::empty({n, seq_}, DType::i32), Tensor::empty({n, seq_}, DType::i32)};
+  int32_t* in = b.inputs.data<int32_t>();
+  int32_t* tg = b.targets.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t* w = tokens.data() + starts[static_cast<size_t>(i)];
+    std::copy(w, w + seq_, in + i * seq_);
+    std::copy(w + 1, w + seq_ + 1, tg + i * seq_);
+  }
+  return b;
+}
+
+int64_t Dataset::val_batches(int64_t batch, int64_t max_batches) const {
+  WEFT_CHECK(batch >= 1, "validation batch size {} must be at least 1", batch);
+  WEFT_CHECK(max_batches >= 1, "the validation batch cap {} must be at least 1", max_batches);
+  return std::min(max_batches, std::max<int64_t>(1, val_windows() / batch));
+}
+
+Batch Dataset::val_batch(int64_t index, int64_t batch, const BatchSlice& s) const {
+  WEFT_CHECK(index >= 0, "validation batch index {} must not be negative", index);
+  auto [begin, end] = s.rows(batch);
+  std::vector<int64_t> starts;
+  for (int64_t i = begin; i < end; ++i)
+    starts.push_back((index * batch + i) % val_windows() * seq_);
+  return gather(val(), starts);
+}
+
+Sampler::Sampler(const Dataset& data, uint64_t seed, int64_t global_batch)
+    : data_(&data), seed_(seed), batch_(global_batch) {
+  WEFT_CHECK(global_batch >= 1, "the global batch of {} samples must be at least 1", global_batch);
+  WEFT_CHECK(global_batch <= INT64_C(0xffffffff), "the global batch of {} samples is too large",
+             global_batch);
+}
+
+int64_t Sampler::window_start(int64_t step, int64_t micro_step, int64_t sample) const {
+  WEFT_CHECK(step >= 0 && micro_step >= 0 && micro_step <= INT64_C(0xffffffff) && sample >= 0 &&
+                 sample < batch_,
+             "no sample {} of micro-batch {} of step {} (batch {})", sample, micro_step, step,
+             batch_);
+  const uint64_t s = static_cast<uint64_t>(step);
+  const uint64_t key = seed_ ^ kDataSeedTag;
+  std::array<uint32_t, 4> w =
+      kernels::philox4x32_10({static_cast<uint32_t>(sample), static_cast<uint32_t>(micro_step),
+                              static_cast<uint32_t>(s), static_cast<uint32_t>(s >> 32)},
+                             {static_cast<uint32_t>(key), static_cast<uint32_t>(key >> 32)});
+  const uint64_t r = static_cast<uint64_t>(w[0]) | (static_cast<uint64_t>(w[1]) << 32);
+  const uint64_t starts = static_cast<uint64_t>(data_->train_size_ - data_->seq_);
+  return static_cast<int64_t>(r % starts);
+}
+
+Batch Sampler::next_batch(int64_t step, int64_t micro_step, const BatchSlice& s) const {
+  auto [begin, end] = s.rows(batch_);
+  std::vector<int64_t> starts;
+  starts.reserve(static_cast<size_t>(end - begin));
+  for (int64_t i = begin; i < end; ++i) starts.push_back(window_start(step, micro_step, i));
+  return data_->gather(data_->train(), starts);
+}
+
+}  // namespace weft::train
