@@ -26,6 +26,7 @@ const std::vector<TpCase>& tp_cases();
 std::vector<TpCase> linear_cases();  // linear_cases.cpp
 std::vector<TpCase> vocab_cases();   // vocab_cases.cpp
 std::vector<TpCase> layer_cases();   // layer_cases.cpp
+std::vector<TpCase> gpt_cases();     // gpt_cases.cpp
 
 inline void PrintTo(const TpCase& c, std::ostream* os) { *os << c.name; }
 

@@ -1,0 +1,89 @@
+// Gpt: the GPT-2 architecture with tensor, sequence and data parallelism.
+//
+//   tokens (B, T) i32
+//   -> VocabParallelEmbedding (wte split by vocabulary over TP, + wpe)
+//   -> layers × TransformerLayer (pre-norm, GELU tanh, LayerNorm eps 1e-5)
+//   -> ln_f -> LmHead tied to wte -> vocab-parallel cross-entropy
+//
+// Every rank of a TP group passes the same tokens and targets, except under
+// batch sequence parallelism ("TP across DP ranks"), where each rank passes
+// its own samples (B/tp of the group's batch): the model all-gathers them
+// first (int32, cheap) and the embedding reduce-scatters activations back to
+// their owners, so every activation a rank holds is its own samples'.
+//
+// Parameter names follow Hugging Face's GPT-2 without the "transformer."
+// prefix (wte.weight, wpe.weight, h.N.ln_1.weight, ..., ln_f.bias); the
+// checkpoint code maps them to and from Hugging Face layouts.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "weft/nn/embedding.h"
+#include "weft/nn/norm.h"
+#include "weft/nn/partition.h"
+#include "weft/nn/transformer_layer.h"
+
+namespace weft::nn {
+
+struct GptConfig {
+  int64_t vocab = 256;
+  int64_t seq = 128;  // context length (rows of wpe)
+  int64_t layers = 4;
+  int64_t width = 128;
+  int64_t heads = 4;
+  float dropout = 0.0f;  // attention-probability and residual dropout
+  int64_t vocab_pad = kDefaultVocabPad;
+  std::shared_ptr<comm::ProcessGroup> tp{};
+  SequenceParallel sp = SequenceParallel::off;
+  DType compute = DType::f32;
+  uint64_t seed = 1337;
+  PartitionPlan plan{};
+};
+
+// "tiny" (4 layers, width 128, 4 heads, context 128, byte vocabulary: trains
+// visibly in minutes on two cores) and "gpt2-124m" (12 layers, width 768, 12
+// heads, context 1024, vocabulary 50257). Throws for other names.
+GptConfig gpt_preset(const std::string& name);
+// Checks the shape options against each other and the TP size; the error says
+// which option to change.
+void validate(const GptConfig& cfg);
+
+class Gpt : public Module {
+ public:
+  explicit Gpt(GptConfig cfg);
+
+  // tokens (B, T) -> logits (B, T, Vp/tp): this rank's vocabulary slice for
+  // the TP group's whole batch (generation and evaluation).
+  Tensor forward(Ctx& ctx, const Tensor& tokens) override;
+  // dlogits -> nothing (tokens are not differentiable); gradients accumulate.
+  Tensor backward(Ctx& ctx, const Tensor& dlogits) override;
+
+  // tokens, targets (B, T) [batch SP: this rank's samples] -> the mean loss
+  // over the TP group's tokens (the same on every rank of the group).
+  float forward_loss(Ctx& ctx, const Tensor& tokens, const Tensor& targets);
+  // Backward of dloss·loss. `ready` is called with each module's parameters
+  // as soon as their gradients are final (data-parallel sync overlaps the
+  // rest of backward).
+  using GradsReady = std::function<void(const std::vector<Parameter*>&)>;
+  void backward_loss(Ctx& ctx, float dloss = 1.0f, const GradsReady& ready = {});
+
+  std::vector<Module*> children() override;
+  const GptConfig& config() const { return cfg_; }
+  VocabParallelEmbedding& embedding() { return embedding_; }
+  int64_t num_parameters_global();
+
+ private:
+  Tensor tokens_for_group(const Tensor& tokens) const;
+  Tensor forward_hidden(Ctx& ctx, const Tensor& tokens);
+
+  GptConfig cfg_;
+  VocabParallelEmbedding embedding_;
+  std::vector<std::unique_ptr<TransformerLayer>> layers_;
+  LayerNorm ln_f_;
+  LmHead head_;
+};
+
+}  // namespace weft::nn

@@ -1,0 +1,76 @@
+// The whole GPT at TP 2 and 4 with and without sequence parallelism equals
+// TP=1: the loss, and every parameter's gradient through its ShardSpec.
+#include <gtest/gtest.h>
+
+#include "tp_cases.h"
+#include "tp_harness.h"
+#include "weft/comm/grid.h"
+#include "weft/nn/gpt.h"
+
+namespace weft::nn::testing {
+
+namespace {
+
+GptConfig small_config() {
+  GptConfig c;
+  c.vocab = 61;
+  c.seq = 8;
+  c.layers = 2;
+  c.width = 16;
+  c.heads = 4;
+  c.seed = 5;
+  return c;
+}
+
+Tensor random_tokens(const Shape& shape, int64_t vocab, uint32_t seed) {
+  std::vector<int32_t> v(static_cast<size_t>(shape.numel()));
+  uint32_t s = seed;
+  for (auto& t : v) {
+    s = s * 1664525u + 1013904223u;
+    t = static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(vocab));
+  }
+  return Tensor::from_i32(shape, v);
+}
+
+void check_gpt(comm::ProcessGroup& world, int tp_size, SequenceParallel sp) {
+  comm::Grid grid(world, "tp-dp", {{"tp", tp_size}});
+  auto tp = grid.group_ptr("tp");
+  const int64_t B = 4, T = 8;
+  Tensor tokens = random_tokens({B, T}, 61, 1), targets = random_tokens({B, T}, 61, 2);
+
+  Gpt ref(small_config());
+  Ctx rctx;
+  float ref_loss = ref.forward_loss(rctx, tokens, targets);
+  ref.backward_loss(rctx);
+
+  GptConfig cfg = small_config();
+  cfg.tp = tp;
+  cfg.sp = sp;
+  Gpt model(cfg);
+  Ctx ctx;
+  // Batch SP: each rank passes its own samples.
+  const bool own = sp == SequenceParallel::batch;
+  Tensor my_tokens = own ? parallel::slice_along(tokens, 0, tp->size(), tp->rank()) : tokens;
+  Tensor my_targets = own ? parallel::slice_along(targets, 0, tp->size(), tp->rank()) : targets;
+  float loss = model.forward_loss(ctx, my_tokens, my_targets);
+  EXPECT_NEAR(loss, ref_loss, 1e-5 * std::abs(ref_loss));
+  std::vector<Parameter*> seen;
+  model.backward_loss(ctx, 1.0f, [&](const std::vector<Parameter*>& ps) {
+    seen.insert(seen.end(), ps.begin(), ps.end());
+  });
+  EXPECT_EQ(seen.size(), model.parameters().size());
+  expect_same_parameters(model, ref);
+}
+
+}  // namespace
+
+std::vector<TpCase> gpt_cases() {
+  return {
+      {"gpt", [](comm::ProcessGroup& w, int t) { check_gpt(w, t, SequenceParallel::off); }},
+      {"gpt_sp_seq", [](comm::ProcessGroup& w, int t) { check_gpt(w, t, SequenceParallel::seq); }},
+      {"gpt_sp_batch",
+       [](comm::ProcessGroup& w, int t) { check_gpt(w, t, SequenceParallel::batch); }},
+  };
+}
+
+}  // namespace weft::nn::testing
