@@ -1,0 +1,186 @@
+// weft bench layer: forward + backward of one TransformerLayer at GPT-2-small
+// width, where the time goes (GEMMs, other kernels, communication), and the
+// ratio to TP=1 on the same threads per rank, measured in the same run.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "weft/comm/grid.h"
+#include "weft/comm/local.h"
+#include "weft/comm/world.h"
+#include "weft/core/profile.h"
+#include "weft/core/threads.h"
+#include "weft/nn/transformer_layer.h"
+#include "weft/parallel/mappings.h"
+
+namespace weft {
+namespace {
+
+struct LayerRun {
+  int tp = 1;
+  nn::SequenceParallel sp = nn::SequenceParallel::off;
+};
+
+struct Timing {
+  double seconds = 0;  // per iteration, slowest rank
+  double gemm = 0;     // per iteration, on that rank
+  double comm = 0;
+};
+
+struct Setup {
+  int64_t batch, seq, width, heads;
+  DType dtype;
+  int threads, warmup, iters;
+};
+
+// Runs on every rank of `world`, which holds exactly one TP group.
+Timing run_layer(comm::ProcessGroup& world, const Setup& s, LayerRun r) {
+  set_num_threads(s.threads);
+  comm::Grid grid(world, "tp", {{"tp", r.tp}});
+  auto tp = grid.group_ptr("tp");
+  nn::TransformerLayer layer({.name = "h.0",
+                              .width = s.width,
+                              .heads = s.heads,
+                              .layers = 12,
+                              .tp = tp,
+                              .sp = r.sp,
+                              .compute = s.dtype,
+                              .seed = 1});
+  Tensor x = Tensor::full({s.batch, s.seq, s.width}, 0.5f, s.dtype);
+  if (r.sp != nn::SequenceParallel::off) {
+    x = parallel::slice_along(x, nn::sp_dim(r.sp), r.tp, tp->rank());
+  }
+  Tensor dy = Tensor::full(x.shape(), 0.01f, s.dtype);
+  auto step = [&] {
+    nn::Ctx ctx;
+    Tensor y = layer.forward(ctx, x);
+    layer.backward(ctx, dy);
+  };
+  for (int i = 0; i < s.warmup; ++i) step();
+  world.barrier().wait();
+  profile::reset();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < s.iters; ++i) step();
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  profile::Totals tot = profile::totals();
+  // The slowest rank sets the time; report its breakdown.
+  Tensor t = Tensor::from({1}, std::vector<float>{static_cast<float>(elapsed)});
+  world.all_reduce(t, comm::ReduceOp::max).wait();
+  return {t.item(0) / s.iters, tot.gemm / s.iters, tot.comm / s.iters};
+}
+
+// fwd + bwd FLOPs of one layer over the whole batch: 24·C² per token for the
+// four GEMMs forward, 2·T·C per token for QKᵀ and P·V (causal: half of 4·T·C),
+// backward twice the forward.
+double layer_flops(const Setup& s) {
+  const double tokens = static_cast<double>(s.batch * s.seq), c = static_cast<double>(s.width);
+  const double fwd = tokens * (24.0 * c * c + 2.0 * static_cast<double>(s.seq) * c);
+  return 3.0 * fwd;
+}
+
+int run(const std::vector<std::string>& args) {
+  cli::Options opts("weft bench layer [options]",
+                    "Times forward + backward of one GPT-2-small TransformerLayer (C=768,\n"
+                    "12 heads by default) at the given TP size and sequence parallelism, and\n"
+                    "the same layer at TP=1 on the same threads per rank, in the same run.\n"
+                    "Reports time per iteration, GFLOP/s (the layer's total work over the\n"
+                    "slowest rank's time) and the share of time in GEMMs, communication\n"
+                    "waits and everything else. Ranks are threads (local backend) or, under\n"
+                    "mpirun, processes.");
+  opts.option("tp", "N", "1", "tensor-parallel size (ranks)")
+      .option("sp", "off|seq|batch", "off", "sequence parallelism")
+      .option("dtype", "f32|bf16", "f32", "compute dtype")
+      .option("batch", "B", "8", "samples per iteration")
+      .option("seq", "T", "256", "sequence length")
+      .option("width", "C", "768", "model width")
+      .option("heads", "H", "12", "attention heads")
+      .option("threads", "N", "1", "threads per rank")
+      .option("warmup", "N", "2", "untimed iterations")
+      .option("iters", "N", "5", "timed iterations")
+      .flag("json", "print one JSON object per row instead of the table");
+  opts.parse(args);
+  Setup s{opts.integer("batch"),
+          opts.integer("seq"),
+          opts.integer("width"),
+          opts.integer("heads"),
+          parse_dtype(opts.choice("dtype", {"f32", "bf16"})),
+          static_cast<int>(opts.integer("threads")),
+          static_cast<int>(opts.integer("warmup")),
+          static_cast<int>(opts.integer("iters"))};
+  const int tp = static_cast<int>(opts.integer("tp"));
+  const nn::SequenceParallel sp =
+      nn::parse_sequence_parallel(opts.choice("sp", {"off", "seq", "batch"}));
+  WEFT_CHECK(tp >= 1, "--tp must be at least 1, got {}", tp);
+  WEFT_CHECK(s.batch >= 1 && s.seq >= 1 && s.threads >= 1 && s.iters >= 1 && s.warmup >= 0,
+             "--batch, --seq, --threads and --iters must be positive");
+  WEFT_CHECK(s.heads % tp == 0, "--heads {} is not divisible by --tp {}", s.heads, tp);
+  if (sp != nn::SequenceParallel::off) {
+    const int64_t split = sp == nn::SequenceParallel::seq ? s.seq : s.batch;
+    WEFT_CHECK(split % tp == 0, "--sp {} splits {} {} over --tp {}: choose a multiple of {}",
+               nn::sequence_parallel_name(sp),
+               sp == nn::SequenceParallel::seq ? "--seq" : "--batch", split, tp, tp);
+  }
+  const bool json = opts.flag_set("json");
+  const bool mpi = comm::launched_by_mpi();
+
+  Timing base, mine;
+  int rank = 0;
+  auto body = [&](comm::ProcessGroup& world) {
+    rank = world.rank();
+    WEFT_CHECK(world.size() == tp, "bench layer runs one TP group: start {} ranks (got {})", tp,
+               world.size());
+    // Baseline: TP=1 on rank 0 alone, then the requested layout on every rank.
+    if (world.rank() == 0) {
+      base = run_layer(*comm::local_world_of_one(), s, {1, nn::SequenceParallel::off});
+    }
+    world.barrier().wait();
+    Timing t = run_layer(world, s, {tp, sp});
+    if (world.rank() == 0) mine = t;
+  };
+  if (mpi) {
+    comm::run_world(tp, body);
+    if (rank != 0) return 0;
+  } else {
+    comm::run_local(tp, body);
+  }
+  const double flops = layer_flops(s);
+  auto row = [&](const char* what, int t, nn::SequenceParallel p, const Timing& tm) {
+    const double other = std::max(0.0, tm.seconds - tm.gemm - tm.comm);
+    if (json) {
+      std::printf(
+          "{\"run\":\"%s\",\"tp\":%d,\"sp\":\"%s\",\"dtype\":\"%s\",\"batch\":%lld,\"seq\":%lld,"
+          "\"ms\":%.3f,\"gflops\":%.1f,\"gemm_share\":%.3f,\"other_share\":%.3f,"
+          "\"comm_share\":%.3f,\"ratio_to_tp1\":%.3f}\n",
+          what, t, nn::sequence_parallel_name(p), std::string(dtype_name(s.dtype)).c_str(),
+          static_cast<long long>(s.batch), static_cast<long long>(s.seq), tm.seconds * 1e3,
+          flops / tm.seconds / 1e9, tm.gemm / tm.seconds, other / tm.seconds, tm.comm / tm.seconds,
+          tm.seconds / base.seconds);
+    } else {
+      std::printf("%-8s %3d %-5s %-5s %10.2f %9.1f %7.1f%% %7.1f%% %7.1f%% %8.3f\n", what, t,
+                  nn::sequence_parallel_name(p), std::string(dtype_name(s.dtype)).c_str(),
+                  tm.seconds * 1e3, flops / tm.seconds / 1e9, 100 * tm.gemm / tm.seconds,
+                  100 * other / tm.seconds, 100 * tm.comm / tm.seconds, tm.seconds / base.seconds);
+    }
+  };
+  if (!json) {
+    std::printf("layer: C=%lld heads=%lld batch=%lld seq=%lld, %d thread(s) per rank, backend %s\n",
+                static_cast<long long>(s.width), static_cast<long long>(s.heads),
+                static_cast<long long>(s.batch), static_cast<long long>(s.seq), s.threads,
+                mpi ? "mpi" : "local");
+    std::printf("%-8s %3s %-5s %-5s %10s %9s %8s %8s %8s %8s\n", "run", "tp", "sp", "dtype",
+                "ms/iter", "GFLOP/s", "gemm", "other", "comm", "vs tp1");
+  }
+  row("baseline", 1, nn::SequenceParallel::off, base);
+  row("weft", tp, sp, mine);
+  return 0;
+}
+
+cli::Register reg("bench layer",
+                  "time forward+backward of one TransformerLayer: GEMM, kernel and comm shares",
+                  run);
+
+}  // namespace
+}  // namespace weft
