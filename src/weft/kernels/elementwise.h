@@ -50,4 +50,20 @@ void dispatch_float(DType t, Fn&& fn) {
   }
 }
 
+// The same for kernels written over raw pointers (bf16 as uint16_t words).
+inline float load(const float* p, int64_t i) { return p[i]; }
+inline float load(const uint16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
+inline void store(float* p, int64_t i, float v) { p[i] = v; }
+inline void store(uint16_t* p, int64_t i, float v) { p[i] = f32_to_bf16(v); }
+
+// Calls f with the tensor's elements as float* or uint16_t* (bf16).
+template <typename F>
+void with_floats(const Tensor& t, F&& f) {
+  if (t.dtype() == DType::f32) {
+    f(t.data<float>());
+  } else {
+    f(t.bf16_data());
+  }
+}
+
 }  // namespace weft::kernels::detail

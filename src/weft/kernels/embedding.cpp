@@ -3,25 +3,15 @@
 #include <algorithm>
 
 #include "weft/core/threads.h"
+#include "weft/kernels/elementwise.h"
 
 namespace weft::kernels {
 
 namespace {
 
-inline float load(const float* p, int64_t i) { return p[i]; }
-inline float load(const uint16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
-inline void store(float* p, int64_t i, float v) { p[i] = v; }
-inline void store(uint16_t* p, int64_t i, float v) { p[i] = f32_to_bf16(v); }
-
-// Calls f with the activation's elements as float* or uint16_t* (bf16).
-template <typename F>
-void with_floats(const Tensor& t, F&& f) {
-  if (t.dtype() == DType::f32) {
-    f(t.data<float>());
-  } else {
-    f(t.bf16_data());
-  }
-}
+using detail::load;
+using detail::store;
+using detail::with_floats;
 
 void check_table(const Tensor& table, const char* op, const char* name) {
   WEFT_CHECK(table.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op,

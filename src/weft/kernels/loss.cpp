@@ -6,34 +6,15 @@
 #include <limits>
 
 #include "weft/core/threads.h"
+#include "weft/kernels/elementwise.h"
 
 namespace weft::kernels {
 
 namespace {
 
-inline float load(const float* p, int64_t i) { return p[i]; }
-inline float load(const uint16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
-inline void store(float* p, int64_t i, float v) { p[i] = v; }
-inline void store(uint16_t* p, int64_t i, float v) { p[i] = f32_to_bf16(v); }
-
-// Calls f with the tensor's elements as const float* or const uint16_t* (bf16).
-template <typename F>
-void with_floats(const Tensor& t, F&& f) {
-  if (t.dtype() == DType::f32) {
-    f(static_cast<const float*>(t.data<float>()));
-  } else {
-    f(static_cast<const uint16_t*>(t.bf16_data()));
-  }
-}
-
-template <typename F>
-void with_mutable_floats(Tensor& t, F&& f) {
-  if (t.dtype() == DType::f32) {
-    f(t.data<float>());
-  } else {
-    f(t.bf16_data());
-  }
-}
+using detail::load;
+using detail::store;
+using detail::with_floats;
 
 // The logits as the kernels see them, with the padding resolved.
 struct Vocab {
@@ -225,7 +206,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
       count > 0 ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(count))
                 : 0.0f;
   with_floats(logits, [&](const auto* x) {
-    with_mutable_floats(dlogits, [&](auto* dx) {
+    with_floats(dlogits, [&](auto* dx) {
 #pragma omp parallel for num_threads(weft::num_threads()) schedule(static)
       for (int64_t n = 0; n < v.rows; ++n) {
         const auto* row = x + n * v.cols;
