@@ -1,0 +1,306 @@
+#include "weft/train/checkpoint_format.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace weft::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string read_text(const fs::path& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  WEFT_CHECK(in, "{}: cannot read {}: {}", what, path.string(), errno_text());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// dst.narrow-along-`d`(start, piece.size(d)) = piece; both contiguous, equal
+// in every other dimension.
+void copy_along(const Tensor& dst, int d, int64_t start, const Tensor& piece) {
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < d; ++i) outer *= dst.size(i);
+  for (int i = d + 1; i < dst.dim(); ++i) inner *= dst.size(i);
+  const int64_t es = dtype_bits(dst.dtype()) / 8, n = piece.size(d), ext = dst.size(d);
+  char* out = static_cast<char*>(dst.raw());
+  const char* in = static_cast<const char*>(piece.raw());
+  for (int64_t o = 0; o < outer; ++o) {
+    std::memcpy(out + (o * ext + start) * inner * es, in + o * n * inner * es,
+                static_cast<size_t>(n * inner * es));
+  }
+}
+
+parallel::RngTracker::State rng_from_json(const Json& j, const std::string& where) {
+  parallel::RngTracker::State state;
+  for (const auto& [name, s] : j.as_object()) {
+    state[name] = {json_u64(s.at("seed"), where + " seed of stream " + name),
+                   json_u64(s.at("offset"), where + " offset of stream " + name)};
+  }
+  return state;
+}
+
+}  // namespace
+
+Json u64_json(uint64_t v) {
+  return v <= static_cast<uint64_t>(INT64_MAX) ? Json(static_cast<int64_t>(v))
+                                               : Json(std::to_string(v));
+}
+
+uint64_t json_u64(const Json& j, const std::string& what) {
+  if (j.is_integer()) {
+    WEFT_CHECK(j.as_int() >= 0, "{} must not be negative, got {}", what, j.as_int());
+    return static_cast<uint64_t>(j.as_int());
+  }
+  WEFT_CHECK(j.is_string(), "{} must be an integer, got {}", what, j.dump());
+  const std::string& s = j.as_string();
+  WEFT_CHECK(!s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos,
+             "{} must be an integer, got \"{}\"", what, s);
+  return std::stoull(s);
+}
+
+Json shape_json(const Shape& s) {
+  Json out = Json::array();
+  for (int d = 0; d < s.rank(); ++d) out.push_back(s[d]);
+  return out;
+}
+
+Shape shape_from_json(const Json& j, const std::string& where) {
+  const auto& dims = j.as_array();
+  WEFT_CHECK(static_cast<int>(dims.size()) <= Shape::kMaxRank, "{}: shape {} has too many dims",
+             where, j.dump());
+  std::vector<int64_t> v;
+  for (const Json& d : dims) {
+    WEFT_CHECK(d.as_int() >= 0, "{}: shape {} has a negative dimension", where, j.dump());
+    v.push_back(d.as_int());
+  }
+  return Shape(std::span<const int64_t>(v));
+}
+
+Json rng_json(const parallel::RngTracker::State& state) {
+  Json out = Json::object();
+  for (const auto& [name, s] : state) {
+    Json stream = Json::object();
+    stream["seed"] = u64_json(s.seed);
+    stream["offset"] = u64_json(s.offset);
+    out[name] = std::move(stream);
+  }
+  return out;
+}
+
+Json saved_tensor_json(const SavedTensor& t) {
+  Json out = Json::object();
+  out["dtype"] = t.dtype;
+  out["shape"] = shape_json(t.global_shape);
+  out["split_dim"] = t.split_dim;
+  out["blocks"] = t.blocks;
+  out["valid_rows"] = t.valid_rows;
+  Json shards = Json::array();
+  for (const SavedShard& s : t.shards) {
+    Json j = Json::object();
+    j["file"] = s.file;
+    j["offset"] = s.offset;
+    j["length"] = s.length;
+    shards.push_back(std::move(j));
+  }
+  out["shards"] = std::move(shards);
+  return out;
+}
+
+void check_tiling(SavedTensor& t, const std::string& where) {
+  const int rank = t.global_shape.rank();
+  WEFT_CHECK(t.split_dim >= -1 && t.split_dim < rank, "{}: tensor {} has split dimension {} of {}",
+             where, t.name, t.split_dim, t.global_shape);
+  const int64_t extent = t.split_dim >= 0 ? t.global_shape[t.split_dim] : 1;
+  WEFT_CHECK(t.blocks >= 1 && extent % t.blocks == 0, "{}: tensor {} has {} blocks along {}", where,
+             t.name, t.blocks, t.global_shape);
+  // An unsplit tensor is one shard of its rows.
+  const int64_t block =
+      t.split_dim >= 0 ? extent / t.blocks : (rank ? t.global_shape[0] : int64_t{1});
+  std::stable_sort(t.shards.begin(), t.shards.end(),
+                   [](const SavedShard& a, const SavedShard& b) { return a.offset < b.offset; });
+  std::vector<SavedShard> kept;
+  int64_t next = 0;
+  for (const SavedShard& s : t.shards) {
+    if (!kept.empty() && s.offset == kept.back().offset && s.length == kept.back().length) continue;
+    WEFT_CHECK(s.offset == next && s.length > 0,
+               "{}: the shards of tensor {} do not tile it: {} starts at {}, expected {}", where,
+               t.name, s.file, s.offset, next);
+    next += s.length;
+    kept.push_back(s);
+  }
+  WEFT_CHECK(next == block, "{}: the shards of tensor {} cover {} of {} along dimension {}", where,
+             t.name, next, block, t.split_dim);
+  t.shards = std::move(kept);
+}
+
+CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
+  const fs::path d(dir_);
+  WEFT_CHECK(!fs::is_regular_file(d),
+             "{} is a file, not a checkpoint directory (a consolidated .safetensors file starts a "
+             "run with `weft train --init FILE` or `weft checkpoint import FILE DIR`)",
+             dir_);
+  WEFT_CHECK(fs::is_directory(d), "checkpoint {} does not exist", dir_);
+  WEFT_CHECK(fs::exists(d / "index.json"),
+             "{} is not a weft checkpoint: it has no index.json (an interrupted save leaves its "
+             "files in a DIR.tmp-* directory, never under DIR; use an earlier checkpoint)",
+             dir_);
+  const std::string where = (d / "index.json").string();
+  index_ = parse_json(read_text(d / "index.json", "checkpoint " + dir_), where);
+  WEFT_CHECK(
+      index_.is_object() && index_.find("format") && index_.at("format") == Json(kCheckpointFormat),
+      "{} is not a weft checkpoint index (no \"format\": \"{}\")", where, kCheckpointFormat);
+  const int64_t version = index_.at("format_version").as_int();
+  WEFT_CHECK(version == kCheckpointFormatVersion,
+             "{} has checkpoint format version {}; this weft reads version {} (use the weft that "
+             "wrote it, or a newer one)",
+             where, version, kCheckpointFormatVersion);
+  std::vector<std::string> files;
+  for (const Json& f : index_.at("files").as_array()) {
+    const std::string& name = f.as_string();
+    WEFT_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
+               "{}: file name \"{}\" is not a plain file name", where, name);
+    files.push_back(name);
+  }
+  auto parse = [&](const Json& section, std::vector<SavedTensor>& out) {
+    for (const auto& [name, j] : section.as_object()) {
+      SavedTensor t{.name = name,
+                    .dtype = j.at("dtype").as_string(),
+                    .global_shape = shape_from_json(j.at("shape"), where),
+                    .split_dim = static_cast<int>(j.at("split_dim").as_int()),
+                    .blocks = j.at("blocks").as_int(),
+                    .valid_rows = j.at("valid_rows").as_int()};
+      WEFT_CHECK(dtype_from_safetensors(t.dtype),
+                 "{}: tensor {} has dtype {}, which weft cannot load", where, name, t.dtype);
+      for (const Json& s : j.at("shards").as_array()) {
+        t.shards.push_back({.file = s.at("file").as_string(),
+                            .offset = s.at("offset").as_int(),
+                            .length = s.at("length").as_int()});
+        WEFT_CHECK(std::find(files.begin(), files.end(), t.shards.back().file) != files.end(),
+                   "{}: tensor {} names file {}, which the index does not list", where, name,
+                   t.shards.back().file);
+      }
+      check_tiling(t, where);
+      out.push_back(std::move(t));
+    }
+  };
+  parse(index_.at("tensors"), tensors_);
+  if (has_optimizer()) parse(index_.at("optimizer").at("tensors"), optimizer_tensors_);
+  json_u64(index_.at("data_seed"), where + " data_seed");
+  for (const auto& [dim, size] : sizes()) {
+    WEFT_CHECK(size >= 1, "{}: layout size of {} is {}", where, dim, size);
+  }
+}
+
+CheckpointReader::~CheckpointReader() = default;
+
+int64_t CheckpointReader::step() const { return index_.at("step").as_int(); }
+int CheckpointReader::world() const {
+  return static_cast<int>(index_.at("layout").at("world").as_int());
+}
+std::string CheckpointReader::order() const { return index_.at("layout").at("order").as_string(); }
+
+std::vector<std::pair<std::string, int>> CheckpointReader::sizes() const {
+  std::vector<std::pair<std::string, int>> out;
+  const std::string o = order();
+  for (size_t start = 0, end; start <= o.size(); start = end + 1) {
+    end = o.find('-', start);
+    if (end == std::string::npos) end = o.size();
+    const std::string dim = o.substr(start, end - start);
+    out.emplace_back(dim, static_cast<int>(index_.at("layout").at(dim).as_int()));
+  }
+  return out;
+}
+
+bool CheckpointReader::has_optimizer() const {
+  const Json* opt = index_.find("optimizer");
+  return opt && !opt->is_null();
+}
+
+const SavedTensor* CheckpointReader::find(const std::string& name) const {
+  for (const SavedTensor& t : tensors_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+const SavedTensor* CheckpointReader::find_optimizer(const std::string& name) const {
+  for (const SavedTensor& t : optimizer_tensors_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+const SafetensorsFile& CheckpointReader::file(const std::string& name) const {
+  auto& slot = files_[name];
+  if (!slot) slot = std::make_unique<SafetensorsFile>((fs::path(dir_) / name).string());
+  return *slot;
+}
+
+Tensor CheckpointReader::read(const SavedTensor& t, const nn::ShardSpec& target) const {
+  WEFT_CHECK(target.global_shape == t.global_shape, "checkpoint {}: {} has shape {}, not {}", dir_,
+             t.name, t.global_shape, target.global_shape);
+  const Shape& g = t.global_shape;
+  if (target.is_split() && t.split_dim >= 0 && target.split_dim != t.split_dim) {
+    return nn::shard_of(target, read_full(t));
+  }
+  // Work along one dimension d: the target's split (or the saved one's).
+  const int d = target.is_split() ? target.split_dim : std::max(t.split_dim, 0);
+  const int64_t extent = g.rank() ? g[d] : 1;
+  const int64_t tb = target.is_split() ? target.blocks : 1;
+  const int64_t toff = target.is_split() ? target.offset : 0;
+  const int64_t tlen = target.is_split() ? target.length : extent;
+  const int64_t sb = t.split_dim >= 0 ? t.blocks : 1;
+  const DType dtype = *dtype_from_safetensors(t.dtype);
+  WEFT_CHECK(dtype_bits(dtype) % 8 == 0, "checkpoint {}: {} has a packed dtype", dir_, t.name);
+  if (g.rank() == 0) return file(t.shards.front().file).load(t.name).to(DType::f32);
+  Shape local = g;
+  local[d] = tb * tlen;
+  Tensor out = Tensor::empty(local, dtype);
+  int64_t covered = 0;
+  for (const SavedShard& s : t.shards) {
+    const SafetensorsFile& f = file(s.file);
+    const TensorInfo& info = f.info(t.name);
+    Shape expect = g;
+    if (t.split_dim >= 0) expect[t.split_dim] = sb * s.length;
+    WEFT_CHECK(info.dtype == t.dtype && Shape(std::span<const int64_t>(info.shape)) == expect,
+               "{} is corrupted: tensor {} is {} {}, the index says {} {}", f.path(), t.name,
+               info.dtype, Shape(std::span<const int64_t>(info.shape)), t.dtype, expect);
+    const int64_t len = t.split_dim >= 0 ? s.length : extent;
+    for (int64_t b = 0; b < tb; ++b) {
+      const int64_t lo_t = b * (extent / tb) + toff, hi_t = lo_t + tlen;
+      for (int64_t b2 = 0; b2 < sb; ++b2) {
+        const int64_t lo_s = b2 * (extent / sb) + (t.split_dim >= 0 ? s.offset : 0);
+        const int64_t lo = std::max(lo_t, lo_s), hi = std::min(hi_t, lo_s + len);
+        if (lo >= hi) continue;
+        Tensor piece = f.load_slice(t.name, d, b2 * len + (lo - lo_s), hi - lo);
+        copy_along(out, d, b * tlen + (lo - lo_t), piece);
+        covered += hi - lo;
+      }
+    }
+  }
+  WEFT_CHECK(covered == tb * tlen, "checkpoint {}: the shards of {} do not cover the slice", dir_,
+             t.name);
+  return out.to(DType::f32);
+}
+
+Tensor CheckpointReader::read_full(const SavedTensor& t) const {
+  nn::ShardSpec whole;
+  whole.global_shape = t.global_shape;
+  return read(t, whole);
+}
+
+parallel::RngTracker::State CheckpointReader::rank_rng(int rank) const {
+  const fs::path path = fs::path(dir_) / format("rank{}.json", rank);
+  const Json j = parse_json(read_text(path, "checkpoint " + dir_), path.string());
+  return rng_from_json(j.at("rng"), path.string());
+}
+
+}  // namespace weft::train

@@ -1,0 +1,112 @@
+// The on-disk format of a checkpoint directory (see checkpoint.h for the
+// files): index.json's tensor entries, and CheckpointReader, which loading,
+// `weft checkpoint export` and `inspect` read a directory through.
+//
+// A tensor entry of index.json ("tensors" and "optimizer"."tensors", by name):
+//   {"dtype": "F32", "shape": [48, 16], "split_dim": 0, "blocks": 3,
+//    "valid_rows": -1, "shards": [{"file": "model-rank0.safetensors",
+//                                  "offset": 0, "length": 8}, ...]}
+// shape is the global shape; the split dimension is `blocks` equal blocks and
+// each shard holds [offset, offset + length) of every block; the shards tile
+// a block exactly. An unsplit tensor (split_dim -1) is one shard of all its
+// rows. Each file's safetensors metadata repeats this per tensor (global_shape,
+// split_dim, blocks, offset, length, valid_rows), so rank 0 builds the index
+// from the files themselves.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "weft/nn/parameter.h"
+#include "weft/parallel/rng.h"
+#include "weft/train/json.h"
+#include "weft/train/safetensors.h"
+
+namespace weft::train {
+
+inline constexpr const char* kCheckpointFormat = "weft-checkpoint";
+inline constexpr int kCheckpointFormatVersion = 1;
+
+struct SavedShard {
+  std::string file{};  // relative to the checkpoint directory
+  int64_t offset = 0;  // along the split dimension, in every block
+  int64_t length = 0;
+};
+
+struct SavedTensor {
+  std::string name{};
+  std::string dtype{};  // "F32"
+  Shape global_shape{};
+  int split_dim = -1;  // -1: one shard holds the whole tensor
+  int64_t blocks = 1;
+  int64_t valid_rows = -1;
+  std::vector<SavedShard> shards{};  // by offset; they tile each block exactly
+};
+
+class CheckpointReader {
+ public:
+  // Reads and validates DIR/index.json; opens tensor files on first use.
+  explicit CheckpointReader(std::string dir);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  const Json& index() const { return index_; }
+  int64_t step() const;
+  // The saved grid: world size, order ("tp-dp") and the size of each dimension.
+  int world() const;
+  std::string order() const;
+  std::vector<std::pair<std::string, int>> sizes() const;
+  // Null when the checkpoint holds no model shape (a model other than Gpt).
+  const Json* model_shape() const { return index_.find("model"); }
+  bool has_optimizer() const;
+
+  // Parameters, and optimizer moments (empty without optimizer state), by name.
+  const std::vector<SavedTensor>& tensors() const { return tensors_; }
+  const std::vector<SavedTensor>& optimizer_tensors() const { return optimizer_tensors_; }
+  // nullptr when absent.
+  const SavedTensor* find(const std::string& name) const;
+  const SavedTensor* find_optimizer(const std::string& name) const;
+
+  // The part of `t` that `target` describes (a spec of t's global shape:
+  // a rank's slice, or the whole tensor when not split), as f32. Reads only
+  // the overlapping parts of the shards.
+  Tensor read(const SavedTensor& t, const nn::ShardSpec& target) const;
+  // The whole tensor.
+  Tensor read_full(const SavedTensor& t) const;
+
+  // The saved random streams of world rank `rank`.
+  parallel::RngTracker::State rank_rng(int rank) const;
+
+ private:
+  const SafetensorsFile& file(const std::string& name) const;
+
+  std::string dir_;
+  Json index_;
+  std::vector<SavedTensor> tensors_, optimizer_tensors_;
+  mutable std::map<std::string, std::unique_ptr<SafetensorsFile>> files_;
+};
+
+// ---- pieces of the format, shared by the writer ----
+
+// Seeds and offsets are uint64: JSON integers while they fit int64, else
+// decimal strings.
+Json u64_json(uint64_t v);
+uint64_t json_u64(const Json& j, const std::string& what);
+Json shape_json(const Shape& s);
+Shape shape_from_json(const Json& j, const std::string& where);
+// rank<R>.json's "rng": {"default": {"seed": S, "offset": O}, ...}
+Json rng_json(const parallel::RngTracker::State& state);
+// A tensor entry of index.json.
+Json saved_tensor_json(const SavedTensor& t);
+// Sorts the shards, drops exact duplicates and checks that they tile each
+// block of the split dimension (or all rows of an unsplit tensor); errors
+// start with `where`.
+void check_tiling(SavedTensor& t, const std::string& where);
+
+}  // namespace weft::train
