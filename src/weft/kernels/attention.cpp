@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
+#include <initializer_list>
 #include <limits>
 
 #include "weft/core/threads.h"
@@ -52,6 +54,9 @@ char* scratch(AttentionWorkspace& ws, int64_t bytes) {
 
 int64_t element_bytes(DType dt) { return dt == DType::f32 ? 4 : 2; }
 
+// Workspace regions start on cache lines.
+int64_t aligned(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
 // The (T x D) matrix of every (b, h) inside a (B, T, width) activation, its
 // head columns starting at `col`; read transposed (D x T) when asked.
 StridedMatrices head_matrices(const Tensor& t, const Dims& d, int64_t col, bool transposed) {
@@ -68,6 +73,80 @@ StridedMatrices head_matrices(const Tensor& t, const Dims& d, int64_t col, bool 
   m.row_stride = transposed ? 1 : width;
   m.col_stride = transposed ? width : 1;
   return m;
+}
+
+// Whether q, k and v are multiplied from dense (B, H, T, D) copies rather
+// than in place inside qkv. oneDNN 2.6 runs its brgemm kernels (AMX for
+// bf16) only on operands that are a permutation of a dense tensor, and the
+// heads inside qkv (rows of stride 3C) get its gemm:jit fallback instead: for
+// bf16 that is several times slower than copying the heads out and multiplying
+// the copies (QKᵀ at B=4, T=256, H=12, D=64 on one core: 17 ms in place,
+// 1.7 ms dense). For f32 the gain in the products only pays for the copies,
+// so f32 stays in place and needs no extra scratch. out and dout, (B, T, C)
+// with heads at stride C, are a permutation of a dense tensor and are always
+// used in place.
+bool copies_heads(DType dt) { return dt == DType::bf16; }
+
+// Bytes of one dense (B, H, T, D) copy.
+int64_t heads_bytes(const Dims& d, DType dt) {
+  return aligned(d.B * d.T * d.C * element_bytes(dt));
+}
+
+// The (T x D) matrix of every (b, h) in a dense (B, H, T, D) buffer; read
+// transposed (D x T) when asked.
+StridedMatrices dense_heads(void* data, DType dtype, const Dims& d, bool transposed) {
+  StridedMatrices m;
+  m.data = data;
+  m.dtype = dtype;
+  m.batch[0] = d.B;
+  m.batch[1] = d.H;
+  m.batch_stride[0] = d.H * d.T * d.D;
+  m.batch_stride[1] = d.T * d.D;
+  m.rows = transposed ? d.D : d.T;
+  m.cols = transposed ? d.T : d.D;
+  m.row_stride = transposed ? 1 : d.D;
+  m.col_stride = transposed ? d.D : 1;
+  return m;
+}
+
+// Part `part` (0 q, 1 k, 2 v) of a (B, T, 3C) tensor: its dense copy when
+// there is one, else in place.
+StridedMatrices part_heads(const Tensor& t, const Dims& d, int64_t part, char* dense,
+                           bool transposed) {
+  return dense ? dense_heads(dense, t.dtype(), d, transposed)
+               : head_matrices(t, d, part * d.C, transposed);
+}
+
+// A part (0 q, 1 k, 2 v) of a (B, T, 3C) tensor and its dense copy.
+struct HeadCopy {
+  int64_t part;
+  char* dense;
+};
+
+// Copies parts of the (B, T, 3C) tensor t into their dense copies (pack) or
+// back (unpack), in one pass over the rows of t.
+template <bool kPack>
+void copy_heads(const Tensor& t, const Dims& d, std::initializer_list<HeadCopy> copies) {
+  const int64_t es = element_bytes(t.dtype());
+  const int64_t width = t.size(2) * es, head = d.D * es;
+  char* base = static_cast<char*>(t.raw());
+#pragma omp parallel for num_threads(weft::num_threads()) schedule(static)
+  for (int64_t row = 0; row < d.B * d.T; ++row) {
+    const int64_t b = row / d.T, tt = row % d.T;
+    for (const HeadCopy& c : copies) {
+      char* strided = base + row * width + c.part * d.C * es;
+      char* dense = c.dense + (b * d.H * d.T + tt) * head;
+      for (int64_t h = 0; h < d.H; ++h) {
+        char* s = strided + h * head;
+        char* x = dense + h * d.T * head;
+        if constexpr (kPack) {
+          std::memcpy(x, s, static_cast<size_t>(head));
+        } else {
+          std::memcpy(s, x, static_cast<size_t>(head));
+        }
+      }
+    }
+  }
 }
 
 // The (T x T) matrix of every (b, h) in a dense (B, H, T, T) buffer.
@@ -211,12 +290,21 @@ void attention_forward(const Tensor& qkv, const AttentionConfig& cfg, Tensor& ou
   }
   if (d.B * d.T == 0) return;
 
-  // Scores go straight into probs for f32; bf16 keeps f32 scores in scratch.
+  // Scores go straight into probs for f32; bf16 keeps f32 scores in scratch,
+  // followed by the copies of q, k and v.
   const int64_t n = saved.probs.numel();
-  void* scores = dt == DType::f32 ? saved.probs.raw() : scratch(workspace, n * 4);
+  void* scores = saved.probs.raw();
+  char* copy[3] = {};
+  if (copies_heads(dt)) {
+    const int64_t scores_bytes = aligned(n * 4), hb = heads_bytes(d, dt);
+    char* base = scratch(workspace, scores_bytes + 3 * hb);
+    scores = base;
+    for (int64_t p = 0; p < 3; ++p) copy[p] = base + scores_bytes + p * hb;
+    copy_heads<true>(qkv, d, {{0, copy[0]}, {1, copy[1]}, {2, copy[2]}});
+  }
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d.D));
   // scores = Q·Kᵀ/√D
-  batched_gemm(head_matrices(qkv, d, 0, false), head_matrices(qkv, d, d.C, true),
+  batched_gemm(part_heads(qkv, d, 0, copy[0], false), part_heads(qkv, d, 1, copy[1], true),
                square_matrices(scores, DType::f32, d, false), inv_sqrt_d);
   detail::dispatch_float(dt, [&]<typename T>() {
     softmax_forward<T>(d, cfg, static_cast<float*>(scores), static_cast<T*>(saved.probs.raw()),
@@ -225,7 +313,7 @@ void attention_forward(const Tensor& qkv, const AttentionConfig& cfg, Tensor& ou
   });
   // out = weights·V
   const Tensor& weights = dropout ? saved.weights : saved.probs;
-  batched_gemm(square_matrices(weights.raw(), dt, d, false), head_matrices(qkv, d, 2 * d.C, false),
+  batched_gemm(square_matrices(weights.raw(), dt, d, false), part_heads(qkv, d, 2, copy[2], false),
                head_matrices(out, d, 0, false));
 }
 
@@ -257,32 +345,51 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const AttentionSa
   }
   if (d.B * d.T == 0) return;
 
+  // Scratch: dweights (f32); for bf16 then the softmax gradient and three
+  // dense head buffers: V, later Q and K, and the gradient of one part at a
+  // time on its way into dqkv.
+  const int64_t n = saved.probs.numel();
+  const bool dense = copies_heads(dt);
+  const int64_t f32_bytes = aligned(n * 4);
+  const int64_t dscores_bytes = dense ? aligned(n * 2) : 0;
+  const int64_t hb = dense ? heads_bytes(d, dt) : 0;
+  char* base = scratch(workspace, f32_bytes + dscores_bytes + 3 * hb);
+  float* dweights = reinterpret_cast<float*>(base);
+  void* dscores = dense ? base + f32_bytes : base;
+  char* slot[3] = {};
+  if (dense) {
+    for (int64_t p = 0; p < 3; ++p) slot[p] = base + f32_bytes + dscores_bytes + p * hb;
+  }
+  char* v = slot[0];
+  char* grad = slot[2];
+
   const Tensor& weights = dropout ? saved.weights : saved.probs;
+  if (dense) copy_heads<true>(qkv, d, {{2, v}});
   // dV = weightsᵀ·dO
   batched_gemm(square_matrices(weights.raw(), dt, d, true), head_matrices(dout, d, 0, false),
-               head_matrices(dqkv, d, 2 * d.C, false));
+               part_heads(dqkv, d, 2, grad, false));
+  if (dense) copy_heads<false>(dqkv, d, {{2, grad}});
 
   // dweights = dO·Vᵀ in f32; for bf16 the softmax gradient then goes to a
   // second, bf16 region because the next products read bf16 operands.
-  const int64_t n = saved.probs.numel();
-  const int64_t f32_bytes = (n * 4 + 63) / 64 * 64;
-  char* base = scratch(workspace, f32_bytes + (dt == DType::f32 ? 0 : n * 2));
-  float* dweights = reinterpret_cast<float*>(base);
-  batched_gemm(head_matrices(dout, d, 0, false), head_matrices(qkv, d, 2 * d.C, true),
+  batched_gemm(head_matrices(dout, d, 0, false), part_heads(qkv, d, 2, v, true),
                square_matrices(dweights, DType::f32, d, false));
-
-  void* dscores = dt == DType::f32 ? base : base + f32_bytes;
   detail::dispatch_float(dt, [&]<typename T>() {
     softmax_backward<T>(d, cfg, dweights, static_cast<const T*>(saved.probs.raw()),
                         dropout ? saved.mask.data<uint8_t>() : nullptr, static_cast<T*>(dscores));
   });
 
   // dQ = dS·K/√D, dK = dSᵀ·Q/√D
+  char* q = slot[0];
+  char* k = slot[1];
+  if (dense) copy_heads<true>(qkv, d, {{0, q}, {1, k}});
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d.D));
-  batched_gemm(square_matrices(dscores, dt, d, false), head_matrices(qkv, d, d.C, false),
-               head_matrices(dqkv, d, 0, false), inv_sqrt_d);
-  batched_gemm(square_matrices(dscores, dt, d, true), head_matrices(qkv, d, 0, false),
-               head_matrices(dqkv, d, d.C, false), inv_sqrt_d);
+  batched_gemm(square_matrices(dscores, dt, d, false), part_heads(qkv, d, 1, k, false),
+               part_heads(dqkv, d, 0, grad, false), inv_sqrt_d);
+  if (dense) copy_heads<false>(dqkv, d, {{0, grad}});
+  batched_gemm(square_matrices(dscores, dt, d, true), part_heads(qkv, d, 0, q, false),
+               part_heads(dqkv, d, 1, grad, false), inv_sqrt_d);
+  if (dense) copy_heads<false>(dqkv, d, {{1, grad}});
 }
 
 }  // namespace weft::kernels
