@@ -19,10 +19,11 @@ build: deps
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900
 
-# Until `weft train` exists this runs the most useful job weft has: the GEMM
-# benchmark of one GPT-2-small layer against direct oneDNN.
+# The main job: the tiny GPT on Debian's fortunes, TP=2 on the local backend,
+# a few minutes on two cores, then a generated sample. ARGS adds options
+# (make train ARGS="--steps 2000 --save ck").
 train: build
-	@$(WEFT) bench gemm
+	@$(WEFT) train $(ARGS)
 
 bench: build
 	@$(WEFT) bench gemm

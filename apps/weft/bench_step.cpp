@@ -1,0 +1,205 @@
+// weft bench step: one training step of a GPT, timed phase by phase, against
+// the same step at TP=1 measured in the same run.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+
+#include "cli.h"
+#include "weft/comm/world.h"
+#include "weft/core/threads.h"
+#include "weft/train/json.h"
+#include "weft/train/trainer.h"
+
+namespace weft {
+namespace {
+
+struct Measured {
+  std::string label;
+  int tp = 1, dp = 1;
+  train::StepTimes mean{};  // rank 0's, per step
+  double tokens_per_s = 0;
+  double flops_per_token = 0;
+  int64_t peak_bytes = 0;  // largest rank
+};
+
+// Random tokens: the step's cost does not depend on what the text says.
+train::Dataset synthetic_data(const train::TrainConfig& cfg) {
+  train::TokenData d;
+  d.source = "random tokens";
+  const int64_t n = std::max<int64_t>(64 * (cfg.seq + 1), 1 << 16);
+  uint64_t x = 88172645463325252ull;
+  for (int64_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    d.tokens.push_back(static_cast<int32_t>(x % static_cast<uint64_t>(cfg.vocab)));
+  }
+  return train::Dataset(std::move(d), cfg.seq, 0.1);
+}
+
+// 6 FLOPs per parameter per token (forward 2, backward 4) for the GEMMs, plus
+// the attention scores and weighted sums (2·2·T·C per layer forward, ×3).
+double flops_per_token(const train::TrainConfig& c, int64_t params) {
+  const double wpe = static_cast<double>(c.seq * c.width);
+  return 6.0 * (static_cast<double>(params) - wpe) +
+         12.0 * static_cast<double>(c.layers * c.seq * c.width);
+}
+
+Measured measure(train::TrainConfig cfg, int warmup, int steps) {
+  Measured m;
+  m.tp = cfg.tp;
+  m.dp = cfg.dp ? cfg.dp : 1;
+  const train::Dataset data = synthetic_data(cfg);
+  std::mutex mu;
+  comm::run_world(m.tp * m.dp, [&](comm::ProcessGroup& world) {
+    train::Trainer t(cfg, world, data);
+    for (int i = 0; i < warmup; ++i) t.step();
+    train::StepTimes sum;
+    int64_t tokens = 0;
+    for (int i = 0; i < steps; ++i) {
+      train::StepResult r = t.step();
+      sum.forward += r.times.forward;
+      sum.backward += r.times.backward;
+      sum.optimizer += r.times.optimizer;
+      sum.comm += r.times.comm;
+      sum.gemm += r.times.gemm;
+      sum.total += r.times.total;
+      tokens += r.tokens;
+    }
+    std::vector<int64_t> peaks = t.peak_memory();
+    const int64_t params = t.model().num_parameters_global();
+    std::lock_guard<std::mutex> lock(mu);
+    if (world.rank() != 0) return;
+    const double n = steps;
+    m.mean = {sum.forward / n, sum.backward / n, sum.optimizer / n,
+              sum.comm / n,    sum.gemm / n,     sum.total / n};
+    m.tokens_per_s = static_cast<double>(tokens) / sum.total;
+    m.flops_per_token = flops_per_token(cfg, params);
+    m.peak_bytes = *std::max_element(peaks.begin(), peaks.end());
+  });
+  return m;
+}
+
+void print_table(const std::vector<Measured>& rows, const Measured& base) {
+  std::printf("%-18s %10s %9s %9s %9s %9s %9s %9s %8s %9s %8s\n", "layout", "tokens/s", "step ms",
+              "fwd ms", "bwd ms", "optim ms", "comm ms", "gemm ms", "GFLOP/s", "peak MiB",
+              "vs base");
+  for (const Measured& r : rows) {
+    std::printf("%-18s %10.0f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %8.1f %9.1f %7.2fx\n",
+                r.label.c_str(), r.tokens_per_s, 1e3 * r.mean.total, 1e3 * r.mean.forward,
+                1e3 * r.mean.backward, 1e3 * r.mean.optimizer, 1e3 * r.mean.comm, 1e3 * r.mean.gemm,
+                r.tokens_per_s * r.flops_per_token / 1e9,
+                static_cast<double>(r.peak_bytes) / (1 << 20), r.tokens_per_s / base.tokens_per_s);
+  }
+}
+
+train::Json to_json(const Measured& r, const Measured& base) {
+  train::Json j = train::Json::object();
+  j["layout"] = r.label;
+  j["tp"] = r.tp;
+  j["dp"] = r.dp;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["step_s"] = r.mean.total;
+  j["forward_s"] = r.mean.forward;
+  j["backward_s"] = r.mean.backward;
+  j["optimizer_s"] = r.mean.optimizer;
+  j["comm_s"] = r.mean.comm;
+  j["gemm_s"] = r.mean.gemm;
+  j["gflops"] = r.tokens_per_s * r.flops_per_token / 1e9;
+  j["peak_memory_bytes"] = r.peak_bytes;
+  j["vs_baseline"] = r.tokens_per_s / base.tokens_per_s;
+  return j;
+}
+
+int bench_step(const std::vector<std::string>& args) {
+  cli::Options opts(
+      "weft bench step [options]",
+      "Times training steps of a GPT on random tokens (local backend: ranks are threads\n"
+      "sharing this machine's cores) and breaks a step down into forward, backward\n"
+      "(with the data-parallel gradient sync), optimizer (loss/norm reductions and AdamW),\n"
+      "and the time spent waiting for collectives (comm) and in GEMMs (gemm), which\n"
+      "overlap the phases. The baseline, measured in the same run, is TP=1 x DP=1 with\n"
+      "the same global batch on all cores.");
+  opts.option("preset", "NAME", "tiny", "model preset: tiny or gpt2-124m")
+      .option("tp", "N", "2", "tensor-parallel size")
+      .option("dp", "N", "1", "data-parallel size")
+      .option("sp", "off|seq|batch", "off", "sequence parallelism")
+      .option("dtype", "f32|bf16", "f32", "compute type")
+      .option("micro-batch", "B", "auto",
+              "sequences per data-parallel rank (auto: 16 tiny, 1 gpt2-124m)")
+      .option("seq", "T", "preset", "context length")
+      .option("layers", "N", "preset", "transformer layers")
+      .option("steps", "N", "5", "timed steps")
+      .option("warmup", "N", "1", "untimed steps first (primitive creation, first touch)")
+      .flag("no-baseline", "skip the TP=1 x DP=1 baseline")
+      .flag("json", "print one JSON object per layout");
+  opts.parse(args);
+  WEFT_CHECK(!comm::launched_by_mpi(),
+             "weft bench step runs its ranks as threads: start it without mpirun");
+  train::TrainConfig cfg;
+  train::Json s = train::Json::object();
+  s["preset"] = opts.str("preset");
+  for (const char* key : {"tp", "dp", "sp", "dtype", "seq", "layers"})
+    if (opts.given(key)) s[key] = opts.str(key);
+  s["micro-batch"] = opts.given("micro-batch")      ? opts.str("micro-batch")
+                     : opts.str("preset") == "tiny" ? "16"
+                                                    : "1";
+  if (!opts.given("tp")) s["tp"] = "2";
+  train::apply_settings(cfg, s, "");
+  const int steps = static_cast<int>(opts.integer("steps"));
+  const int warmup = static_cast<int>(opts.integer("warmup"));
+  WEFT_CHECK(steps >= 1 && warmup >= 0, "--steps must be at least 1 and --warmup at least 0");
+  cfg.steps = warmup + steps;
+  cfg.warmup = 0;
+  cfg.sample_tokens = 0;
+  cfg.dp = std::max(cfg.dp, 1);
+  train::validate(cfg);
+
+  const bool json = opts.flag_set("json");
+  const char* dtype = cfg.dtype == DType::bf16 ? "bf16" : "f32";
+  if (!json) {
+    std::printf(
+        "%s, %s, %lld layers, width %lld, context %lld, micro-batch %lld per DP rank; "
+        "%d cores\n",
+        cfg.preset.c_str(), dtype, static_cast<long long>(cfg.layers),
+        static_cast<long long>(cfg.width), static_cast<long long>(cfg.seq),
+        static_cast<long long>(cfg.micro_batch), available_cores());
+  }
+  auto label = [](const train::TrainConfig& c) {
+    std::string l = format("tp {} x dp {}", c.tp, c.dp);
+    if (c.sp != nn::SequenceParallel::off) l += format(" sp {}", nn::sequence_parallel_name(c.sp));
+    return l;
+  };
+  std::vector<Measured> rows;
+  const bool is_base = cfg.tp == 1 && cfg.dp == 1;
+  if (!is_base && !opts.flag_set("no-baseline")) {
+    train::TrainConfig base = cfg;
+    base.tp = 1;
+    base.sp = nn::SequenceParallel::off;
+    base.micro_batch = cfg.micro_batch * cfg.dp;
+    base.dp = 1;
+    rows.push_back(measure(base, warmup, steps));
+    rows.back().label = label(base) + " (base)";
+  }
+  rows.push_back(measure(cfg, warmup, steps));
+  rows.back().label = label(cfg) + (is_base ? " (base)" : "");
+  const Measured& base = rows.front();
+  if (json) {
+    for (const Measured& r : rows) {
+      train::Json j = to_json(r, base);
+      j["preset"] = cfg.preset;
+      j["dtype"] = dtype;
+      std::cout << j.dump() << "\n";
+    }
+  } else {
+    print_table(rows, base);
+  }
+  return 0;
+}
+
+const cli::Register reg("bench step", "time a training step (forward, backward, optimizer, comm)",
+                        bench_step);
+
+}  // namespace
+}  // namespace weft

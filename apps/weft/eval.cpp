@@ -1,0 +1,81 @@
+// `weft eval`: the loss of a checkpoint on a data file.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "cli.h"
+#include "weft/train/evaluate.h"
+#include "weft/train/json.h"
+#include "weft/train/trainer.h"
+
+namespace weft {
+namespace {
+
+int eval_command(const std::vector<std::string>& args) {
+  cli::Options opts("weft eval [options]",
+                    "Evaluates a checkpoint: the mean next-token loss (nats), the number of\n"
+                    "tokens scored and the perplexity, every token of the data predicted once\n"
+                    "from up to a context of preceding tokens. Runs on one process, all cores.");
+  opts.option("checkpoint", "DIR|FILE", "none",
+              "a checkpoint directory (weft train --save) or a GPT-2 .safetensors file (required)")
+      .option("data", "FILE", "fortunes",
+              "text file (byte tokens) or llm.c .bin token shard; default: the fortunes corpus")
+      .option("split", "all|val", "auto",
+              "all tokens of the data, or its validation split as weft train holds it out "
+              "(auto: val for the default corpus, all for --data)")
+      .option("val-fraction", "F", "0.1", "the validation share, as in weft train")
+      .option("batch", "N", "8", "windows per forward pass")
+      .option("max-tokens", "N", "0", "score at most N tokens (0: all)")
+      .option("dtype", "f32|bf16", "f32", "compute type")
+      .flag("json", "print {\"loss\":...,\"tokens\":...,\"perplexity\":...}");
+  opts.parse(args);
+  WEFT_CHECK(opts.given("checkpoint"),
+             "give the model to evaluate: weft eval --checkpoint DIR|FILE.safetensors");
+  const std::string split = opts.choice("split", {"auto", "all", "val"});
+  const int64_t batch = opts.integer("batch"), max_tokens = opts.integer("max-tokens");
+  WEFT_CHECK(batch >= 1, "--batch must be at least 1, got {}", batch);
+  WEFT_CHECK(max_tokens >= 0, "--max-tokens must not be negative, got {}", max_tokens);
+  const DType dtype = parse_dtype(opts.choice("dtype", {"f32", "bf16"}));
+
+  train::InferenceModel m = train::load_for_inference(opts.str("checkpoint"), dtype);
+  const nn::GptConfig& cfg = m.model->config();
+  train::TokenData data =
+      opts.given("data") ? train::load_tokens(opts.str("data")) : train::default_corpus();
+  const bool val = split == "val" || (split == "auto" && !opts.given("data"));
+  std::span<const int32_t> tokens(data.tokens);
+  std::optional<train::Dataset> held_out;
+  if (val) {
+    held_out.emplace(std::move(data), cfg.seq, opts.number("val-fraction"));
+    tokens = held_out->val();
+  }
+  if (max_tokens > 0 && static_cast<int64_t>(tokens.size()) > max_tokens + 1) {
+    tokens = tokens.first(static_cast<size_t>(max_tokens + 1));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  auto progress = [&](int64_t done, int64_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::seconds(5) || done == total) return;
+    last = now;
+    const double t = std::chrono::duration<double>(now - start).count();
+    std::fprintf(stderr, "eval: %lld/%lld tokens, %.0f tokens/s\n", static_cast<long long>(done),
+                 static_cast<long long>(total), static_cast<double>(done) / t);
+  };
+  const train::EvalResult r = train::evaluate_tokens(*m.model, tokens, batch, progress);
+  if (opts.flag_set("json")) {
+    train::Json out = train::Json::object();
+    out["loss"] = r.loss;
+    out["tokens"] = r.tokens;
+    out["perplexity"] = r.perplexity();
+    std::cout << out.dump() << std::endl;
+  } else {
+    std::printf("loss %.4f  perplexity %.3f  tokens %lld\n", r.loss, r.perplexity(),
+                static_cast<long long>(r.tokens));
+  }
+  return 0;
+}
+
+const cli::Register reg("eval", "loss and perplexity of a checkpoint on a data file", eval_command);
+
+}  // namespace
+}  // namespace weft

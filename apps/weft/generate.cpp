@@ -1,0 +1,107 @@
+// `weft generate`: sample text from a checkpoint.
+#include "weft/train/generate.h"
+
+#include <charconv>
+#include <iostream>
+
+#include "cli.h"
+#include "weft/train/json.h"
+#include "weft/train/tokenizer.h"
+#include "weft/train/trainer.h"
+
+namespace weft {
+namespace {
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (p < end) {
+    if (*p == ',' || *p == ' ') {
+      ++p;
+      continue;
+    }
+    int32_t id = 0;
+    auto [next, ec] = std::from_chars(p, end, id);
+    WEFT_CHECK(ec == std::errc() && (next == end || *next == ',' || *next == ' '),
+               "--prompt-ids expects token ids separated by commas, like 464,2068; got '{}'", text);
+    ids.push_back(id);
+    p = next;
+  }
+  return ids;
+}
+
+int generate_command(const std::vector<std::string>& args) {
+  cli::Options opts(
+      "weft generate [options]",
+      "Continues a prompt with text sampled from a checkpoint (temperature and top-k;\n"
+      "the same seed gives the same text). Byte-level models (vocabulary 256) take\n"
+      "--prompt TEXT and print text. Models with another vocabulary (GPT-2's 50257\n"
+      "BPE tokens) need a tokenizer weft does not have: pass --prompt-ids and read\n"
+      "token ids back.");
+  opts.option("checkpoint", "DIR|FILE", "none",
+              "a checkpoint directory (weft train --save) or a GPT-2 .safetensors file (required)")
+      .option("prompt", "TEXT", "a newline", "the text to continue (byte-level models)")
+      .option("prompt-ids", "IDS", "none", "the prompt as comma-separated token ids")
+      .option("tokens", "N", "200", "tokens to generate")
+      .option("temperature", "T", "0.8", "sampling temperature (0: always the most likely token)")
+      .option("top-k", "K", "40", "sample among the K most likely tokens (0: all)")
+      .option("seed", "S", "1337", "sampling seed")
+      .option("dtype", "f32|bf16", "f32", "compute type")
+      .flag("json", "print {\"prompt_ids\":[...],\"ids\":[...],\"text\":...}");
+  opts.parse(args);
+  WEFT_CHECK(opts.given("checkpoint"),
+             "give the model to sample from: weft generate --checkpoint DIR|FILE.safetensors");
+  WEFT_CHECK(!(opts.given("prompt") && opts.given("prompt-ids")),
+             "give the prompt as --prompt TEXT or as --prompt-ids IDS, not both");
+  const int64_t tokens = opts.integer("tokens"), top_k = opts.integer("top-k");
+  const double temperature = opts.number("temperature");
+  WEFT_CHECK(tokens >= 0, "--tokens must not be negative, got {}", tokens);
+  WEFT_CHECK(top_k >= 0, "--top-k must not be negative, got {}", top_k);
+  WEFT_CHECK(temperature >= 0, "--temperature must not be negative, got {}", temperature);
+  const int64_t seed = opts.integer("seed");
+  WEFT_CHECK(seed >= 0, "--seed must not be negative, got {}", seed);
+  const DType dtype = parse_dtype(opts.choice("dtype", {"f32", "bf16"}));
+
+  train::InferenceModel m = train::load_for_inference(opts.str("checkpoint"), dtype);
+  const int64_t vocab = m.model->config().vocab;
+  const bool bytes = vocab == train::ByteTokenizer::kVocabSize;
+  train::ByteTokenizer tok;
+  std::vector<int32_t> prompt;
+  if (opts.given("prompt-ids")) {
+    prompt = parse_ids(opts.str("prompt-ids"));
+  } else {
+    WEFT_CHECK(bytes,
+               "this model's vocabulary has {} tokens (not bytes) and weft has no BPE tokenizer: "
+               "pass the prompt as token ids, e.g. --prompt-ids 464,2068 (GPT-2: 50256 is "
+               "<|endoftext|>)",
+               vocab);
+    prompt = tok.encode(opts.given("prompt") ? opts.str("prompt") : "\n");
+  }
+  const std::vector<int32_t> ids = train::generate(*m.model, prompt,
+                                                   {.tokens = tokens,
+                                                    .temperature = static_cast<float>(temperature),
+                                                    .top_k = top_k,
+                                                    .seed = static_cast<uint64_t>(seed)});
+  if (opts.flag_set("json")) {
+    train::Json out = train::Json::object();
+    train::Json p = train::Json::array(), g = train::Json::array();
+    for (int32_t id : prompt) p.push_back(id);
+    for (int32_t id : ids) g.push_back(id);
+    out["prompt_ids"] = std::move(p);
+    out["ids"] = std::move(g);
+    if (bytes) out["text"] = train::valid_utf8(tok.decode(prompt) + tok.decode(ids));
+    std::cout << out.dump() << std::endl;
+  } else if (bytes) {
+    std::cout << tok.decode(prompt) << tok.decode(ids) << std::endl;
+  } else {
+    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];
+    std::cout << std::endl;
+  }
+  return 0;
+}
+
+const cli::Register reg("generate", "sample text from a checkpoint", generate_command);
+
+}  // namespace
+}  // namespace weft

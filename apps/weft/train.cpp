@@ -1,0 +1,160 @@
+// `weft train`: train a GPT with tensor and data parallelism.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli.h"
+#include "weft/train/checkpoint.h"
+#include "weft/train/generate.h"
+#include "weft/train/trainer.h"
+
+namespace weft {
+namespace {
+
+std::string clock_time(double seconds) {
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  }
+  return buf;
+}
+
+std::string num(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string rate(double tokens_per_s) {
+  return tokens_per_s >= 1e4 ? num("%.1fk", tokens_per_s / 1e3) : num("%.0f", tokens_per_s);
+}
+
+train::Json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  WEFT_CHECK(in.good(), "cannot open the --config file {}: pass an existing JSON file", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return train::parse_json(text.str(), path);
+}
+
+// Settings, lowest precedence first: defaults, the checkpoint being resumed,
+// --config, the command line.
+train::TrainConfig resolve(const cli::Options& opts) {
+  train::TrainConfig cfg;
+  train::Json file;
+  if (opts.given("config")) file = read_json_file(opts.str("config"));
+  std::string resume;
+  if (const train::Json* r = file.is_object() ? file.find("resume") : nullptr) {
+    if (r->is_string()) resume = r->as_string();
+  }
+  if (opts.given("resume")) resume = opts.str("resume");
+  if (!resume.empty()) {
+    train::apply_settings(cfg, train::resumable_settings(train::read_checkpoint_config(resume)),
+                          "checkpoint " + resume);
+  }
+  std::string init;
+  if (const train::Json* i = file.is_object() ? file.find("init") : nullptr) {
+    if (i->is_string()) init = i->as_string();
+  }
+  if (opts.given("init")) init = opts.str("init");
+  if (!init.empty()) {
+    train::apply_settings(cfg, train::shape_settings(train::read_checkpoint_config(init)), init);
+  }
+  if (opts.given("config")) train::apply_settings(cfg, file, opts.str("config"));
+  train::Json flags = train::Json::object();
+  for (const train::ConfigKey& k : train::train_config_keys()) {
+    if (opts.given(k.name)) flags[k.name] = opts.str(k.name);
+  }
+  train::apply_settings(cfg, flags, "");
+  return cfg;
+}
+
+void progress(std::ostream& out, const train::StepReport& r, int64_t log_every) {
+  const int64_t step = r.result.step;
+  const bool show = r.val_loss || step == r.total_steps || (log_every > 0 && step % log_every == 0);
+  if (!show) return;
+  const int64_t width = static_cast<int64_t>(std::to_string(r.total_steps).size());
+  const double per_step = r.elapsed_s / static_cast<double>(std::max<int64_t>(r.steps_this_run, 1));
+  std::ostringstream line;
+  line << "step " << std::string(static_cast<size_t>(width) - std::to_string(step).size(), ' ')
+       << step << "/" << r.total_steps << "  loss " << num("%.4f", r.result.loss);
+  if (r.val_loss) line << "  val " << num("%.4f", *r.val_loss);
+  line << "  lr " << num("%.2e", r.result.lr) << "  |g| " << num("%.3f", r.result.grad_norm) << "  "
+       << rate(r.tokens_per_s) << " tok/s  " << clock_time(r.elapsed_s) << " ETA "
+       << clock_time(per_step * static_cast<double>(r.total_steps - step));
+  out << line.str() << std::endl;
+}
+
+int train_command(const std::vector<std::string>& args) {
+  cli::Options opts(
+      "weft train [options]",
+      "Trains a GPT with tensor parallelism (--tp) and data parallelism (--dp) and prints a\n"
+      "generated sample at the end. With no options: the tiny model on Debian's fortunes\n"
+      "corpus, 2 TP ranks as threads of this process, a few minutes on two cores.\n"
+      "Multi-process: `mpirun -np N weft train --tp T` (the mpi backend; dp = N / T).\n"
+      "--config FILE reads a JSON object whose keys are these option names; options on the\n"
+      "command line override it. --resume DIR continues a checkpoint with its settings\n"
+      "(any TP/DP layout; bitwise-identical when the layout is the same).");
+  for (const train::ConfigKey& k : train::train_config_keys()) {
+    opts.option(k.name, k.metavar, k.fallback, k.help);
+  }
+  opts.option("config", "FILE", "none", "JSON file of settings (keys as the options above)")
+      .flag("json", "print the summary as one JSON object (progress goes to stderr)");
+  opts.parse(args);
+  const bool json = opts.flag_set("json");
+  const train::TrainConfig cfg = resolve(opts);
+  std::ostream& log = json ? std::cerr : std::cout;
+
+  train::TrainCallbacks cb;
+  cb.on_start = [&](const std::string& text) { log << text << std::endl; };
+  cb.on_note = [&](const std::string& text) { log << text << std::endl; };
+  cb.on_step = [&](const train::StepReport& r) { progress(log, r, cfg.log_every); };
+  const train::TrainSummary s = train::run_training(cfg, cb);
+  if (!s.reporter) return 0;  // another rank of an mpirun job reports
+
+  if (json) {
+    train::Json out = train::Json::object();
+    out["steps"] = s.steps;
+    out["loss"] = s.final_loss;
+    out["val_loss_first"] = s.first_val_loss ? train::Json(*s.first_val_loss) : train::Json();
+    out["val_loss"] = s.final_val_loss ? train::Json(*s.final_val_loss) : train::Json();
+    out["seconds"] = s.seconds;
+    out["tokens_per_s"] = s.tokens_per_s;
+    if (cfg.vocab == 256) out["sample"] = train::valid_utf8(s.sample);
+    train::Json ids = train::Json::array();
+    for (int32_t id : s.sample_ids) ids.push_back(id);
+    out["sample_ids"] = std::move(ids);
+    std::cout << out.dump() << std::endl;
+    return 0;
+  }
+  std::cout << "done: " << (s.steps - s.first_step) << " steps in " << clock_time(s.seconds) << " ("
+            << rate(s.tokens_per_s) << " tokens/s)";
+  if (s.first_val_loss && s.final_val_loss) {
+    std::cout << "; val loss " << num("%.4f", *s.first_val_loss) << " -> "
+              << num("%.4f", *s.final_val_loss);
+  }
+  std::cout << "\n";
+  if (!s.sample_ids.empty()) {
+    if (cfg.vocab == 256) {
+      std::cout << "sample:\n" << s.sample << "\n";
+    } else {
+      std::cout << "sample (token ids; weft has no BPE tokenizer to turn them into text):\n";
+      for (size_t i = 0; i < s.sample_ids.size(); ++i)
+        std::cout << (i ? " " : "") << s.sample_ids[i];
+      std::cout << "\n";
+    }
+  }
+  return 0;
+}
+
+const cli::Register reg("train", "train a GPT (tensor + data parallel); prints a sample",
+                        train_command);
+
+}  // namespace
+}  // namespace weft

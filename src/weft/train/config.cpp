@@ -1,0 +1,373 @@
+#include "weft/train/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <functional>
+
+namespace weft::train {
+
+namespace {
+
+// Where a value came from, for messages: "--steps" on the command line (an
+// empty source), "run.json: steps" elsewhere.
+struct Where {
+  const std::string& key;
+  const std::string& source;
+  std::string label() const { return source.empty() ? "--" + key : source + ": " + key; }
+};
+
+std::string spell(const Json& v) { return v.is_string() ? "'" + v.as_string() + "'" : v.dump(); }
+
+int64_t to_int(const Json& v, const Where& w) {
+  if (v.is_integer()) return v.as_int();
+  if (v.is_string()) {
+    const std::string& s = v.as_string();
+    int64_t out = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) return out;
+  }
+  WEFT_FAIL("{} expects an integer, got {}", w.label(), spell(v));
+}
+
+double to_double(const Json& v, const Where& w) {
+  if (v.is_number()) return v.as_double();
+  if (v.is_string()) {
+    const std::string& s = v.as_string();
+    try {
+      size_t used = 0;
+      double out = std::stod(s, &used);
+      if (used == s.size() && std::isfinite(out)) return out;
+    } catch (const std::exception&) {
+    }
+  }
+  WEFT_FAIL("{} expects a number, got {}", w.label(), spell(v));
+}
+
+std::string to_string(const Json& v, const Where& w) {
+  WEFT_CHECK(v.is_string(), "{} expects a string, got {}", w.label(), v.dump());
+  return v.as_string();
+}
+
+std::string to_choice(const Json& v, const Where& w, const std::vector<std::string>& choices) {
+  std::string s = to_string(v, w);
+  if (std::find(choices.begin(), choices.end(), s) != choices.end()) return s;
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+  WEFT_FAIL("{} must be one of {}; got '{}'", w.label(), list, s);
+}
+
+int64_t at_least(int64_t n, int64_t lo, const Where& w) {
+  WEFT_CHECK(n >= lo, "{} must be at least {}, got {}", w.label(), lo, n);
+  return n;
+}
+
+double non_negative(double x, const Where& w) {
+  WEFT_CHECK(x >= 0, "{} must not be negative, got {}", w.label(), x);
+  return x;
+}
+
+using Setter = std::function<void(TrainConfig&, const Json&, const Where&)>;
+using Getter = std::function<Json(const TrainConfig&)>;
+
+struct KeyDef {
+  ConfigKey key;
+  Setter set;
+  Getter get;
+};
+
+void apply_preset(TrainConfig& c, const std::string& name) {
+  nn::GptConfig p = nn::gpt_preset(name);
+  c.preset = name;
+  c.layers = p.layers;
+  c.width = p.width;
+  c.heads = p.heads;
+  c.seq = p.seq;
+  c.vocab = p.vocab;
+  c.vocab_pad = p.vocab_pad;
+}
+
+// Integer key with a lower bound, stored in member `m`.
+template <typename T>
+KeyDef int_key(ConfigKey key, T TrainConfig::*m, int64_t lo) {
+  return {std::move(key),
+          [m, lo](TrainConfig& c, const Json& v, const Where& w) {
+            c.*m = static_cast<T>(at_least(to_int(v, w), lo, w));
+          },
+          [m](const TrainConfig& c) { return Json(static_cast<int64_t>(c.*m)); }};
+}
+
+template <typename T>
+KeyDef number_key(ConfigKey key, T TrainConfig::*m) {
+  return {std::move(key),
+          [m](TrainConfig& c, const Json& v, const Where& w) {
+            c.*m = static_cast<T>(non_negative(to_double(v, w), w));
+          },
+          [m](const TrainConfig& c) { return Json(static_cast<double>(c.*m)); }};
+}
+
+KeyDef string_key(ConfigKey key, std::string TrainConfig::*m) {
+  return {std::move(key),
+          [m](TrainConfig& c, const Json& v, const Where& w) { c.*m = to_string(v, w); },
+          [m](const TrainConfig& c) { return Json(c.*m); }};
+}
+
+const std::vector<KeyDef>& key_defs() {
+  static const std::vector<KeyDef> defs = [] {
+    std::vector<KeyDef> d;
+    d.push_back(
+        {{"preset", "NAME", "tiny",
+          "model preset: tiny (4 layers, width 128) or gpt2-124m; shape options override it"},
+         [](TrainConfig& c, const Json& v, const Where& w) {
+           apply_preset(c, to_choice(v, w, {"tiny", "gpt2-124m"}));
+         },
+         [](const TrainConfig& c) { return Json(c.preset); }});
+    d.push_back(int_key({"layers", "N", "preset", "transformer layers"}, &TrainConfig::layers, 1));
+    d.push_back(
+        int_key({"width", "C", "preset", "model width (channels)"}, &TrainConfig::width, 1));
+    d.push_back(int_key({"heads", "H", "preset", "attention heads (a multiple of --tp)"},
+                        &TrainConfig::heads, 1));
+    d.push_back(int_key({"seq", "T", "preset", "context length (tokens per sample)"},
+                        &TrainConfig::seq, 1));
+    d.push_back(int_key({"vocab", "V", "preset", "vocabulary size (256 for byte-level text)"},
+                        &TrainConfig::vocab, 2));
+    d.push_back(int_key({"vocab-pad", "N", "", "pad the token table to a multiple of N rows"},
+                        &TrainConfig::vocab_pad, 1));
+    d.push_back(number_key({"dropout", "P", "", "attention and residual dropout probability"},
+                           &TrainConfig::dropout));
+    d.push_back({{"dtype", "f32|bf16", "", "compute type (master weights stay f32)"},
+                 [](TrainConfig& c, const Json& v, const Where& w) {
+                   c.dtype = parse_dtype(to_choice(v, w, {"f32", "bf16"}));
+                 },
+                 [](const TrainConfig& c) { return Json(std::string(dtype_name(c.dtype))); }});
+    d.push_back(int_key({"tp", "N", "", "tensor-parallel size"}, &TrainConfig::tp, 1));
+    d.push_back({{"dp", "N", "auto", "data-parallel size (auto: world / tp under mpirun, else 1)"},
+                 [](TrainConfig& c, const Json& v, const Where& w) {
+                   const bool is_auto = v.is_string() && v.as_string() == "auto";
+                   c.dp = is_auto ? 0 : static_cast<int>(at_least(to_int(v, w), 1, w));
+                 },
+                 [](const TrainConfig& c) { return c.dp ? Json(c.dp) : Json("auto"); }});
+    d.push_back({{"sp", "off|seq|batch", "",
+                  "sequence parallelism: shard activations along the sequence or the batch"},
+                 [](TrainConfig& c, const Json& v, const Where& w) {
+                   c.sp = nn::parse_sequence_parallel(to_choice(v, w, {"off", "seq", "batch"}));
+                 },
+                 [](const TrainConfig& c) { return Json(nn::sequence_parallel_name(c.sp)); }});
+    d.push_back({{"backend", "auto|local|mpi", "",
+                  "local: ranks are threads; mpi: one process per rank (start with mpirun)"},
+                 [](TrainConfig& c, const Json& v, const Where& w) {
+                   c.backend = to_choice(v, w, {"auto", "local", "mpi"});
+                 },
+                 [](const TrainConfig& c) { return Json(c.backend); }});
+    d.push_back(number_key({"bucket-mb", "MB", "", "data-parallel gradient bucket size in MiB"},
+                           &TrainConfig::bucket_mb));
+    d.push_back(string_key({"data", "FILE", "fortunes",
+                            "text file (byte tokens) or llm.c .bin token shard (fortunes: "
+                            "Debian's fortunes corpus)"},
+                           &TrainConfig::data));
+    d.push_back(number_key({"val-fraction", "F", "", "share of the data held out for validation"},
+                           &TrainConfig::val_fraction));
+    d.push_back(
+        int_key({"steps", "N", "", "optimizer steps of the whole run"}, &TrainConfig::steps, 1));
+    d.push_back(int_key({"stop-at", "STEP", "",
+                         "end this run at STEP (checkpoint, sample) with the schedule of --steps, "
+                         "to --resume later (0: at --steps)"},
+                        &TrainConfig::stop_at, 0));
+    d.push_back(
+        int_key({"micro-batch", "B", "", "sequences per micro-batch per data-parallel rank"},
+                &TrainConfig::micro_batch, 1));
+    d.push_back(int_key({"grad-accum", "N", "", "micro-batches accumulated per optimizer step"},
+                        &TrainConfig::grad_accum, 1));
+    d.push_back(number_key({"lr", "LR", "", "peak learning rate"}, &TrainConfig::lr));
+    d.push_back({{"min-lr", "LR", "lr/10", "learning rate at the end of the cosine decay"},
+                 [](TrainConfig& c, const Json& v, const Where& w) {
+                   if (v.is_null()) {
+                     c.min_lr.reset();
+                   } else {
+                     c.min_lr = non_negative(to_double(v, w), w);
+                   }
+                 },
+                 [](const TrainConfig& c) { return c.min_lr ? Json(*c.min_lr) : Json(nullptr); }});
+    d.push_back({{"warmup", "N", "steps/20", "steps of linear learning-rate warmup"},
+                 [](TrainConfig& c, const Json& v, const Where& w) {
+                   if (v.is_null()) {
+                     c.warmup.reset();
+                   } else {
+                     c.warmup = at_least(to_int(v, w), 0, w);
+                   }
+                 },
+                 [](const TrainConfig& c) { return c.warmup ? Json(*c.warmup) : Json(nullptr); }});
+    d.push_back(number_key({"weight-decay", "WD", "", "AdamW weight decay (2-D weights only)"},
+                           &TrainConfig::weight_decay));
+    d.push_back(number_key({"grad-clip", "NORM", "", "clip the global gradient norm (0: off)"},
+                           &TrainConfig::grad_clip));
+    d.push_back({{"seed", "S", "", "seed of initialization, data order and dropout"},
+                 [](TrainConfig& c, const Json& v, const Where& w) {
+                   c.seed = static_cast<uint64_t>(at_least(to_int(v, w), 0, w));
+                 },
+                 [](const TrainConfig& c) { return Json(c.seed); }});
+    d.push_back(string_key({"save", "DIR", "none", "write a checkpoint to DIR at the end"},
+                           &TrainConfig::save));
+    d.push_back(
+        int_key({"save-every", "N", "", "also checkpoint every N steps (0: only at the end)"},
+                &TrainConfig::save_every, 0));
+    d.push_back(string_key(
+        {"resume", "DIR", "none", "continue the run saved in DIR (its settings are the defaults)"},
+        &TrainConfig::resume));
+    d.push_back(string_key({"init", "FILE|DIR", "none",
+                            "start from these weights (a GPT-2 .safetensors file or a checkpoint) "
+                            "at step 0 with a fresh optimizer"},
+                           &TrainConfig::init));
+    d.push_back(
+        int_key({"eval-every", "N", "", "validation loss every N steps (0: only at the end)"},
+                &TrainConfig::eval_every, 0));
+    d.push_back(int_key({"eval-batches", "N", "", "validation batches per evaluation"},
+                        &TrainConfig::eval_batches, 1));
+    d.push_back(
+        string_key({"metrics", "FILE", "none", "one JSON line per step (appended when resuming)"},
+                   &TrainConfig::metrics));
+    d.push_back(int_key({"log-every", "N", "", "progress line every N steps (0: none)"},
+                        &TrainConfig::log_every, 0));
+    d.push_back(int_key({"sample-tokens", "N", "", "tokens of text generated at the end (0: none)"},
+                        &TrainConfig::sample_tokens, 0));
+    d.push_back(string_key({"sample-prompt", "TEXT", "a newline", "prompt of the generated sample"},
+                           &TrainConfig::sample_prompt));
+    return d;
+  }();
+  return defs;
+}
+
+const KeyDef* find_def(const std::string& name) {
+  const std::string key = canonical_key(name);
+  for (const KeyDef& d : key_defs())
+    if (d.key.name == key) return &d;
+  return nullptr;
+}
+
+}  // namespace
+
+const std::vector<ConfigKey>& train_config_keys() {
+  static const std::vector<ConfigKey> keys = [] {
+    std::vector<ConfigKey> k;
+    const TrainConfig defaults;
+    for (const KeyDef& d : key_defs()) {
+      k.push_back(d.key);
+      // Keys without a fallback text show the default TrainConfig's value.
+      if (k.back().fallback.empty()) {
+        const Json v = d.get(defaults);
+        k.back().fallback = v.is_string() ? v.as_string() : v.dump();
+      }
+    }
+    return k;
+  }();
+  return keys;
+}
+
+std::string canonical_key(const std::string& name) {
+  std::string key = name;
+  std::replace(key.begin(), key.end(), '_', '-');
+  for (const KeyDef& d : key_defs())
+    if (d.key.name == key) return key;
+  return {};
+}
+
+Json TrainConfig::to_json() const {
+  Json out = Json::object();
+  for (const KeyDef& d : key_defs()) out[d.key.name] = d.get(*this);
+  return out;
+}
+
+void apply_settings(TrainConfig& cfg, const Json& settings, const std::string& source) {
+  WEFT_CHECK(settings.is_object(), "{}: expected a JSON object of settings, got {}",
+             source.empty() ? "settings" : source, json_type_name(settings.type()));
+  // The preset first: the shape keys next to it override it.
+  if (const Json* p = settings.find("preset")) {
+    const std::string key = "preset";
+    find_def(key)->set(cfg, *p, Where{key, source});
+  }
+  for (const auto& [name, value] : settings.as_object()) {
+    const KeyDef* d = find_def(name);
+    WEFT_CHECK(d, "{}: unknown setting '{}'; see `weft train --help` for the keys",
+               source.empty() ? "settings" : source, name);
+    if (d->key.name == "preset") continue;
+    d->set(cfg, value, Where{d->key.name, source});
+  }
+}
+
+Json resumable_settings(const Json& settings) {
+  static const char* const kPerRun[] = {"tp",     "dp",   "sp",         "backend", "save",
+                                        "resume", "init", "save-every", "metrics", "stop-at"};
+  Json out = Json::object();
+  if (!settings.is_object()) return out;
+  for (const auto& [name, value] : settings.as_object()) {
+    const std::string key = canonical_key(name);
+    if (key.empty()) continue;
+    if (std::find(std::begin(kPerRun), std::end(kPerRun), key) != std::end(kPerRun)) continue;
+    out[key] = value;
+  }
+  return out;
+}
+
+Json shape_settings(const Json& settings) {
+  static const char* const kShape[] = {"layers", "width", "heads", "seq", "vocab", "vocab-pad"};
+  Json out = Json::object();
+  if (!settings.is_object()) return out;
+  for (const auto& [name, value] : settings.as_object()) {
+    const std::string key = canonical_key(name);
+    if (std::find(std::begin(kShape), std::end(kShape), key) != std::end(kShape)) out[key] = value;
+  }
+  return out;
+}
+
+void validate(const TrainConfig& c) {
+  WEFT_CHECK(c.width % c.heads == 0, "--width {} is not divisible by --heads {}", c.width, c.heads);
+  WEFT_CHECK(c.heads % c.tp == 0,
+             "--heads {} is not divisible by --tp {}: choose a TP size that divides the heads",
+             c.heads, c.tp);
+  WEFT_CHECK(nn::padded_vocab_size(c.vocab, c.vocab_pad) % c.tp == 0,
+             "the padded vocabulary ({} rows) is not divisible by --tp {}: set --vocab-pad to a "
+             "multiple of {}",
+             nn::padded_vocab_size(c.vocab, c.vocab_pad), c.tp, c.tp);
+  WEFT_CHECK(c.dropout < 1.0f, "--dropout must be below 1, got {}", c.dropout);
+  WEFT_CHECK(c.lr > 0, "--lr must be positive, got {}", c.lr);
+  WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr, "--min-lr {} is above --lr {}", *c.min_lr, c.lr);
+  WEFT_CHECK(c.warmup_steps() <= c.steps, "--warmup {} is longer than the run (--steps {})",
+             c.warmup_steps(), c.steps);
+  WEFT_CHECK(c.val_fraction > 0 && c.val_fraction < 1,
+             "--val-fraction must lie strictly between 0 and 1, got {}", c.val_fraction);
+  WEFT_CHECK(c.bucket_mb > 0, "--bucket-mb must be positive, got {}", c.bucket_mb);
+  if (c.sp == nn::SequenceParallel::batch) {
+    WEFT_CHECK(c.micro_batch % c.tp == 0,
+               "--sp batch splits each micro-batch over the TP ranks: --micro-batch {} must be a "
+               "multiple of --tp {}",
+               c.micro_batch, c.tp);
+  }
+  if (c.sp == nn::SequenceParallel::seq) {
+    WEFT_CHECK(c.seq % c.tp == 0,
+               "--sp seq splits the sequence over the TP ranks: --seq {} must be a multiple of "
+               "--tp {}",
+               c.seq, c.tp);
+  }
+  WEFT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every {} needs --save DIR",
+             c.save_every);
+  WEFT_CHECK(c.init.empty() || c.resume.empty(),
+             "--init starts a new run from weights and --resume continues one: pass only one");
+}
+
+nn::GptConfig model_config(const TrainConfig& c, std::shared_ptr<comm::ProcessGroup> tp) {
+  nn::GptConfig g;
+  g.vocab = c.vocab;
+  g.seq = c.seq;
+  g.layers = c.layers;
+  g.width = c.width;
+  g.heads = c.heads;
+  g.dropout = c.dropout;
+  g.vocab_pad = c.vocab_pad;
+  g.tp = std::move(tp);
+  g.sp = c.sp;
+  g.compute = c.dtype;
+  g.seed = c.seed;
+  return g;
+}
+
+}  // namespace weft::train

@@ -1,0 +1,69 @@
+#include "weft/train/evaluate.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace weft::train {
+
+namespace {
+
+constexpr int32_t kIgnore = -100;
+
+// Mean loss of windows starting at `starts` with `len` targets each, padded
+// to `padded` positions whose targets are ignored.
+double window_loss(nn::Gpt& model, std::span<const int32_t> tokens,
+                   const std::vector<int64_t>& starts, int64_t len, int64_t padded) {
+  const int64_t n = static_cast<int64_t>(starts.size());
+  std::vector<int32_t> in(static_cast<size_t>(n * padded), 0);
+  std::vector<int32_t> tg(static_cast<size_t>(n * padded), kIgnore);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t* w = tokens.data() + starts[static_cast<size_t>(i)];
+    std::copy(w, w + len, in.begin() + i * padded);
+    std::copy(w + 1, w + len + 1, tg.begin() + i * padded);
+  }
+  nn::Ctx ctx(nullptr, false);
+  return model.forward_loss(ctx, Tensor::from_i32({n, padded}, in),
+                            Tensor::from_i32({n, padded}, tg));
+}
+
+}  // namespace
+
+EvalResult evaluate_tokens(nn::Gpt& model, std::span<const int32_t> tokens, int64_t batch,
+                           const std::function<void(int64_t, int64_t)>& progress) {
+  const nn::GptConfig& cfg = model.config();
+  const int tp = cfg.tp ? cfg.tp->size() : 1;
+  WEFT_CHECK(cfg.sp != nn::SequenceParallel::batch || tp == 1,
+             "evaluation passes the same tokens to every TP rank: build the model without "
+             "--sp batch");
+  WEFT_CHECK(batch >= 1, "the evaluation batch must hold at least one window, got {}", batch);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  WEFT_CHECK(n >= 2, "{} tokens are too few to evaluate (at least 2 are needed)", n);
+  for (int32_t t : tokens) {
+    WEFT_CHECK(t >= 0 && t < cfg.vocab,
+               "the data holds token {}, outside the model's vocabulary of {}: evaluate with data "
+               "tokenized for this model",
+               t, cfg.vocab);
+  }
+  const int64_t seq = cfg.seq, total = n - 1;
+  const int64_t full = total / seq, rem = total % seq;
+  double sum = 0;
+  int64_t done = 0;
+  for (int64_t w = 0; w < full; w += batch) {
+    std::vector<int64_t> starts;
+    for (int64_t k = w; k < std::min(full, w + batch); ++k) starts.push_back(k * seq);
+    const int64_t count = static_cast<int64_t>(starts.size()) * seq;
+    sum += window_loss(model, tokens, starts, seq, seq) * static_cast<double>(count);
+    done += count;
+    if (progress) progress(done, total);
+  }
+  if (rem > 0) {
+    int64_t padded = rem;
+    if (cfg.sp == nn::SequenceParallel::seq) padded = (rem + tp - 1) / tp * tp;
+    sum += window_loss(model, tokens, {full * seq}, rem, padded) * static_cast<double>(rem);
+    done += rem;
+    if (progress) progress(done, total);
+  }
+  return {.loss = sum / static_cast<double>(total), .tokens = total};
+}
+
+}  // namespace weft::train

@@ -1,0 +1,17 @@
+# Bad inputs for the CLI tests, made in DIR from the checkpoint DIR/ck that
+# apps_train_short wrote: an empty and a too-short data file, a checkpoint
+# with a truncated tensor file and one with a corrupted index.
+file(WRITE "${DIR}/empty.txt" "")
+file(WRITE "${DIR}/short.txt" "too short\n")
+foreach(bad truncated corrupted)
+  file(REMOVE_RECURSE "${DIR}/${bad}")
+  file(COPY "${DIR}/ck/" DESTINATION "${DIR}/${bad}")
+endforeach()
+execute_process(COMMAND truncate -s 4000 "${DIR}/truncated/model-rank0.safetensors"
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "truncate failed")
+endif()
+file(READ "${DIR}/corrupted/index.json" index)
+string(REPLACE "\"" "'" index "${index}")
+file(WRITE "${DIR}/corrupted/index.json" "${index}")

@@ -1,0 +1,35 @@
+# `weft train` stopped halfway (--stop-at) and resumed continues bitwise
+# identically: the per-step losses of the metrics files are the same text
+# (JSON numbers are written in the shortest form that reads back exactly).
+#   WEFT  the weft binary;  DIR  a scratch directory
+set(run ${WEFT} train --steps 8 --micro-batch 4 --dropout 0.1 --eval-every 0 --sample-tokens 0
+    --log-every 0)
+file(REMOVE_RECURSE "${DIR}/rb")
+function(weft)
+  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY "${DIR}" RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  message("${out}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "exit status ${rc}: ${ARGN}")
+  endif()
+endfunction()
+weft(${run} --metrics straight.jsonl)
+weft(${run} --stop-at 4 --save rb --metrics resumed.jsonl)
+weft(${WEFT} train --resume rb --metrics resumed.jsonl)
+function(losses file out)
+  file(STRINGS "${DIR}/${file}" lines)
+  set(values)
+  foreach(line IN LISTS lines)
+    string(REGEX MATCH "\"step\":[0-9]+,\"loss\":[^,]+" m "${line}")
+    list(APPEND values "${m}")
+  endforeach()
+  set(${out} "${values}" PARENT_SCOPE)
+endfunction()
+losses(straight.jsonl a)
+losses(resumed.jsonl b)
+message("straight: ${a}\nresumed:  ${b}")
+list(LENGTH a n)
+if(NOT n EQUAL 8 OR NOT a STREQUAL b)
+  message(FATAL_ERROR "the resumed run's losses differ from the straight run's")
+endif()
+message("8 steps, bitwise identical")

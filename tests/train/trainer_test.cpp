@@ -1,0 +1,337 @@
+// Trainer: data parallelism, tensor parallelism and gradient accumulation
+// against the single-rank run, bitwise determinism and resume, and the
+// non-finite-loss stop. Tiny shapes and a few steps: every case takes well
+// under a second.
+#include "weft/train/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "testing.h"
+#include "weft/comm/local.h"
+#include "weft/core/threads.h"
+#include "weft/train/checkpoint.h"
+#include "weft/train/evaluate.h"
+#include "weft/train/generate.h"
+#include "weft/train/tokenizer.h"
+
+namespace weft::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A few thousand bytes of varied English text: enough windows of 16 tokens.
+TokenData test_text() {
+  const char* words[] = {"the ",  "quick ", "brown ", "fox ",   "jumps ", "over ",
+                         "a ",    "lazy ",  "dog ",   "while ", "seven ", "wizards ",
+                         "hum. ", "Then ",  "every ", "cat ",   "naps.\n"};
+  std::string text;
+  uint64_t x = 7;
+  while (text.size() < 6000) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    text += words[(x >> 33) % std::size(words)];
+  }
+  return text_tokens(text, "test text");
+}
+
+TrainConfig tiny_config() {
+  TrainConfig c;
+  c.layers = 2;
+  c.width = 32;
+  c.heads = 4;
+  c.seq = 16;
+  c.vocab = 256;
+  c.tp = 1;
+  c.micro_batch = 4;
+  c.steps = 4;
+  c.lr = 1e-3;
+  c.warmup = 1;
+  c.eval_batches = 2;
+  c.sample_tokens = 0;
+  return c;
+}
+
+struct FullParam {
+  Shape shape;
+  std::vector<float> values;
+};
+
+struct RunResult {
+  std::vector<double> losses;
+  double val_loss = 0;
+  std::map<std::string, FullParam> params;  // whole tensors, assembled from the TP slices
+};
+
+// Writes a rank's slice of `p` into the whole tensor it belongs to.
+void place(const nn::Parameter& p, FullParam& full) {
+  const Shape& g = p.spec.global_shape;
+  if (full.values.empty()) {
+    full.shape = g;
+    full.values.assign(static_cast<size_t>(g.numel()), 0.0f);
+  }
+  std::vector<float> local = p.value.to_vector();
+  if (!p.spec.is_split()) {
+    full.values = local;
+    return;
+  }
+  ASSERT_LE(g.rank(), 2);
+  const int d = p.spec.split_dim;
+  const int64_t rows = g[0], cols = g.rank() == 2 ? g[1] : 1;
+  const int64_t block = g[d] / p.spec.blocks;
+  const int64_t local_cols = d == 1 ? p.spec.blocks * p.spec.length : cols;
+  auto global_index = [&](int64_t i) {  // local index along d -> global
+    return (i / p.spec.length) * block + p.spec.offset + i % p.spec.length;
+  };
+  const int64_t local_rows = d == 0 ? p.spec.blocks * p.spec.length : rows;
+  for (int64_t r = 0; r < local_rows; ++r) {
+    for (int64_t c = 0; c < local_cols; ++c) {
+      const int64_t gr = d == 0 ? global_index(r) : r, gc = d == 1 ? global_index(c) : c;
+      full.values[static_cast<size_t>(gr * cols + gc)] =
+          local[static_cast<size_t>(r * local_cols + c)];
+    }
+  }
+}
+
+// Trains cfg.steps steps on tp · dp local ranks; losses and the final whole parameters.
+RunResult run(const TrainConfig& cfg, const Dataset& data, int dp = 1) {
+  RunResult out;
+  std::mutex mu;
+  comm::run_local(cfg.tp * dp, [&](comm::ProcessGroup& world) {
+    set_num_threads(1);
+    Trainer t(cfg, world, data);
+    std::vector<double> losses;
+    while (t.steps_done() < cfg.steps) losses.push_back(t.step().loss);
+    const double val = t.evaluate();
+    std::lock_guard<std::mutex> lock(mu);
+    if (world.rank() == 0) {
+      out.losses = losses;
+      out.val_loss = val;
+    }
+    if (t.grid().rank_in("dp") == 0) {
+      for (nn::Parameter* p : t.model().parameters()) place(*p, out.params[p->name]);
+    }
+  });
+  return out;
+}
+
+// Losses at fp32 tolerance. Parameters: AdamW divides every gradient by its
+// own running RMS, so an element whose gradient is as small as eps (1e-8; a
+// byte the text never holds) moves by about lr whatever its exact value, and
+// the rounding noise of a different reduction order shows up as a fraction
+// of lr: parameters are compared at 2% of one step's largest update.
+void expect_close(const RunResult& a, const RunResult& b, double lr) {
+  constexpr double kRel = 1e-5;
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    EXPECT_NEAR(a.losses[i], b.losses[i], kRel * std::abs(a.losses[i])) << "step " << i + 1;
+  }
+  EXPECT_NEAR(a.val_loss, b.val_loss, kRel * std::abs(a.val_loss));
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (const auto& [name, pa] : a.params) {
+    const FullParam& pb = b.params.at(name);
+    ASSERT_EQ(pa.shape, pb.shape) << name;
+    EXPECT_TRUE(testing::close(std::vector<double>(pa.values.begin(), pa.values.end()), pb.values,
+                               {kRel, 2e-2 * lr}))
+        << name;
+  }
+}
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  TrainerTest() : data_(test_text(), 16) {}
+  Dataset data_;
+};
+
+TEST_F(TrainerTest, DataParallelEqualsOneRankWithTheWholeBatch) {
+  TrainConfig one = tiny_config();
+  one.micro_batch = 8;
+  TrainConfig two = tiny_config();
+  two.micro_batch = 4;
+  two.bucket_mb = 0.01;  // several buckets, issued during backward
+  RunResult a = run(one, data_, 1), b = run(two, data_, 2);
+  EXPECT_LT(a.losses.back(), a.losses.front());
+  expect_close(a, b, one.lr);
+}
+
+TEST_F(TrainerTest, TensorAndDataParallelEqualOneRank) {
+  TrainConfig one = tiny_config();
+  one.micro_batch = 8;
+  TrainConfig grid = tiny_config();
+  grid.tp = 2;
+  grid.micro_batch = 4;
+  expect_close(run(one, data_, 1), run(grid, data_, 2), one.lr);
+}
+
+TEST_F(TrainerTest, SequenceParallelModesEqualOneRank) {
+  TrainConfig one = tiny_config();
+  for (nn::SequenceParallel sp : {nn::SequenceParallel::seq, nn::SequenceParallel::batch}) {
+    TrainConfig c = tiny_config();
+    c.tp = 2;
+    c.sp = sp;
+    SCOPED_TRACE(nn::sequence_parallel_name(sp));
+    expect_close(run(one, data_, 1), run(c, data_, 1), one.lr);
+  }
+}
+
+TEST_F(TrainerTest, GradientAccumulationEqualsOneLargeBatch) {
+  TrainConfig big = tiny_config();
+  big.micro_batch = 8;
+  TrainConfig accum = tiny_config();
+  accum.micro_batch = 4;
+  accum.grad_accum = 2;
+  expect_close(run(big, data_, 1), run(accum, data_, 1), big.lr);
+}
+
+TEST_F(TrainerTest, SameSeedGivesBitwiseSameLosses) {
+  TrainConfig c = tiny_config();
+  c.tp = 2;
+  c.dropout = 0.1f;
+  RunResult a = run(c, data_, 2), b = run(c, data_, 2);
+  EXPECT_EQ(a.losses, b.losses);
+  c.seed += 1;
+  EXPECT_NE(run(c, data_, 2).losses, a.losses);
+}
+
+TEST_F(TrainerTest, ResumeContinuesBitwiseIdentically) {
+  const fs::path dir = fs::temp_directory_path() / "weft_trainer_resume";
+  fs::remove_all(dir);
+  TrainConfig c = tiny_config();
+  c.tp = 2;
+  c.steps = 20;
+  c.dropout = 0.1f;
+  const RunResult straight = run(c, data_, 1);
+
+  std::vector<double> losses;
+  comm::run_local(2, [&](comm::ProcessGroup& world) {
+    set_num_threads(1);
+    Trainer t(c, world, data_);
+    for (int i = 0; i < 10; ++i) {
+      double loss = t.step().loss;
+      if (world.rank() == 0) losses.push_back(loss);
+    }
+    t.save(dir.string());
+  });
+  TrainConfig resumed = c;
+  resumed.resume = dir.string();
+  comm::run_local(2, [&](comm::ProcessGroup& world) {
+    set_num_threads(1);
+    Trainer t(resumed, world, data_);
+    EXPECT_EQ(t.steps_done(), 10);
+    while (t.steps_done() < c.steps) {
+      double loss = t.step().loss;
+      if (world.rank() == 0) losses.push_back(loss);
+    }
+  });
+  EXPECT_EQ(losses, straight.losses);
+  fs::remove_all(dir);
+}
+
+TEST_F(TrainerTest, NonFiniteLossStopsNamingTheStepAndKeepsTheCheckpoint) {
+  const fs::path dir = fs::temp_directory_path() / "weft_trainer_nan";
+  fs::remove_all(dir);
+  TrainConfig c = tiny_config();
+  c.steps = 10;
+  c.warmup = 0;
+  c.lr = 1e30;
+  c.grad_clip = 0;
+  c.save = dir.string();
+  c.save_every = 1;
+  c.eval_every = 0;
+  std::string message;
+  int64_t failed_at = 0;
+  try {
+    comm::run_local(1, [&](comm::ProcessGroup& world) {
+      Trainer t(c, world, data_);
+      for (;;) {
+        failed_at = t.steps_done() + 1;
+        t.step();
+        t.save(c.save);
+      }
+    });
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ASSERT_GT(failed_at, 1);
+  EXPECT_NE(message.find("step " + std::to_string(failed_at) + ":"), std::string::npos) << message;
+  EXPECT_NE(message.find("is not finite"), std::string::npos) << message;
+  EXPECT_EQ(CheckpointReader(dir.string()).step(), failed_at - 1);
+  fs::remove_all(dir);
+}
+
+TEST_F(TrainerTest, GenerationAndEvaluationAgreeAcrossTensorParallelSizes) {
+  TrainConfig c = tiny_config();
+  std::vector<std::vector<int32_t>> ids(2);
+  std::vector<double> loss(2);
+  const std::vector<int32_t> prompt = ByteTokenizer().encode("the ");
+  for (int tp : {1, 2}) {
+    c.tp = tp;
+    comm::run_local(tp, [&](comm::ProcessGroup& world) {
+      set_num_threads(1);
+      Trainer t(c, world, data_);
+      for (int i = 0; i < 3; ++i) t.step();
+      auto out = generate(t.model(), prompt, {.tokens = 24, .temperature = 0.0f});
+      EvalResult e = evaluate_tokens(t.model(), data_.val(), 4);
+      if (world.rank() == 0) {
+        ids[static_cast<size_t>(tp - 1)] = out;
+        loss[static_cast<size_t>(tp - 1)] = e.loss;
+        EXPECT_EQ(e.tokens, static_cast<int64_t>(data_.val().size()) - 1);
+      }
+      // Sampling with a seed is the same on every rank and for every run.
+      auto s1 = generate(t.model(), prompt, {.tokens = 16, .seed = 5});
+      auto s2 = generate(t.model(), prompt, {.tokens = 16, .seed = 5});
+      EXPECT_EQ(s1, s2);
+    });
+  }
+  EXPECT_EQ(ids[0], ids[1]);
+  EXPECT_NEAR(loss[0], loss[1], 1e-5 * loss[0]);
+}
+
+TEST(TrainConfigTest, SettingsLayerAndNameTheBadKey) {
+  TrainConfig c;
+  apply_settings(c, parse_json(R"({"preset": "gpt2-124m", "layers": 2, "micro_batch": "3"})"),
+                 "run.json");
+  EXPECT_EQ(c.width, 768);
+  EXPECT_EQ(c.layers, 2);
+  EXPECT_EQ(c.micro_batch, 3);
+  try {
+    apply_settings(c, parse_json(R"({"stpes": 3})"), "run.json");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown setting 'stpes'"), std::string::npos);
+  }
+  EXPECT_THROW(apply_settings(c, parse_json(R"({"steps": "ten"})"), ""), Error);
+  EXPECT_THROW(apply_settings(c, parse_json(R"({"lr": -1})"), ""), Error);
+
+  // A checkpoint's settings round-trip, without the per-run layout and paths.
+  c.tp = 4;
+  c.save = "out";
+  TrainConfig d;
+  apply_settings(d, resumable_settings(c.to_json()), "checkpoint");
+  EXPECT_EQ(d.to_json().dump(), [&] {
+    TrainConfig e = c;
+    e.tp = TrainConfig{}.tp;
+    e.save.clear();
+    return e.to_json().dump();
+  }());
+}
+
+TEST(TrainConfigTest, ValidationNamesTheOption) {
+  TrainConfig c;
+  c.tp = 3;
+  try {
+    validate(c);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--heads 4 is not divisible by --tp 3"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace weft::train
