@@ -299,8 +299,11 @@ std::string layout_text(int world, const std::vector<std::pair<std::string, int>
   return s + ")";
 }
 
+// announce: say so when the streams are re-seeded (training only; evaluation
+// and generation never draw from them).
 parallel::RngTracker::State restored_rng(const CheckpointReader& ck,
-                                         const comm::ProcessGroup& world, const comm::Grid& grid) {
+                                         const comm::ProcessGroup& world, const comm::Grid& grid,
+                                         bool announce) {
   if (same_layout(ck, world, grid)) return ck.rank_rng(world.rank());
   parallel::RngTracker::State state = ck.rank_rng(0);
   auto def = state.find(parallel::kDefaultStream);
@@ -319,7 +322,7 @@ parallel::RngTracker::State restored_rng(const CheckpointReader& ck,
         def->second.seed + parallel::kModelParallelSeedOffset + static_cast<uint64_t>(tp_rank),
         offset};
   }
-  if (world.rank() == 0 && def != state.end()) {
+  if (announce && world.rank() == 0 && def != state.end()) {
     std::vector<std::pair<std::string, int>> now;
     for (const std::string& dim : grid.layout().names()) now.emplace_back(dim, grid.size(dim));
     std::cerr << "weft: checkpoint " << ck.dir() << " was saved at "
@@ -426,7 +429,7 @@ TrainState load_checkpoint(const std::string& dir, comm::ProcessGroup& world,
     state.step = ck.step();
     state.data_seed = json_u64(ck.index().at("data_seed"), dir + " data_seed");
     state.config = ck.index().at("config");
-    state.rng = restored_rng(ck, world, grid);
+    state.rng = restored_rng(ck, world, grid, optimizer != nullptr);
   });
   return state;
 }
