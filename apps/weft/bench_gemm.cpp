@@ -125,13 +125,16 @@ int run(const std::vector<std::string>& args) {
                     "projection, fc1, fc2; forward, dgrad and wgrad) through weft's gemm() and\n"
                     "through the same oneDNN matmul called directly in the same run, and\n"
                     "reports the ratio. wgrad rows accumulate into an f32 gradient, as in\n"
-                    "training; bf16 forward/dgrad rows write bf16.");
+                    "training; bf16 forward/dgrad rows write bf16. Rounds alternate between\n"
+                    "the two and the fastest round of each is compared, which keeps the\n"
+                    "ratio meaningful on a machine shared with other work.");
   opts.option("dtype", "f32|bf16|both", "both", "input type")
       .option("tokens", "N", "2048", "tokens (batch x sequence) per GEMM")
       .option("width", "C", "768", "model width")
       .option("threads", "N", "0", "threads per call (0: all cores, or WEFT_NUM_THREADS)")
-      .option("rounds", "N", "5", "timing rounds per row (the best is reported)")
-      .option("min-time", "SEC", "0.05", "minimum time of one round")
+      .option("rounds", "N", "30",
+              "timing rounds per row, weft and direct alternating (the best of each is reported)")
+      .option("min-time", "SEC", "0", "minimum time of one round (0: one call per round)")
       .flag("json", "print one JSON object per row instead of the table");
   opts.parse(args);
   const std::string dtypes = opts.choice("dtype", {"f32", "bf16", "both"});

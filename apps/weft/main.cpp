@@ -11,8 +11,9 @@ namespace {
 
 void print_overview() {
   std::cout << "usage: weft <command> [options]\n\n"
-               "weft trains transformer models with tensor parallelism on CPUs (oneDNN,\n"
-               "threads or MPI) and NVIDIA GPUs. Run `weft <command> --help` for details.\n\n"
+               "weft trains transformer models with tensor parallelism on CPUs (oneDNN\n"
+               "kernels; ranks as threads or MPI processes). Run `weft <command> --help`\n"
+               "for details.\n\n"
                "commands:\n";
   for (const auto& c : weft::cli::commands()) {
     std::cout << "  " << c.name << std::string(c.name.size() < 18 ? 18 - c.name.size() : 1, ' ')

@@ -312,7 +312,7 @@ void LocalProcessGroup::recv(Op& op, const Clock::time_point& deadline) {
         op.what, rank(), op.src, in.numel(), dtype_name(in.dtype()), in.shape(), op.out.numel(),
         dtype_name(op.out.dtype()), op.out.shape());
   } else {
-    std::memcpy(op.out.raw(), in.raw(), static_cast<size_t>(in.nbytes()));
+    detail::copy_buffer(op.out.raw(), in.raw(), in.nbytes());
   }
   // Like MPI, a mismatch fails the receiver only; the sender's message was consumed.
   lock.lock();
@@ -394,7 +394,7 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
       for (int i = 0; i < n; ++i) {
         int p = (me + i) % n;  // start with a different peer on every rank
         if (p == me && op.in_place) continue;
-        std::memcpy(bytes_of(op.out) + p * chunk, peer(p).in.raw(), static_cast<size_t>(chunk));
+        detail::copy_buffer(bytes_of(op.out) + p * chunk, peer(p).in.raw(), chunk);
       }
       break;
     }
@@ -429,23 +429,22 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
       for (int i = 1; i < n; ++i) {
         int p = (me + i) % n;
         const int64_t b = part(p);
-        std::memcpy(bytes_of(op.out) + b * elem, bytes_of(peer(p).out) + b * elem,
-                    static_cast<size_t>((part(p + 1) - b) * elem));
+        detail::copy_buffer(bytes_of(op.out) + b * elem, bytes_of(peer(p).out) + b * elem,
+                            (part(p + 1) - b) * elem);
       }
       break;
     }
     case OpKind::broadcast: {
       const Op& root = peer(op.peer);
       if (me != op.peer || !op.in_place)
-        std::memcpy(op.out.raw(), root.in.raw(), static_cast<size_t>(op.out.nbytes()));
+        detail::copy_buffer(op.out.raw(), root.in.raw(), op.out.nbytes());
       break;
     }
     case OpKind::all_to_all: {
       const int64_t chunk = op.in.nbytes() / n;
       for (int i = 0; i < n; ++i) {
         int p = (me + i) % n;
-        std::memcpy(bytes_of(op.out) + p * chunk, bytes_of(peer(p).in) + me * chunk,
-                    static_cast<size_t>(chunk));
+        detail::copy_buffer(bytes_of(op.out) + p * chunk, bytes_of(peer(p).in) + me * chunk, chunk);
       }
       break;
     }

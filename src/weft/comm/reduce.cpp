@@ -1,5 +1,9 @@
 #include "weft/comm/reduce.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <bit>
 
@@ -146,6 +150,42 @@ void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* c
 void divide_buffer(DType dtype, void* data, int64_t count, int divisor) {
   const void* one[] = {data};
   reduce_buffers(dtype, ReduceOp::avg, data, one, count, divisor);
+}
+
+namespace {
+
+// Below this a copy fits in the caches, where normal stores are faster and
+// leave the data where the next reader finds it.
+constexpr int64_t kStreamingBytes = int64_t{4} << 20;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f")]] void stream_copy(char* dst, const char* src, int64_t bytes) {
+  const int64_t head = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64);
+  std::memcpy(dst, src, static_cast<size_t>(head));
+  int64_t i = head;
+  for (; i + 64 <= bytes; i += 64) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
+  }
+  _mm_sfence();
+  std::memcpy(dst + i, src + i, static_cast<size_t>(bytes - i));
+}
+
+bool has_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+#endif
+
+}  // namespace
+
+void copy_buffer(void* dst, const void* src, int64_t bytes) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (bytes >= kStreamingBytes && has_avx512()) {
+    stream_copy(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, static_cast<size_t>(bytes));
 }
 
 }  // namespace weft::comm::detail
