@@ -232,6 +232,40 @@ TEST_F(TrainerTest, ResumeContinuesBitwiseIdentically) {
   fs::remove_all(dir);
 }
 
+// Saved at TP=2, resumed at TP=1 and at TP=4: the next step's loss equals the
+// one the TP=2 run takes after the same checkpoint, within fp32 tolerance.
+TEST_F(TrainerTest, ResumeAtAnotherTensorParallelSizeContinuesTheRun) {
+  const fs::path dir = fs::temp_directory_path() / "weft_trainer_reshard";
+  fs::remove_all(dir);
+  TrainConfig c = tiny_config();
+  c.tp = 2;
+  c.steps = 8;
+  double next_at_tp2 = 0;
+  comm::run_local(2, [&](comm::ProcessGroup& world) {
+    set_num_threads(1);
+    Trainer t(c, world, data_);
+    for (int i = 0; i < 5; ++i) t.step();
+    t.save(dir.string());
+    const double next = t.step().loss;
+    if (world.rank() == 0) next_at_tp2 = next;
+  });
+  for (int tp : {1, 4}) {
+    TrainConfig resumed = c;
+    resumed.tp = tp;
+    resumed.resume = dir.string();
+    double next = 0;
+    comm::run_local(tp, [&](comm::ProcessGroup& world) {
+      set_num_threads(1);
+      Trainer t(resumed, world, data_);
+      EXPECT_EQ(t.steps_done(), 5);
+      const double loss = t.step().loss;
+      if (world.rank() == 0) next = loss;
+    });
+    EXPECT_NEAR(next, next_at_tp2, 1e-5 * std::abs(next_at_tp2)) << "resumed at tp " << tp;
+  }
+  fs::remove_all(dir);
+}
+
 TEST_F(TrainerTest, NonFiniteLossStopsNamingTheStepAndKeepsTheCheckpoint) {
   const fs::path dir = fs::temp_directory_path() / "weft_trainer_nan";
   fs::remove_all(dir);
