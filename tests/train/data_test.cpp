@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "testing.h"
 #include "weft/train/tokenizer.h"
 
 namespace weft::train {
@@ -20,19 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "weft-data-XXXXXX").string();
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using weft::testing::TempDir;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary)
@@ -63,7 +52,7 @@ TokenData counting(int64_t n) {
 
 TEST(Data, LoadsTextThroughTheByteTokenizer) {
   TempDir dir;
-  const std::string path = dir.file("a.txt");
+  const std::string path = dir.path("a.txt");
   write_bytes(path, "Hello\n\xc3\xa9!");
   TokenData d = load_tokens(path);
   EXPECT_EQ(d.format, TokenData::Format::text);
@@ -74,7 +63,7 @@ TEST(Data, LoadsTextThroughTheByteTokenizer) {
 
 TEST(Data, ShardRoundTrip) {
   TempDir dir;
-  const std::string path = dir.file("tokens.bin");
+  const std::string path = dir.path("tokens.bin");
   std::vector<uint16_t> tokens = {50256, 0, 1, 65535, 464, 2068};
   write_token_shard(path, tokens);
   EXPECT_EQ(fs::file_size(path), 1024 + 2 * tokens.size());
@@ -83,13 +72,13 @@ TEST(Data, ShardRoundTrip) {
   EXPECT_EQ(d.tokens, std::vector<int32_t>(tokens.begin(), tokens.end()));
   EXPECT_EQ(d.vocab_needed(), 65536);
   // The magic alone identifies a shard, whatever the name.
-  fs::copy_file(path, dir.file("tokens.dat"));
-  EXPECT_EQ(load_tokens(dir.file("tokens.dat")).format, TokenData::Format::shard);
+  fs::copy_file(path, dir.path("tokens.dat"));
+  EXPECT_EQ(load_tokens(dir.path("tokens.dat")).format, TokenData::Format::shard);
 }
 
 TEST(Data, RejectsBadShardsSayingWhatIsWrong) {
   TempDir dir;
-  const std::string good_path = dir.file("good.bin");
+  const std::string good_path = dir.path("good.bin");
   write_token_shard(good_path, std::vector<uint16_t>(100, 7));
   std::ifstream in(good_path, std::ios::binary);
   const std::string good{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -98,7 +87,7 @@ TEST(Data, RejectsBadShardsSayingWhatIsWrong) {
     std::memcpy(b.data() + 4 * index, &value, 4);
     return b;
   };
-  const std::string path = dir.file("bad.bin");
+  const std::string path = dir.path("bad.bin");
   auto load_error = [&](const std::string& bytes) {
     write_bytes(path, bytes);
     return error_of([&] { load_tokens(path); });
@@ -128,16 +117,16 @@ TEST(Data, RejectsBadShardsSayingWhatIsWrong) {
 
 TEST(Data, MissingEmptyAndShortFilesSayWhatToDo) {
   TempDir dir;
-  const std::string missing = dir.file("nope.txt");
+  const std::string missing = dir.path("nope.txt");
   EXPECT_EQ(error_of([&] { load_tokens(missing); }),
             "cannot open data file " + missing +
                 ": No such file or directory; pass an existing --data file");
-  const std::string empty = dir.file("empty.txt");
+  const std::string empty = dir.path("empty.txt");
   write_bytes(empty, "");
   EXPECT_EQ(
       error_of([&] { load_tokens(empty); }),
       "data file " + empty + " is empty; pass a --data file with text or an llm.c .bin shard");
-  const std::string shorty = dir.file("short.txt");
+  const std::string shorty = dir.path("short.txt");
   write_bytes(shorty, std::string(37, 'x'));
   EXPECT_EQ(error_of([&] { Dataset(load_tokens(shorty), 64); }),
             shorty +
@@ -279,16 +268,16 @@ TEST(Data, DefaultCorpusIsMegabytesOfEnglish) {
 
 TEST(Data, DefaultCorpusParsesFortuneFilesInOrder) {
   TempDir dir;
-  fs::create_directory(dir.file("fortunes"));
-  write_bytes(dir.file("fortunes/b"), "second file\n%\n");
-  write_bytes(dir.file("fortunes/a"), "one\nline two\n%\nthree\n%\n%\nfour");
-  write_bytes(dir.file("fortunes/a.dat"), "binary index");
-  fs::create_symlink("a", dir.file("fortunes/a.u8"));
-  fs::create_directory(dir.file("fortunes/off"));
-  write_bytes(dir.file("fortunes/off/c"), "offensive\n");
-  EXPECT_EQ(default_corpus_text(dir.file("fortunes")),
+  fs::create_directory(dir.path("fortunes"));
+  write_bytes(dir.path("fortunes/b"), "second file\n%\n");
+  write_bytes(dir.path("fortunes/a"), "one\nline two\n%\nthree\n%\n%\nfour");
+  write_bytes(dir.path("fortunes/a.dat"), "binary index");
+  fs::create_symlink("a", dir.path("fortunes/a.u8"));
+  fs::create_directory(dir.path("fortunes/off"));
+  write_bytes(dir.path("fortunes/off/c"), "offensive\n");
+  EXPECT_EQ(default_corpus_text(dir.path("fortunes")),
             "one\nline two\n\nthree\n\nfour\n\nsecond file\n");
-  const std::string missing = dir.file("none");
+  const std::string missing = dir.path("none");
   EXPECT_EQ(error_of([&] { default_corpus_text(missing); }),
             "the default corpus is Debian's fortunes package, but " + missing +
                 " does not exist; install it with `apt-get install fortunes` "

@@ -21,25 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory, removed with everything in it when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "weft-st-XXXXXX").string();
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
+using weft::testing::TempDir;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -88,7 +70,7 @@ TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
   tensors.push_back({"scalar", Tensor::from({}, std::vector<float>{7.5f})});
   tensors.push_back({"empty", Tensor::empty({0, 5}, DType::f32)});
   const std::map<std::string, std::string> meta = {{"format", "pt"}, {"step", "12"}};
-  const std::string path = dir.file("model.safetensors");
+  const std::string path = dir.path("model.safetensors");
   write_safetensors(path, tensors, meta);
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"model.safetensors"});
 
@@ -115,7 +97,7 @@ TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
 
 TEST(Safetensors, HeaderIsPaddedJsonWithMetadataFirst) {
   TempDir dir;
-  const std::string path = dir.file("a.safetensors");
+  const std::string path = dir.path("a.safetensors");
   std::vector<NamedTensor> tensors = {{"w", Tensor::from({2, 3}, std::vector<float>(6, 1.0f))},
                                       {"b", Tensor::from_i32({1}, std::vector<int32_t>{5})}};
   write_safetensors(path, tensors, {{"k", "v"}});
@@ -135,7 +117,7 @@ TEST(Safetensors, HeaderIsPaddedJsonWithMetadataFirst) {
 
 TEST(Safetensors, LoadsSlicesReadingOnlyTheirBytes) {
   TempDir dir;
-  const std::string path = dir.file("s.safetensors");
+  const std::string path = dir.path("s.safetensors");
   Tensor w = testing::random_tensor({6, 5, 4}, 3);
   Tensor q = testing::random_tensor({8, 6}, 4, -1, 1, DType::e2m1);
   write_safetensors(path, std::vector<NamedTensor>{{"w", w}, {"q", q}});
@@ -180,7 +162,7 @@ TEST(Safetensors, LoadsSlicesReadingOnlyTheirBytes) {
 
 TEST(Safetensors, InspectsDtypesWeftCannotLoad) {
   TempDir dir;
-  const std::string path = dir.file("hf.safetensors");
+  const std::string path = dir.path("hf.safetensors");
   write_bytes(path, make_file(R"({"pos":{"dtype":"I64","shape":[1,3],"data_offsets":[0,24]},)"
                               R"("w":{"dtype":"F32","shape":[2],"data_offsets":[24,32]}})",
                               32));
@@ -269,21 +251,21 @@ TEST(Safetensors, RejectsCorruptedFilesNamingTheProblem) {
        ": tensor \"a\" (F4 [3]) does not fill whole bytes"},
   };
   for (const Corrupt& c : cases) {
-    const std::string path = dir.file("bad.safetensors");
+    const std::string path = dir.path("bad.safetensors");
     write_bytes(path, c.bytes);
     EXPECT_EQ(open_error(path), path + c.message) << c.what;
   }
-  EXPECT_EQ(open_error(dir.file("missing.safetensors")),
-            "cannot open " + dir.file("missing.safetensors") + ": No such file or directory");
+  EXPECT_EQ(open_error(dir.path("missing.safetensors")),
+            "cannot open " + dir.path("missing.safetensors") + ": No such file or directory");
 }
 
 TEST(Safetensors, RejectsTruncatedCopiesOfARealFile) {
   TempDir dir;
-  const std::string path = dir.file("full.safetensors");
+  const std::string path = dir.path("full.safetensors");
   write_safetensors(path, std::vector<NamedTensor>{{"w", testing::random_tensor({64, 64}, 9)},
                                                    {"b", testing::random_tensor({64}, 10)}});
   const std::string bytes = read_bytes(path);
-  const std::string cut = dir.file("cut.safetensors");
+  const std::string cut = dir.path("cut.safetensors");
   // Every prefix is rejected; none crashes or loads.
   for (size_t len = 0; len < bytes.size(); len += (len < 300 ? 1 : 97)) {
     write_bytes(cut, bytes.substr(0, len));
@@ -293,7 +275,7 @@ TEST(Safetensors, RejectsTruncatedCopiesOfARealFile) {
 
 TEST(Safetensors, RandomCorruptionIsAnErrorOrHarmless) {
   TempDir dir;
-  const std::string path = dir.file("full.safetensors");
+  const std::string path = dir.path("full.safetensors");
   write_safetensors(
       path,
       std::vector<NamedTensor>{{"w", testing::random_tensor({4, 8}, 1)},
@@ -301,7 +283,7 @@ TEST(Safetensors, RandomCorruptionIsAnErrorOrHarmless) {
                                {"b", testing::random_tensor({3}, 2, 0, 1, DType::bf16)}},
       {{"step", "3"}});
   const std::string bytes = read_bytes(path);
-  const std::string bad = dir.file("bad.safetensors");
+  const std::string bad = dir.path("bad.safetensors");
   std::mt19937 gen(7);
   for (int trial = 0; trial < 3000; ++trial) {
     std::string b = bytes;
@@ -327,7 +309,7 @@ TEST(Safetensors, RandomCorruptionIsAnErrorOrHarmless) {
 
 TEST(Safetensors, WriteReplacesAnExistingFileAtomically) {
   TempDir dir;
-  const std::string path = dir.file("ck.safetensors");
+  const std::string path = dir.path("ck.safetensors");
   write_safetensors(path, std::vector<NamedTensor>{{"x", Tensor::full({4}, 1.0f)}});
   write_safetensors(path, std::vector<NamedTensor>{{"y", Tensor::full({2}, 2.0f)}});
   SafetensorsFile f(path);
@@ -358,7 +340,7 @@ class FileSizeLimit {
 
 TEST(Safetensors, FailedWriteLeavesNoFileAndKeepsTheOldOne) {
   TempDir dir;
-  const std::string path = dir.file("ck.safetensors");
+  const std::string path = dir.path("ck.safetensors");
   const Tensor old_tensor = Tensor::full({4}, 3.0f);
   write_safetensors(path, std::vector<NamedTensor>{{"old", old_tensor}});
   const std::string before = read_bytes(path);
@@ -382,7 +364,7 @@ TEST(Safetensors, FailedWriteLeavesNoFileAndKeepsTheOldOne) {
   EXPECT_EQ(read_bytes(path), before);
 
   // A directory that does not exist: nothing is created anywhere.
-  const std::string nowhere = dir.file("no/such/dir/ck.safetensors");
+  const std::string nowhere = dir.path("no/such/dir/ck.safetensors");
   try {
     write_safetensors(nowhere, std::vector<NamedTensor>{{"x", old_tensor}});
     FAIL() << "no error";
@@ -397,7 +379,7 @@ TEST(Safetensors, FailedWriteLeavesNoFileAndKeepsTheOldOne) {
 
 TEST(Safetensors, WriterRejectsBadNames) {
   TempDir dir;
-  const std::string path = dir.file("x.safetensors");
+  const std::string path = dir.path("x.safetensors");
   Tensor t = Tensor::full({1}, 1.0f);
   EXPECT_THROW(write_safetensors(path, std::vector<NamedTensor>{{"a", t}, {"a", t}}), Error);
   EXPECT_THROW(write_safetensors(path, std::vector<NamedTensor>{{"__metadata__", t}}), Error);
