@@ -64,6 +64,7 @@ struct FullParam {
 
 struct RunResult {
   std::vector<double> losses;
+  std::vector<double> grad_norms;  // before clipping: catches a gradient scaled by mistake
   double val_loss = 0;
   std::map<std::string, FullParam> params;  // whole tensors, assembled from the TP slices
 };
@@ -105,12 +106,17 @@ RunResult run(const TrainConfig& cfg, const Dataset& data, int dp = 1) {
   comm::run_local(cfg.tp * dp, [&](comm::ProcessGroup& world) {
     set_num_threads(1);
     Trainer t(cfg, world, data);
-    std::vector<double> losses;
-    while (t.steps_done() < cfg.steps) losses.push_back(t.step().loss);
+    std::vector<double> losses, norms;
+    while (t.steps_done() < cfg.steps) {
+      const StepResult r = t.step();
+      losses.push_back(r.loss);
+      norms.push_back(r.grad_norm);
+    }
     const double val = t.evaluate();
     std::lock_guard<std::mutex> lock(mu);
     if (world.rank() == 0) {
       out.losses = losses;
+      out.grad_norms = norms;
       out.val_loss = val;
     }
     if (t.grid().rank_in("dp") == 0) {
@@ -130,6 +136,11 @@ void expect_close(const RunResult& a, const RunResult& b, double lr) {
   ASSERT_EQ(a.losses.size(), b.losses.size());
   for (size_t i = 0; i < a.losses.size(); ++i) {
     EXPECT_NEAR(a.losses[i], b.losses[i], kRel * std::abs(a.losses[i])) << "step " << i + 1;
+  }
+  ASSERT_EQ(a.grad_norms.size(), b.grad_norms.size());
+  for (size_t i = 0; i < a.grad_norms.size(); ++i) {
+    EXPECT_NEAR(a.grad_norms[i], b.grad_norms[i], kRel * std::abs(a.grad_norms[i]))
+        << "grad norm, step " << i + 1;
   }
   EXPECT_NEAR(a.val_loss, b.val_loss, kRel * std::abs(a.val_loss));
   ASSERT_EQ(a.params.size(), b.params.size());
@@ -186,6 +197,18 @@ TEST_F(TrainerTest, GradientAccumulationEqualsOneLargeBatch) {
   accum.micro_batch = 4;
   accum.grad_accum = 2;
   expect_close(run(big, data_, 1), run(accum, data_, 1), big.lr);
+}
+
+// Accumulation with data parallelism: only the last microbatch synchronizes,
+// with small buckets issued during backward.
+TEST_F(TrainerTest, GradientAccumulationWithDataParallelism) {
+  TrainConfig one = tiny_config();
+  one.micro_batch = 8;
+  TrainConfig dp_accum = tiny_config();
+  dp_accum.micro_batch = 2;
+  dp_accum.grad_accum = 2;
+  dp_accum.bucket_mb = 0.01;
+  expect_close(run(one, data_, 1), run(dp_accum, data_, 2), one.lr);
 }
 
 TEST_F(TrainerTest, SameSeedGivesBitwiseSameLosses) {

@@ -17,7 +17,8 @@ double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups&
     }
     if (owner) local += kernels::sum_of_squares(p->grad);
   }
-  // f64 travels as two f32 words would lose bits: send hi and lo parts.
+  // The group reductions are f32: send the f64 partial as a hi and a lo word,
+  // which keeps more of each rank's bits than one word (the sum is f32-accurate).
   float hi = static_cast<float>(local);
   float lo = static_cast<float>(local - static_cast<double>(hi));
   Tensor t = Tensor::from({2}, std::vector<float>{hi, lo});

@@ -50,8 +50,10 @@ void GradSync::mark_ready(const nn::Parameter* p) {
   if (!sync_) return;
   auto it = bucket_of_.find(p);
   WEFT_CHECK(it != bucket_of_.end(), "parameter {} is not managed by this gradient sync", p->name);
+  bool& marked = ready_[p];
+  WEFT_CHECK(!marked, "gradient of {} marked ready twice in one step", p->name);
+  marked = true;
   Bucket& b = buckets_[it->second];
-  WEFT_CHECK(!b.issued, "gradient of {} marked ready twice in one step", p->name);
   if (++b.ready == static_cast<int64_t>(b.params.size())) {
     issue(b);
     ++issued_early_;
@@ -71,6 +73,7 @@ void GradSync::finish() {
       b.issued = false;
       b.work = {};
     }
+    for (auto& [param, marked] : ready_) marked = false;
   }
   if (!sync_) return;
   // Partial sums over the TP group (sequence parallelism): every rank of the

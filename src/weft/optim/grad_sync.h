@@ -59,6 +59,7 @@ class GradSync {
   std::shared_ptr<comm::ProcessGroup> dp_;
   std::vector<Bucket> buckets_;
   std::unordered_map<const nn::Parameter*, size_t> bucket_of_;
+  std::unordered_map<const nn::Parameter*, bool> ready_;  // marked in this step
   bool sync_ = true;
   int64_t issued_early_ = 0;
   int64_t last_issued_early_ = 0;

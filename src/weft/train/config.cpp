@@ -335,7 +335,8 @@ void validate(const TrainConfig& c) {
              c.warmup_steps(), c.steps);
   WEFT_CHECK(c.val_fraction > 0 && c.val_fraction < 1,
              "--val-fraction must lie strictly between 0 and 1, got {}", c.val_fraction);
-  WEFT_CHECK(c.bucket_mb > 0, "--bucket-mb must be positive, got {}", c.bucket_mb);
+  WEFT_CHECK(c.bucket_mb > 0 && c.bucket_mb <= 1 << 20,
+             "--bucket-mb must be positive and at most 1048576 (1 TiB), got {}", c.bucket_mb);
   if (c.sp == nn::SequenceParallel::batch) {
     WEFT_CHECK(c.micro_batch % c.tp == 0,
                "--sp batch splits each micro-batch over the TP ranks: --micro-batch {} must be a "

@@ -107,6 +107,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Datase
   if (!cfg_.resume.empty()) {
     TrainState state = load_checkpoint(cfg_.resume, world, *grid_, *model_, optimizer_.get());
     step_ = state.step;
+    if (cfg_.resume == cfg_.save) saved_step_ = step_;
     data_seed_ = state.data_seed;
     rng_.set_state(state.rng);
     WEFT_CHECK(step_ < cfg_.steps,
@@ -125,7 +126,9 @@ void Trainer::check_finite(double loss, double norm) const {
              "step {}: the {} is not finite ({}); training stopped before this step's update{}. "
              "Lower --lr, keep --grad-clip on, or resume from an earlier checkpoint",
              step_ + 1, loss_bad ? "training loss" : "gradient norm", loss_bad ? loss : norm,
-             cfg_.save.empty() ? "" : " (the last checkpoint in " + cfg_.save + " is kept)");
+             saved_step_ < 0
+                 ? std::string()
+                 : format(" (the checkpoint of step {} in {} is kept)", saved_step_, cfg_.save));
 }
 
 StepResult Trainer::step() {
@@ -206,6 +209,7 @@ void Trainer::save(const std::string& dir) {
   config[kBatchKey] = cfg_.sequences_per_step(grid_->size("dp"));
   TrainState state{.step = step_, .data_seed = data_seed_, .rng = rng_.state(), .config = config};
   save_checkpoint(dir, world_, *grid_, *model_, optimizer_.get(), state);
+  if (dir == cfg_.save) saved_step_ = step_;
 }
 
 std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int64_t tokens,

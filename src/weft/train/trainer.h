@@ -123,6 +123,8 @@ class Trainer {
   std::unique_ptr<Sampler> sampler_;
   BatchSlice slice_{};
   int64_t step_ = 0;
+  // The step of the checkpoint that --save holds (-1: none written yet).
+  int64_t saved_step_ = -1;
   uint64_t data_seed_ = 0;
 };
 
