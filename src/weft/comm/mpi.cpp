@@ -506,8 +506,6 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::split(const std::vector<std::vect
 
 }  // namespace
 
-bool mpi_available() { return true; }
-
 std::shared_ptr<ProcessGroup> mpi_world() {
   Runtime& rt = Runtime::get();
   rt.init();
@@ -584,8 +582,6 @@ void mpi_raw_collective(ProcessGroup& group, OpKind kind, const Tensor& out, con
 #else  // no MPI in this build
 
 namespace weft::comm {
-
-bool mpi_available() { return false; }
 
 std::shared_ptr<ProcessGroup> mpi_world() {
   WEFT_FAIL(

@@ -27,8 +27,6 @@
 
 namespace weft::comm {
 
-// Whether this build has the mpi backend.
-bool mpi_available();
 // The world group of this process under mpirun (initializes MPI). Repeated
 // calls return the same group while it is alive.
 std::shared_ptr<ProcessGroup> mpi_world();

@@ -198,11 +198,6 @@ void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* c
   reduce(op, out, inputs, count, divisor);
 }
 
-void divide_buffer(DType dtype, void* data, int64_t count, int divisor) {
-  const void* one[] = {data};
-  reduce_buffers(dtype, ReduceOp::avg, data, one, count, divisor);
-}
-
 void copy_buffer(void* dst, const void* src, int64_t bytes) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (bytes >= kStreamingBytes && has_avx512()) {

@@ -22,7 +22,4 @@ void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* c
 // first; a copy bigger than the cache gains ~20-30% on the development VM.
 void copy_buffer(void* dst, const void* src, int64_t bytes);
 
-// Scales count elements of f32 or bf16 by 1/divisor in place (avg after a sum).
-void divide_buffer(DType dtype, void* data, int64_t count, int divisor);
-
 }  // namespace weft::comm::detail

@@ -8,22 +8,6 @@ namespace weft::nn {
 
 using parallel::Mapping;
 
-const char* parallel_name(Parallel p) {
-  switch (p) {
-    case Parallel::none: return "none";
-    case Parallel::column: return "column";
-    case Parallel::row: return "row";
-  }
-  return "?";
-}
-
-Parallel parse_parallel(const std::string& s) {
-  if (s == "none" || s == "replicate") return Parallel::none;
-  if (s == "column") return Parallel::column;
-  if (s == "row") return Parallel::row;
-  WEFT_FAIL("unknown parallel mode '{}': use column, row or replicate", s);
-}
-
 const char* sequence_parallel_name(SequenceParallel sp) {
   switch (sp) {
     case SequenceParallel::off: return "off";

@@ -28,8 +28,6 @@ namespace weft::nn {
 enum class Parallel { none, column, row };
 enum class SequenceParallel { off, seq, batch };
 
-const char* parallel_name(Parallel p);
-Parallel parse_parallel(const std::string& s);  // "none"|"replicate", "column", "row"
 const char* sequence_parallel_name(SequenceParallel sp);
 SequenceParallel parse_sequence_parallel(const std::string& s);  // "off", "seq", "batch"
 // The activation dimension SP splits: 1 for seq, 0 for batch.

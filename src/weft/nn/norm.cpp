@@ -6,12 +6,6 @@ namespace weft::nn {
 
 const char* norm_kind_name(NormKind k) { return k == NormKind::layer ? "layernorm" : "rmsnorm"; }
 
-NormKind parse_norm_kind(const std::string& s) {
-  if (s == "layernorm") return NormKind::layer;
-  if (s == "rmsnorm") return NormKind::rms;
-  WEFT_FAIL("unknown normalization '{}': use layernorm or rmsnorm", s);
-}
-
 Norm::Norm(NormKind kind, NormConfig cfg) : Module(cfg.name), kind_(kind), cfg_(std::move(cfg)) {
   WEFT_CHECK(cfg_.width > 0, "{}: {} needs a positive width, got {}", cfg_.name,
              norm_kind_name(kind_), cfg_.width);

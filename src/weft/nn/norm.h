@@ -22,8 +22,7 @@
 namespace weft::nn {
 
 enum class NormKind { layer, rms };
-const char* norm_kind_name(NormKind k);          // "layernorm", "rmsnorm"
-NormKind parse_norm_kind(const std::string& s);  // "layernorm", "rmsnorm"
+const char* norm_kind_name(NormKind k);  // "layernorm", "rmsnorm"
 
 struct NormConfig {
   std::string name{};  // parameters <name>.weight [, <name>.bias]
