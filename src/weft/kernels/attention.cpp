@@ -92,21 +92,32 @@ int64_t heads_bytes(const Dims& d, DType dt) {
   return aligned(d.B * d.T * d.C * element_bytes(dt));
 }
 
-// The (T x D) matrix of every (b, h) in a dense (B, H, T, D) buffer; read
-// transposed (D x T) when asked.
-StridedMatrices dense_heads(void* data, DType dtype, const Dims& d, bool transposed) {
+// The (rows x cols) matrix of every (b, h) in a dense (B, H, rows, cols)
+// buffer; read transposed (cols x rows) when asked.
+StridedMatrices dense_matrices(void* data, DType dtype, const Dims& d, int64_t rows, int64_t cols,
+                               bool transposed) {
   StridedMatrices m;
   m.data = data;
   m.dtype = dtype;
   m.batch[0] = d.B;
   m.batch[1] = d.H;
-  m.batch_stride[0] = d.H * d.T * d.D;
-  m.batch_stride[1] = d.T * d.D;
-  m.rows = transposed ? d.D : d.T;
-  m.cols = transposed ? d.T : d.D;
-  m.row_stride = transposed ? 1 : d.D;
-  m.col_stride = transposed ? d.D : 1;
+  m.batch_stride[0] = d.H * rows * cols;
+  m.batch_stride[1] = rows * cols;
+  m.rows = transposed ? cols : rows;
+  m.cols = transposed ? rows : cols;
+  m.row_stride = transposed ? 1 : cols;
+  m.col_stride = transposed ? cols : 1;
   return m;
+}
+
+// The (T x D) head matrices of a dense (B, H, T, D) copy.
+StridedMatrices dense_heads(void* data, DType dtype, const Dims& d, bool transposed) {
+  return dense_matrices(data, dtype, d, d.T, d.D, transposed);
+}
+
+// The (T x T) matrices of a dense (B, H, T, T) buffer.
+StridedMatrices square_matrices(void* data, DType dtype, const Dims& d, bool transposed) {
+  return dense_matrices(data, dtype, d, d.T, d.T, transposed);
 }
 
 // Part `part` (0 q, 1 k, 2 v) of a (B, T, 3C) tensor: its dense copy when
@@ -147,22 +158,6 @@ void copy_heads(const Tensor& t, const Dims& d, std::initializer_list<HeadCopy> 
       }
     }
   }
-}
-
-// The (T x T) matrix of every (b, h) in a dense (B, H, T, T) buffer.
-StridedMatrices square_matrices(void* data, DType dtype, const Dims& d, bool transposed) {
-  StridedMatrices m;
-  m.data = data;
-  m.dtype = dtype;
-  m.batch[0] = d.B;
-  m.batch[1] = d.H;
-  m.batch_stride[0] = d.H * d.T * d.T;
-  m.batch_stride[1] = d.T * d.T;
-  m.rows = d.T;
-  m.cols = d.T;
-  m.row_stride = transposed ? 1 : d.T;
-  m.col_stride = transposed ? d.T : 1;
-  return m;
 }
 
 // e^x for x <= 0, within a few ulp (Cephes' expf: e^x = 2^n · e^r with
