@@ -189,22 +189,40 @@ void point_to_point(ProcessGroup& g) {
   g.barrier().wait();
 }
 
+// Chunks past 4 MiB take the streaming paths of the local backend (all_gather
+// pushes each chunk to every rank; reductions combine in registers and stream
+// out); an odd count puts chunk edges off the 64-byte boundaries.
 void large_messages(ProcessGroup& g) {
   const int n = g.size(), me = g.rank();
-  const int64_t count = 1 << 18;  // 1 MiB of f32 per rank
-  Tensor in = Tensor::full({count}, static_cast<float>(me + 1));
+  const int64_t count = (int64_t{4} << 20) / 4 + 3;  // per rank, f32
+  Tensor in = filled({count}, DType::f32, me);
+  std::vector<float> gathered;
+  for (int p = 0; p < n; ++p) {
+    for (int64_t i = 0; i < count; ++i) gathered.push_back(value(p, i));
+  }
   Tensor out = Tensor::zeros({count * n});
   g.all_gather(out, in).wait();
-  std::vector<float> want;
-  for (int p = 0; p < n; ++p)
-    want.insert(want.end(), static_cast<size_t>(count), static_cast<float>(p + 1));
-  expect_values(out, want, tag(g, "all_gather 1 MiB"));
-  Tensor rs = Tensor::zeros({count});
-  g.reduce_scatter(rs, out).wait();
-  // Chunk `me` of every rank's `out` holds me + 1.
-  expect_values(rs,
-                std::vector<float>(static_cast<size_t>(count), static_cast<float>(n * (me + 1))),
-                tag(g, "reduce_scatter 1 MiB"));
+  expect_values(out, gathered, tag(g, "all_gather 4 MiB"));
+  Tensor big = Tensor::zeros({count * n});
+  big.chunk(n)[static_cast<size_t>(me)].copy_from(in);
+  g.all_gather(big, big.chunk(n)[static_cast<size_t>(me)]).wait();
+  expect_values(big, gathered, tag(g, "in-place all_gather 4 MiB"));
+
+  // Rank p's input: value(p, i) over the whole tensor.
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+      const std::string what =
+          format("{} reduce_scatter ({}) 4 MiB", dtype_name(dtype), reduce_op_name(op));
+      Tensor input = filled({count * n}, dtype, me);
+      std::vector<float> want;
+      for (int64_t i = 0; i < count; ++i) want.push_back(reduced(op, n, me * count + i, dtype));
+      Tensor rs = Tensor::zeros({count}, dtype);
+      g.reduce_scatter(rs, input, op).wait();
+      expect_values(rs, want, tag(g, what));
+      g.reduce_scatter(input.chunk(n)[static_cast<size_t>(me)], input, op).wait();
+      expect_values(input.chunk(n)[static_cast<size_t>(me)], want, tag(g, "in-place " + what));
+    }
+  }
 }
 
 // Many operations in flight at once complete in issue order with the right data.

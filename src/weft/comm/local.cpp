@@ -391,8 +391,19 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
   switch (op.kind) {
     case OpKind::all_gather: {
       const int64_t chunk = op.in.nbytes();
+      if (chunk >= detail::kStreamingBytes) {
+        // Large: push this rank's chunk into every output, reading it once.
+        std::vector<void*> dsts;
+        for (int i = 0; i < n; ++i) {
+          int p = (me + i) % n;  // start with a different peer on every rank
+          if (p != me || !op.in_place) dsts.push_back(bytes_of(peer(p).out) + me * chunk);
+        }
+        detail::copy_to_many(dsts, op.in.raw(), chunk);
+        break;
+      }
+      // Small: pull every chunk, so that it lands in this rank's caches.
       for (int i = 0; i < n; ++i) {
-        int p = (me + i) % n;  // start with a different peer on every rank
+        int p = (me + i) % n;
         if (p == me && op.in_place) continue;
         detail::copy_buffer(bytes_of(op.out) + p * chunk, peer(p).in.raw(), chunk);
       }

@@ -2,6 +2,11 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+// GCC 12 reports its own AVX-512 intrinsics' `_mm512_undefined_*` operands as
+// maybe uninitialized once inlined (GCC bug 105593).
+#if !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 #include <algorithm>
@@ -42,11 +47,30 @@ struct BF16 {
 
 // How an element combines with the running result: sum (and avg) or max,
 // where max lets NaN win.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define WEFT_X86 1
+// For the AVX-512 forms below (`vapply`): always inlined into the streaming
+// kernel, which is compiled for AVX-512.
+#define WEFT_AVX512_INLINE [[gnu::target("avx512f"), gnu::always_inline]] static inline
+#else
+#define WEFT_X86 0
+#endif
+
 struct Add {
   static float apply(float acc, float x) { return acc + x; }
+#if WEFT_X86
+  WEFT_AVX512_INLINE __m512 vapply(__m512 acc, __m512 x) { return _mm512_add_ps(acc, x); }
+#endif
 };
 struct Max {
   static float apply(float acc, float x) { return (x > acc || x != x) ? x : acc; }
+#if WEFT_X86
+  WEFT_AVX512_INLINE __m512 vapply(__m512 acc, __m512 x) {
+    const __mmask16 take =
+        _mm512_cmp_ps_mask(x, acc, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_mask_mov_ps(acc, take, x);
+  }
+#endif
 };
 
 // What happens to the combined value before it is stored (avg scales).
@@ -54,13 +78,34 @@ struct Max {
 // of equal values is exact.
 struct Keep {
   static float apply(float v, float) { return v; }
+#if WEFT_X86
+  WEFT_AVX512_INLINE __m512 vapply(__m512 v, __m512) { return v; }
+#endif
 };
 struct Multiply {
   static float apply(float v, float factor) { return v * factor; }
+#if WEFT_X86
+  WEFT_AVX512_INLINE __m512 vapply(__m512 v, __m512 factor) { return _mm512_mul_ps(v, factor); }
+#endif
 };
 struct Divide {
   static float apply(float v, float divisor) { return v / divisor; }
+#if WEFT_X86
+  WEFT_AVX512_INLINE __m512 vapply(__m512 v, __m512 divisor) { return _mm512_div_ps(v, divisor); }
+#endif
 };
+
+// Calls fn(Op{}, Finish{}, factor) with the combination and the finishing
+// step of `op` (avg divides the sum by `divisor`), as reduce_typed does.
+template <typename Fn>
+[[gnu::always_inline]] inline void with_reduction(ReduceOp op, int divisor, Fn&& fn) {
+  if (op == ReduceOp::max) return fn(Max{}, Keep{}, 0.0f);
+  if (op == ReduceOp::sum) return fn(Add{}, Keep{}, 0.0f);
+  if (divisor == 1 || divisor == 2 || divisor == 4 || divisor == 8) {
+    return fn(Add{}, Multiply{}, 1.0f / static_cast<float>(divisor));
+  }
+  fn(Add{}, Divide{}, static_cast<float>(divisor));
+}
 
 // out[i] = finish(in[0][i] op in[1][i] op ... op in[k-1][i]) for the m
 // elements from `offset`: one fused pass for up to two inputs; beyond, an f32
@@ -109,6 +154,8 @@ template <typename E>
 [[gnu::always_inline]] inline void reduce_typed(ReduceOp op, void* out,
                                                 std::span<const void* const> inputs, int64_t count,
                                                 int divisor) {
+  // Spelled out rather than through with_reduction: a lambda would not be
+  // compiled for the target of each clone below.
   if (op == ReduceOp::max) return reduce_loops<E, Max, Keep>(out, inputs, count, 0.0f);
   if (op == ReduceOp::sum) return reduce_loops<E, Add, Keep>(out, inputs, count, 0.0f);
   if (divisor == 1 || divisor == 2 || divisor == 4 || divisor == 8) {
@@ -121,7 +168,7 @@ template <typename E>
 // the library is built for, and the processor picks one at load time: with
 // SSE2 alone (no 32 -> 16-bit narrowing) the bf16 loops take about twice as
 // long as with AVX-512.
-#if defined(__x86_64__) && defined(__GNUC__)
+#if WEFT_X86
 #define WEFT_REDUCE_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
 #else
 #define WEFT_REDUCE_CLONES
@@ -143,25 +190,83 @@ void reduce_bf16(ReduceOp op, void* out, std::span<const void* const> inputs, in
 
 namespace {
 
-// Below this a copy fits in the caches, where normal stores are faster and
-// leave the data where the next reader finds it.
-constexpr int64_t kStreamingBytes = int64_t{4} << 20;
-
-#if defined(__x86_64__) && defined(__GNUC__)
-[[gnu::target("avx512f")]] void stream_copy(char* dst, const char* src, int64_t bytes) {
-  const int64_t head = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64);
+#if WEFT_X86
+// Streams `bytes` from src to dst; the caller fences (_mm_sfence) before
+// anyone else may read dst.
+[[gnu::target("avx512f")]] void stream_copy_unfenced(char* dst, const char* src, int64_t bytes) {
+  const int64_t head = std::min(
+      bytes, static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64));
   std::memcpy(dst, src, static_cast<size_t>(head));
   int64_t i = head;
   for (; i + 64 <= bytes; i += 64) {
     _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
   }
-  _mm_sfence();
   std::memcpy(dst + i, src + i, static_cast<size_t>(bytes - i));
+}
+
+void stream_copy(char* dst, const char* src, int64_t bytes) {
+  stream_copy_unfenced(dst, src, bytes);
+  _mm_sfence();
 }
 
 bool has_avx512() {
   static const bool yes = __builtin_cpu_supports("avx512f");
   return yes;
+}
+
+// 64 bytes of elements as f32 vectors, and back: the vector forms of F32 and
+// BF16 above, with the same rounding and NaN rules.
+struct VF32 {
+  static constexpr int kVectors = 1;
+  WEFT_AVX512_INLINE void load(const char* p, __m512* v) { v[0] = _mm512_loadu_ps(p); }
+  WEFT_AVX512_INLINE __m512i pack(const __m512* v) { return _mm512_castps_si512(v[0]); }
+};
+
+struct VBF16 {
+  static constexpr int kVectors = 2;
+  WEFT_AVX512_INLINE __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  WEFT_AVX512_INLINE __m256i narrow(__m512 v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    const __m512i quiet_nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet_nan));
+  }
+  WEFT_AVX512_INLINE void load(const char* p, __m512* v) {
+    const __m512i raw = _mm512_loadu_si512(p);
+    v[0] = widen(_mm512_castsi512_si256(raw));
+    v[1] = widen(_mm512_extracti64x4_epi64(raw, 1));
+  }
+  WEFT_AVX512_INLINE __m512i pack(const __m512* v) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(narrow(v[0])), narrow(v[1]), 1);
+  }
+};
+
+// The out-of-place reduction of `bytes` (a multiple of 64) into a 64-byte
+// aligned `out`: every 64 bytes are combined in registers, input by input in
+// order, and streamed out. The same arithmetic as reduce_block, so the same
+// bits.
+template <typename V, typename Op, typename Finish>
+[[gnu::target("avx512f")]] void stream_reduce(char* out, std::span<const char* const> inputs,
+                                              int64_t bytes, float factor) {
+  const __m512 f = _mm512_set1_ps(factor);
+  const size_t k = inputs.size();
+  for (int64_t i = 0; i < bytes; i += 64) {
+    __m512 acc[V::kVectors], x[V::kVectors];
+    V::load(inputs[0] + i, acc);
+    for (size_t j = 1; j < k; ++j) {
+      V::load(inputs[j] + i, x);
+      for (int v = 0; v < V::kVectors; ++v) acc[v] = Op::vapply(acc[v], x[v]);
+    }
+    for (int v = 0; v < V::kVectors; ++v) acc[v] = Finish::vapply(acc[v], f);
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), V::pack(acc));
+  }
+  _mm_sfence();
 }
 #endif
 
@@ -174,24 +279,40 @@ void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* c
              "reductions need f32 or bf16 tensors, got {}", dtype_name(dtype));
   auto reduce = dtype == DType::f32 ? reduce_f32 : reduce_bf16;
   const int64_t elem = dtype_bits(dtype) / 8;
-#if defined(__x86_64__) && defined(__GNUC__)
-  // A large output is reduced block by block into a cache-resident buffer and
-  // streamed out, as copy_buffer does: the same values, one memory pass less.
-  constexpr size_t kMaxInputs = 16;
-  // In place, streaming would evict lines just read from the same addresses.
+#if WEFT_X86
+  // A large output is combined in registers and streamed out, one memory pass
+  // less than storing through the caches. In place, streaming would evict
+  // lines just read from the same addresses.
   const bool aliased = std::find(inputs.begin(), inputs.end(), out) != inputs.end();
-  if (!aliased && count * elem >= kStreamingBytes && inputs.size() <= kMaxInputs && has_avx512()) {
-    constexpr int64_t kStreamBlock = 16384;
-    thread_local std::vector<char> block(static_cast<size_t>(kStreamBlock) * 4);
-    std::array<const void*, kMaxInputs> shifted{};
-    for (int64_t b0 = 0; b0 < count; b0 += kStreamBlock) {
-      const int64_t n = std::min(kStreamBlock, count - b0);
-      for (size_t k = 0; k < inputs.size(); ++k) {
-        shifted[k] = static_cast<const char*>(inputs[k]) + b0 * elem;
-      }
-      reduce(op, block.data(), std::span(shifted.data(), inputs.size()), n, divisor);
-      stream_copy(static_cast<char*>(out) + b0 * elem, block.data(), n * elem);
+  const auto address = reinterpret_cast<uintptr_t>(out);
+  constexpr size_t kMaxInputs = 64;
+  if (!aliased && count * elem >= kStreamingBytes && address % elem == 0 &&
+      inputs.size() <= kMaxInputs && has_avx512()) {
+    // Elements before the first 64-byte boundary and after the last one take
+    // the ordinary loops.
+    const int64_t head = static_cast<int64_t>((64 - address % 64) % 64) / elem;
+    const int64_t body = (count - head) * elem / 64 * 64;
+    const int64_t tail = head + body / elem;
+    std::array<const void*, kMaxInputs> edge{};
+    std::array<const char*, kMaxInputs> shifted{};
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      shifted[j] = static_cast<const char*>(inputs[j]) + head * elem;
     }
+    reduce(op, out, inputs, head, divisor);
+    with_reduction(op, divisor, [&]<typename Op, typename Finish>(Op, Finish, float factor) {
+      const std::span<const char* const> in(shifted.data(), inputs.size());
+      char* dst = static_cast<char*>(out) + head * elem;
+      if (dtype == DType::f32) {
+        stream_reduce<VF32, Op, Finish>(dst, in, body, factor);
+      } else {
+        stream_reduce<VBF16, Op, Finish>(dst, in, body, factor);
+      }
+    });
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      edge[j] = static_cast<const char*>(inputs[j]) + tail * elem;
+    }
+    reduce(op, static_cast<char*>(out) + tail * elem, std::span(edge.data(), inputs.size()),
+           count - tail, divisor);
     return;
   }
 #endif
@@ -199,13 +320,29 @@ void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* c
 }
 
 void copy_buffer(void* dst, const void* src, int64_t bytes) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if WEFT_X86
   if (bytes >= kStreamingBytes && has_avx512()) {
     stream_copy(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
     return;
   }
 #endif
   std::memcpy(dst, src, static_cast<size_t>(bytes));
+}
+
+void copy_to_many(std::span<void* const> dsts, const void* src, int64_t bytes) {
+#if WEFT_X86
+  if (dsts.size() > 1 && bytes >= kStreamingBytes && has_avx512()) {
+    constexpr int64_t kCopyBlock = 16384;  // a third of a 48 KiB L1
+    const char* s = static_cast<const char*>(src);
+    for (int64_t b0 = 0; b0 < bytes; b0 += kCopyBlock) {
+      const int64_t n = std::min(kCopyBlock, bytes - b0);
+      for (void* d : dsts) stream_copy_unfenced(static_cast<char*>(d) + b0, s + b0, n);
+    }
+    _mm_sfence();
+    return;
+  }
+#endif
+  for (void* d : dsts) copy_buffer(d, src, bytes);
 }
 
 }  // namespace weft::comm::detail

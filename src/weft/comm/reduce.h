@@ -17,9 +17,21 @@ namespace weft::comm::detail {
 void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
                     int64_t count, int divisor);
 
+// From this size on, copy_buffer, copy_to_many and an out-of-place
+// reduce_buffers stream their stores past the caches: below it the data fits
+// in the caches, where normal stores are faster and leave the data where the
+// next reader finds it.
+inline constexpr int64_t kStreamingBytes = int64_t{4} << 20;
+
 // memcpy for the local backend's data movement: large copies use streaming
 // (non-temporal) stores, which skip reading the destination into the cache
 // first; a copy bigger than the cache gains ~20-30% on the development VM.
 void copy_buffer(void* dst, const void* src, int64_t bytes);
+
+// copy_buffer of one source into several destinations. A large source is read
+// from memory once, block by block, and each block is streamed to every
+// destination while it is still in the L1 cache: n + 1 memory passes instead
+// of 2n.
+void copy_to_many(std::span<void* const> dsts, const void* src, int64_t bytes);
 
 }  // namespace weft::comm::detail
