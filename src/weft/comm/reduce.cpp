@@ -194,8 +194,8 @@ namespace {
 // Streams `bytes` from src to dst; the caller fences (_mm_sfence) before
 // anyone else may read dst.
 [[gnu::target("avx512f")]] void stream_copy_unfenced(char* dst, const char* src, int64_t bytes) {
-  const int64_t head = std::min(
-      bytes, static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64));
+  const int64_t head =
+      std::min(bytes, static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64));
   std::memcpy(dst, src, static_cast<size_t>(head));
   int64_t i = head;
   for (; i + 64 <= bytes; i += 64) {
@@ -222,38 +222,40 @@ struct VF32 {
   WEFT_AVX512_INLINE __m512i pack(const __m512* v) { return _mm512_castps_si512(v[0]); }
 };
 
+// bf16 pairs are split, not widened in order: the even elements shifted into
+// the high halves of the 32-bit lanes, the odd ones masked in place. The
+// reduction is element-wise, so the order does not matter, and packing puts
+// every element back where it came from.
 struct VBF16 {
   static constexpr int kVectors = 2;
-  WEFT_AVX512_INLINE __m512 widen(__m256i h) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-  WEFT_AVX512_INLINE __m256i narrow(__m512 v) {
+  // The rounded bf16 in the high half of each lane (low half: garbage).
+  WEFT_AVX512_INLINE __m512i round_high(__m512 v) {
     const __m512i u = _mm512_castps_si512(v);
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_srli_epi32(
-        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-    const __m512i quiet_nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet_nan));
+    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));  // quieted
   }
   WEFT_AVX512_INLINE void load(const char* p, __m512* v) {
     const __m512i raw = _mm512_loadu_si512(p);
-    v[0] = widen(_mm512_castsi512_si256(raw));
-    v[1] = widen(_mm512_extracti64x4_epi64(raw, 1));
+    v[0] = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+    v[1] = _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32(-65536)));
   }
   WEFT_AVX512_INLINE __m512i pack(const __m512* v) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(narrow(v[0])), narrow(v[1]), 1);
+    // (even >> 16) | (odd & 0xffff0000)
+    return _mm512_ternarylogic_epi32(_mm512_srli_epi32(round_high(v[0]), 16), round_high(v[1]),
+                                     _mm512_set1_epi32(-65536), 0xf8);
   }
 };
 
-// The out-of-place reduction of `bytes` (a multiple of 64) into a 64-byte
-// aligned `out`: every 64 bytes are combined in registers, input by input in
-// order, and streamed out. The same arithmetic as reduce_block, so the same
-// bits.
-template <typename V, typename Op, typename Finish>
-[[gnu::target("avx512f")]] void stream_reduce(char* out, std::span<const char* const> inputs,
-                                              int64_t bytes, float factor) {
+// The reduction of `bytes` (a multiple of 64) into a 64-byte aligned `out`:
+// every 64 bytes are combined in registers, input by input in order, and
+// stored, past the caches when `Stream`. The same arithmetic as reduce_block,
+// so the same bits. `out` may be one of the inputs: each 64 bytes are read
+// from every input before they are stored.
+template <typename V, typename Op, typename Finish, bool Stream>
+[[gnu::target("avx512f")]] void reduce_vectors(char* out, std::span<const char* const> inputs,
+                                               int64_t bytes, float factor) {
   const __m512 f = _mm512_set1_ps(factor);
   const size_t k = inputs.size();
   for (int64_t i = 0; i < bytes; i += 64) {
@@ -264,9 +266,13 @@ template <typename V, typename Op, typename Finish>
       for (int v = 0; v < V::kVectors; ++v) acc[v] = Op::vapply(acc[v], x[v]);
     }
     for (int v = 0; v < V::kVectors; ++v) acc[v] = Finish::vapply(acc[v], f);
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), V::pack(acc));
+    if constexpr (Stream) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), V::pack(acc));
+    } else {
+      _mm512_store_si512(out + i, V::pack(acc));
+    }
   }
-  _mm_sfence();
+  if constexpr (Stream) _mm_sfence();
 }
 #endif
 
@@ -280,14 +286,15 @@ void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* c
   auto reduce = dtype == DType::f32 ? reduce_f32 : reduce_bf16;
   const int64_t elem = dtype_bits(dtype) / 8;
 #if WEFT_X86
-  // A large output is combined in registers and streamed out, one memory pass
-  // less than storing through the caches. In place, streaming would evict
-  // lines just read from the same addresses.
+  // A large output is combined in registers and stored 64 bytes at a time;
+  // out of place, the stores stream past the caches, one memory pass less. In
+  // place they must not: streaming would evict lines just read from the same
+  // addresses.
   const bool aliased = std::find(inputs.begin(), inputs.end(), out) != inputs.end();
   const auto address = reinterpret_cast<uintptr_t>(out);
   constexpr size_t kMaxInputs = 64;
-  if (!aliased && count * elem >= kStreamingBytes && address % elem == 0 &&
-      inputs.size() <= kMaxInputs && has_avx512()) {
+  if (count * elem >= kStreamingBytes && address % elem == 0 && inputs.size() <= kMaxInputs &&
+      has_avx512()) {
     // Elements before the first 64-byte boundary and after the last one take
     // the ordinary loops.
     const int64_t head = static_cast<int64_t>((64 - address % 64) % 64) / elem;
@@ -302,11 +309,16 @@ void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* c
     with_reduction(op, divisor, [&]<typename Op, typename Finish>(Op, Finish, float factor) {
       const std::span<const char* const> in(shifted.data(), inputs.size());
       char* dst = static_cast<char*>(out) + head * elem;
-      if (dtype == DType::f32) {
-        stream_reduce<VF32, Op, Finish>(dst, in, body, factor);
-      } else {
-        stream_reduce<VBF16, Op, Finish>(dst, in, body, factor);
-      }
+      using F = VF32;
+      using B = VBF16;
+      if (dtype == DType::f32 && !aliased)
+        reduce_vectors<F, Op, Finish, true>(dst, in, body, factor);
+      if (dtype == DType::f32 && aliased)
+        reduce_vectors<F, Op, Finish, false>(dst, in, body, factor);
+      if (dtype == DType::bf16 && !aliased)
+        reduce_vectors<B, Op, Finish, true>(dst, in, body, factor);
+      if (dtype == DType::bf16 && aliased)
+        reduce_vectors<B, Op, Finish, false>(dst, in, body, factor);
     });
     for (size_t j = 0; j < inputs.size(); ++j) {
       edge[j] = static_cast<const char*>(inputs[j]) + tail * elem;
