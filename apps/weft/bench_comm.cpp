@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,7 @@ struct Row {
   int64_t bytes = 0, count = 0;
   double oop_s = 0, ip_s = 0, base = 0;  // base: bytes/s (memcpy) or raw busbw
   int64_t wrong_oop = 0, wrong_ip = 0;
+  int iters = 0;  // timed calls per round
 };
 
 bool reduces(OpKind op) { return op == OpKind::all_reduce || op == OpKind::reduce_scatter; }
@@ -211,6 +213,7 @@ Row measure(ProcessGroup& g, const Config& c, int64_t bytes_wanted) {
         across_ranks(g, static_cast<double>(check(g, c, b, true)), ReduceOp::sum));
   }
   const int iters = iterations(c, row.bytes);
+  row.iters = iters;
   const int warmup = c.warmup > 0 ? c.warmup : std::max(2, iters / 10);
   const bool local = g.backend() == "local";
   const bool raw_mpi = !local && (!reduces(c.op) || c.dtype == DType::f32);
@@ -238,23 +241,33 @@ Row measure(ProcessGroup& g, const Config& c, int64_t bytes_wanted) {
     }
     return std::chrono::duration<double>(Clock::now() - t0).count() / std::max(calls, 1);
   };
-  // Rounds alternate the three measurements so that a slow spell of a shared
-  // machine hits all of them alike; each keeps its fastest round.
-  double oop = 0, ip = 0, base = 0;
+  // Rounds alternate the three measurements, each round starting with a
+  // different one, so that a slow spell of a shared machine or the order
+  // itself favours none of them; each keeps its fastest round. The first
+  // round warms each up.
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  double oop = kNever, ip = kNever, base = kNever;
+  const bool has_baseline = local || raw_mpi;
   for (int round = 0; round < c.rounds; ++round) {
     const int w = round == 0 ? warmup : 0;
-    const double o = across_ranks(g, time_calls(g, w, iters, [&] { return issue(g, c, b, false); }),
-                                  ReduceOp::max);
-    const double i = across_ranks(g, time_calls(g, w, iters, [&] { return issue(g, c, b, true); }),
-                                  ReduceOp::max);
-    double t = 0;
-    if (local || raw_mpi) {
-      if (w > 0) baseline(w);
-      t = across_ranks(g, baseline(iters), ReduceOp::max);
+    for (int step = 0; step < 3; ++step) {
+      switch ((round + step) % 3) {
+        case 0:
+          oop = std::min(
+              oop, across_ranks(g, time_calls(g, w, iters, [&] { return issue(g, c, b, false); }),
+                                ReduceOp::max));
+          break;
+        case 1:
+          ip = std::min(
+              ip, across_ranks(g, time_calls(g, w, iters, [&] { return issue(g, c, b, true); }),
+                               ReduceOp::max));
+          break;
+        default:
+          if (!has_baseline) break;
+          if (w > 0) baseline(w);
+          base = std::min(base, across_ranks(g, baseline(iters), ReduceOp::max));
+      }
     }
-    oop = round == 0 ? o : std::min(oop, o);
-    ip = round == 0 ? i : std::min(ip, i);
-    base = round == 0 ? t : std::min(base, t);
   }
   row.oop_s = oop;
   row.ip_s = ip;
@@ -272,16 +285,20 @@ std::string fmt(const char* f, double v) {
 void print_header(const Config& c, ProcessGroup& g, int64_t sizes) {
   const bool local = g.backend() == "local";
   std::printf(
-      "# weft bench comm: %s, %s backend, %d ranks, %s%s, %lld sizes from %lld to %lld bytes\n",
+      "# weft bench comm: %s, %s backend, %d ranks, %s%s, %lld size%s from %lld to %lld bytes\n",
       std::string(weft::comm::op_kind_name(c.op)).c_str(), local ? "local" : "mpi", g.size(),
       std::string(weft::dtype_name(c.dtype)).c_str(),
       reduces(c.op) ? (", " + std::string(weft::comm::reduce_op_name(c.reduce))).c_str() : "",
-      static_cast<long long>(sizes), static_cast<long long>(c.min_bytes),
+      static_cast<long long>(sizes), sizes == 1 ? "" : "s", static_cast<long long>(c.min_bytes),
       static_cast<long long>(c.max_bytes));
   std::printf(
       "# baseline: %s\n",
       local ? "single-thread memcpy of the same bytes (GB/s copied); ratio = busbw / memcpy"
             : "the raw MPI collective called directly (its busbw); ratio = busbw / raw busbw");
+  std::printf("# timing: the slowest rank's mean per call over %s, the fastest of %d rounds\n",
+              c.iters > 0 ? (std::to_string(c.iters) + " back-to-back calls").c_str()
+                          : "back-to-back calls that move about 1 GiB (10 to 1000 calls)",
+              c.rounds);
   std::printf("#\n");
   std::printf("# %10s %12s %6s %6s %5s   %9s %7s %7s %6s   %9s %7s %7s %6s   %8s %6s %6s\n", "", "",
               "", "", "", "", "out-of", "-place", "", "", "in-p", "lace", "", "baseline", "ratio",
@@ -395,7 +412,7 @@ int bench_comm(const std::vector<std::string>& args) {
             "{\"op\":\"%s\",\"bytes\":%lld,\"count\":%lld,\"dtype\":\"%s\",\"redop\":\"%s\","
             "\"ranks\":%d,\"backend\":\"%s\",\"oop_us\":%.2f,\"oop_algbw\":%.3f,\"oop_busbw\":%.3f,"
             "\"ip_us\":%.2f,\"ip_algbw\":%.3f,\"ip_busbw\":%.3f,\"wrong\":%lld,\"baseline\":\"%s\","
-            "\"baseline_gbps\":%s,\"oop_ratio\":%s,\"ip_ratio\":%s}\n",
+            "\"baseline_gbps\":%s,\"oop_ratio\":%s,\"ip_ratio\":%s,\"iters\":%d,\"rounds\":%d}\n",
             std::string(weft::comm::op_kind_name(c.op)).c_str(), static_cast<long long>(r.bytes),
             static_cast<long long>(r.count), std::string(weft::dtype_name(c.dtype)).c_str(),
             redop.c_str(), n, std::string(world.backend()).c_str(), r.oop_s * 1e6, oop_alg,
@@ -403,7 +420,7 @@ int bench_comm(const std::vector<std::string>& args) {
             world.backend() == "local" ? "memcpy" : "raw_mpi",
             base > 0 ? fmt("%.3f", base).c_str() : "null",
             base > 0 ? fmt("%.3f", oop_ratio).c_str() : "null",
-            base > 0 ? fmt("%.3f", ip_ratio).c_str() : "null");
+            base > 0 ? fmt("%.3f", ip_ratio).c_str() : "null", r.iters, c.rounds);
       } else {
         std::printf(
             "  %10lld %12lld %6s %6s %5s   %9.1f %7.2f %7.2f %6lld   %9.1f %7.2f %7.2f %6lld   "

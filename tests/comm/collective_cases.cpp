@@ -194,7 +194,7 @@ void point_to_point(ProcessGroup& g) {
 // out); an odd count puts chunk edges off the 64-byte boundaries.
 void large_messages(ProcessGroup& g) {
   const int n = g.size(), me = g.rank();
-  const int64_t count = (int64_t{4} << 20) / 4 + 3;  // per rank, f32
+  const int64_t count = (int64_t{4} << 20) / 4 + 3;  // f32 per rank
   Tensor in = filled({count}, DType::f32, me);
   std::vector<float> gathered;
   for (int p = 0; p < n; ++p) {
@@ -208,20 +208,36 @@ void large_messages(ProcessGroup& g) {
   g.all_gather(big, big.chunk(n)[static_cast<size_t>(me)]).wait();
   expect_values(big, gathered, tag(g, "in-place all_gather 4 MiB"));
 
-  // Rank p's input: value(p, i) over the whole tensor.
+  // Rank p's input: value(p, i) over the whole tensor; every chunk of at
+  // least 4 MiB in either dtype.
   for (DType dtype : {DType::f32, DType::bf16}) {
+    const int64_t chunk = (int64_t{4} << 20) / (dtype_bits(dtype) / 8) + 3;
+    const Tensor original = filled({chunk * n}, dtype, me);
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
       const std::string what =
           format("{} reduce_scatter ({}) 4 MiB", dtype_name(dtype), reduce_op_name(op));
-      Tensor input = filled({count * n}, dtype, me);
+      Tensor input = original.clone();
       std::vector<float> want;
-      for (int64_t i = 0; i < count; ++i) want.push_back(reduced(op, n, me * count + i, dtype));
-      Tensor rs = Tensor::zeros({count}, dtype);
+      for (int64_t i = 0; i < chunk; ++i) want.push_back(reduced(op, n, me * chunk + i, dtype));
+      Tensor rs = Tensor::zeros({chunk}, dtype);
       g.reduce_scatter(rs, input, op).wait();
       expect_values(rs, want, tag(g, what));
       g.reduce_scatter(input.chunk(n)[static_cast<size_t>(me)], input, op).wait();
       expect_values(input.chunk(n)[static_cast<size_t>(me)], want, tag(g, "in-place " + what));
     }
+    // all_reduce: each rank reduces one part of at least 4 MiB, starting at an
+    // odd element, and copies the others' parts from their outputs (f32 only:
+    // the bf16 arithmetic is the reduce_scatter's above).
+    if (dtype != DType::f32) continue;
+    std::vector<float> want;
+    for (int64_t i = 0; i < chunk * n; ++i) want.push_back(reduced(ReduceOp::sum, n, i, dtype));
+    Tensor ar = Tensor::zeros({chunk * n}, dtype);
+    g.all_reduce(ar, original).wait();
+    expect_values(ar, want, tag(g, format("{} all_reduce 4 MiB", dtype_name(dtype))));
+    Tensor ar_in_place = original.clone();
+    g.all_reduce(ar_in_place).wait();
+    expect_values(ar_in_place, want,
+                  tag(g, format("in-place {} all_reduce 4 MiB", dtype_name(dtype))));
   }
 }
 

@@ -11,46 +11,48 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "weft/core/dtype.h"
+#include "weft/core/error.h"
 
 namespace weft::comm::detail {
 namespace {
 
-// Values that exercise the rounding: random magnitudes across many binades,
-// with NaN, ±Inf and -0 sprinkled in. Made once per (count, seed).
-const std::vector<float>& values(int64_t n, uint32_t seed) {
-  static std::map<std::pair<int64_t, uint32_t>, std::vector<float>> made;
-  auto [it, fresh] = made.try_emplace({n, seed});
-  std::vector<float>& v = it->second;
+// Input bits that exercise the arithmetic: random magnitudes across many
+// binades, and at random places (different for every input, so that they
+// meet ordinary numbers and each other) NaNs with payloads (quiet and
+// signalling, payload in the high or only in the low bits), ±Inf, ±0,
+// subnormals, the largest finite value and sums that round to Inf in bf16.
+// Made once per (count, seed, dtype).
+const std::vector<uint32_t>& input_bits(int64_t n, uint32_t seed, DType dtype) {
+  static std::map<std::tuple<int64_t, uint32_t, DType>, std::vector<uint32_t>> made;
+  auto [it, fresh] = made.try_emplace({n, seed, dtype});
+  std::vector<uint32_t>& v = it->second;
   if (!fresh) return v;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> mantissa(-2.0f, 2.0f);
   std::uniform_int_distribution<int> exponent(-20, 20);
+  std::uniform_int_distribution<int> special(0, 255);
+  const uint32_t specials[] = {0x7fc00000u, 0xffc12345u, 0x7f800001u, 0x7fa00000u, 0x7f800000u,
+                               0xff800000u, 0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu,
+                               0x7f7fffffu, 0x7f7f0000u, 0x7b000000u, 0xff7f0000u};
   v.resize(static_cast<size_t>(n));
-  for (auto& x : v) x = std::ldexp(mantissa(rng), exponent(rng));
-  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
-                            std::numeric_limits<float>::infinity(),
-                            -std::numeric_limits<float>::infinity(), -0.0f, 3.0e38f};
-  for (int64_t i = 0; i < n; i += 4099) v[static_cast<size_t>(i)] = specials[(i / 4099) % 5];
+  for (auto& x : v) {
+    const int s = special(rng);
+    x = s < static_cast<int>(std::size(specials))
+            ? specials[s]
+            : std::bit_cast<uint32_t>(std::ldexp(mantissa(rng), exponent(rng)));
+    if (dtype == DType::bf16) x = f32_to_bf16(std::bit_cast<float>(x));  // rounds a number
+    if (dtype == DType::bf16 && s < static_cast<int>(std::size(specials))) x = specials[s] >> 16;
+  }
   return v;
 }
 
-// The definition: inputs combined in order in f32, then finished and rounded once.
-float expected(ReduceOp op, const std::vector<std::vector<float>>& in, int64_t i, int divisor) {
-  float acc = in[0][static_cast<size_t>(i)];
-  for (size_t k = 1; k < in.size(); ++k) {
-    const float x = in[k][static_cast<size_t>(i)];
-    acc = op == ReduceOp::max ? ((x > acc || std::isnan(x)) ? x : acc) : acc + x;
-  }
-  if (op == ReduceOp::avg) acc /= static_cast<float>(divisor);
-  return acc;
-}
-
-bool same(float a, float b) {
-  return (std::isnan(a) && std::isnan(b)) ||
-         std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+// The element as the reduction reads it: f32 bits, or bf16 bits widened.
+float element(DType dtype, uint32_t bits) {
+  return std::bit_cast<float>(dtype == DType::f32 ? bits : bits << 16);
 }
 
 // Byte storage for `count` elements of `dtype` starting `shift` bytes past a
@@ -63,39 +65,61 @@ struct Buffer {
     const auto base = reinterpret_cast<uintptr_t>(bytes.data());
     data = bytes.data() + (64 - base % 64) % 64 + shift;
   }
-  void set(DType dtype, const std::vector<float>& v) {
+  void set(DType dtype, const std::vector<uint32_t>& v) {
     for (size_t i = 0; i < v.size(); ++i) {
       if (dtype == DType::f32) {
         std::memcpy(data + i * 4, &v[i], 4);
       } else {
-        const uint16_t h = f32_to_bf16(v[i]);
+        const auto h = static_cast<uint16_t>(v[i]);
         std::memcpy(data + i * 2, &h, 2);
       }
     }
   }
-  float get(DType dtype, int64_t i) const {
+  uint32_t get(DType dtype, int64_t i) const {
+    uint32_t x = 0;
     if (dtype == DType::f32) {
-      float x;
       std::memcpy(&x, data + i * 4, 4);
-      return x;
+    } else {
+      uint16_t h;
+      std::memcpy(&h, data + i * 2, 2);
+      x = h;
     }
-    uint16_t h;
-    std::memcpy(&h, data + i * 2, 2);
-    return bf16_to_f32(h);
+    return x;
   }
 };
 
-void check_reduction(DType dtype, ReduceOp op, int k, int64_t count, int64_t shift, bool in_place) {
-  const int divisor = k + (op == ReduceOp::avg && k == 2 ? 1 : 0);  // 3 divides, 2^n multiply
+// The definition: inputs combined in order in f32 (max lets NaN win), then
+// avg divides (multiplies by 1/divisor when that is exact), and the result is
+// rounded once to the output type. Returns the result's bits and whether it
+// is only specified up to its NaN payload (a sum of two NaNs may return
+// either).
+std::pair<uint32_t, bool> expected(DType dtype, ReduceOp op,
+                                   const std::vector<const std::vector<uint32_t>*>& in, int64_t i,
+                                   int divisor) {
+  float acc = element(dtype, (*in[0])[static_cast<size_t>(i)]);
+  int nans = std::isnan(acc) ? 1 : 0;
+  for (size_t k = 1; k < in.size(); ++k) {
+    const float x = element(dtype, (*in[k])[static_cast<size_t>(i)]);
+    nans += std::isnan(x) ? 1 : 0;
+    acc = op == ReduceOp::max ? ((x > acc || std::isnan(x)) ? x : acc) : acc + x;
+  }
+  if (op == ReduceOp::avg) {
+    const bool exact = divisor == 1 || divisor == 2 || divisor == 4 || divisor == 8;
+    acc = exact ? acc * (1.0f / static_cast<float>(divisor)) : acc / static_cast<float>(divisor);
+  }
+  const uint32_t bits =
+      dtype == DType::f32 ? std::bit_cast<uint32_t>(acc) : uint32_t{f32_to_bf16(acc)};
+  return {bits, op != ReduceOp::max && nans >= 2};
+}
+
+void check_reduction(DType dtype, ReduceOp op, int k, int divisor, int64_t count, int64_t shift,
+                     bool in_place) {
   std::vector<Buffer> inputs;
-  std::vector<std::vector<float>> held;  // the values as the inputs hold them
+  std::vector<const std::vector<uint32_t>*> held;  // the bits the inputs hold
   for (int j = 0; j < k; ++j) {
-    std::vector<float> v = values(count, static_cast<uint32_t>(j));
-    if (dtype == DType::bf16)
-      for (auto& x : v) x = bf16_to_f32(f32_to_bf16(x));
+    held.push_back(&input_bits(count, static_cast<uint32_t>(j), dtype));
     inputs.emplace_back(count, dtype, j == 0 ? shift : 0);
-    inputs.back().set(dtype, v);
-    held.push_back(std::move(v));
+    inputs.back().set(dtype, *held.back());
   }
   Buffer out(count, dtype, shift);
   std::vector<const void*> ptrs;
@@ -104,36 +128,73 @@ void check_reduction(DType dtype, ReduceOp op, int k, int64_t count, int64_t shi
   reduce_buffers(dtype, op, dst, ptrs, count, divisor);
   const Buffer& result = in_place ? inputs[0] : out;
   int64_t wrong = 0, first = -1;
+  uint32_t got_first = 0, want_first = 0;
   for (int64_t i = 0; i < count; ++i) {
-    float want = expected(op, held, i, divisor);
-    if (dtype == DType::bf16) want = bf16_to_f32(f32_to_bf16(want));
-    if (!same(result.get(dtype, i), want)) {
-      if (first < 0) first = i;
-      ++wrong;
+    const auto [want, any_nan] = expected(dtype, op, held, i, divisor);
+    const uint32_t got = result.get(dtype, i);
+    const bool ok = got == want || (any_nan && std::isnan(element(dtype, got)));
+    if (!ok && first < 0) {
+      first = i;
+      got_first = got;
+      want_first = want;
     }
+    wrong += ok ? 0 : 1;
   }
   EXPECT_EQ(wrong, 0) << dtype_name(dtype) << " " << reduce_op_name(op) << " of " << k
-                      << " inputs, " << count << " elements, out shifted " << shift
-                      << (in_place ? " (in place)" : "") << ": first mismatch at " << first;
+                      << " inputs (divisor " << divisor << "), " << count
+                      << " elements, out shifted " << shift << (in_place ? " (in place)" : "")
+                      << ": first mismatch at " << first << ": got bits " << std::hex << got_first
+                      << ", want " << want_first;
 }
 
-TEST(Reduce, StreamingPathMatchesTheDefinitionBitForBit) {
+bool has_avx512() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
+// Below kStreamingBytes: the element loops, for every input count the
+// register kernel takes too.
+TEST(Reduce, ElementLoopsMatchTheDefinitionBitForBit) {
   for (DType dtype : {DType::f32, DType::bf16}) {
-    const int64_t elem = dtype_bits(dtype) / 8;
-    const int64_t streaming = kStreamingBytes / elem + 37;  // odd: a ragged tail
     for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
-      for (int k : {1, 2, 3, 5}) check_reduction(dtype, op, k, streaming, elem, false);
-      check_reduction(dtype, op, 2, streaming, 0, false);
-      check_reduction(dtype, op, 2, streaming, 6 * elem, false);
-      check_reduction(dtype, op, 2, streaming, elem, true);
-      check_reduction(dtype, op, 3, 1001, elem, false);  // below the threshold
+      for (int k : {1, 2, 3, 5})
+        check_reduction(dtype, op, k, k, 20011, dtype_bits(dtype) / 8, false);
+      check_reduction(dtype, op, 2, 2, 20011, 0, true);
     }
   }
 }
 
-TEST(Reduce, OddAddressFallsBackToTheOrdinaryLoops) {
-  // bf16 output one byte off its alignment: no 64-byte boundary is reachable.
-  check_reduction(DType::bf16, ReduceOp::sum, 2, kStreamingBytes / 2 + 5, 1, false);
+// From kStreamingBytes on: the AVX-512 register kernel for the aligned middle
+// (streaming out of place, cached in place), the element loops for the edges.
+TEST(Reduce, RegisterKernelMatchesTheDefinitionBitForBit) {
+  if (!has_avx512())
+    GTEST_SKIP() << "this processor has no AVX-512: large reductions use the "
+                    "element loops, which ElementLoopsMatch... covers";
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const int64_t elem = dtype_bits(dtype) / 8;
+    const int64_t count = kStreamingBytes / elem + 37;  // odd: a ragged tail
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+      for (int k : {1, 2, 3, 5}) check_reduction(dtype, op, k, k, count, elem, false);
+      check_reduction(dtype, op, 2, 2, count, 0, false);
+      check_reduction(dtype, op, 2, 2, count, 6 * elem, false);
+      check_reduction(dtype, op, 2, 2, count, elem, true);
+      check_reduction(dtype, op, 3, 3, count, 0, true);
+    }
+    // avg over a divisor other than the input count: exact reciprocals
+    // (2, 4, 8) multiply, others divide.
+    for (int divisor : {2, 4, 8, 6})
+      check_reduction(dtype, ReduceOp::avg, 3, divisor, count, 0, false);
+  }
+}
+
+TEST(Reduce, MisalignedBuffersAreRejected) {
+  std::vector<uint16_t> a(64), b(64);
+  const void* inputs[] = {a.data(), b.data()};
+  void* odd = reinterpret_cast<char*>(a.data()) + 1;
+  EXPECT_THROW(reduce_buffers(DType::bf16, ReduceOp::sum, odd, inputs, 8, 2), Error);
 }
 
 TEST(Copy, ToManyDestinationsCopiesEveryByte) {
@@ -147,7 +208,8 @@ TEST(Copy, ToManyDestinationsCopiesEveryByte) {
     for (size_t d = 0; d < dsts.size(); ++d) {
       EXPECT_EQ(std::memcmp(ptrs[d], src.data(), static_cast<size_t>(bytes)), 0)
           << bytes << " bytes to destination " << d;
-      EXPECT_EQ(dsts[d][0 + d * 5 + static_cast<size_t>(bytes)], 0) << "wrote past the end";
+      for (size_t i = 0; i < d * 5; ++i) EXPECT_EQ(dsts[d][i], 0) << "wrote before the start";
+      EXPECT_EQ(dsts[d][d * 5 + static_cast<size_t>(bytes)], 0) << "wrote past the end";
     }
     std::vector<char> one(static_cast<size_t>(bytes));
     copy_buffer(one.data(), src.data(), bytes);

@@ -196,7 +196,9 @@ class LocalProcessGroup final : public ProcessGroup {
 
   // Waits until pred() holds. Before all ranks joined (`joined` false) a group
   // failure or a departed rank ends the wait with an error; afterwards only the
-  // deadline does, because peers may still be reading this rank's buffers.
+  // deadline does, because peers may still be using this rank's buffers (they
+  // hold references to them, so a rank that gives up early frees nothing
+  // they read or write).
   template <typename Pred, typename Missing>
   void wait_for(std::unique_lock<std::mutex>& lock, const Op& op, Clock::time_point deadline,
                 bool joined, Pred pred, Missing missing, const char* verb);
@@ -386,7 +388,14 @@ std::string LocalProcessGroup::disagreement(const LocalShared::Slot& s) const {
 void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
                                        std::unique_lock<std::mutex>& lock) {
   const int n = size(), me = rank();
-  const auto peer = [&](int p) -> const Op& { return *s.ops[static_cast<size_t>(p)]; };
+  // Peers read this rank's buffers and write into its all_gather output. If
+  // a rank gives up waiting (a timeout) while a slow peer is still at work,
+  // its caller may drop its tensors: each rank holds references to the
+  // buffers of all ranks, taken under the lock, until it is done with them.
+  std::vector<Op> held;
+  held.reserve(static_cast<size_t>(n));
+  for (const Op* o : s.ops) held.push_back(Op{.in = o->in, .out = o->out});
+  const auto peer = [&](int p) -> const Op& { return held[static_cast<size_t>(p)]; };
   lock.unlock();
   switch (op.kind) {
     case OpKind::all_gather: {

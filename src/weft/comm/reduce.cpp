@@ -1,12 +1,10 @@
 #include "weft/comm/reduce.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#define WEFT_X86 1
 #include <immintrin.h>
-// GCC 12 reports its own AVX-512 intrinsics' `_mm512_undefined_*` operands as
-// maybe uninitialized once inlined (GCC bug 105593).
-#if !defined(__clang__) && __GNUC__ < 13
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#else
+#define WEFT_X86 0
 #endif
 
 #include <algorithm>
@@ -47,13 +45,10 @@ struct BF16 {
 
 // How an element combines with the running result: sum (and avg) or max,
 // where max lets NaN win.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define WEFT_X86 1
-// For the AVX-512 forms below (`vapply`): always inlined into the streaming
+#if WEFT_X86
+// For the AVX-512 forms below (`vapply`): always inlined into the register
 // kernel, which is compiled for AVX-512.
 #define WEFT_AVX512_INLINE [[gnu::target("avx512f"), gnu::always_inline]] static inline
-#else
-#define WEFT_X86 0
 #endif
 
 struct Add {
@@ -96,7 +91,7 @@ struct Divide {
 };
 
 // Calls fn(Op{}, Finish{}, factor) with the combination and the finishing
-// step of `op` (avg divides the sum by `divisor`), as reduce_typed does.
+// step of `op` (avg divides the sum by `divisor`).
 template <typename Fn>
 [[gnu::always_inline]] inline void with_reduction(ReduceOp op, int divisor, Fn&& fn) {
   if (op == ReduceOp::max) return fn(Max{}, Keep{}, 0.0f);
@@ -154,14 +149,12 @@ template <typename E>
 [[gnu::always_inline]] inline void reduce_typed(ReduceOp op, void* out,
                                                 std::span<const void* const> inputs, int64_t count,
                                                 int divisor) {
-  // Spelled out rather than through with_reduction: a lambda would not be
-  // compiled for the target of each clone below.
-  if (op == ReduceOp::max) return reduce_loops<E, Max, Keep>(out, inputs, count, 0.0f);
-  if (op == ReduceOp::sum) return reduce_loops<E, Add, Keep>(out, inputs, count, 0.0f);
-  if (divisor == 1 || divisor == 2 || divisor == 4 || divisor == 8) {
-    return reduce_loops<E, Add, Multiply>(out, inputs, count, 1.0f / static_cast<float>(divisor));
-  }
-  reduce_loops<E, Add, Divide>(out, inputs, count, static_cast<float>(divisor));
+  // The lambda is always inlined, so it is compiled for each clone's target.
+  with_reduction(
+      op, divisor,
+      [&]<typename Op, typename Finish>(Op, Finish, float factor) __attribute__((always_inline)) {
+        reduce_loops<E, Op, Finish>(out, inputs, count, factor);
+      });
 }
 
 // The loops are compiled for AVX-512 and AVX2 besides the baseline x86-64
@@ -214,6 +207,13 @@ bool has_avx512() {
   return yes;
 }
 
+// GCC 12 reports its own AVX-512 intrinsics' `_mm512_undefined_*` operands as
+// maybe uninitialized once inlined here (GCC bug 105593).
+#if !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 // 64 bytes of elements as f32 vectors, and back: the vector forms of F32 and
 // BF16 above, with the same rounding and NaN rules.
 struct VF32 {
@@ -254,15 +254,15 @@ struct VBF16 {
 // so the same bits. `out` may be one of the inputs: each 64 bytes are read
 // from every input before they are stored.
 template <typename V, typename Op, typename Finish, bool Stream>
-[[gnu::target("avx512f")]] void reduce_vectors(char* out, std::span<const char* const> inputs,
+[[gnu::target("avx512f")]] void reduce_vectors(char* out, std::span<const void* const> inputs,
                                                int64_t bytes, float factor) {
   const __m512 f = _mm512_set1_ps(factor);
   const size_t k = inputs.size();
   for (int64_t i = 0; i < bytes; i += 64) {
     __m512 acc[V::kVectors], x[V::kVectors];
-    V::load(inputs[0] + i, acc);
+    V::load(static_cast<const char*>(inputs[0]) + i, acc);
     for (size_t j = 1; j < k; ++j) {
-      V::load(inputs[j] + i, x);
+      V::load(static_cast<const char*>(inputs[j]) + i, x);
       for (int v = 0; v < V::kVectors; ++v) acc[v] = Op::vapply(acc[v], x[v]);
     }
     for (int v = 0; v < V::kVectors; ++v) acc[v] = Finish::vapply(acc[v], f);
@@ -274,6 +274,10 @@ template <typename V, typename Op, typename Finish, bool Stream>
   }
   if constexpr (Stream) _mm_sfence();
 }
+
+#if !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 }  // namespace
@@ -283,48 +287,50 @@ void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* c
   WEFT_CHECK(!inputs.empty(), "internal: reduction over no inputs");
   WEFT_CHECK(dtype == DType::f32 || dtype == DType::bf16,
              "reductions need f32 or bf16 tensors, got {}", dtype_name(dtype));
+  const auto elem = static_cast<uintptr_t>(dtype_bits(dtype) / 8);
+  WEFT_CHECK(
+      reinterpret_cast<uintptr_t>(out) % elem == 0 &&
+          std::all_of(inputs.begin(), inputs.end(),
+                      [&](const void* p) { return reinterpret_cast<uintptr_t>(p) % elem == 0; }),
+      "internal: {} buffers of a reduction must be aligned to their element size",
+      dtype_name(dtype));
   auto reduce = dtype == DType::f32 ? reduce_f32 : reduce_bf16;
-  const int64_t elem = dtype_bits(dtype) / 8;
 #if WEFT_X86
-  // A large output is combined in registers and stored 64 bytes at a time;
-  // out of place, the stores stream past the caches, one memory pass less. In
-  // place they must not: streaming would evict lines just read from the same
-  // addresses.
-  const bool aliased = std::find(inputs.begin(), inputs.end(), out) != inputs.end();
-  const auto address = reinterpret_cast<uintptr_t>(out);
   constexpr size_t kMaxInputs = 64;
-  if (count * elem >= kStreamingBytes && address % elem == 0 && inputs.size() <= kMaxInputs &&
+  if (count * static_cast<int64_t>(elem) >= kStreamingBytes && inputs.size() <= kMaxInputs &&
       has_avx512()) {
-    // Elements before the first 64-byte boundary and after the last one take
-    // the ordinary loops.
-    const int64_t head = static_cast<int64_t>((64 - address % 64) % 64) / elem;
-    const int64_t body = (count - head) * elem / 64 * 64;
-    const int64_t tail = head + body / elem;
-    std::array<const void*, kMaxInputs> edge{};
-    std::array<const char*, kMaxInputs> shifted{};
-    for (size_t j = 0; j < inputs.size(); ++j) {
-      shifted[j] = static_cast<const char*>(inputs[j]) + head * elem;
-    }
+    // A large output is combined in registers and stored 64 bytes at a time;
+    // out of place the stores stream past the caches, one memory pass less.
+    // In place they must not: streaming would evict lines just read from the
+    // same addresses. Elements before the first 64-byte boundary of `out` and
+    // after the last one take the ordinary loops.
+    const bool aliased = std::find(inputs.begin(), inputs.end(), out) != inputs.end();
+    const auto shifted = [&](int64_t elements) {
+      std::array<const void*, kMaxInputs> moved{};
+      for (size_t j = 0; j < inputs.size(); ++j) {
+        moved[j] = static_cast<const char*>(inputs[j]) + elements * static_cast<int64_t>(elem);
+      }
+      return moved;
+    };
+    const auto at = [&](int64_t elements) {
+      return static_cast<char*>(out) + elements * static_cast<int64_t>(elem);
+    };
+    const int64_t head =
+        static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(out) % 64) % 64 / elem);
+    const int64_t body = (count - head) * static_cast<int64_t>(elem) / 64 * 64;
+    const int64_t tail = head + body / static_cast<int64_t>(elem);
     reduce(op, out, inputs, head, divisor);
+    const auto middle = shifted(head);
+    const std::span<const void* const> in(middle.data(), inputs.size());
     with_reduction(op, divisor, [&]<typename Op, typename Finish>(Op, Finish, float factor) {
-      const std::span<const char* const> in(shifted.data(), inputs.size());
-      char* dst = static_cast<char*>(out) + head * elem;
-      using F = VF32;
-      using B = VBF16;
-      if (dtype == DType::f32 && !aliased)
-        reduce_vectors<F, Op, Finish, true>(dst, in, body, factor);
-      if (dtype == DType::f32 && aliased)
-        reduce_vectors<F, Op, Finish, false>(dst, in, body, factor);
-      if (dtype == DType::bf16 && !aliased)
-        reduce_vectors<B, Op, Finish, true>(dst, in, body, factor);
-      if (dtype == DType::bf16 && aliased)
-        reduce_vectors<B, Op, Finish, false>(dst, in, body, factor);
+      const auto kernel = dtype == DType::f32 ? (aliased ? reduce_vectors<VF32, Op, Finish, false>
+                                                         : reduce_vectors<VF32, Op, Finish, true>)
+                                              : (aliased ? reduce_vectors<VBF16, Op, Finish, false>
+                                                         : reduce_vectors<VBF16, Op, Finish, true>);
+      kernel(at(head), in, body, factor);
     });
-    for (size_t j = 0; j < inputs.size(); ++j) {
-      edge[j] = static_cast<const char*>(inputs[j]) + tail * elem;
-    }
-    reduce(op, static_cast<char*>(out) + tail * elem, std::span(edge.data(), inputs.size()),
-           count - tail, divisor);
+    const auto last = shifted(tail);
+    reduce(op, at(tail), std::span(last.data(), inputs.size()), count - tail, divisor);
     return;
   }
 #endif

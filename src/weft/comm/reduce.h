@@ -12,8 +12,9 @@ namespace weft::comm::detail {
 
 // out[i] = op over inputs[k][i], for count elements of f32 or bf16. Inputs are
 // combined in the order given, in f32, and the result is rounded once, so
-// every rank that reduces the same inputs gets the same bits. avg divides the
-// sum by `divisor`. `out` may be one of the inputs.
+// every rank that reduces the same inputs gets the same bits (except which
+// NaN a sum of two NaNs returns). avg divides the sum by `divisor`. `out` may
+// be one of the inputs. Every buffer must be aligned to its element size.
 void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
                     int64_t count, int divisor);
 
