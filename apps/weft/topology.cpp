@@ -10,14 +10,6 @@
 
 namespace {
 
-std::string list_json(const std::vector<int>& v) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t i = 0; i < v.size(); ++i) out << (i ? "," : "") << v[i];
-  out << ']';
-  return out.str();
-}
-
 int topology(const std::vector<std::string>& args) {
   weft::cli::Options opts(
       "weft topology [options]",
@@ -76,7 +68,8 @@ int topology(const std::vector<std::string>& args) {
       const auto& name = layout.names()[i];
       out << (i ? "," : "") << '"' << name << "\":[";
       auto groups = layout.groups(name);
-      for (size_t g = 0; g < groups.size(); ++g) out << (g ? "," : "") << list_json(groups[g]);
+      for (size_t g = 0; g < groups.size(); ++g)
+        out << (g ? "," : "") << weft::format("{}", groups[g]);
       out << ']';
     }
     out << "}}";
@@ -93,7 +86,7 @@ int topology(const std::vector<std::string>& args) {
               << name << " groups (" << groups.size() << " of " << layout.size(name)
               << " ranks):\n";
     for (size_t g = 0; g < groups.size(); ++g)
-      std::cout << "  " << name << "[" << g << "]  " << list_json(groups[g]) << "\n";
+      std::cout << "  " << name << "[" << g << "]  " << weft::format("{}", groups[g]) << "\n";
   }
   std::cout << "\nrank coordinates:\n  rank";
   for (const auto& name : layout.names()) std::cout << "  " << name;

@@ -100,6 +100,12 @@ TEST(Error, CheckFormatsMessageAndLocation) {
   }
 }
 
+TEST(Error, FormatPrintsVectorsAsLists) {
+  EXPECT_EQ(format("ranks {} of {}", std::vector<int>{0, 4}, std::vector<int>{}),
+            "ranks [0,4] of []");
+  EXPECT_EQ(format("{}", std::vector<std::vector<int>>{{0, 1}, {2, 3}}), "[[0,1],[2,3]]");
+}
+
 TEST(Memory, CountsLiveAndPeakPerTag) {
   MemoryTracker tracker;
   ScopedMemoryTracker scope(tracker);

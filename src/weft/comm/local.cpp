@@ -6,7 +6,6 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "weft/comm/op_queue.h"
@@ -29,14 +28,6 @@ std::string error_text(const std::exception_ptr& e) {
   } catch (...) {
     return "an exception that is not a std::exception";
   }
-}
-
-std::string list_str(const std::vector<int>& v) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t i = 0; i < v.size(); ++i) out << (i ? "," : "") << v[i];
-  out << ']';
-  return out.str();
 }
 
 std::string seconds(std::chrono::milliseconds ms) {
@@ -108,10 +99,7 @@ struct LocalShared {
 
   // "[3]" or "[3] (world ranks [7])".
   std::string ranks_str(const std::vector<int>& ranks) const {
-    std::vector<int> w;
-    for (int r : ranks) w.push_back(world_ranks[static_cast<size_t>(r)]);
-    return w == ranks ? list_str(ranks)
-                      : format("{} (world ranks {})", list_str(ranks), list_str(w));
+    return detail::ranks_str(ranks, world_ranks);
   }
 
   std::vector<int> not_arrived(const Slot& s) const {

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <list>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "weft/comm/op_queue.h"
@@ -44,14 +43,6 @@ std::string mpi_error_string(int rc) {
 
 void check_mpi(int rc, const std::string& what, const char* call) {
   if (rc != MPI_SUCCESS) WEFT_FAIL("{}: {} failed: {}", what, call, mpi_error_string(rc));
-}
-
-std::string list_str(const std::vector<int>& v) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t i = 0; i < v.size(); ++i) out << (i ? "," : "") << v[i];
-  out << ']';
-  return out.str();
 }
 
 int as_int(int64_t n, const std::string& what) {
@@ -144,10 +135,7 @@ struct Core {
   }
 
   std::string ranks_str(const std::vector<int>& ranks) const {
-    std::vector<int> w;
-    for (int r : ranks) w.push_back(world_ranks[static_cast<size_t>(r)]);
-    return w == ranks ? list_str(ranks)
-                      : format("{} (world ranks {})", list_str(ranks), list_str(w));
+    return detail::ranks_str(ranks, world_ranks);
   }
 
   // Answers the peers' queries; called by the worker only.

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
-#include <sstream>
 
 #include "weft/core/error.h"
 
@@ -118,11 +117,7 @@ void ProcessGroup::set_timeout(std::chrono::milliseconds timeout) {
 }
 
 std::string ProcessGroup::label() const {
-  std::ostringstream out;
-  out << "group '" << name_ << "' (world ranks [";
-  for (size_t i = 0; i < world_ranks_.size(); ++i) out << (i ? "," : "") << world_ranks_[i];
-  out << "])";
-  return out.str();
+  return format("group '{}' (world ranks {})", name_, world_ranks_);
 }
 
 CommStats ProcessGroup::stats() const {
@@ -326,6 +321,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroups_by_enumeration(
   auto group = split(rank_lists, color, key, name);
   if (group) group->set_timeout(timeout_);
   return group;
+}
+
+std::string detail::ranks_str(const std::vector<int>& ranks, const std::vector<int>& world_ranks) {
+  std::vector<int> w;
+  for (int r : ranks) w.push_back(world_ranks[static_cast<size_t>(r)]);
+  return w == ranks ? format("{}", ranks) : format("{} (world ranks {})", ranks, w);
 }
 
 }  // namespace weft::comm

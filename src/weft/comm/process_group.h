@@ -85,6 +85,10 @@ std::chrono::milliseconds default_timeout();
 
 namespace detail {
 
+// Ranks of a group as errors name them: "[3]", or "[3] (world ranks [7])"
+// when the group's numbering differs from the world's.
+std::string ranks_str(const std::vector<int>& ranks, const std::vector<int>& world_ranks);
+
 // One queued operation, as the worker sees it.
 struct Op {
   OpKind kind = OpKind::barrier;

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace weft {
 
@@ -26,6 +27,22 @@ class Error : public std::runtime_error {
 
 namespace detail {
 
+template <typename T>
+void put(std::ostringstream& out, const T& value) {
+  out << value;
+}
+
+// A vector prints as "[1,2,3]": rank lists in messages and JSON.
+template <typename T>
+void put(std::ostringstream& out, const std::vector<T>& values) {
+  out << '[';
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out << ',';
+    put(out, values[i]);
+  }
+  out << ']';
+}
+
 inline void format_into(std::ostringstream& out, std::string_view fmt) { out << fmt; }
 
 template <typename T, typename... Rest>
@@ -36,13 +53,15 @@ void format_into(std::ostringstream& out, std::string_view fmt, const T& value,
     out << fmt;
     return;
   }
-  out << fmt.substr(0, pos) << value;
+  out << fmt.substr(0, pos);
+  put(out, value);
   format_into(out, fmt.substr(pos + 2), rest...);
 }
 
 }  // namespace detail
 
-// Replaces each "{}" in fmt with the next value, streamed with operator<<.
+// Replaces each "{}" in fmt with the next value, streamed with operator<<
+// (a std::vector as "[a,b,c]").
 template <typename... Args>
 std::string format(std::string_view fmt, const Args&... args) {
   std::ostringstream out;
