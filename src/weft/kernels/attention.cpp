@@ -16,6 +16,7 @@ namespace weft::kernels {
 
 namespace {
 
+using detail::exp_in_range;
 using detail::from_f32;
 using detail::to_f32;
 
@@ -160,27 +161,16 @@ void copy_heads(const Tensor& t, const Dims& d, std::initializer_list<HeadCopy> 
   }
 }
 
-// e^x for x <= 0, within a few ulp (Cephes' expf: e^x = 2^n · e^r with
-// |r| <= ln2/2 and a polynomial for e^r). std::exp does not vectorize without
-// -ffast-math, and the softmax spends most of its time here.
+// e^x for x <= 0 (exp_in_range after a clamp). std::exp does not vectorize
+// without -ffast-math, and the softmax spends most of its time here.
 inline float exp_nonpositive(float x) {
   // max(x, -87): below -87 e^x is no longer a normal float, and the softmax
   // divides by a sum >= 1, so e^-87 instead of 0 changes nothing visible. It is
   // an unsigned min of the bit patterns (a negative float's pattern grows with
   // its magnitude) because GCC does not vectorize a float compare under the
   // default -ftrapping-math.
-  x = std::bit_cast<float>(std::min(std::bit_cast<uint32_t>(x), std::bit_cast<uint32_t>(-87.0f)));
-  const float n = static_cast<float>(static_cast<int>(x * 1.44269504f - 0.5f));  // round(x/ln2)
-  // ln 2 split in two so that n·ln2_hi is exact.
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float er = p * r * r + r + 1.0f;
-  return er * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  return exp_in_range(
+      std::bit_cast<float>(std::min(std::bit_cast<uint32_t>(x), std::bit_cast<uint32_t>(-87.0f))));
 }
 
 // Row t of (b, h) attends to positions 0 .. visible-1.

@@ -12,6 +12,7 @@ namespace weft::kernels {
 
 namespace {
 
+using detail::exp_in_range;
 using detail::load;
 using detail::store;
 using detail::with_floats;
@@ -74,28 +75,6 @@ int64_t check_targets(const Tensor& targets, const Vocab& v, int32_t ignore_inde
     ++count;
   }
   return count;
-}
-
-// e^x for x in [-87, 88], within 2 ulp; outside that range the result is
-// meaningless, so callers clamp. glibc's expf is a call that the compiler
-// cannot vectorize, and over a vocabulary row it would cost more than the
-// rest of the loss together; this has no branch and no call, so the `omp simd`
-// loops below vectorize. It is Cephes' expf: x = n·ln2 + r with |r| <= ln2/2
-// (n rounded to nearest by adding 1.5·2^23, which leaves it in the low bits of
-// t), a polynomial for e^r, and 2^n written into the exponent bits.
-inline float exp_in_range(float x) {
-  const float t = x * 1.44269504088896341f + 0x1.8p23f;
-  const float n = t - 0x1.8p23f;
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;  // ln2 in two parts
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const uint32_t biased = std::bit_cast<uint32_t>(t) - std::bit_cast<uint32_t>(0x1.8p23f) + 127u;
-  return p * std::bit_cast<float>(biased << 23);
 }
 
 // Logits more than this below the row's maximum (or lse) are raised to that
