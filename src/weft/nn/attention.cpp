@@ -1,6 +1,5 @@
 #include "weft/nn/attention.h"
 
-#include <cmath>
 #include <cstring>
 
 #include "weft/parallel/mappings.h"
@@ -49,19 +48,8 @@ MultiheadAttentionConfig MultiheadAttention::checked(MultiheadAttentionConfig cf
 MultiheadAttention::MultiheadAttention(MultiheadAttentionConfig cfg)
     : Module(cfg.name),
       cfg_(checked(std::move(cfg))),
-      proj_({.name = cfg_.name + ".proj",
-             .in = cfg_.width,
-             .out = cfg_.width,
-             .mode = cfg_.partition == Partition::tensor ? Parallel::row : Parallel::none,
-             .bias = true,
-             .tp = cfg_.tp,
-             .gather_output = false,
-             .input_is_parallel = true,
-             .sp = cfg_.sp,
-             .compute = cfg_.compute,
-             .seed = cfg_.seed,
-             .init_std = cfg_.init_std / std::sqrt(2.0f * static_cast<float>(cfg_.layers)),
-             .out_groups = 1}) {
+      proj_(residual_projection(cfg_, cfg_.partition == Partition::tensor, cfg_.name + ".proj",
+                                cfg_.width, cfg_.width)) {
   const Parallel qkv_mode = partitioned() ? Parallel::column : Parallel::none;
   if (!cfg_.input_norm.empty()) {
     auto lnl =

@@ -1,7 +1,5 @@
 #include "weft/nn/layernorm_mlp.h"
 
-#include <cmath>
-
 #include "weft/kernels/activation.h"
 
 namespace weft::nn {
@@ -34,19 +32,8 @@ LayerNormMLP::LayerNormMLP(LayerNormMLPConfig cfg)
             .init_std = cfg_.init_std,
             .out_groups = 1,
             .return_layernorm_output = false}),
-      fc2_({.name = cfg_.name + ".fc2",
-            .in = cfg_.hidden,
-            .out = cfg_.width,
-            .mode = cfg_.partition == Partition::tensor ? Parallel::row : Parallel::none,
-            .bias = true,
-            .tp = cfg_.tp,
-            .gather_output = false,
-            .input_is_parallel = true,
-            .sp = cfg_.sp,
-            .compute = cfg_.compute,
-            .seed = cfg_.seed,
-            .init_std = cfg_.init_std / std::sqrt(2.0f * static_cast<float>(cfg_.layers)),
-            .out_groups = 1}) {}
+      fc2_(residual_projection(cfg_, cfg_.partition == Partition::tensor, cfg_.name + ".fc2",
+                               cfg_.hidden, cfg_.width)) {}
 
 Tensor LayerNormMLP::forward(Ctx& ctx, const Tensor& x) {
   Saved& s = ctx.saved<Saved>(this);

@@ -17,6 +17,7 @@
 // its heads' q, k and v rows, laid out [q | k | v] locally too).
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -82,5 +83,28 @@ class Linear : public Module {
   // made by forward (weights do not change between forward and backward).
   Tensor weight_compute_;
 };
+
+// The Linear that closes a residual branch of a block (attention's proj, the
+// MLP's fc2): row-parallel over the block's tp when the block is partitioned,
+// so that it takes the split hidden state as it is, and initialized with
+// std/√(2·layers) as in GPT-2. Block: a config with tp, sp, compute, seed,
+// init_std and layers.
+template <typename Block>
+LinearConfig residual_projection(const Block& block, bool partitioned, std::string name, int64_t in,
+                                 int64_t out) {
+  return {.name = std::move(name),
+          .in = in,
+          .out = out,
+          .mode = partitioned ? Parallel::row : Parallel::none,
+          .bias = true,
+          .tp = block.tp,
+          .gather_output = false,
+          .input_is_parallel = true,
+          .sp = block.sp,
+          .compute = block.compute,
+          .seed = block.seed,
+          .init_std = block.init_std / std::sqrt(2.0f * static_cast<float>(block.layers)),
+          .out_groups = 1};
+}
 
 }  // namespace weft::nn
