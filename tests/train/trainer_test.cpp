@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <string>
@@ -23,8 +22,6 @@
 
 namespace weft::train {
 namespace {
-
-namespace fs = std::filesystem;
 
 // A few thousand bytes of varied English text: enough windows of 16 tokens.
 TokenData test_text() {
@@ -222,8 +219,8 @@ TEST_F(TrainerTest, SameSeedGivesBitwiseSameLosses) {
 }
 
 TEST_F(TrainerTest, ResumeContinuesBitwiseIdentically) {
-  const fs::path dir = fs::temp_directory_path() / "weft_trainer_resume";
-  fs::remove_all(dir);
+  const weft::testing::TempDir tmp;
+  const std::string dir = tmp.path("ckpt");
   TrainConfig c = tiny_config();
   c.tp = 2;
   c.steps = 20;
@@ -238,10 +235,10 @@ TEST_F(TrainerTest, ResumeContinuesBitwiseIdentically) {
       double loss = t.step().loss;
       if (world.rank() == 0) losses.push_back(loss);
     }
-    t.save(dir.string());
+    t.save(dir);
   });
   TrainConfig resumed = c;
-  resumed.resume = dir.string();
+  resumed.resume = dir;
   comm::run_local(2, [&](comm::ProcessGroup& world) {
     set_num_threads(1);
     Trainer t(resumed, world, data_);
@@ -252,14 +249,13 @@ TEST_F(TrainerTest, ResumeContinuesBitwiseIdentically) {
     }
   });
   EXPECT_EQ(losses, straight.losses);
-  fs::remove_all(dir);
 }
 
 // Saved at TP=2, resumed at TP=1 and at TP=4: the next step's loss equals the
 // one the TP=2 run takes after the same checkpoint, within fp32 tolerance.
 TEST_F(TrainerTest, ResumeAtAnotherTensorParallelSizeContinuesTheRun) {
-  const fs::path dir = fs::temp_directory_path() / "weft_trainer_reshard";
-  fs::remove_all(dir);
+  const weft::testing::TempDir tmp;
+  const std::string dir = tmp.path("ckpt");
   TrainConfig c = tiny_config();
   c.tp = 2;
   c.steps = 8;
@@ -268,14 +264,14 @@ TEST_F(TrainerTest, ResumeAtAnotherTensorParallelSizeContinuesTheRun) {
     set_num_threads(1);
     Trainer t(c, world, data_);
     for (int i = 0; i < 5; ++i) t.step();
-    t.save(dir.string());
+    t.save(dir);
     const double next = t.step().loss;
     if (world.rank() == 0) next_at_tp2 = next;
   });
   for (int tp : {1, 4}) {
     TrainConfig resumed = c;
     resumed.tp = tp;
-    resumed.resume = dir.string();
+    resumed.resume = dir;
     double next = 0;
     comm::run_local(tp, [&](comm::ProcessGroup& world) {
       set_num_threads(1);
@@ -286,18 +282,17 @@ TEST_F(TrainerTest, ResumeAtAnotherTensorParallelSizeContinuesTheRun) {
     });
     EXPECT_NEAR(next, next_at_tp2, 1e-5 * std::abs(next_at_tp2)) << "resumed at tp " << tp;
   }
-  fs::remove_all(dir);
 }
 
 TEST_F(TrainerTest, NonFiniteLossStopsNamingTheStepAndKeepsTheCheckpoint) {
-  const fs::path dir = fs::temp_directory_path() / "weft_trainer_nan";
-  fs::remove_all(dir);
+  const weft::testing::TempDir tmp;
+  const std::string dir = tmp.path("ckpt");
   TrainConfig c = tiny_config();
   c.steps = 10;
   c.warmup = 0;
   c.lr = 1e30;
   c.grad_clip = 0;
-  c.save = dir.string();
+  c.save = dir;
   c.save_every = 1;
   c.eval_every = 0;
   std::string message;
@@ -317,8 +312,7 @@ TEST_F(TrainerTest, NonFiniteLossStopsNamingTheStepAndKeepsTheCheckpoint) {
   ASSERT_GT(failed_at, 1);
   EXPECT_NE(message.find("step " + std::to_string(failed_at) + ":"), std::string::npos) << message;
   EXPECT_NE(message.find("is not finite"), std::string::npos) << message;
-  EXPECT_EQ(CheckpointReader(dir.string()).step(), failed_at - 1);
-  fs::remove_all(dir);
+  EXPECT_EQ(CheckpointReader(dir).step(), failed_at - 1);
 }
 
 TEST_F(TrainerTest, GenerationAndEvaluationAgreeAcrossTensorParallelSizes) {
