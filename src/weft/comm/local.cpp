@@ -292,8 +292,10 @@ void LocalProcessGroup::recv(Op& op, const Clock::time_point& deadline) {
   LocalShared::Posting* post = box.front();
   box.pop_front();
   post->taken = true;
+  // A reference, taken under the lock: a sender that gives up waiting (a
+  // timeout) may drop its tensor while this copy still reads it.
+  const Tensor in = post->op->in;
   lock.unlock();
-  const Tensor& in = post->op->in;
   std::string error;
   if (in.dtype() != op.out.dtype() || in.nbytes() != op.out.nbytes()) {
     error = format(
