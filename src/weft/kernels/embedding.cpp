@@ -31,6 +31,17 @@ void check_activation(const Tensor& act, int64_t channels, const char* op, const
              dtype_name(act.dtype()), act.shape());
 }
 
+// The table (rows, C) and the activation (B, T, C) of one kernel, checked.
+struct Shapes {
+  int64_t table_rows, channels, batch, seq;
+};
+Shapes checked_shapes(const Tensor& table, const Tensor& act, const char* op,
+                      const char* table_name, const char* act_name) {
+  check_table(table, op, table_name);
+  check_activation(act, table.size(1), op, act_name);
+  return {table.size(0), table.size(1), act.size(0), act.size(1)};
+}
+
 // Validates tokens (B,T) against the vocabulary before any parallel loop runs
 // (an exception cannot leave an OpenMP region).
 void check_tokens(const Tensor& tokens, int64_t batch, int64_t seq, int64_t table_rows,
@@ -66,10 +77,7 @@ void check_positions(int64_t seq, int64_t table_rows, int64_t pos_offset, const 
 void embedding_forward(const Tensor& tokens, const Tensor& wte, Tensor& out,
                        const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_forward";
-  check_table(wte, op, "wte");
-  const int64_t vocab = wte.size(0), channels = wte.size(1);
-  check_activation(out, channels, op, "out");
-  const int64_t batch = out.size(0), seq = out.size(1);
+  const auto [vocab, channels, batch, seq] = checked_shapes(wte, out, op, "wte", "out");
   check_tokens(tokens, batch, seq, vocab, opt, op);
   const int32_t* tok = tokens.data<int32_t>();
   const float* table = wte.data<float>();
@@ -92,10 +100,7 @@ void embedding_forward(const Tensor& tokens, const Tensor& wte, Tensor& out,
 void embedding_backward(const Tensor& dout, const Tensor& tokens, Tensor& dwte,
                         const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_backward";
-  check_table(dwte, op, "dwte");
-  const int64_t vocab = dwte.size(0), channels = dwte.size(1);
-  check_activation(dout, channels, op, "dout");
-  const int64_t batch = dout.size(0), seq = dout.size(1);
+  const auto [vocab, channels, batch, seq] = checked_shapes(dwte, dout, op, "dwte", "dout");
   check_tokens(tokens, batch, seq, vocab, opt, op);
   const int32_t* tok = tokens.data<int32_t>();
   float* grad = dwte.data<float>();
@@ -123,11 +128,8 @@ void embedding_backward(const Tensor& dout, const Tensor& tokens, Tensor& dwte,
 
 void position_embedding_forward(const Tensor& wpe, Tensor& out, int64_t pos_offset) {
   constexpr const char* op = "position_embedding_forward";
-  check_table(wpe, op, "wpe");
-  const int64_t channels = wpe.size(1);
-  check_activation(out, channels, op, "out");
-  const int64_t batch = out.size(0), seq = out.size(1);
-  check_positions(seq, wpe.size(0), pos_offset, op);
+  const auto [positions, channels, batch, seq] = checked_shapes(wpe, out, op, "wpe", "out");
+  check_positions(seq, positions, pos_offset, op);
   const float* table = wpe.data<float>() + pos_offset * channels;
   const int64_t rows = batch * seq;
   with_floats(out, [&](auto* y) {
@@ -142,11 +144,8 @@ void position_embedding_forward(const Tensor& wpe, Tensor& out, int64_t pos_offs
 
 void position_embedding_backward(const Tensor& dout, Tensor& dwpe, int64_t pos_offset) {
   constexpr const char* op = "position_embedding_backward";
-  check_table(dwpe, op, "dwpe");
-  const int64_t channels = dwpe.size(1);
-  check_activation(dout, channels, op, "dout");
-  const int64_t batch = dout.size(0), seq = dout.size(1);
-  check_positions(seq, dwpe.size(0), pos_offset, op);
+  const auto [positions, channels, batch, seq] = checked_shapes(dwpe, dout, op, "dwpe", "dout");
+  check_positions(seq, positions, pos_offset, op);
   float* grad = dwpe.data<float>() + pos_offset * channels;
   with_floats(dout, [&](const auto* dy) {
   // One thread per position row, summing the batch in order: deterministic.
