@@ -159,7 +159,6 @@ void all_to_all(ProcessGroup& g) {
 
 void point_to_point(ProcessGroup& g) {
   const int n = g.size(), me = g.rank();
-  if (n == 1) return;
   // A ring: everybody sends to the right and receives from the left at once.
   Tensor send = filled({64}, DType::f32, me), recv = Tensor::zeros({64});
   g.send_recv(send, (me + 1) % n, recv, (me + n - 1) % n).wait();
@@ -301,7 +300,6 @@ void subgroups(ProcessGroup& g) {
 
 void grid(ProcessGroup& g) {
   const int n = g.size();
-  if (n % 2 != 0) return;
   Grid grid(g, "tp-dp", {{"tp", 2}});
   EXPECT_EQ(grid.size("dp"), n / 2);
   EXPECT_EQ(grid.rank_in("tp"), g.rank() % 2);
@@ -319,7 +317,6 @@ void grid(ProcessGroup& g) {
 // Arguments that disagree between ranks fail on every rank, on a throwaway group.
 void mismatch_between_ranks(ProcessGroup& g) {
   const int n = g.size(), me = g.rank();
-  if (n == 1) return;
   std::vector<int> all;
   for (int r = 0; r < n; ++r) all.push_back(r);
   auto sizes = g.new_subgroups_by_enumeration({all}, "mismatch");
@@ -378,13 +375,13 @@ const std::vector<CommCase>& collective_cases() {
       {"bf16_accumulates_in_f32", bf16_accumulates_in_f32},
       {"broadcast", broadcast},
       {"all_to_all", all_to_all},
-      {"point_to_point", point_to_point},
+      {"point_to_point", point_to_point, {.min_world = 2}},
       {"large_messages", large_messages},
       {"issue_order", issue_order},
       {"progresses_without_wait", progresses_without_wait},
       {"subgroups", subgroups},
-      {"grid", grid},
-      {"mismatch_between_ranks", mismatch_between_ranks},
+      {"grid", grid, {.min_world = 2, .multiple_of = 2}},
+      {"mismatch_between_ranks", mismatch_between_ranks, {.min_world = 2}},
       {"stats", stats},
   };
   return cases;

@@ -11,9 +11,18 @@
 
 namespace weft::comm::testing {
 
+// The world sizes a case means something on (a ring needs two ranks, a
+// tp=2 grid an even world).
+struct Worlds {
+  int min_world = 1;
+  int multiple_of = 1;
+};
+
 struct CommCase {
   std::string name;
   void (*run)(ProcessGroup& world);
+  Worlds worlds{};
+  bool runs_on(int n) const { return n >= worlds.min_world && n % worlds.multiple_of == 0; }
 };
 
 const std::vector<CommCase>& collective_cases();

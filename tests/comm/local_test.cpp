@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -25,6 +26,9 @@ class LocalCollectives : public ::testing::TestWithParam<std::tuple<CommCase, in
 
 TEST_P(LocalCollectives, Run) {
   const auto& [c, n] = GetParam();
+  if (!c.runs_on(n))
+    GTEST_SKIP() << c.name << " needs a world of at least " << c.worlds.min_world
+                 << " ranks, a multiple of " << c.worlds.multiple_of;
   run_local(n, [&](ProcessGroup& world) {
     world.set_timeout(std::chrono::seconds(60));
     c.run(world);
@@ -118,19 +122,35 @@ TEST(LocalFaults, RankThatLeavesEndsTheWait) {
   EXPECT_TRUE(contains(first, "[1]")) << first;
 }
 
+// Rank 3 fails before its pair's all_reduce: rank 2, waiting in that pair,
+// fails with rank 3's error long before its timeout.
 TEST(LocalFaults, SubgroupOperationsFailWhenAnyRankFails) {
   std::string first;
-  rank_errors(
+  const auto start = std::chrono::steady_clock::now();
+  auto errors = rank_errors(
       4,
       [](ProcessGroup& world) {
-        world.set_timeout(std::chrono::seconds(120));
         auto pair = world.new_subgroups_by_enumeration({{0, 1}, {2, 3}}, "pair");
+        pair->set_timeout(std::chrono::seconds(60));
         if (world.rank() == 3) throw Error("rank 3 gives up");
         Tensor t = Tensor::zeros({4});
         pair->all_reduce(t).wait();
       },
       &first);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   EXPECT_EQ(first, "rank 3 gives up");
+  // Rank 2 learns of it either from the world's failure or, when rank 3's
+  // pair group is destroyed while its exception unwinds, from rank 3 leaving.
+  EXPECT_TRUE(contains(errors[2], "rank 3 failed: rank 3 gives up") ||
+              contains(errors[2], "(world ranks [3]) left the group"))
+      << errors[2];
+  // The other pair completes unless the failure reaches it first (the whole
+  // world fails with its first error); either way no rank hangs.
+  for (int r : {0, 1}) {
+    EXPECT_TRUE(errors[static_cast<size_t>(r)].empty() ||
+                contains(errors[static_cast<size_t>(r)], "rank 3 failed: rank 3 gives up"))
+        << errors[static_cast<size_t>(r)];
+  }
 }
 
 TEST(LocalFaults, ShortWaitNamesTheRanksThatHaveNotArrived) {
@@ -158,6 +178,9 @@ TEST(LocalBackend, EachRankHasItsOwnMemoryTrackerAndShareOfCores) {
   std::vector<const MemoryTracker*> trackers;
   run_local(3, [&](ProcessGroup& world) {
     EXPECT_EQ(ranks_in_process(), 3);
+    if (!std::getenv("WEFT_NUM_THREADS")) {
+      EXPECT_EQ(num_threads(), std::max(1, available_cores() / 3));
+    }
     Tensor t = Tensor::zeros({1000});
     EXPECT_GE(MemoryTracker::current().device(Device::cpu()).live, 4000);
     std::lock_guard lock(mu);

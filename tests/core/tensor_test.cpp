@@ -158,9 +158,14 @@ TEST(Threads, PerThreadOverrideAndRankShare) {
   if (!std::getenv("WEFT_NUM_THREADS")) {
     EXPECT_EQ(num_threads(), cores);
   }
-  set_num_threads(3);
-  EXPECT_EQ(num_threads(), 3);
-  std::thread([] { EXPECT_NE(num_threads(), 0); }).join();
+  const int default_threads = num_threads();
+  const int override_threads = default_threads + 2;
+  set_num_threads(override_threads);
+  EXPECT_EQ(num_threads(), override_threads);
+  // The override belongs to this thread: another thread keeps the default.
+  int other = 0;
+  std::thread([&] { other = num_threads(); }).join();
+  EXPECT_EQ(other, default_threads);
   set_num_threads(0);
   set_ranks_in_process(cores * 4);
   if (!std::getenv("WEFT_NUM_THREADS")) {
