@@ -458,12 +458,15 @@ TEST(Checkpoint, ImportedFileResumesAtTp2WithAFreshOptimizer) {
   });
 }
 
-// `weft checkpoint inspect` on a checkpoint and on an exported file (the CLI
-// binary sits in bin/ next to tests/ in the build tree).
+// `weft checkpoint inspect` on a checkpoint and on an exported file. The CLI
+// is a dependency of this binary and its path a compile definition
+// (tests/CMakeLists.txt): a missing binary fails the test.
+#ifndef WEFT_CLI_PATH
+#error "WEFT_CLI_PATH (the weft_cli binary) is set by tests/CMakeLists.txt"
+#endif
 TEST(Checkpoint, InspectListsLayoutAndShards) {
-  const fs::path self = fs::read_symlink("/proc/self/exe");
-  const fs::path weft = self.parent_path().parent_path() / "bin" / "weft";
-  if (!fs::exists(weft)) GTEST_SKIP() << "no " << weft << " (build the weft_cli target)";
+  const fs::path weft = WEFT_CLI_PATH;
+  ASSERT_TRUE(fs::is_regular_file(weft)) << "no " << weft << " (the weft_cli target)";
   TempDir tmp;
   const std::string dir = tmp.path("ckpt"), file = tmp.path("model.safetensors");
   save_at(dir, 4, 2);

@@ -322,6 +322,8 @@ TEST_F(TrainerTest, GenerationAndEvaluationAgreeAcrossTensorParallelSizes) {
   const std::vector<int32_t> prompt = ByteTokenizer().encode("the ");
   for (int tp : {1, 2}) {
     c.tp = tp;
+    // Each rank's seeded sample, written by that rank only.
+    std::vector<std::vector<int32_t>> sampled(static_cast<size_t>(tp));
     comm::run_local(tp, [&](comm::ProcessGroup& world) {
       set_num_threads(1);
       Trainer t(c, world, data_);
@@ -333,11 +335,17 @@ TEST_F(TrainerTest, GenerationAndEvaluationAgreeAcrossTensorParallelSizes) {
         loss[static_cast<size_t>(tp - 1)] = e.loss;
         EXPECT_EQ(e.tokens, static_cast<int64_t>(data_.val().size()) - 1);
       }
-      // Sampling with a seed is the same on every rank and for every run.
+      // Sampling with a seed is the same for every run...
       auto s1 = generate(t.model(), prompt, {.tokens = 16, .seed = 5});
       auto s2 = generate(t.model(), prompt, {.tokens = 16, .seed = 5});
       EXPECT_EQ(s1, s2);
+      sampled.at(static_cast<size_t>(world.rank())) = s1;
     });
+    // ... and on every rank.
+    for (size_t r = 0; r < sampled.size(); ++r) {
+      ASSERT_EQ(sampled[r].size(), 16u) << "tp " << tp << " rank " << r;
+      EXPECT_EQ(sampled[r], sampled[0]) << "tp " << tp << " rank " << r;
+    }
   }
   EXPECT_EQ(ids[0], ids[1]);
   EXPECT_NEAR(loss[0], loss[1], 1e-5 * loss[0]);
