@@ -1,6 +1,7 @@
 # Bad inputs for the CLI tests, made in DIR from the checkpoint DIR/ck that
 # apps_train_short wrote: an empty and a too-short data file, a checkpoint
-# with a truncated tensor file and one with a corrupted index.
+# with a truncated tensor file and one with a corrupted index; and the SHA-256
+# of every file of the three checkpoints (checkpoints.sha256).
 file(WRITE "${DIR}/empty.txt" "")
 file(WRITE "${DIR}/short.txt" "too short\n")
 foreach(bad truncated corrupted)
@@ -15,3 +16,7 @@ endif()
 file(READ "${DIR}/corrupted/index.json" index)
 string(REPLACE "\"" "'" index "${index}")
 file(WRITE "${DIR}/corrupted/index.json" "${index}")
+# What the checkpoints hold now, for apps_checkpoint_untouched (untouched.cmake).
+include(${CMAKE_CURRENT_LIST_DIR}/manifest.cmake)
+checkpoint_manifest(manifest)
+file(WRITE "${DIR}/checkpoints.sha256" "${manifest}")

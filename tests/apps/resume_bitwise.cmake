@@ -1,21 +1,41 @@
 # `weft train` stopped halfway (--stop-at) and resumed continues bitwise
 # identically: the per-step losses of the metrics files are the same text
 # (JSON numbers are written in the shortest form that reads back exactly).
+# The stopped run must end at step 4 with a checkpoint and the resumed one
+# start from it.
 #   WEFT  the weft binary;  DIR  a scratch directory
 set(run ${WEFT} train --steps 8 --micro-batch 4 --dropout 0.1 --eval-every 0 --sample-tokens 0
     --log-every 0)
-file(REMOVE_RECURSE "${DIR}/rb")
+# No output of an earlier run may count (a resumed run appends to its metrics).
+file(REMOVE_RECURSE "${DIR}/rb" "${DIR}/straight.jsonl" "${DIR}/resumed.jsonl")
+# weft(COMMAND... EXPECT re): runs it in DIR; it must end with status 0 and its
+# output match re.
 function(weft)
-  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY "${DIR}" RESULT_VARIABLE rc
+  cmake_parse_arguments(PARSE_ARGV 0 W "" "EXPECT" "COMMAND")
+  execute_process(COMMAND ${W_COMMAND} WORKING_DIRECTORY "${DIR}" RESULT_VARIABLE rc
                   OUTPUT_VARIABLE out ERROR_VARIABLE out)
   message("${out}")
   if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "exit status ${rc}: ${ARGN}")
+    message(FATAL_ERROR "exit status ${rc}: ${W_COMMAND}")
+  endif()
+  if(NOT out MATCHES "${W_EXPECT}")
+    message(FATAL_ERROR "the output does not match '${W_EXPECT}': ${W_COMMAND}")
   endif()
 endfunction()
-weft(${run} --metrics straight.jsonl)
-weft(${run} --stop-at 4 --save rb --metrics resumed.jsonl)
-weft(${WEFT} train --resume rb --metrics resumed.jsonl)
+function(expect_lines file n)
+  file(STRINGS "${DIR}/${file}" lines)
+  list(LENGTH lines have)
+  if(NOT have EQUAL n)
+    message(FATAL_ERROR "${file} has ${have} lines, expected ${n}")
+  endif()
+endfunction()
+weft(COMMAND ${run} --metrics straight.jsonl EXPECT "\ndone: 8 steps")
+weft(COMMAND ${run} --stop-at 4 --save rb --metrics resumed.jsonl
+     EXPECT "\nstep 4: checkpoint written to rb\ndone: 4 steps")
+expect_lines(resumed.jsonl 4)
+weft(COMMAND ${WEFT} train --resume rb --metrics resumed.jsonl
+     EXPECT "\nresumed from rb at step 4\n.*\ndone: 4 steps")
+expect_lines(resumed.jsonl 8)
 function(losses file out)
   file(STRINGS "${DIR}/${file}" lines)
   set(values)

@@ -1,5 +1,5 @@
 # Installs BUILD_DIR into WORK_DIR/prefix, builds CONSUMER against it with
-# find_package(weft) and runs it.
+# find_package(weft) and runs it: it must end with status 0 and print its loss.
 file(REMOVE_RECURSE "${WORK_DIR}")
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
@@ -18,4 +18,13 @@ run(${CMAKE_COMMAND} -S "${CONSUMER}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
     -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
     "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix")
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
-run(${CMAKE_COMMAND} -E env WEFT_NUM_THREADS=1 "${WORK_DIR}/build/consumer")
+# The consumer must end with status 0 (it checks its loss) and say so.
+execute_process(COMMAND ${CMAKE_COMMAND} -E env WEFT_NUM_THREADS=1 "${WORK_DIR}/build/consumer"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+message("${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the consumer failed (exit status ${rc})")
+endif()
+if(NOT out MATCHES "^consumer: loss [0-9]+\\.[0-9]+ on 2 ranks\n$")
+  message(FATAL_ERROR "the consumer's output is not one line 'consumer: loss <number> on 2 ranks'")
+endif()
