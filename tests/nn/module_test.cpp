@@ -406,9 +406,13 @@ TEST(Collectives, LayerNormMLP) {
   for (SequenceParallel sp : kAllSp) check_collectives<LayerNormMLP>(2, cfg, sp, kNone);
 }
 
+// Four heads (of width 2), so that TP 4 splits them too: H = 2 cannot.
+constexpr int64_t kHeads4 = 4;
+static_assert(C % kHeads4 == 0);
+
 TEST(Collectives, MultiheadAttention) {
-  MultiheadAttentionConfig cfg{.name = "attn", .input_norm = "ln_1", .width = C, .heads = H};
-  for (int tp : {2}) {
+  MultiheadAttentionConfig cfg{.name = "attn", .input_norm = "ln_1", .width = C, .heads = kHeads4};
+  for (int tp : {2, 4}) {
     for (SequenceParallel sp : kAllSp) {
       check_collectives<MultiheadAttention>(tp, cfg, sp, megatron_pair(sp), B * T * C * 4);
     }
@@ -422,11 +426,8 @@ TEST(Collectives, MultiheadAttention) {
 }
 
 TEST(Collectives, TransformerLayer) {
-  // Four heads (of width 2), so that TP 4 splits them too: H = 2 cannot.
-  constexpr int64_t kHeads = 4;
-  static_assert(C % kHeads == 0 && kHeads % 4 == 0);
   for (DType dt : {DType::f32, DType::bf16}) {
-    TransformerLayerConfig cfg{.name = "h.0", .width = C, .heads = kHeads, .compute = dt};
+    TransformerLayerConfig cfg{.name = "h.0", .width = C, .heads = kHeads4, .compute = dt};
     const int64_t bytes = B * T * C * (dt == DType::f32 ? 4 : 2);
     for (int tp : {2, 4}) {
       check_collectives<TransformerLayer>(tp, cfg, SequenceParallel::off,
