@@ -8,20 +8,7 @@ set(run ${WEFT} train --steps 8 --micro-batch 4 --dropout 0.1 --eval-every 0 --s
     --log-every 0)
 # No output of an earlier run may count (a resumed run appends to its metrics).
 file(REMOVE_RECURSE "${DIR}/rb" "${DIR}/straight.jsonl" "${DIR}/resumed.jsonl")
-# weft(COMMAND... EXPECT re): runs it in DIR; it must end with status 0 and its
-# output match re.
-function(weft)
-  cmake_parse_arguments(PARSE_ARGV 0 W "" "EXPECT" "COMMAND")
-  execute_process(COMMAND ${W_COMMAND} WORKING_DIRECTORY "${DIR}" RESULT_VARIABLE rc
-                  OUTPUT_VARIABLE out ERROR_VARIABLE out)
-  message("${out}")
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "exit status ${rc}: ${W_COMMAND}")
-  endif()
-  if(NOT out MATCHES "${W_EXPECT}")
-    message(FATAL_ERROR "the output does not match '${W_EXPECT}': ${W_COMMAND}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../support/run_ok.cmake)
 function(expect_lines file n)
   file(STRINGS "${DIR}/${file}" lines)
   list(LENGTH lines have)
@@ -29,11 +16,11 @@ function(expect_lines file n)
     message(FATAL_ERROR "${file} has ${have} lines, expected ${n}")
   endif()
 endfunction()
-weft(COMMAND ${run} --metrics straight.jsonl EXPECT "\ndone: 8 steps")
-weft(COMMAND ${run} --stop-at 4 --save rb --metrics resumed.jsonl
+run_ok(WORKING_DIRECTORY ${DIR} COMMAND ${run} --metrics straight.jsonl EXPECT "\ndone: 8 steps")
+run_ok(WORKING_DIRECTORY ${DIR} COMMAND ${run} --stop-at 4 --save rb --metrics resumed.jsonl
      EXPECT "\nstep 4: checkpoint written to rb\ndone: 4 steps")
 expect_lines(resumed.jsonl 4)
-weft(COMMAND ${WEFT} train --resume rb --metrics resumed.jsonl
+run_ok(WORKING_DIRECTORY ${DIR} COMMAND ${WEFT} train --resume rb --metrics resumed.jsonl
      EXPECT "\nresumed from rb at step 4\n.*\ndone: 4 steps")
 expect_lines(resumed.jsonl 8)
 function(losses file out)
