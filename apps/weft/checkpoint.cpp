@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "weft/core/error.h"
+#include "weft/train/checkpoint_dir.h"
 #include "weft/train/hf_export.h"
 #include "weft/train/safetensors.h"
 
@@ -191,7 +192,8 @@ int inspect(const std::vector<std::string>& args) {
       "global shape, split (dimension and blocks) and which file holds which slice.\n"
       "For a .safetensors file: its metadata, tensors, dtypes and shapes, and the GPT-2\n"
       "model shape when it is one.");
-  opts.positional("DIR|FILE", "a checkpoint directory or a .safetensors file")
+  opts.positional("DIR|FILE",
+                  "a checkpoint directory (a --save directory: its latest) or a .safetensors file")
       .flag("json", "print one JSON object (for a directory: its index.json plus \"path\")");
   opts.parse(args);
   expect_positionals(opts, 1, "weft checkpoint inspect DIR|FILE");
@@ -199,7 +201,7 @@ int inspect(const std::vector<std::string>& args) {
   return guarded([&] {
     WEFT_CHECK(fs::exists(path), "{} does not exist", path);
     if (fs::is_directory(path)) {
-      inspect_dir(path, opts.flag_set("json"));
+      inspect_dir(weft::train::resolve_checkpoint(path), opts.flag_set("json"));
     } else {
       inspect_file(path, opts.flag_set("json"));
     }
@@ -215,13 +217,13 @@ int export_cmd(const std::vector<std::string>& args) {
       "rows, transformer.h.N.attn.c_attn.weight stored (C, 3C) as Conv1D does, ...), and a\n"
       "config.json next to it. Name the file model.safetensors and its directory loads with\n"
       "GPT2LMHeadModel.from_pretrained(DIRECTORY). The file is written atomically.");
-  opts.positional("DIR", "a weft checkpoint directory")
+  opts.positional("DIR", "a weft checkpoint directory (a --save directory: its latest)")
       .positional("FILE", "the .safetensors file to write (config.json goes next to it)");
   opts.parse(args);
   expect_positionals(opts, 2, "weft checkpoint export DIR FILE.safetensors");
   const std::string dir = opts.positionals()[0], file = opts.positionals()[1];
   return guarded([&] {
-    weft::train::export_hf(dir, file);
+    weft::train::export_hf(weft::train::resolve_checkpoint(dir), file);
     const fs::path config = fs::path(file).parent_path() / "config.json";
     std::cout << "wrote " << file << " and " << config.string() << "\n";
     if (fs::path(file).filename() != "model.safetensors") {
