@@ -4,7 +4,7 @@ checkpoint and resume bitwise identically, reruns resume, another run's
 checkpoint is refused untouched, --keep keeps that many.
 
 usage: lost_work.py WEFT DIR CASE [MPIRUN...]
-  CASE: interrupt | keep | other_run | mpi_interrupt (MPIRUN: the mpirun
+  CASE: interrupt | keep | other_run | paths | schedule | mpi_interrupt (MPIRUN: the mpirun
   command line up to the process count, e.g. mpirun --oversubscribe -np)
 Every process is waited on with a timeout; a failure prints what was seen.
 """
@@ -197,6 +197,61 @@ def case_other_run():
     print("--overwrite: other holds the new run's step-000002 alone")
 
 
+def case_paths():
+    # Relative paths in a --config file are relative to the file; those a
+    # checkpoint saved are relative to the checkpoint: resuming from another
+    # working directory finds the data and writes where the run did.
+    sub = WORK / "sub"
+    sub.mkdir()
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    (sub / "corpus.txt").write_text(
+        "".join(f"{words[i % 8]} {words[(i * 5) % 8]} {i}\n" for i in range(4000)))
+    config = {"data": "corpus.txt", "save": "ck", "metrics": "m.jsonl", "steps": 6,
+              "stop-at": 3, "tp": 1}
+    small = [*MODEL[:-2]]
+    (sub / "run.json").write_text(json.dumps(config))
+    run([WEFT, "train", *small, "--config", "sub/run.json"],
+        expect=r"data  sub/corpus.txt: .*step 3: checkpoint written to sub/ck/step-000003\n")
+    if metrics_steps("sub/m.jsonl") != [1, 2, 3] or (WORK / "ck").exists():
+        fail("the --config run did not write sub/m.jsonl and sub/ck")
+    elsewhere = WORK / "elsewhere"
+    elsewhere.mkdir()
+    p = subprocess.run([WEFT, "train", "--resume", "../sub/ck"], cwd=elsewhere,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT)
+    expect = (r"data  \.\./sub/corpus\.txt: .*\nfrom checkpoint \.\./sub/ck: [^\n]*data "
+              r"\.\./sub/corpus\.txt, [^\n]*save \.\./sub/ck, [^\n]*metrics \.\./sub/m\.jsonl.*"
+              r"\nstep 6: checkpoint written to \.\./sub/ck/step-000006\n")
+    if p.returncode != 0 or not re.search(expect, p.stdout, re.S):
+        fail(f"resuming from another directory: exit status {p.returncode}", p.stdout)
+    if metrics_steps("sub/m.jsonl") != list(range(1, 7)) or latest("sub/ck") != "step-000006":
+        fail(f"sub/m.jsonl holds {metrics_steps('sub/m.jsonl')}, latest {latest('sub/ck')}")
+    print("paths: the --config file's and the checkpoint's relative paths resolved against them")
+
+
+def case_schedule():
+    small = [*MODEL[:-2], "--tp", "1", "--warmup", "0", "--lr", "1e-3", "--min-lr", "1e-4"]
+    run([WEFT, "train", *small, "--steps", "4", "--save", "s", "--metrics", "s.jsonl"])
+
+    def lrs(name):
+        return [json.loads(line)["lr"] for line in (WORK / name).read_text().splitlines()]
+
+    # Past the end of the saved schedule the rate stays at its floor.
+    run([WEFT, "train", "--resume", "s", "--steps", "6"],
+        expect=r"cosine over 4 steps to 0\.0001\).*\nschedule: the saved run's, over 4 steps "
+               r"\(--reset-schedule spans --steps 6 instead\)\n")
+    if lrs("s.jsonl")[3:] != [1e-4, 1e-4, 1e-4]:
+        fail(f"lr after the resume: {lrs('s.jsonl')[3:]}, expected the floor 1e-4")
+    run([WEFT, "train", "--resume", "s/step-000004", "--steps", "6", "--reset-schedule", "--save",
+         "s2", "--metrics", "s2.jsonl"],
+        expect=r"cosine to 0\.0001\).*\nschedule: spans --steps 6 \(--reset-schedule. the saved "
+               r"run's spanned 4\)\n")
+    reset = lrs("s2.jsonl")
+    # The new cosine is above its floor at step 5 and reaches it at the last step, 6.
+    if len(reset) != 2 or not reset[0] > 1e-4 or reset[1] != 1e-4:
+        fail(f"lr of the reset schedule at steps 5, 6: {reset}: expected a cosine ending at 1e-4")
+    print(f"schedule: kept (lr 1e-4 past step 4), reset (lr {reset[0]:.3g}, {reset[1]:.3g})")
+
+
 def case_mpi_interrupt():
     # SIGTERM to rank 1 alone (as a batch system may deliver it): both ranks
     # stop after the same step and write one checkpoint together.
@@ -232,5 +287,5 @@ if __name__ == "__main__":
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
     {"interrupt": case_interrupt, "keep": case_keep, "other_run": case_other_run,
-     "mpi_interrupt": case_mpi_interrupt}[CASE]()
+     "paths": case_paths, "schedule": case_schedule, "mpi_interrupt": case_mpi_interrupt}[CASE]()
     print(f"{CASE}: ok")

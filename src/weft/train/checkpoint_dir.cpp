@@ -118,7 +118,19 @@ std::string resolve_checkpoint(const std::string& path) {
   }
   if (fs::exists(dir / "index.json", ec)) return path;
   const auto steps = step_dirs(dir);
-  return steps.empty() ? path : steps.rbegin()->second.string();
+  if (!steps.empty()) return steps.rbegin()->second.string();
+  // Empty, or only what interrupted saves leave (step-*.tmp-*).
+  bool leftovers_only = true;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    leftovers_only &= step_of(name.substr(0, name.find('.'))).has_value();
+  }
+  WEFT_CHECK(!leftovers_only,
+             "{} holds no checkpoint yet: the run saving there stopped before its first "
+             "checkpoint was complete. Run it again (it starts afresh), or pass a directory "
+             "that holds one",
+             path);
+  return path;
 }
 
 bool holds_checkpoint(const std::string& dir) {

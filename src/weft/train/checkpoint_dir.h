@@ -33,7 +33,8 @@ std::string step_dir_name(int64_t step);
 // The checkpoint directory `path` names: DIR/<latest> when DIR has a `latest`
 // pointer; else, when DIR holds step directories but no pointer (a crash
 // before the first pointer was written), the newest complete one; else `path`
-// itself. A pointer naming a missing checkpoint is a weft::Error.
+// itself. A pointer naming a missing checkpoint, and a directory that is
+// empty or holds only the leftovers of an interrupted save, are weft::Errors.
 std::string resolve_checkpoint(const std::string& path);
 
 // Whether `dir` holds a checkpoint a run could resume (a pointer, a complete
