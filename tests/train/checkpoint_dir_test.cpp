@@ -87,7 +87,9 @@ TEST(CheckpointDir, StepsPastTheNewOneGoAndOverwriteDropsTheOthers) {
   publish(dir, 6, 3);
   EXPECT_EQ(entries(dir),
             (std::vector<std::string>{"latest", "step-000002", "step-000004", "step-000006"}));
-  // --overwrite: the first checkpoint of the new run alone remains.
+  // --overwrite: the first checkpoint of the new run alone remains, and what
+  // an interrupted save left goes too.
+  fs::create_directories(dir + "/step-000005.tmp-12-34");
   fake_checkpoint(dir, 1);
   publish(dir, 1, 3, true);
   EXPECT_EQ(entries(dir), (std::vector<std::string>{"latest", "step-000001"}));

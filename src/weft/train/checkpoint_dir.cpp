@@ -179,6 +179,13 @@ std::vector<std::string> publish_checkpoint(const std::string& dir, int64_t step
       fs::remove_all(path);
       removed.push_back(path.string());
     }
+    // What interrupted saves left (step-*.tmp-*, step-*.old-*): saves run one at a time.
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(d, ec)) {
+      const std::string name = e.path().filename().string();
+      const auto dot = name.find('.');
+      if (dot != std::string::npos && step_of(name.substr(0, dot))) fs::remove_all(e.path());
+    }
   });
   return removed;
 }

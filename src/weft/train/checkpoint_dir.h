@@ -50,7 +50,8 @@ void prepare_save_dir(const std::string& dir);
 // directories that are not kept: those past `step` (another run's, or this
 // run's before it resumed from an earlier step), all others when
 // `drop_others` (the first checkpoint of a run that replaces another), and
-// beyond the `keep` newest (0: keep all). A failure on rank 0 is a
+// beyond the `keep` newest (0: keep all), and what interrupted saves left
+// behind (step-*.tmp-*). A failure on rank 0 is a
 // weft::Error on every rank. Returns (on rank 0) the directories removed.
 std::vector<std::string> publish_checkpoint(const std::string& dir, int64_t step, int64_t keep,
                                             bool drop_others, comm::ProcessGroup& world);
