@@ -367,9 +367,12 @@ TEST(TrainConfigTest, SettingsLayerAndNameTheBadKey) {
   EXPECT_THROW(apply_settings(c, parse_json(R"({"steps": "ten"})"), ""), Error);
   EXPECT_THROW(apply_settings(c, parse_json(R"({"lr": -1})"), ""), Error);
 
-  // A checkpoint's settings round-trip without those of one invocation (the
-  // layout, --resume, --init, --stop-at); where it saves and logs carries over.
+  // A checkpoint's settings round-trip without those of one invocation (how
+  // the world was started, --resume, --init, --stop-at); the TP layout and
+  // where it saves and logs carry over.
   c.tp = 4;
+  c.dp = 2;
+  c.backend = "mpi";
   c.stop_at = 5;
   c.init = "weights.safetensors";
   c.save = "out";
@@ -379,7 +382,8 @@ TEST(TrainConfigTest, SettingsLayerAndNameTheBadKey) {
   apply_settings(d, resumable_settings(c.to_json()), "checkpoint");
   EXPECT_EQ(d.to_json().dump(), [&] {
     TrainConfig e = c;
-    e.tp = TrainConfig{}.tp;
+    e.dp = TrainConfig{}.dp;
+    e.backend = TrainConfig{}.backend;
     e.stop_at = 0;
     e.init.clear();
     return e.to_json().dump();

@@ -316,7 +316,7 @@ void apply_settings(TrainConfig& cfg, const Json& settings, const std::string& s
 }
 
 Json resumable_settings(const Json& settings) {
-  static const char* const kPerRun[] = {"tp", "dp", "sp", "backend", "resume", "init", "stop-at"};
+  static const char* const kPerRun[] = {"dp", "backend", "resume", "init", "stop-at"};
   Json out = Json::object();
   if (!settings.is_object()) return out;
   for (const auto& [name, value] : settings.as_object()) {

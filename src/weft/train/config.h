@@ -108,9 +108,10 @@ std::string canonical_key(const std::string& name);
 // and values of the wrong type or range are a weft::Error naming the key.
 void apply_settings(TrainConfig& cfg, const Json& settings, const std::string& source);
 // The members of `settings` that are keys (a checkpoint's saved configuration
-// without the settings that belong to one invocation only: layout, backend,
-// resume and init paths, stop-at). --save, --save-every and --metrics carry
-// over, so a resumed run keeps writing where the saved one did.
+// without the settings that belong to one invocation only: dp and backend,
+// which follow how weft was started, resume and init paths, stop-at). --tp,
+// --sp, --save, --save-every and --metrics carry over, so a resumed run keeps
+// its layout and writes where the saved one did.
 Json resumable_settings(const Json& settings);
 
 // A checkpoint's saved settings carry {kPathsKey: kPathsRelativeToCheckpoint}

@@ -361,6 +361,8 @@ std::vector<std::string> plan_start(TrainConfig& run, const Dataset& data) {
     prepare_save_dir(run.save);
     const bool resumes_it =
         !run.resume.empty() && in_run_dir(resolve_checkpoint(run.resume), run.save);
+    // Continuing the run that --save holds: nothing in it is another run's to replace.
+    if (resumes_it) run.overwrite = false;
     if (holds_checkpoint(run.save) && !resumes_it) {
       const std::string saved_dir = resolve_checkpoint(run.save);
       const int64_t saved_step = CheckpointReader(saved_dir).step();
