@@ -133,6 +133,13 @@ std::string resolve_checkpoint(const std::string& path) {
   return path;
 }
 
+bool in_run_dir(const std::string& checkpoint, const std::string& run_dir) {
+  std::error_code ec;
+  const fs::path c = fs::weakly_canonical(checkpoint, ec);
+  const fs::path r = fs::weakly_canonical(run_dir, ec);
+  return c == r || c.parent_path() == r;
+}
+
 bool holds_checkpoint(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return false;

@@ -37,6 +37,10 @@ std::string step_dir_name(int64_t step);
 // empty or holds only the leftovers of an interrupted save, are weft::Errors.
 std::string resolve_checkpoint(const std::string& path);
 
+// Whether checkpoint directory `checkpoint` is run directory `run_dir` or
+// one of its step directories.
+bool in_run_dir(const std::string& checkpoint, const std::string& run_dir);
+
 // Whether `dir` holds a checkpoint a run could resume (a pointer, a complete
 // step directory or an older weft's index.json).
 bool holds_checkpoint(const std::string& dir);
