@@ -367,17 +367,43 @@ TEST(TrainConfigTest, SettingsLayerAndNameTheBadKey) {
   EXPECT_THROW(apply_settings(c, parse_json(R"({"steps": "ten"})"), ""), Error);
   EXPECT_THROW(apply_settings(c, parse_json(R"({"lr": -1})"), ""), Error);
 
-  // A checkpoint's settings round-trip, without the per-run layout and paths.
+  // A checkpoint's settings round-trip without those of one invocation (how
+  // the world was started, --resume, --init, --stop-at); the TP layout and
+  // where it saves and logs carry over.
   c.tp = 4;
+  c.dp = 2;
+  c.backend = "mpi";
+  c.stop_at = 5;
+  c.init = "weights.safetensors";
   c.save = "out";
+  c.save_every = 7;
+  c.metrics = "m.jsonl";
   TrainConfig d;
   apply_settings(d, resumable_settings(c.to_json()), "checkpoint");
   EXPECT_EQ(d.to_json().dump(), [&] {
     TrainConfig e = c;
-    e.tp = TrainConfig{}.tp;
-    e.save.clear();
+    e.dp = TrainConfig{}.dp;
+    e.backend = TrainConfig{}.backend;
+    e.stop_at = 0;
+    e.init.clear();
     return e.to_json().dump();
   }());
+}
+
+TEST(TrainConfigTest, RelativePathsResolveAgainstTheirFile) {
+  const Json settings =
+      parse_json(R"({"data": "d.txt", "save": "../ck", "metrics": "/abs/m.jsonl", "lr": "1"})");
+  const Json resolved = resolve_paths(settings, "runs/a");
+  EXPECT_EQ(resolved.at("data").as_string(), "runs/a/d.txt");
+  EXPECT_EQ(resolved.at("save").as_string(), "runs/ck");
+  EXPECT_EQ(resolved.at("metrics").as_string(), "/abs/m.jsonl");
+  EXPECT_EQ(resolved.at("lr").as_string(), "1");
+  // What a checkpoint in runs/ck/step-000004 stores reads back as given.
+  const Json stored = relative_paths(settings, "runs/ck/step-000004");
+  EXPECT_EQ(stored.at("data").as_string(), "../../../d.txt");
+  EXPECT_EQ(stored.at("save").as_string(), "../../../../ck");
+  EXPECT_EQ(resolve_paths(stored, "runs/ck/step-000004").at("data").as_string(), "d.txt");
+  EXPECT_EQ(resolve_paths(stored, "runs/ck/step-000004").at("save").as_string(), "../ck");
 }
 
 TEST(TrainConfigTest, ValidationNamesTheOption) {

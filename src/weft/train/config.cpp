@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 
 namespace weft::train {
@@ -195,6 +196,19 @@ const std::vector<KeyDef>& key_defs() {
                    }
                  },
                  [](const TrainConfig& c) { return c.min_lr ? Json(*c.min_lr) : Json(nullptr); }});
+    d.push_back({{"schedule-steps", "N", "steps",
+                  "steps the learning-rate schedule spans (a resumed run keeps its saved one "
+                  "unless --reset-schedule)"},
+                 [](TrainConfig& c, const Json& v, const Where& w) {
+                   if (v.is_null()) {
+                     c.schedule_steps.reset();
+                   } else {
+                     c.schedule_steps = at_least(to_int(v, w), 1, w);
+                   }
+                 },
+                 [](const TrainConfig& c) {
+                   return c.schedule_steps ? Json(*c.schedule_steps) : Json(nullptr);
+                 }});
     d.push_back({{"warmup", "N", "steps/20", "steps of linear learning-rate warmup"},
                  [](TrainConfig& c, const Json& v, const Where& w) {
                    if (v.is_null()) {
@@ -213,14 +227,19 @@ const std::vector<KeyDef>& key_defs() {
                    c.seed = static_cast<uint64_t>(at_least(to_int(v, w), 0, w));
                  },
                  [](const TrainConfig& c) { return Json(c.seed); }});
-    d.push_back(string_key({"save", "DIR", "none", "write a checkpoint to DIR at the end"},
+    d.push_back(string_key({"save", "DIR", "none",
+                            "checkpoint to DIR/step-NNNNNN at the end (and on SIGINT/SIGTERM); "
+                            "a rerun resumes the checkpoint of the same run there"},
                            &TrainConfig::save));
     d.push_back(
         int_key({"save-every", "N", "", "also checkpoint every N steps (0: only at the end)"},
                 &TrainConfig::save_every, 0));
-    d.push_back(string_key(
-        {"resume", "DIR", "none", "continue the run saved in DIR (its settings are the defaults)"},
-        &TrainConfig::resume));
+    d.push_back(int_key({"keep", "N", "", "step checkpoints kept in the --save directory (0: all)"},
+                        &TrainConfig::keep, 0));
+    d.push_back(string_key({"resume", "DIR", "none",
+                            "continue the run saved in DIR (a --save directory or one of its "
+                            "step-* checkpoints) with its settings, options overriding them"},
+                           &TrainConfig::resume));
     d.push_back(string_key({"init", "FILE|DIR", "none",
                             "start from these weights (a GPT-2 .safetensors file or a checkpoint) "
                             "at step 0 with a fresh optimizer"},
@@ -231,7 +250,9 @@ const std::vector<KeyDef>& key_defs() {
     d.push_back(int_key({"eval-batches", "N", "", "validation batches per evaluation"},
                         &TrainConfig::eval_batches, 1));
     d.push_back(
-        string_key({"metrics", "FILE", "none", "one JSON line per step (appended when resuming)"},
+        string_key({"metrics", "FILE", "none",
+                    "one JSON line per step (a resumed run drops the lines past its checkpoint "
+                    "and appends)"},
                    &TrainConfig::metrics));
     d.push_back(int_key({"log-every", "N", "", "progress line every N steps (0: none)"},
                         &TrainConfig::log_every, 0));
@@ -302,8 +323,7 @@ void apply_settings(TrainConfig& cfg, const Json& settings, const std::string& s
 }
 
 Json resumable_settings(const Json& settings) {
-  static const char* const kPerRun[] = {"tp",     "dp",   "sp",         "backend", "save",
-                                        "resume", "init", "save-every", "metrics", "stop-at"};
+  static const char* const kPerRun[] = {"dp", "backend", "resume", "init", "stop-at"};
   Json out = Json::object();
   if (!settings.is_object()) return out;
   for (const auto& [name, value] : settings.as_object()) {
@@ -313,6 +333,45 @@ Json resumable_settings(const Json& settings) {
     out[key] = value;
   }
   return out;
+}
+
+bool is_path_key(const std::string& key) {
+  static const char* const kPaths[] = {"data", "save", "resume", "init", "metrics"};
+  const std::string k = canonical_key(key);
+  return std::find(std::begin(kPaths), std::end(kPaths), k) != std::end(kPaths);
+}
+
+namespace {
+
+// `settings` with fn applied to each non-empty relative path.
+Json map_relative_paths(
+    const Json& settings,
+    const std::function<std::filesystem::path(const std::filesystem::path&)>& fn) {
+  if (!settings.is_object()) return settings;
+  Json out = settings;
+  for (const auto& [name, value] : settings.as_object()) {
+    if (!is_path_key(name) || !value.is_string() || value.as_string().empty()) continue;
+    const std::filesystem::path p(value.as_string());
+    if (p.is_absolute()) continue;
+    std::filesystem::path mapped = fn(p).lexically_normal();
+    if (mapped.has_parent_path() && mapped.filename().empty()) mapped = mapped.parent_path();
+    out[name] = mapped.empty() ? std::string(".") : mapped.string();
+  }
+  return out;
+}
+
+}  // namespace
+
+Json resolve_paths(const Json& settings, const std::string& base) {
+  return map_relative_paths(
+      settings, [&](const std::filesystem::path& p) { return std::filesystem::path(base) / p; });
+}
+
+Json relative_paths(const Json& settings, const std::string& base) {
+  const std::filesystem::path from = std::filesystem::absolute(base).lexically_normal();
+  return map_relative_paths(settings, [&](const std::filesystem::path& p) {
+    return std::filesystem::absolute(p).lexically_normal().lexically_relative(from);
+  });
 }
 
 Json shape_settings(const Json& settings) {
@@ -338,8 +397,9 @@ void validate(const TrainConfig& c) {
   WEFT_CHECK(c.dropout < 1.0f, "--dropout must be below 1, got {}", c.dropout);
   WEFT_CHECK(c.lr > 0, "--lr must be positive, got {}", c.lr);
   WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr, "--min-lr {} is above --lr {}", *c.min_lr, c.lr);
-  WEFT_CHECK(c.warmup_steps() <= c.steps, "--warmup {} is longer than the run (--steps {})",
-             c.warmup_steps(), c.steps);
+  WEFT_CHECK(c.warmup_steps() <= c.schedule_total(), "--warmup {} is longer than the run ({} {})",
+             c.warmup_steps(), c.schedule_steps ? "--schedule-steps" : "--steps",
+             c.schedule_total());
   WEFT_CHECK(c.val_fraction > 0 && c.val_fraction < 1,
              "--val-fraction must lie strictly between 0 and 1, got {}", c.val_fraction);
   WEFT_CHECK(c.bucket_mb > 0 && c.bucket_mb <= 1 << 20,
