@@ -226,6 +226,10 @@ const std::vector<KeyDef>& key_defs() {
     d.push_back(
         string_key({"metrics", "FILE", "none", "one JSON line per step (appended when resuming)"},
                    &TrainConfig::metrics));
+    d.push_back(string_key({"tensorboard", "DIR", "none",
+                            "TensorBoard event file in DIR (loss, val_loss, lr, grad_norm, "
+                            "tokens_per_s per step; view with tensorboard --logdir DIR)"},
+                           &TrainConfig::tensorboard));
     d.push_back(int_key({"log-every", "N", "", "progress line every N steps (0: none)"},
                         &TrainConfig::log_every, 0));
     d.push_back(int_key({"sample-tokens", "N", "", "tokens of text generated at the end (0: none)"},
@@ -295,8 +299,9 @@ void apply_settings(TrainConfig& cfg, const Json& settings, const std::string& s
 }
 
 Json resumable_settings(const Json& settings) {
-  static const char* const kPerRun[] = {"tp",     "dp",   "sp",         "backend", "save",
-                                        "resume", "init", "save-every", "metrics", "stop-at"};
+  static const char* const kPerRun[] = {"tp",      "dp",          "sp",     "backend",
+                                        "save",    "resume",      "init",   "save-every",
+                                        "metrics", "tensorboard", "stop-at"};
   Json out = Json::object();
   if (!settings.is_object()) return out;
   for (const auto& [name, value] : settings.as_object()) {

@@ -14,6 +14,7 @@
 #include "weft/train/checkpoint.h"
 #include "weft/train/generate.h"
 #include "weft/train/hf_export.h"
+#include "weft/train/metrics.h"
 #include "weft/train/schedule.h"
 #include "weft/train/tokenizer.h"
 
@@ -260,21 +261,6 @@ std::string describe(Trainer& t, const Dataset& data) {
       c.seq, c.micro_batch, g.size("dp"), c.grad_accum, c.lr, c.warmup_steps(), c.min_lr_value());
 }
 
-Json metrics_line(const StepReport& r) {
-  Json j = Json::object();
-  j["step"] = r.result.step;
-  j["loss"] = r.result.loss;
-  if (r.val_loss) j["val_loss"] = *r.val_loss;
-  j["lr"] = r.result.lr;
-  j["grad_norm"] = r.result.grad_norm;
-  j["tokens_per_s"] = r.tokens_per_s;
-  Json peak = Json::array();
-  for (int64_t b : r.peak_memory) peak.push_back(b);
-  j["peak_memory_bytes"] = std::move(peak);
-  j["step_seconds"] = r.result.times.total;
-  return j;
-}
-
 // The prompt of the end-of-run sample: text through the byte tokenizer for
 // byte vocabularies, else GPT-2's <|endoftext|> (or id 0).
 std::vector<int32_t> sample_prompt(const TrainConfig& c) {
@@ -341,11 +327,11 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
     auto note = [&](const std::string& s) {
       if (lead && cb.on_note) cb.on_note(s);
     };
-    std::ofstream metrics;
-    if (lead && !cfg.metrics.empty()) {
-      metrics.open(cfg.metrics, cfg.resume.empty() ? std::ios::trunc : std::ios::app);
-      WEFT_CHECK(metrics.good(), "cannot write the --metrics file {}", cfg.metrics);
-    }
+    MetricsLog metrics = lead ? MetricsLog({.jsonl = cfg.metrics,
+                                            .append = !cfg.resume.empty(),
+                                            .tensorboard = cfg.tensorboard,
+                                            .log_every = cfg.log_every})
+                              : MetricsLog();
     if (lead && cb.on_start) cb.on_start(describe(trainer, data));
     TrainSummary s;
     s.first_step = trainer.steps_done();
@@ -395,16 +381,14 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
       rep.elapsed_s = seconds_since(start);
       rep.tokens_per_s = static_cast<double>(rep.result.tokens) / rep.result.times.total;
       s.final_loss = rep.result.loss;
-      if (metrics.is_open()) {
-        metrics << metrics_line(rep).dump() << "\n";
-        metrics.flush();
-      }
+      metrics.write(rep);
       if (lead && cb.on_step) cb.on_step(rep);
       if (!cfg.save.empty() && ((cfg.save_every > 0 && step % cfg.save_every == 0) || last)) {
         trainer.save(cfg.save);
         note(format("step {}: checkpoint written to {}", step, cfg.save));
       }
     }
+    metrics.close();
     s.steps = trainer.steps_done();
     s.seconds = seconds_since(start);
     s.tokens_per_s = step_seconds > 0 ? static_cast<double>(tokens) / step_seconds : 0;
