@@ -254,6 +254,10 @@ const std::vector<KeyDef>& key_defs() {
                     "one JSON line per step (a resumed run drops the lines past its checkpoint "
                     "and appends)"},
                    &TrainConfig::metrics));
+    d.push_back(string_key({"tensorboard", "DIR", "none",
+                            "TensorBoard event file in DIR (loss, val_loss, lr, grad_norm, "
+                            "tokens_per_s per step; view with tensorboard --logdir DIR)"},
+                           &TrainConfig::tensorboard));
     d.push_back(int_key({"log-every", "N", "", "progress line every N steps (0: none)"},
                         &TrainConfig::log_every, 0));
     d.push_back(int_key({"sample-tokens", "N", "", "tokens of text generated at the end (0: none)"},

@@ -74,6 +74,7 @@ struct TrainConfig {
   int64_t eval_every = 100;
   int64_t eval_batches = 8;
   std::string metrics{};
+  std::string tensorboard{};  // TensorBoard event files go to this directory
   int64_t log_every = 50;
   int64_t sample_tokens = 300;
   std::string sample_prompt{};

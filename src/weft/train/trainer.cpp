@@ -18,6 +18,7 @@
 #include "weft/train/generate.h"
 #include "weft/train/hf_export.h"
 #include "weft/train/hf_files.h"
+#include "weft/train/metrics.h"
 #include "weft/train/run_start.h"
 #include "weft/train/schedule.h"
 #include "weft/train/stop_signal.h"
@@ -291,21 +292,6 @@ std::string describe(Trainer& t, const Dataset& data) {
       c.min_lr_value());
 }
 
-Json metrics_line(const StepReport& r) {
-  Json j = Json::object();
-  j["step"] = r.result.step;
-  j["loss"] = r.result.loss;
-  if (r.val_loss) j["val_loss"] = *r.val_loss;
-  j["lr"] = r.result.lr;
-  j["grad_norm"] = r.result.grad_norm;
-  j["tokens_per_s"] = r.tokens_per_s;
-  Json peak = Json::array();
-  for (int64_t b : r.peak_memory) peak.push_back(b);
-  j["peak_memory_bytes"] = std::move(peak);
-  j["step_seconds"] = r.result.times.total;
-  return j;
-}
-
 // The prompt of the end-of-run sample: text through the byte tokenizer for
 // byte vocabularies, else GPT-2's <|endoftext|> (or id 0).
 std::vector<int32_t> sample_prompt(const TrainConfig& c) {
@@ -359,18 +345,18 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
     auto note = [&](const std::string& s) {
       if (lead && cb.on_note) cb.on_note(s);
     };
-    std::ofstream metrics;
-    if (lead && !run.metrics.empty()) {
-      if (!run.resume.empty()) {
-        const int64_t dropped = truncate_metrics(run.metrics, trainer.steps_done());
-        if (dropped > 0) {
-          note(format("{}: dropped {} lines past step {}", run.metrics, dropped,
-                      trainer.steps_done()));
-        }
+    if (lead && !run.metrics.empty() && !run.resume.empty()) {
+      const int64_t dropped = truncate_metrics(run.metrics, trainer.steps_done());
+      if (dropped > 0) {
+        note(format("{}: dropped {} lines past step {}", run.metrics, dropped,
+                    trainer.steps_done()));
       }
-      metrics.open(run.metrics, run.resume.empty() ? std::ios::trunc : std::ios::app);
-      WEFT_CHECK(metrics.good(), "cannot write the --metrics file {}", run.metrics);
     }
+    MetricsLog metrics = lead ? MetricsLog({.jsonl = run.metrics,
+                                            .append = !run.resume.empty(),
+                                            .tensorboard = run.tensorboard,
+                                            .log_every = run.log_every})
+                              : MetricsLog();
     if (lead && cb.on_start) cb.on_start(describe(trainer, data));
     for (const std::string& line : plan) note(line);
     TrainSummary s;
@@ -425,10 +411,7 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
       rep.elapsed_s = seconds_since(start);
       rep.tokens_per_s = static_cast<double>(rep.result.tokens) / rep.result.times.total;
       s.final_loss = rep.result.loss;
-      if (metrics.is_open()) {
-        metrics << metrics_line(rep).dump() << "\n";
-        metrics.flush();
-      }
+      metrics.write(rep);
       if (lead && cb.on_step) cb.on_step(rep);
       std::string written;
       if (!run.save.empty() &&
@@ -448,6 +431,7 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
       }
       if (!written.empty()) note(format("step {}: checkpoint written to {}", step, written));
     }
+    metrics.close();
     s.steps = trainer.steps_done();
     s.seconds = seconds_since(start);
     s.tokens_per_s = step_seconds > 0 ? static_cast<double>(tokens) / step_seconds : 0;
