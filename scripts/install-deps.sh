@@ -9,6 +9,7 @@ packages=(
   libdnnl-dev
   libopenmpi-dev openmpi-bin
   libgtest-dev libbenchmark-dev
+  libfmt-dev
   fortunes
 )
 
