@@ -11,6 +11,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libcairo2-dev
   libgtest-dev libbenchmark-dev libexpat1-dev
+  libfmt-dev
   fortunes
 )
 
