@@ -164,7 +164,7 @@ TEST_F(TrainerTest, DataParallelEqualsOneRankWithTheWholeBatch) {
   two.bucket_mb = 0.01;  // several buckets, issued during backward
   RunResult a = run(one, data_, 1), b = run(two, data_, 2);
   EXPECT_LT(a.losses.back(), a.losses.front());
-  expect_close(a, b, one.lr);
+  expect_close(a, b, one.lr_value());
 }
 
 TEST_F(TrainerTest, TensorAndDataParallelEqualOneRank) {
@@ -173,7 +173,7 @@ TEST_F(TrainerTest, TensorAndDataParallelEqualOneRank) {
   TrainConfig grid = tiny_config();
   grid.tp = 2;
   grid.micro_batch = 4;
-  expect_close(run(one, data_, 1), run(grid, data_, 2), one.lr);
+  expect_close(run(one, data_, 1), run(grid, data_, 2), one.lr_value());
 }
 
 TEST_F(TrainerTest, SequenceParallelModesEqualOneRank) {
@@ -183,7 +183,7 @@ TEST_F(TrainerTest, SequenceParallelModesEqualOneRank) {
     c.tp = 2;
     c.sp = sp;
     SCOPED_TRACE(nn::sequence_parallel_name(sp));
-    expect_close(run(one, data_, 1), run(c, data_, 1), one.lr);
+    expect_close(run(one, data_, 1), run(c, data_, 1), one.lr_value());
   }
 }
 
@@ -193,7 +193,7 @@ TEST_F(TrainerTest, GradientAccumulationEqualsOneLargeBatch) {
   TrainConfig accum = tiny_config();
   accum.micro_batch = 4;
   accum.grad_accum = 2;
-  expect_close(run(big, data_, 1), run(accum, data_, 1), big.lr);
+  expect_close(run(big, data_, 1), run(accum, data_, 1), big.lr_value());
 }
 
 // Accumulation with data parallelism: only the last microbatch synchronizes,
@@ -205,7 +205,7 @@ TEST_F(TrainerTest, GradientAccumulationWithDataParallelism) {
   dp_accum.micro_batch = 2;
   dp_accum.grad_accum = 2;
   dp_accum.bucket_mb = 0.01;
-  expect_close(run(one, data_, 1), run(dp_accum, data_, 2), one.lr);
+  expect_close(run(one, data_, 1), run(dp_accum, data_, 2), one.lr_value());
 }
 
 TEST_F(TrainerTest, SameSeedGivesBitwiseSameLosses) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <optional>
 
 namespace weft::train {
 
@@ -77,6 +78,18 @@ struct KeyDef {
   Getter get;
 };
 
+// What a preset trains with when the options do not say: the peak learning
+// rate, and the longest default warmup (llm.c's 700 steps for GPT-2 124M).
+struct PresetSchedule {
+  double lr;
+  int64_t max_warmup;
+};
+
+PresetSchedule preset_schedule(const std::string& preset) {
+  if (preset == "gpt2-124m") return {6e-4, 700};
+  return {6e-3, 100};
+}
+
 void apply_preset(TrainConfig& c, const std::string& name) {
   nn::GptConfig p = nn::gpt_preset(name);
   c.preset = name;
@@ -105,6 +118,32 @@ KeyDef number_key(ConfigKey key, T TrainConfig::*m) {
             c.*m = static_cast<T>(non_negative(to_double(v, w), w));
           },
           [m](const TrainConfig& c) { return Json(static_cast<double>(c.*m)); }};
+}
+
+// A key that may be unset (null: the default its help text names), an
+// integer with a lower bound or a non-negative number.
+KeyDef optional_int_key(ConfigKey key, std::optional<int64_t> TrainConfig::*m, int64_t lo) {
+  return {std::move(key),
+          [m, lo](TrainConfig& c, const Json& v, const Where& w) {
+            if (v.is_null()) {
+              (c.*m).reset();
+            } else {
+              c.*m = at_least(to_int(v, w), lo, w);
+            }
+          },
+          [m](const TrainConfig& c) { return c.*m ? Json(*(c.*m)) : Json(nullptr); }};
+}
+
+KeyDef optional_number_key(ConfigKey key, std::optional<double> TrainConfig::*m) {
+  return {std::move(key),
+          [m](TrainConfig& c, const Json& v, const Where& w) {
+            if (v.is_null()) {
+              (c.*m).reset();
+            } else {
+              c.*m = non_negative(to_double(v, w), w);
+            }
+          },
+          [m](const TrainConfig& c) { return c.*m ? Json(*(c.*m)) : Json(nullptr); }};
 }
 
 KeyDef string_key(ConfigKey key, std::string TrainConfig::*m) {
@@ -186,38 +225,27 @@ const std::vector<KeyDef>& key_defs() {
                 &TrainConfig::micro_batch, 1));
     d.push_back(int_key({"grad-accum", "N", "", "micro-batches accumulated per optimizer step"},
                         &TrainConfig::grad_accum, 1));
-    d.push_back(number_key({"lr", "LR", "", "peak learning rate"}, &TrainConfig::lr));
-    d.push_back({{"min-lr", "LR", "lr/10", "learning rate at the end of the cosine decay"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
-                   if (v.is_null()) {
-                     c.min_lr.reset();
-                   } else {
-                     c.min_lr = non_negative(to_double(v, w), w);
-                   }
-                 },
-                 [](const TrainConfig& c) { return c.min_lr ? Json(*c.min_lr) : Json(nullptr); }});
-    d.push_back({{"schedule-steps", "N", "steps",
-                  "steps the learning-rate schedule spans (a resumed run keeps its saved one "
-                  "unless --reset-schedule)"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
-                   if (v.is_null()) {
-                     c.schedule_steps.reset();
-                   } else {
-                     c.schedule_steps = at_least(to_int(v, w), 1, w);
-                   }
-                 },
-                 [](const TrainConfig& c) {
-                   return c.schedule_steps ? Json(*c.schedule_steps) : Json(nullptr);
-                 }});
-    d.push_back({{"warmup", "N", "steps/20", "steps of linear learning-rate warmup"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
-                   if (v.is_null()) {
-                     c.warmup.reset();
-                   } else {
-                     c.warmup = at_least(to_int(v, w), 0, w);
-                   }
-                 },
-                 [](const TrainConfig& c) { return c.warmup ? Json(*c.warmup) : Json(nullptr); }});
+    d.push_back(optional_int_key(
+        {"global-batch", "N", "none",
+         "sequences per optimizer step, kept when the layout changes: the micro-batch becomes "
+         "N / (dp x --grad-accum) (overriding --micro-batch), so a run resumed at another --dp "
+         "sees the same batches"},
+        &TrainConfig::global_batch, 1));
+    d.push_back(optional_number_key(
+        {"lr", "LR", "preset", "peak learning rate (tiny 6e-3, gpt2-124m 6e-4 as llm.c)"},
+        &TrainConfig::lr));
+    d.push_back(optional_number_key(
+        {"min-lr", "LR", "lr/10", "learning rate at the end of the cosine decay"},
+        &TrainConfig::min_lr));
+    d.push_back(optional_int_key({"schedule-steps", "N", "steps",
+                                  "steps the learning-rate schedule spans (a resumed run keeps "
+                                  "its saved one unless --reset-schedule)"},
+                                 &TrainConfig::schedule_steps, 1));
+    d.push_back(optional_int_key(
+        {"warmup", "N", "preset",
+         "steps of linear learning-rate warmup (default: half the schedule, at most 100 for "
+         "tiny and 700 for gpt2-124m, as llm.c)"},
+        &TrainConfig::warmup, 0));
     d.push_back(number_key({"weight-decay", "WD", "", "AdamW weight decay (2-D weights only)"},
                            &TrainConfig::weight_decay));
     d.push_back(number_key({"grad-clip", "NORM", "", "clip the global gradient norm (0: off)"},
@@ -301,6 +329,25 @@ std::string canonical_key(const std::string& name) {
   for (const KeyDef& d : key_defs())
     if (d.key.name == key) return key;
   return {};
+}
+
+double TrainConfig::lr_value() const { return lr ? *lr : preset_schedule(preset).lr; }
+
+int64_t TrainConfig::warmup_steps() const {
+  if (warmup) return *warmup;
+  // Half of a short run: a run of 30 steps warmed up over 1 step (steps/20)
+  // spiked from 3.4 to 7.5 at step 8.
+  return std::min(preset_schedule(preset).max_warmup, schedule_total() / 2);
+}
+
+void apply_global_batch(TrainConfig& c, int dp) {
+  if (!c.global_batch) return;
+  const int64_t split = static_cast<int64_t>(dp) * c.grad_accum;
+  WEFT_CHECK(*c.global_batch % split == 0,
+             "--global-batch {} does not split evenly over dp {} x --grad-accum {}: use a "
+             "multiple of {}, or another --grad-accum",
+             *c.global_batch, dp, c.grad_accum, split);
+  c.micro_batch = *c.global_batch / split;
 }
 
 Json TrainConfig::to_json() const {
@@ -399,8 +446,9 @@ void validate(const TrainConfig& c) {
              "multiple of {}",
              nn::padded_vocab_size(c.vocab, c.vocab_pad), c.tp, c.tp);
   WEFT_CHECK(c.dropout < 1.0f, "--dropout must be below 1, got {}", c.dropout);
-  WEFT_CHECK(c.lr > 0, "--lr must be positive, got {}", c.lr);
-  WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr, "--min-lr {} is above --lr {}", *c.min_lr, c.lr);
+  WEFT_CHECK(c.lr_value() > 0, "--lr must be positive, got {}", c.lr_value());
+  WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr_value(), "--min-lr {} is above --lr {}", *c.min_lr,
+             c.lr_value());
   WEFT_CHECK(c.warmup_steps() <= c.schedule_total(), "--warmup {} is longer than the run ({} {})",
              c.warmup_steps(), c.schedule_steps ? "--schedule-steps" : "--steps",
              c.schedule_total());

@@ -55,9 +55,11 @@ struct TrainConfig {
       0;  // end this invocation at this step (0: at `steps`); the schedule keeps `steps`
   int64_t micro_batch = 16;
   int64_t grad_accum = 1;
-  double lr = 6e-3;
+  std::optional<double> lr{};  // the preset's when unset (lr_value())
+  // Sequences per optimizer step, pinned across layouts (apply_global_batch).
+  std::optional<int64_t> global_batch{};
   std::optional<double> min_lr{};   // lr / 10 when unset
-  std::optional<int64_t> warmup{};  // schedule_total() / 20 when unset
+  std::optional<int64_t> warmup{};  // warmup_steps() when unset
   // Steps the learning-rate schedule spans (unset: `steps`); a resumed run
   // given another --steps keeps its saved schedule this way.
   std::optional<int64_t> schedule_steps{};
@@ -88,8 +90,12 @@ struct TrainConfig {
   // The step this invocation ends at.
   int64_t last_step() const { return stop_at > 0 ? std::min(stop_at, steps) : steps; }
   int64_t schedule_total() const { return schedule_steps ? *schedule_steps : steps; }
-  int64_t warmup_steps() const { return warmup ? *warmup : schedule_total() / 20; }
-  double min_lr_value() const { return min_lr ? *min_lr : lr / 10; }
+  // The peak learning rate: --lr, else the preset's (tiny 6e-3, gpt2-124m 6e-4).
+  double lr_value() const;
+  // --warmup, else half the schedule, at most the preset's cap (100 for tiny,
+  // 700 for gpt2-124m).
+  int64_t warmup_steps() const;
+  double min_lr_value() const { return min_lr ? *min_lr : lr_value() / 10; }
   // Global sequences per optimizer step, given the data-parallel size.
   int64_t sequences_per_step(int dp_size) const { return micro_batch * dp_size * grad_accum; }
 };
@@ -103,6 +109,10 @@ struct ConfigKey {
 };
 // Every key, in --help order.
 const std::vector<ConfigKey>& train_config_keys();
+// With --global-batch: the micro-batch that gives it at data-parallel size
+// `dp` and c.grad_accum (an error when it does not divide evenly).
+void apply_global_batch(TrainConfig& c, int dp);
+
 // "micro_batch" -> "micro-batch"; empty when `name` is no key.
 std::string canonical_key(const std::string& name);
 

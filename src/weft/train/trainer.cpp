@@ -174,7 +174,7 @@ StepResult Trainer::step() {
   r.grad_norm = optim::global_grad_norm(
       params_, {{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}});
   check_finite(r.loss, r.grad_norm);
-  LrSchedule schedule{.lr = cfg_.lr,
+  LrSchedule schedule{.lr = cfg_.lr_value(),
                       .warmup = cfg_.warmup_steps(),
                       .total = cfg_.schedule_total(),
                       .min_lr = cfg_.min_lr};
@@ -281,13 +281,13 @@ std::string describe(Trainer& t, const Dataset& data) {
       "model {}: {} layers, width {}, {} heads, context {}, vocab {} ({}M parameters), {}\n"
       "data  {}: {} tokens ({} train, {} validation)\n"
       "ranks {} on the {} backend: tp {} x dp {}, sp {}\n"
-      "steps {}: {} sequences x {} tokens per step (micro-batch {} x dp {} x accum {}), lr {} "
-      "(warmup {}, cosine {}to {})",
+      "steps {}: {} sequences x {} tokens per step (micro-batch {} x dp {} x accum {}), lr {:g} "
+      "(warmup {}, cosine {}to {:g})",
       is_preset ? c.preset : "(custom)", c.layers, c.width, c.heads, c.seq, c.vocab,
       fixed(params, 2), dtype_name(c.dtype), data.data().source, data.data().size(),
       data.train().size(), data.val().size(), t.world().size(), t.world().backend(), g.size("tp"),
       g.size("dp"), nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(g.size("dp")),
-      c.seq, c.micro_batch, g.size("dp"), c.grad_accum, c.lr, c.warmup_steps(),
+      c.seq, c.micro_batch, g.size("dp"), c.grad_accum, c.lr_value(), c.warmup_steps(),
       c.schedule_total() == c.steps ? std::string() : format("over {} steps ", c.schedule_total()),
       c.min_lr_value());
 }
@@ -333,6 +333,8 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
   }
   Dataset data = load_dataset(cfg);
   TrainConfig run = cfg;
+  apply_global_batch(run,
+                     under_mpi ? std::max(1, mpi_world_size() / cfg.tp) : (cfg.dp ? cfg.dp : 1));
   const std::vector<std::string> plan = plan_start(run, data);
   validate(run);
   const int local_ranks = run.tp * (run.dp ? run.dp : 1);
