@@ -182,7 +182,7 @@ void inspect_file(const std::string& path, bool json) {
   }
 }
 
-int inspect(const std::vector<std::string>& args) {
+weft::cli::Options inspect_options() {
   weft::cli::Options opts(
       "weft checkpoint inspect DIR|FILE [--json]",
       "Lists what a checkpoint directory or a .safetensors file holds, reading no tensor data.\n"
@@ -193,6 +193,11 @@ int inspect(const std::vector<std::string>& args) {
       "model shape when it is one.");
   opts.positional("DIR|FILE", "a checkpoint directory or a .safetensors file")
       .flag("json", "print one JSON object (for a directory: its index.json plus \"path\")");
+  return opts;
+}
+
+int inspect(const std::vector<std::string>& args) {
+  weft::cli::Options opts = inspect_options();
   opts.parse(args);
   expect_positionals(opts, 1, "weft checkpoint inspect DIR|FILE");
   const std::string& path = opts.positionals()[0];
@@ -207,7 +212,7 @@ int inspect(const std::vector<std::string>& args) {
   });
 }
 
-int export_cmd(const std::vector<std::string>& args) {
+weft::cli::Options export_cmd_options() {
   weft::cli::Options opts(
       "weft checkpoint export DIR FILE.safetensors",
       "Writes checkpoint DIR (saved at any TP/DP layout) as one consolidated file with the\n"
@@ -217,6 +222,11 @@ int export_cmd(const std::vector<std::string>& args) {
       "GPT2LMHeadModel.from_pretrained(DIRECTORY). The file is written atomically.");
   opts.positional("DIR", "a weft checkpoint directory")
       .positional("FILE", "the .safetensors file to write (config.json goes next to it)");
+  return opts;
+}
+
+int export_cmd(const std::vector<std::string>& args) {
+  weft::cli::Options opts = export_cmd_options();
   opts.parse(args);
   expect_positionals(opts, 2, "weft checkpoint export DIR FILE.safetensors");
   const std::string dir = opts.positionals()[0], file = opts.positionals()[1];
@@ -232,7 +242,7 @@ int export_cmd(const std::vector<std::string>& args) {
   });
 }
 
-int import_cmd(const std::vector<std::string>& args) {
+weft::cli::Options import_cmd_options() {
   weft::cli::Options opts(
       "weft checkpoint import FILE.safetensors DIR [--seed S]",
       "Converts a Hugging Face GPT-2 file (with or without the \"transformer.\" prefix, e.g.\n"
@@ -244,6 +254,11 @@ int import_cmd(const std::vector<std::string>& args) {
   opts.positional("FILE", "a consolidated GPT-2 .safetensors file")
       .positional("DIR", "the checkpoint directory to write (replaced if it is a checkpoint)")
       .option("seed", "S", "1337", "the run seed recorded in the checkpoint (random streams)");
+  return opts;
+}
+
+int import_cmd(const std::vector<std::string>& args) {
+  weft::cli::Options opts = import_cmd_options();
   opts.parse(args);
   expect_positionals(opts, 2, "weft checkpoint import FILE.safetensors DIR");
   const std::string file = opts.positionals()[0], dir = opts.positionals()[1];
@@ -259,12 +274,12 @@ int import_cmd(const std::vector<std::string>& args) {
 
 const weft::cli::Register reg_export(
     "checkpoint export", "write a checkpoint as one Hugging Face GPT-2 .safetensors file",
-    export_cmd);
+    export_cmd_options, export_cmd);
 const weft::cli::Register reg_import(
     "checkpoint import", "turn a Hugging Face GPT-2 file into a checkpoint to train from",
-    import_cmd);
+    import_cmd_options, import_cmd);
 const weft::cli::Register reg_inspect("checkpoint inspect",
                                       "list the tensors, shapes and layout of a checkpoint or file",
-                                      inspect);
+                                      inspect_options, inspect);
 
 }  // namespace

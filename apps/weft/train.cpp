@@ -91,7 +91,7 @@ void progress(std::ostream& out, const train::StepReport& r, int64_t log_every) 
   out << line.str() << std::endl;
 }
 
-int train_command(const std::vector<std::string>& args) {
+cli::Options train_command_options() {
   cli::Options opts(
       "weft train [options]",
       "Trains a GPT with tensor parallelism (--tp) and data parallelism (--dp) and prints a\n"
@@ -106,6 +106,11 @@ int train_command(const std::vector<std::string>& args) {
   }
   opts.option("config", "FILE", "none", "JSON file of settings (keys as the options above)")
       .flag("json", "print the summary as one JSON object (progress goes to stderr)");
+  return opts;
+}
+
+int train_command(const std::vector<std::string>& args) {
+  cli::Options opts = train_command_options();
   opts.parse(args);
   const bool json = opts.flag_set("json");
   const train::TrainConfig cfg = resolve(opts);
@@ -154,7 +159,7 @@ int train_command(const std::vector<std::string>& args) {
 }
 
 const cli::Register reg("train", "train a GPT (tensor + data parallel); prints a sample",
-                        train_command);
+                        train_command_options, train_command);
 
 }  // namespace
 }  // namespace weft
