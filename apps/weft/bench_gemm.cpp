@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <oneapi/dnnl/dnnl.hpp>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -14,6 +12,7 @@
 #include "cli.h"
 #include "weft/core/tensor.h"
 #include "weft/core/threads.h"
+#include "weft/kernels/cpu_support.h"
 #include "weft/kernels/gemm.h"
 
 namespace weft {
@@ -40,38 +39,6 @@ std::vector<Row> layer_rows(int64_t tokens, int64_t c) {
     rows.push_back({l.name, "wgrad", l.out, l.in, tokens, true, false});
   }
   return rows;
-}
-
-std::string cpu_flags() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("flags", 0) == 0) return line + " ";
-  return {};
-}
-
-std::string features() {
-  std::string flags = cpu_flags();
-  auto has = [&](const char* f) {
-    return flags.find(std::string(" ") + f + " ") != std::string::npos;
-  };
-  std::ostringstream out;
-  out << "AVX-512: " << (has("avx512f") ? "yes" : "no")
-      << ", AVX-512-BF16: " << (has("avx512_bf16") ? "yes" : "no")
-      << ", AMX: " << (has("amx_bf16") && has("amx_tile") ? "yes" : "no");
-  const char* isa = "unknown";
-  switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::avx512_core_amx: isa = "avx512_core_amx"; break;
-    case dnnl::cpu_isa::avx512_core_bf16: isa = "avx512_core_bf16"; break;
-    case dnnl::cpu_isa::avx512_core_vnni: isa = "avx512_core_vnni"; break;
-    case dnnl::cpu_isa::avx512_core: isa = "avx512_core"; break;
-    case dnnl::cpu_isa::avx2_vnni: isa = "avx2_vnni"; break;
-    case dnnl::cpu_isa::avx2: isa = "avx2"; break;
-    default: break;
-  }
-  out << "; oneDNN " << dnnl::version()->major << "." << dnnl::version()->minor << "."
-      << dnnl::version()->patch << " uses " << isa;
-  return out.str();
 }
 
 // The baseline: a oneDNN matmul built and executed with the plain C++ API,
@@ -127,7 +94,10 @@ cli::Options run_options() {
                     "reports the ratio. wgrad rows accumulate into an f32 gradient, as in\n"
                     "training; bf16 forward/dgrad rows write bf16. Rounds alternate between\n"
                     "the two and the fastest round of each is compared, which keeps the\n"
-                    "ratio meaningful on a machine shared with other work.");
+                    "ratio meaningful on a machine shared with other work. Where oneDNN has no\n"
+                    "bf16 matmul (CPUs without AVX-512), bf16 rows are emulated (bf16 values,\n"
+                    "f32 kernels; marked `emulated`) and compared against the direct f32 matmul\n"
+                    "of the same shape, the kernel they run on.");
   opts.option("dtype", "f32|bf16|both", "both", "input type")
       .option("tokens", "N", "2048", "tokens (batch x sequence) per GEMM")
       .option("width", "C", "768", "model width")
@@ -152,11 +122,11 @@ int run(const std::vector<std::string>& args) {
   const double min_time = opts.number("min-time");
   const bool json = opts.flag_set("json");
 
-  (json ? std::cerr : std::cout) << "cpu: " << features() << "; threads per call: " << num_threads()
-                                 << "\n";
+  (json ? std::cerr : std::cout) << "cpu: " << kernels::describe_cpu_support()
+                                 << "; threads per call: " << num_threads() << "\n";
   if (!json) {
-    std::printf("%-5s %-6s %6s %6s %6s %-5s %10s %10s %10s %7s\n", "layer", "op", "m", "n", "k",
-                "dtype", "ms", "GFLOP/s", "direct", "ratio");
+    std::printf("%-5s %-6s %6s %6s %6s %-5s %-8s %10s %10s %10s %7s\n", "layer", "op", "m", "n",
+                "k", "dtype", "path", "ms", "GFLOP/s", "direct", "ratio");
   }
   std::vector<DType> types;
   if (dtypes != "bf16") types.push_back(DType::f32);
@@ -172,10 +142,16 @@ int run(const std::vector<std::string>& args) {
       b.fill(0.02f);
       kernels::GemmOptions go{.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad};
       auto weft_call = [&] { kernels::gemm(a, b, c, go); };
-      Direct direct(
-          r, dt == DType::f32 ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16,
-          out == DType::f32 ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16, a.raw(),
-          b.raw(), c.raw(), wgrad);
+      // An emulated row's baseline is the direct f32 matmul it runs on.
+      const bool emulated = dt == DType::bf16 && !kernels::cpu_support().native_bf16;
+      const DType base_in = emulated ? DType::f32 : dt, base_out = emulated ? DType::f32 : out;
+      Tensor ba = emulated ? a.to(DType::f32) : a, bb = emulated ? b.to(DType::f32) : b,
+             bc = emulated ? c.to(DType::f32) : c;
+      auto onednn_type = [](DType t) {
+        return t == DType::f32 ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
+      };
+      Direct direct(r, onednn_type(base_in), onednn_type(base_out), ba.raw(), bb.raw(), bc.raw(),
+                    wgrad);
       auto direct_call = [&] { direct.run(); };
       // Calibrate the iteration count on weft's call, then time both with the
       // same count, weft and direct alternating round by round.
@@ -194,15 +170,18 @@ int run(const std::vector<std::string>& args) {
       if (json) {
         std::printf(
             "{\"layer\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"dtype\":\"%s\",\"op\":\"%s\","
-            "\"ms\":%.4f,\"gflops\":%.1f,\"direct_gflops\":%.1f,\"ratio\":%.3f}\n",
+            "\"emulated\":%s,\"direct_dtype\":\"%s\",\"ms\":%.4f,\"gflops\":%.1f,"
+            "\"direct_gflops\":%.1f,\"ratio\":%.3f}\n",
             r.layer, static_cast<long long>(r.m), static_cast<long long>(r.n),
-            static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), r.op, t_weft * 1e3,
+            static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), r.op,
+            emulated ? "true" : "false", std::string(dtype_name(base_in)).c_str(), t_weft * 1e3,
             g_weft, g_direct, g_weft / g_direct);
       } else {
-        std::printf("%-5s %-6s %6lld %6lld %6lld %-5s %10.3f %10.1f %10.1f %7.3f\n", r.layer, r.op,
-                    static_cast<long long>(r.m), static_cast<long long>(r.n),
-                    static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), t_weft * 1e3,
-                    g_weft, g_direct, g_weft / g_direct);
+        std::printf("%-5s %-6s %6lld %6lld %6lld %-5s %-8s %10.3f %10.1f %10.1f %7.3f\n", r.layer,
+                    r.op, static_cast<long long>(r.m), static_cast<long long>(r.n),
+                    static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(),
+                    emulated ? "emulated" : "native", t_weft * 1e3, g_weft, g_direct,
+                    g_weft / g_direct);
       }
       std::fflush(stdout);
     }

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "weft/core/error.h"
 #include "weft/train/hf_export.h"
+#include "weft/train/hf_files.h"
 #include "weft/train/safetensors.h"
 
 namespace {
@@ -131,7 +132,7 @@ void inspect_dir(const std::string& dir, bool json) {
 }
 
 void inspect_file(const std::string& path, bool json) {
-  weft::train::SafetensorsFile f(path);
+  weft::train::HfModelFiles f(path);
   Json model;
   std::string model_error;
   try {
@@ -146,12 +147,15 @@ void inspect_file(const std::string& path, bool json) {
     for (const auto& [k, v] : f.metadata()) meta[k] = v;
     out["metadata"] = std::move(meta);
     Json tensors = Json::array();
-    for (const auto& t : f.tensors()) {
+    Json files = Json::array();
+    for (const auto& file : f.files()) files.push_back(file->path());
+    out["files"] = std::move(files);
+    for (const weft::train::TensorInfo* t : f.tensors()) {
       Json j = Json::object();
-      j["name"] = t.name;
-      j["dtype"] = t.dtype;
+      j["name"] = t->name;
+      j["dtype"] = t->dtype;
       Json shape = Json::array();
-      for (int64_t d : t.shape) shape.push_back(d);
+      for (int64_t d : t->shape) shape.push_back(d);
       j["shape"] = std::move(shape);
       tensors.push_back(std::move(j));
     }
@@ -160,8 +164,14 @@ void inspect_file(const std::string& path, bool json) {
     std::cout << out.dump() << "\n";
     return;
   }
-  std::cout << "safetensors file " << path << ": " << f.tensors().size() << " tensors, "
-            << bytes_text(f.data_bytes()) << " of data\n";
+  int64_t data_bytes = 0;
+  for (const auto& file : f.files()) data_bytes += file->data_bytes();
+  std::cout << (f.files().size() > 1 || f.files()[0]->path() != path ? "Hugging Face model "
+                                                                     : "safetensors file ")
+            << path << ": " << f.tensors().size() << " tensors, " << bytes_text(data_bytes)
+            << " of data";
+  if (f.files().size() > 1) std::cout << " in " << f.files().size() << " shards";
+  std::cout << "\n";
   for (const auto& [k, v] : f.metadata()) std::cout << "metadata " << k << ": " << v << "\n";
   if (model.is_object()) {
     std::cout << "GPT-2 model:";
@@ -175,10 +185,10 @@ void inspect_file(const std::string& path, bool json) {
     std::cout << "not a GPT-2 model file: " << model_error << "\n";
   }
   size_t w = 6;
-  for (const auto& t : f.tensors()) w = std::max(w, t.name.size() + 2);
+  for (const auto* t : f.tensors()) w = std::max(w, t->name.size() + 2);
   std::cout << "\n" << pad("tensor", w) << pad("dtype", 6) << "shape\n";
-  for (const auto& t : f.tensors()) {
-    std::cout << pad(t.name, w) << pad(t.dtype, 6) << shape_text(t.shape) << "\n";
+  for (const auto* t : f.tensors()) {
+    std::cout << pad(t->name, w) << pad(t->dtype, 6) << shape_text(t->shape) << "\n";
   }
 }
 
@@ -189,9 +199,9 @@ weft::cli::Options inspect_options() {
       "For a checkpoint directory: the step, the layout it was saved at (world size and the\n"
       "size of each grid dimension), the model shape, the files, and each tensor's dtype,\n"
       "global shape, split (dimension and blocks) and which file holds which slice.\n"
-      "For a .safetensors file: its metadata, tensors, dtypes and shapes, and the GPT-2\n"
-      "model shape when it is one.");
-  opts.positional("DIR|FILE", "a checkpoint directory or a .safetensors file")
+      "For a .safetensors file or a Hugging Face model directory (sharded or not): its\n"
+      "metadata, tensors, dtypes and shapes, and the GPT-2 model shape when it is one.");
+  opts.positional("DIR|FILE", "a checkpoint directory, a .safetensors file or a model directory")
       .flag("json", "print one JSON object (for a directory: its index.json plus \"path\")");
   return opts;
 }
@@ -203,7 +213,7 @@ int inspect(const std::vector<std::string>& args) {
   const std::string& path = opts.positionals()[0];
   return guarded([&] {
     WEFT_CHECK(fs::exists(path), "{} does not exist", path);
-    if (fs::is_directory(path)) {
+    if (fs::is_directory(path) && !weft::train::is_hf_directory(path)) {
       inspect_dir(path, opts.flag_set("json"));
     } else {
       inspect_file(path, opts.flag_set("json"));
@@ -214,29 +224,35 @@ int inspect(const std::vector<std::string>& args) {
 
 weft::cli::Options export_cmd_options() {
   weft::cli::Options opts(
-      "weft checkpoint export DIR FILE.safetensors",
-      "Writes checkpoint DIR (saved at any TP/DP layout) as one consolidated file with the\n"
-      "Hugging Face GPT-2 names and layouts (transformer.wte.weight with the real vocabulary\n"
-      "rows, transformer.h.N.attn.c_attn.weight stored (C, 3C) as Conv1D does, ...), and a\n"
-      "config.json next to it. Name the file model.safetensors and its directory loads with\n"
-      "GPT2LMHeadModel.from_pretrained(DIRECTORY). The file is written atomically.");
+      "weft checkpoint export DIR OUT [--max-shard-size 5G]",
+      "Writes checkpoint DIR (saved at any TP/DP layout) with the Hugging Face GPT-2 names and\n"
+      "layouts (transformer.wte.weight with the real vocabulary rows,\n"
+      "transformer.h.N.attn.c_attn.weight stored (C, 3C) as Conv1D does, ...).\n"
+      "OUT a directory (created if missing): what save_pretrained writes — config.json,\n"
+      "generation_config.json, model.safetensors (above --max-shard-size: shards and\n"
+      "model.safetensors.index.json) and, for byte-level models (vocabulary 256),\n"
+      "tokenizer.json and tokenizer_config.json — so GPT2LMHeadModel.from_pretrained(OUT),\n"
+      "AutoTokenizer.from_pretrained(OUT) and pipeline(\"text-generation\", model=OUT) work.\n"
+      "Other files in OUT are left alone. OUT ending in .safetensors: that one file and\n"
+      "nothing else. Every file is written to a temporary name and renamed.");
   opts.positional("DIR", "a weft checkpoint directory")
-      .positional("FILE", "the .safetensors file to write (config.json goes next to it)");
+      .positional("OUT", "a model directory to write, or a .safetensors file")
+      .option("max-shard-size", "BYTES", "5G",
+              "largest shard of a model directory (as save_pretrained's max_shard_size; 1K, 64M)");
   return opts;
 }
 
 int export_cmd(const std::vector<std::string>& args) {
   weft::cli::Options opts = export_cmd_options();
   opts.parse(args);
-  expect_positionals(opts, 2, "weft checkpoint export DIR FILE.safetensors");
-  const std::string dir = opts.positionals()[0], file = opts.positionals()[1];
+  expect_positionals(opts, 2, "weft checkpoint export DIR OUT");
+  const std::string dir = opts.positionals()[0], out = opts.positionals()[1];
+  weft::train::HfDirectoryOptions options;
+  options.max_shard_bytes = opts.bytes("max-shard-size");
+  WEFT_CHECK(options.max_shard_bytes > 0, "--max-shard-size must be positive");
   return guarded([&] {
-    weft::train::export_hf(dir, file);
-    const fs::path config = fs::path(file).parent_path() / "config.json";
-    std::cout << "wrote " << file << " and " << config.string() << "\n";
-    if (fs::path(file).filename() != "model.safetensors") {
-      std::cout << "note: from_pretrained(directory) looks for model.safetensors; rename the "
-                   "file to load it that way\n";
+    for (const std::string& path : weft::train::export_hf(dir, out, options)) {
+      std::cout << "wrote " << path << "\n";
     }
     return 0;
   });
@@ -244,14 +260,16 @@ int export_cmd(const std::vector<std::string>& args) {
 
 weft::cli::Options import_cmd_options() {
   weft::cli::Options opts(
-      "weft checkpoint import FILE.safetensors DIR [--seed S]",
-      "Converts a Hugging Face GPT-2 file (with or without the \"transformer.\" prefix, e.g.\n"
-      "one written by `weft checkpoint export` or by save_pretrained) into a weft checkpoint\n"
+      "weft checkpoint import MODEL DIR [--seed S]",
+      "Converts a Hugging Face GPT-2 model — a .safetensors file or a save_pretrained\n"
+      "directory, sharded or not; names with or without the \"transformer.\" prefix — into\n"
+      "a weft checkpoint\n"
       "directory at TP=1 with step 0 and no optimizer state. `weft train --resume DIR` then\n"
       "starts a run from those weights at any --tp/--dp (the optimizer starts afresh). The\n"
-      "model shape comes from the tensors; the head count from config.json next to FILE,\n"
-      "else from weft's metadata, else width / 64 as in every GPT-2 size.");
-  opts.positional("FILE", "a consolidated GPT-2 .safetensors file")
+      "model shape comes from the tensors; the head count from config.json (in the directory\n"
+      "or next to the file), else from weft's metadata, else width / 64 as in every GPT-2\n"
+      "size (with a warning). config.json fields that change the math are checked.");
+  opts.positional("MODEL", "a GPT-2 .safetensors file or Hugging Face model directory")
       .positional("DIR", "the checkpoint directory to write (replaced if it is a checkpoint)")
       .option("seed", "S", "1337", "the run seed recorded in the checkpoint (random streams)");
   return opts;
@@ -260,7 +278,7 @@ weft::cli::Options import_cmd_options() {
 int import_cmd(const std::vector<std::string>& args) {
   weft::cli::Options opts = import_cmd_options();
   opts.parse(args);
-  expect_positionals(opts, 2, "weft checkpoint import FILE.safetensors DIR");
+  expect_positionals(opts, 2, "weft checkpoint import MODEL DIR");
   const std::string file = opts.positionals()[0], dir = opts.positionals()[1];
   const int64_t seed = opts.integer("seed");
   WEFT_CHECK(seed >= 0, "--seed must not be negative, got {}", seed);
@@ -273,10 +291,10 @@ int import_cmd(const std::vector<std::string>& args) {
 }
 
 const weft::cli::Register reg_export(
-    "checkpoint export", "write a checkpoint as one Hugging Face GPT-2 .safetensors file",
+    "checkpoint export", "write a checkpoint as a Hugging Face GPT-2 model directory or file",
     export_cmd_options, export_cmd);
 const weft::cli::Register reg_import(
-    "checkpoint import", "turn a Hugging Face GPT-2 file into a checkpoint to train from",
+    "checkpoint import", "turn a Hugging Face GPT-2 model into a checkpoint to train from",
     import_cmd_options, import_cmd);
 const weft::cli::Register reg_inspect("checkpoint inspect",
                                       "list the tensors, shapes and layout of a checkpoint or file",

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "weft/core/error.h"
+#include "weft/kernels/cpu_support.h"
 
 namespace {
 
@@ -19,12 +20,23 @@ void print_overview() {
     std::cout << "  " << c.name << std::string(c.name.size() < 18 ? 18 - c.name.size() : 1, ' ')
               << c.summary << "\n";
   }
+  std::cout << "\n  weft help CMD      the same as weft CMD --help\n"
+               "  weft --version     the version, the CPU and the kernel path of each dtype\n";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "--version") {
+    std::cout << "weft " << WEFT_VERSION << "\n" << weft::kernels::describe_cpu_support() << "\n";
+    return 0;
+  }
+  // `weft help train` is `weft train --help`.
+  if (args.size() > 1 && args[0] == "help") {
+    args.erase(args.begin());
+    args.push_back("--help");
+  }
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     print_overview();
     return args.empty() ? 2 : 0;

@@ -155,7 +155,7 @@ TEST(Threads, PerThreadOverrideAndRankShare) {
   int cores = available_cores();
   EXPECT_GE(cores, 1);
   set_ranks_in_process(1);
-  if (!std::getenv("WEFT_NUM_THREADS")) {
+  if (!std::getenv("WEFT_NUM_THREADS") && !std::getenv("OMP_NUM_THREADS")) {
     EXPECT_EQ(num_threads(), cores);
   }
   const int default_threads = num_threads();
@@ -168,7 +168,7 @@ TEST(Threads, PerThreadOverrideAndRankShare) {
   EXPECT_EQ(other, default_threads);
   set_num_threads(0);
   set_ranks_in_process(cores * 4);
-  if (!std::getenv("WEFT_NUM_THREADS")) {
+  if (!std::getenv("WEFT_NUM_THREADS") && !std::getenv("OMP_NUM_THREADS")) {
     EXPECT_EQ(num_threads(), 1);
   }
   set_ranks_in_process(1);

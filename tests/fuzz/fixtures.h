@@ -1,10 +1,11 @@
 // Real files for the targets that fuzz one file among others: a tiny GPT
 // checkpoint saved at TP 2 (two model and optimizer shards, index.json,
-// rank0.json, rank1.json) and its Hugging Face export. The seed corpus
+// rank0.json, rank1.json) and its Hugging Face exports. The seed corpus
 // (make_corpus.cpp) is taken from the same files, so seeds describe the
 // shards the targets load.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 #include "weft/comm/grid.h"
@@ -49,10 +50,14 @@ inline void save_tiny_checkpoint(const std::string& dir) {
   });
 }
 
-// The checkpoint of save_tiny_checkpoint, exported as DIR/model.safetensors
-// with DIR/config.json.
+// The checkpoint of save_tiny_checkpoint exported as Hugging Face files: a
+// model directory DIR/model as save_pretrained writes it, sharded (shards of
+// at most 1 KiB, model.safetensors.index.json, config.json), and the lone
+// file DIR/file/model.safetensors.
 inline void save_tiny_hf(const std::string& checkpoint_dir, const std::string& dir) {
-  train::export_hf(checkpoint_dir, dir + "/model.safetensors");
+  train::export_hf(checkpoint_dir, dir + "/model", {.max_shard_bytes = 1024});
+  std::filesystem::create_directories(dir + "/file");
+  train::export_hf(checkpoint_dir, dir + "/file/model.safetensors");
 }
 
 }  // namespace weft::fuzz

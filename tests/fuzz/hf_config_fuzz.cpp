@@ -1,9 +1,13 @@
-// The Hugging Face config.json next to a GPT-2 .safetensors file: the input
-// is config.json, the weights are a real export of a tiny model. Runs what
-// reads it: hf_config (the model shape, `weft checkpoint inspect`),
-// load_for_inference (eval/generate/--init with the file) and import_hf
-// (`weft checkpoint import`).
+// Hugging Face model files around real weights (a tiny model exported by
+// fixtures.h): the input is config.json, then, after a NUL byte, the shard
+// index model.safetensors.index.json (without one, the real index stays).
+// config.json goes into the sharded model directory and next to the lone
+// .safetensors file. Runs what reads them: hf_config (the model shape,
+// `weft checkpoint inspect`), load_for_inference (eval, generate, --init) and
+// import_hf (`weft checkpoint import`), for the directory and for the file.
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "fixtures.h"
 #include "fuzz.h"
@@ -11,20 +15,28 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace wt = weft::train;
-  static const std::string dir = [] {
+  static const std::string root = [] {
     weft::set_num_threads(1);
-    const std::string root = weft::fuzz::scratch_dir();
-    weft::fuzz::save_tiny_checkpoint(root + "/ckpt");
-    std::filesystem::create_directory(root + "/hf");
-    weft::fuzz::save_tiny_hf(root + "/ckpt", root + "/hf");
-    return root + "/hf";
+    const std::string r = weft::fuzz::scratch_dir();
+    weft::fuzz::save_tiny_checkpoint(r + "/ckpt");
+    weft::fuzz::save_tiny_hf(r + "/ckpt", r);
+    return r;
   }();
-  const std::string file = dir + "/model.safetensors";
-  weft::fuzz::write_file(dir + "/config.json", {reinterpret_cast<const char*>(data), size});
+  static const std::string real_index = [] {
+    std::ifstream in(root + "/model/model.safetensors.index.json", std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }();
+  const std::string dir = root + "/model", file = root + "/file/model.safetensors";
+  const auto parts = weft::fuzz::split({reinterpret_cast<const char*>(data), size}, '\0', 2);
+  weft::fuzz::write_file(dir + "/config.json", parts[0]);
+  weft::fuzz::write_file(root + "/file/config.json", parts[0]);
+  weft::fuzz::write_file(dir + "/model.safetensors.index.json",
+                         parts.size() > 1 ? parts[1] : std::string_view(real_index));
 
-  weft::fuzz::refused_ok([&] { (void)wt::hf_config(file); });
-  weft::fuzz::refused_ok([&] { (void)wt::load_for_inference(file, weft::DType::f32); });
-  weft::fuzz::refused_ok(
-      [&] { wt::import_hf(file, weft::fuzz::scratch_dir() + "/imported", 1337); });
+  for (const std::string& model : {dir, file}) {
+    weft::fuzz::refused_ok([&] { (void)wt::hf_config(model); });
+    weft::fuzz::refused_ok([&] { (void)wt::load_for_inference(model, weft::DType::f32); });
+    weft::fuzz::refused_ok([&] { wt::import_hf(model, root + "/imported", 1337); });
+  }
   return 0;
 }

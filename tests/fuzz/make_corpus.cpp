@@ -48,22 +48,23 @@ int main(int argc, char** argv) {
 
   const std::string ck = tmp + "/ckpt", hf = tmp + "/hf";
   weft::fuzz::save_tiny_checkpoint(ck);
-  fs::create_directory(hf);
   weft::fuzz::save_tiny_hf(ck, hf);
   const std::string index = read(ck + "/index.json"), rank0 = read(ck + "/rank0.json"),
-                    rank1 = read(ck + "/rank1.json"), config = read(hf + "/config.json");
+                    rank1 = read(ck + "/rank1.json"), config = read(hf + "/model/config.json"),
+                    hf_index = read(hf + "/model/model.safetensors.index.json");
 
   // json
   put("json", "index.json", index);
   put("json", "rank0.json", rank0);
   put("json", "config.json", config);
+  put("json", "model.safetensors.index.json", hf_index);
   put("json", "scalars.json",
       R"([null, true, false, 0, -0, 12345678901234567890, -9223372036854775808, 1.5e-300,)"
       R"( -2.25E+10, 0.1, "", "tab\t quote\" slash\\ \/ \u00e9 \ud83d\ude00 \u0000"])");
   put("json", "nested.json", R"({"a": {"b": [[], {}, [1, [2, [3]]]], "c": "\u20ac"}, "d": {}})");
 
   // safetensors
-  put("safetensors", "hf-model.safetensors", read(hf + "/model.safetensors"));
+  put("safetensors", "hf-model.safetensors", read(hf + "/file/model.safetensors"));
   put("safetensors", "model-rank0.safetensors", read(ck + "/model-rank0.safetensors"));
   {
     const std::string path = tmp + "/small.safetensors";
@@ -81,8 +82,9 @@ int main(int argc, char** argv) {
   put("checkpoint", "tp2", index + '\0' + rank0 + '\0' + rank1);
   put("checkpoint", "index-only", index);
 
-  // hf_config
+  // hf_config: config.json, then NUL and model.safetensors.index.json
   put("hf_config", "config.json", config);
+  put("hf_config", "config-and-index", config + '\0' + hf_index);
   put("hf_config", "minimal.json", R"({"n_head": 2})");
   put("hf_config", "shape.json",
       R"({"vocab_size": 20, "n_positions": 8, "n_layer": 1, "n_embd": 8, "n_head": 4,)"
@@ -135,7 +137,9 @@ int main(int argc, char** argv) {
   put("cli", "bench-step", args({"bench", "step", "--preset", "tiny", "--layers", "2"}));
   put("cli", "checkpoint-import",
       args({"checkpoint", "import", "model.safetensors", "ck", "--seed", "3"}));
-  put("cli", "checkpoint-export", args({"checkpoint", "export", "ck", "model.safetensors"}));
+  put("cli", "checkpoint-export",
+      args({"checkpoint", "export", "ck", "out", "--max-shard-size", "64M"}));
+  put("cli", "info", args({"info", "--json"}));
   put("cli", "checkpoint-inspect", args({"checkpoint", "inspect", "ck", "--json"}));
 
   // config: --config files

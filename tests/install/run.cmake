@@ -8,6 +8,12 @@ foreach(f include/weft/nn/gpt.h include/weft/train/trainer.h lib/cmake/weft/weft
     message(FATAL_ERROR "the installed tree has no ${f}")
   endif()
 endforeach()
+# Internal headers (oneDNN plumbing, kernel helpers) stay out of the install.
+foreach(f include/weft/kernels/cpu/onednn.h include/weft/kernels/elementwise.h)
+  if(EXISTS "${WORK_DIR}/prefix/${f}")
+    message(FATAL_ERROR "the installed tree has the internal header ${f}")
+  endif()
+endforeach()
 run_ok(COMMAND ${CMAKE_COMMAND} -S "${CONSUMER}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
     -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
     "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix")

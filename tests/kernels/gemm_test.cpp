@@ -6,6 +6,7 @@
 
 #include "testing.h"
 #include "weft/core/threads.h"
+#include "weft/kernels/cpu_support.h"
 
 namespace weft::kernels {
 namespace {
@@ -84,6 +85,67 @@ TEST(Gemm, Bf16InputsAccumulateInF32) {
   Tensor cb = Tensor::empty({m, n}, DType::bf16);
   gemm(a, b, cb, {.trans_b = true});
   EXPECT_TRUE(close(reference(a, b, m, n, k, false, true), cb.to_vector(), kBF16, 1.0));
+}
+
+// Where oneDNN has no bf16 matmul (capped to AVX2, or a CPU without
+// AVX-512), bf16 GEMMs widen their operands to f32 and run the f32 kernel:
+// then the result is bitwise the f32 GEMM of the same values, rounded to bf16
+// once. With native bf16 kernels only the order of the f32 sums may differ.
+TEST(Gemm, Bf16IsTheF32ProductOfBf16ValuesRoundedOnce) {
+  const int64_t m = 19, n = 40, k = 72;
+  Tensor a = random_tensor({k, m}, 21, -1, 1, DType::bf16);  // read transposed
+  Tensor b = random_tensor({n, k}, 22, -1, 1, DType::bf16);
+  Tensor bias = random_tensor({n}, 23, -1, 1, DType::bf16);
+  Tensor c = random_tensor({m, n}, 24, -1, 1, DType::bf16);
+  Tensor c_f32 = c.to(DType::f32);
+  const GemmOptions opt{
+      .trans_a = true, .trans_b = true, .accumulate = true, .alpha = 0.75f, .bias = &bias};
+  gemm(a, b, c, opt);
+  Tensor bias_f32 = bias.to(DType::f32);
+  GemmOptions opt_f32 = opt;
+  opt_f32.bias = &bias_f32;
+  gemm(a.to(DType::f32), b.to(DType::f32), c_f32, opt_f32);
+  const std::vector<float> got = c.to_vector(), want = c_f32.to(DType::bf16).to_vector();
+  if (cpu_support().native_bf16) {
+    EXPECT_TRUE(close(std::vector<double>(want.begin(), want.end()), got, kBF16, 1.0));
+  } else {
+    EXPECT_EQ(got, want);
+  }
+}
+
+// The same for strided batched operands (attention heads inside a wider
+// row, one operand transposed through its strides).
+TEST(Gemm, Bf16BatchedStridedMatchesF32OfBf16Values) {
+  const int64_t batch = 3, rows = 5, inner = 8, cols = 6, width = 32;
+  Tensor q = random_tensor({batch, rows, width}, 31, -1, 1, DType::bf16);
+  Tensor kt = random_tensor({batch, cols, width}, 32, -1, 1, DType::bf16);
+  auto view = [&](const Tensor& t, int64_t r, int64_t cl, bool transposed) {
+    StridedMatrices s;
+    s.data = t.raw();
+    s.dtype = t.dtype();
+    s.batch[0] = batch;
+    s.batch_stride[0] = t.shape().last() * (transposed ? cl : r);
+    s.rows = r;
+    s.cols = cl;
+    s.row_stride = transposed ? 1 : t.shape().last();
+    s.col_stride = transposed ? t.shape().last() : 1;
+    return s;
+  };
+  // out (batch, rows, cols) = q[:, :, :inner] · k[:, :, :inner]ᵀ
+  auto product = [&](const Tensor& qq, const Tensor& kk, DType out) {
+    Tensor c = Tensor::zeros({batch, rows, cols}, out);
+    StridedMatrices sc = view(c, rows, cols, false);
+    batched_gemm(view(qq, rows, inner, false), view(kk, inner, cols, true), sc, 0.5f);
+    return c;
+  };
+  const std::vector<float> got = product(q, kt, DType::bf16).to_vector();
+  const std::vector<float> want =
+      product(q.to(DType::f32), kt.to(DType::f32), DType::f32).to(DType::bf16).to_vector();
+  if (cpu_support().native_bf16) {
+    EXPECT_TRUE(close(std::vector<double>(want.begin(), want.end()), got, kBF16, 1.0));
+  } else {
+    EXPECT_EQ(got, want);
+  }
 }
 
 TEST(Gemm, HigherRankTensorsAreViewedAsRows) {

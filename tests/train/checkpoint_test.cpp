@@ -315,8 +315,7 @@ TEST(Checkpoint, HfExportHasGpt2NamesAndLayouts) {
   TempDir tmp;
   const std::string dir = tmp.path("ckpt"), file = tmp.path("hf/model.safetensors");
   save_at(dir, 2, 2);
-  fs::create_directory(tmp.path("hf"));
-  export_hf(dir, file);
+  export_hf(dir, tmp.path("hf"));
 
   SafetensorsFile f(file);
   EXPECT_EQ(f.metadata().at("format"), "pt");

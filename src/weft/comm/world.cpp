@@ -2,9 +2,11 @@
 
 #include <cstdlib>
 #include <exception>
+#include <string_view>
 
 #include "weft/comm/local.h"
 #include "weft/comm/mpi.h"
+#include "weft/core/error.h"
 
 namespace weft::comm {
 
@@ -16,12 +18,27 @@ bool launched_by_mpi() {
   return false;
 }
 
+void check_launcher() {
+  if (launched_by_mpi()) return;
+  const char* world = std::getenv("WORLD_SIZE");
+  if (!world || !*world || std::string_view(world) == "1") return;
+  const char* rank = std::getenv("RANK");
+  WEFT_FAIL(
+      "this process was started torchrun-style (WORLD_SIZE={}, RANK={}) without an MPI "
+      "launcher, and weft joins ranks through MPI only: start the job as `mpirun -np {} weft "
+      "...` (Open MPI), or unset WORLD_SIZE and RANK to run it in one process with its ranks as "
+      "threads (--tp/--dp)",
+      world, rank ? rank : "unset", world);
+}
+
 std::shared_ptr<ProcessGroup> init_world() {
+  check_launcher();
   if (launched_by_mpi()) return mpi_world();
   return local_world_of_one();
 }
 
 void run_world(int local_ranks, const std::function<void(ProcessGroup& world)>& fn) {
+  check_launcher();
   if (!launched_by_mpi()) return run_local(local_ranks, fn);
   std::shared_ptr<ProcessGroup> world = mpi_world();
   try {

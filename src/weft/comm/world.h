@@ -13,6 +13,11 @@ namespace weft::comm {
 // (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK).
 bool launched_by_mpi();
 
+// Refuses a process that a torchrun-style launcher started as one of several
+// ranks (WORLD_SIZE > 1 without an MPI launcher): each would otherwise run a
+// job of its own. init_world() and run_world() call it.
+void check_launcher();
+
 // The world group of this process: the mpi backend under mpirun, otherwise a
 // local world of one rank (the calling thread). Use run_world() to run n
 // local ranks.

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "weft/core/error.h"
@@ -16,14 +17,23 @@ namespace {
 thread_local int t_threads = 0;
 std::atomic<int> g_ranks{1};
 
+// A thread count from the environment: WEFT_NUM_THREADS, else the first
+// entry of OMP_NUM_THREADS (which OpenMP allows to be a list, "4,2"); 0 when
+// neither is set.
 int env_threads() {
   static const int value = [] {
-    const char* s = std::getenv("WEFT_NUM_THREADS");
+    const char* name = "WEFT_NUM_THREADS";
+    const char* s = std::getenv(name);
+    if (!s || !*s) {
+      name = "OMP_NUM_THREADS";
+      s = std::getenv(name);
+    }
     if (!s || !*s) return 0;
     char* end = nullptr;
     long n = std::strtol(s, &end, 10);
-    WEFT_CHECK(*end == '\0' && n >= 1 && n <= 4096,
-               "WEFT_NUM_THREADS='{}' is not a positive thread count; unset it or give e.g. 4", s);
+    const bool list = std::string_view(name) == "OMP_NUM_THREADS" && *end == ',';
+    WEFT_CHECK((*end == '\0' || list) && n >= 1 && n <= 4096,
+               "{}='{}' is not a positive thread count; unset it or give e.g. 4", name, s);
     return static_cast<int>(n);
   }();
   return value;

@@ -3,7 +3,8 @@
 // Each rank is one caller: under the local backend the ranks are threads of
 // one process, so by default the cores are divided among them. The order of
 // precedence: set_num_threads() on the calling thread, then the environment
-// variable WEFT_NUM_THREADS, then cores / ranks_in_process().
+// variable WEFT_NUM_THREADS, then OMP_NUM_THREADS (as torchrun-style launchers
+// set it: threads per rank), then cores / ranks_in_process().
 #pragma once
 
 namespace weft {

@@ -60,26 +60,44 @@ void check_same(const Tensor& a, const Tensor& b, const char* op) {
 
 void gelu_forward(const Tensor& x, Tensor& y) {
   check_same(x, y, "gelu_forward");
-  if (x.numel() == 0) return;
-  GeluEntry& e = gelu_entry(x.numel(), x.dtype());
-  e.src.set_data_handle(x.raw());
-  e.dst.set_data_handle(y.raw());
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  // Without native bf16 eltwise, the f32 primitive on the widened values, one
+  // rounding at the end, as the native bf16 primitive computes.
+  const bool emulate = x.dtype() == DType::bf16 && cpu::emulate_bf16();
+  GeluEntry& e = gelu_entry(n, emulate ? DType::f32 : x.dtype());
+  float* xs = emulate ? cpu::staging(0, n) : nullptr;
+  float* ys = emulate ? cpu::staging(1, n) : nullptr;
+  if (emulate) cpu::widen_bf16(x.bf16_data(), xs, n);
+  e.src.set_data_handle(emulate ? xs : x.raw());
+  e.dst.set_data_handle(emulate ? ys : y.raw());
   dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, e.src.get()}, {DNNL_ARG_DST, e.dst.get()}};
   execute(e.fwd, args, 2);
+  if (emulate) cpu::narrow_to_bf16(ys, y.bf16_data(), n);
 }
 
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
   check_same(x, dy, "gelu_backward");
   check_same(dy, dx, "gelu_backward");
-  if (x.numel() == 0) return;
-  GeluEntry& e = gelu_entry(x.numel(), x.dtype());
-  e.src.set_data_handle(x.raw());
-  e.diff_dst.set_data_handle(dy.raw());
-  e.diff_src.set_data_handle(dx.raw());
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const bool emulate = x.dtype() == DType::bf16 && cpu::emulate_bf16();
+  GeluEntry& e = gelu_entry(n, emulate ? DType::f32 : x.dtype());
+  float* xs = emulate ? cpu::staging(0, n) : nullptr;
+  float* dys = emulate ? cpu::staging(1, n) : nullptr;
+  float* dxs = emulate ? cpu::staging(2, n) : nullptr;
+  if (emulate) {
+    cpu::widen_bf16(x.bf16_data(), xs, n);
+    cpu::widen_bf16(dy.bf16_data(), dys, n);
+  }
+  e.src.set_data_handle(emulate ? xs : x.raw());
+  e.diff_dst.set_data_handle(emulate ? dys : dy.raw());
+  e.diff_src.set_data_handle(emulate ? dxs : dx.raw());
   dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e.src.get()},
                              {DNNL_ARG_DIFF_DST, e.diff_dst.get()},
                              {DNNL_ARG_DIFF_SRC, e.diff_src.get()}};
   execute(e.bwd, args, 3);
+  if (emulate) cpu::narrow_to_bf16(dxs, dx.bf16_data(), n);
 }
 
 void bias_add(Tensor& y, const Tensor& bias) {

@@ -1,9 +1,11 @@
 #include "weft/kernels/gemm.h"
 
+#include <algorithm>
 #include <array>
 #include <unordered_map>
 
 #include "weft/core/profile.h"
+#include "weft/core/threads.h"
 #include "weft/kernels/cpu/onednn.h"
 
 namespace weft::kernels {
@@ -60,9 +62,10 @@ void put(Key& key, size_t& i, const Operand& op) {
   for (int d = 0; d < 4; ++d) key[i++] = op.strides[static_cast<size_t>(d)];
 }
 
-void run_matmul(const Operand& a, const Operand& b, const Operand& c, const Tensor* bias,
-                float alpha, bool accumulate) {
-  profile::Scope timed(profile::Category::gemm);
+// Runs the primitive for these operands, creating and caching it on first use.
+// bias (if any) is a vector of c's last dimension.
+void execute_matmul(const Operand& a, const Operand& b, const Operand& c, const Operand* bias,
+                    float alpha, bool accumulate) {
   int threads = cpu::apply_thread_budget();
   Key key{};
   size_t i = 0;
@@ -71,7 +74,7 @@ void run_matmul(const Operand& a, const Operand& b, const Operand& c, const Tens
   put(key, i, c);
   key[i++] = static_cast<int64_t>(a.dtype) | static_cast<int64_t>(b.dtype) << 8 |
              static_cast<int64_t>(c.dtype) << 16;
-  key[i++] = bias ? 1 + static_cast<int64_t>(bias->dtype()) : 0;
+  key[i++] = bias ? 1 + static_cast<int64_t>(bias->dtype) : 0;
   key[i++] = accumulate;
   key[i++] = static_cast<int64_t>(f32_to_bits(alpha));
   key[i++] = threads;
@@ -86,7 +89,7 @@ void run_matmul(const Operand& a, const Operand& b, const Operand& c, const Tens
         bd.back() = c.dims[static_cast<size_t>(c.ndims - 1)];
         memory::dims bs(static_cast<size_t>(c.ndims), bd.back());
         bs.back() = 1;
-        bias_md = memory::desc(bd, cpu::to_dnnl(bias->dtype()), bs);
+        bias_md = memory::desc(bd, cpu::to_dnnl(bias->dtype), bs);
       }
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -127,13 +130,120 @@ void run_matmul(const Operand& a, const Operand& b, const Operand& c, const Tens
                              {DNNL_ARG_BIAS, nullptr}};
   int nargs = 4;
   if (bias) {
-    e.bias.set_data_handle(bias->raw());
+    e.bias.set_data_handle(bias->ptr);
     args[4].memory = e.bias.get();
     nargs = 5;
   }
   dnnl_status_t st = dnnl_primitive_execute(e.prim.get(), cpu::stream().get(), nargs, args);
   WEFT_CHECK(st == dnnl_success, "oneDNN matmul failed with status {}", static_cast<int>(st));
   cpu::stream().wait();
+}
+
+// The operand's elements in their memory order, packed densely: `order` lists
+// the dimensions from the largest stride to the smallest, and `dense` gives
+// the strides of the packed copy, which keeps that order (a transposed operand
+// stays transposed).
+struct Packing {
+  std::array<int, 4> order{};
+  std::array<int64_t, 4> dense{};
+  int64_t numel = 1;
+};
+
+Packing packing(const Operand& op) {
+  Packing p;
+  const auto nd = static_cast<size_t>(op.ndims);
+  for (size_t d = 0; d < nd; ++d) p.order[d] = static_cast<int>(d);
+  std::stable_sort(p.order.begin(), p.order.begin() + op.ndims, [&](int x, int y) {
+    return op.strides[static_cast<size_t>(x)] > op.strides[static_cast<size_t>(y)];
+  });
+  for (size_t j = nd; j-- > 0;) {
+    const auto d = static_cast<size_t>(p.order[j]);
+    p.dense[d] = p.numel;
+    p.numel *= op.dims[d];
+  }
+  return p;
+}
+
+// Calls f(offset, packed_offset, n, step) for every run along the innermost
+// dimension: n elements at offset + k·step in the operand and packed_offset + k
+// in its packed copy.
+template <typename F>
+void for_each_run(const Operand& op, const Packing& p, F&& f) {
+  const int nd = op.ndims;
+  const auto inner = static_cast<size_t>(p.order[static_cast<size_t>(nd - 1)]);
+  const int64_t n = op.dims[inner], step = op.strides[inner];
+  const int64_t outer = n == 0 ? 0 : p.numel / n;
+#pragma omp parallel for num_threads(num_threads()) schedule(static)
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t rest = o, at = 0, packed = 0;
+    for (int j = nd - 2; j >= 0; --j) {
+      const auto d = static_cast<size_t>(p.order[static_cast<size_t>(j)]);
+      const int64_t idx = rest % op.dims[d];
+      rest /= op.dims[d];
+      at += idx * op.strides[d];
+      packed += idx * p.dense[d];
+    }
+    f(at, packed, n, step);
+  }
+}
+
+// An f32 copy of a bf16 operand in staging buffer `slot` (its values only
+// when `values`; an output that is overwritten needs just the layout).
+Operand widened(const Operand& op, int slot, bool values) {
+  const Packing p = packing(op);
+  Operand w = op;
+  w.dtype = DType::f32;
+  w.strides = p.dense;
+  auto* dst = cpu::staging(slot, p.numel);
+  w.ptr = dst;
+  if (values) {
+    const auto* src = static_cast<const uint16_t*>(op.ptr);
+    for_each_run(op, p, [&](int64_t at, int64_t packed, int64_t n, int64_t step) {
+      for (int64_t k = 0; k < n; ++k) dst[packed + k] = bf16_to_f32(src[at + k * step]);
+    });
+  }
+  return w;
+}
+
+// Rounds the f32 copy made by widened() back into the bf16 operand.
+void narrow_back(const Operand& w, const Operand& op) {
+  const auto* src = static_cast<const float*>(w.ptr);
+  auto* dst = static_cast<uint16_t*>(op.ptr);
+  for_each_run(op, packing(op), [&](int64_t at, int64_t packed, int64_t n, int64_t step) {
+    for (int64_t k = 0; k < n; ++k) dst[at + k * step] = f32_to_bf16(src[packed + k]);
+  });
+}
+
+// bf16 semantics without bf16 kernels: operands widened to f32 (exactly), the
+// f32 matmul accumulating in f32, a bf16 output rounded once at the end — what
+// a native bf16 matmul computes, up to the order of the f32 sums.
+void emulated_matmul(const Operand& a, const Operand& b, const Operand& c, const Operand* bias,
+                     float alpha, bool accumulate) {
+  auto widen = [](const Operand& op, int slot) {
+    return op.dtype == DType::bf16 ? widened(op, slot, true) : op;
+  };
+  const Operand wa = widen(a, 0), wb = widen(b, 1);
+  Operand wbias;
+  if (bias) wbias = widen(*bias, 3);
+  if (c.dtype == DType::f32) {
+    execute_matmul(wa, wb, c, bias ? &wbias : nullptr, alpha, accumulate);
+    return;
+  }
+  const Operand wc = widened(c, 2, accumulate);
+  execute_matmul(wa, wb, wc, bias ? &wbias : nullptr, alpha, accumulate);
+  narrow_back(wc, c);
+}
+
+void run_matmul(const Operand& a, const Operand& b, const Operand& c, const Operand* bias,
+                float alpha, bool accumulate) {
+  profile::Scope timed(profile::Category::gemm);
+  const bool bf16 = a.dtype == DType::bf16 || b.dtype == DType::bf16 || c.dtype == DType::bf16 ||
+                    (bias && bias->dtype == DType::bf16);
+  if (bf16 && cpu::emulate_bf16()) {
+    emulated_matmul(a, b, c, bias, alpha, accumulate);
+  } else {
+    execute_matmul(a, b, c, bias, alpha, accumulate);
+  }
 }
 
 void check_inputs(DType a, DType b, DType c) {
@@ -178,7 +288,15 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& opt) {
     WEFT_CHECK(!opt.bias, "gemm with k = 0 and a bias is not supported");
     return;
   }
-  run_matmul(oa, ob, oc, opt.bias, opt.alpha, opt.accumulate);
+  Operand bias;
+  if (opt.bias) {
+    bias.ndims = 1;
+    bias.dims = {n, 0, 0, 0};
+    bias.strides = {1, 0, 0, 0};
+    bias.dtype = opt.bias->dtype();
+    bias.ptr = opt.bias->raw();
+  }
+  run_matmul(oa, ob, oc, opt.bias ? &bias : nullptr, opt.alpha, opt.accumulate);
 }
 
 void batched_gemm(const StridedMatrices& a, const StridedMatrices& b, const StridedMatrices& c,

@@ -16,6 +16,7 @@
 #include <random>
 
 #include "weft/train/hf_export.h"
+#include "weft/train/hf_files.h"
 
 namespace weft::train {
 
@@ -438,7 +439,7 @@ TrainState load_checkpoint(const std::string& dir, comm::ProcessGroup& world,
 Json read_checkpoint_config(const std::string& dir_or_file) {
   fs::path p(dir_or_file);
   if (fs::is_regular_file(p) && p.filename() == "index.json") p = p.parent_path();
-  if (fs::is_directory(p)) {
+  if (fs::is_directory(p) && !is_hf_directory(p.string())) {
     CheckpointReader ck(p.string());
     Json config = ck.index().at("config");
     if (!config.is_object()) config = Json::object();
@@ -451,7 +452,9 @@ Json read_checkpoint_config(const std::string& dir_or_file) {
     }
     return config;
   }
-  WEFT_CHECK(fs::exists(p), "{} does not exist: give a checkpoint directory or a .safetensors file",
+  WEFT_CHECK(fs::exists(p),
+             "{} does not exist: give a checkpoint directory, a .safetensors file or a Hugging "
+             "Face model directory",
              dir_or_file);
   return hf_config(dir_or_file);
 }

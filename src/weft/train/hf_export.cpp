@@ -1,11 +1,13 @@
 #include "weft/train/hf_export.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -15,7 +17,9 @@
 #include "weft/comm/local.h"
 #include "weft/nn/gpt.h"
 #include "weft/train/checkpoint.h"
+#include "weft/train/hf_files.h"
 #include "weft/train/safetensors.h"
+#include "weft/train/tokenizer.h"
 
 namespace weft::train {
 
@@ -57,10 +61,11 @@ Tensor transpose(const Tensor& t) {
 }
 
 // "transformer." when the file's names carry it, "" when not (the original gpt2 files).
-std::string name_prefix(const SafetensorsFile& f) {
+std::string name_prefix(const HfModelFiles& f) {
   if (f.find(std::string(kPrefix) + "wte.weight")) return kPrefix;
   WEFT_CHECK(f.find("wte.weight"),
-             "{} is not a GPT-2 file: it has no transformer.wte.weight (nor wte.weight)", f.path());
+             "{} is not a GPT-2 model: it has no transformer.wte.weight (nor wte.weight)",
+             f.path());
   return "";
 }
 
@@ -69,7 +74,17 @@ std::string file_name_of(const std::string& name, const std::string& prefix) {
   return prefix + hf_name(name).substr(std::string(kPrefix).size());
 }
 
-void write_config_json(const fs::path& path, const Json& shape) {
+// Says `message` on stderr, once per `key` in this process (the model's
+// shape is read several times while it loads).
+void warn_once(const std::string& key, const std::string& message) {
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard lock(mu);
+  if (said.insert(key).second) std::cerr << "weft: warning: " << message << "\n";
+}
+
+// GPT2Config for the model shape, as save_pretrained writes it.
+Json gpt2_config(const Json& shape) {
   const int64_t vocab = shape.at("vocab").as_int();
   Json c = Json::object();
   c["architectures"] = Json(Json::Array{Json("GPT2LMHeadModel")});
@@ -93,20 +108,64 @@ void write_config_json(const fs::path& path, const Json& shape) {
   c["bos_token_id"] = vocab - 1;
   c["eos_token_id"] = vocab - 1;
   c["torch_dtype"] = "float32";
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << c.dump(2) << "\n";
-    out.flush();
-    WEFT_CHECK(out, "cannot write {}", tmp.string());
+  return c;
+}
+
+Json generation_config(const Json& shape) {
+  const int64_t vocab = shape.at("vocab").as_int();
+  Json g = Json::object();
+  g["_from_model_config"] = true;
+  g["bos_token_id"] = vocab - 1;
+  g["eos_token_id"] = vocab - 1;
+  return g;
+}
+
+// Every GPT2Config field that changes the math weft computes: a value weft
+// computes differently is refused by name rather than evaluated as another
+// model.
+void check_gpt2_math(const Json& c, const std::string& where, int64_t width) {
+  auto field = [&](const char* key) { return c.find(key); };
+  if (const Json* t = field("model_type")) {
+    WEFT_CHECK(t->is_string() && t->as_string() == "gpt2",
+               "{}: model_type {} is not gpt2; weft runs GPT-2 models only", where, t->dump());
   }
-  WEFT_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot write {}: {}", path.string(),
-             std::strerror(errno));
+  if (const Json* a = field("activation_function")) {
+    const bool tanh_gelu =
+        a->is_string() && (a->as_string() == "gelu_new" || a->as_string() == "gelu_pytorch_tanh");
+    WEFT_CHECK(tanh_gelu,
+               "{}: activation_function {} is not supported; weft computes GELU with the tanh "
+               "approximation (gelu_new / gelu_pytorch_tanh)",
+               where, a->dump());
+  }
+  if (const Json* e = field("layer_norm_epsilon")) {
+    WEFT_CHECK(e->is_number() && std::abs(e->as_double() - 1e-5) <= 1e-12,
+               "{}: layer_norm_epsilon {} is not supported; weft's LayerNorm uses 1e-5", where,
+               e->dump());
+  }
+  auto expect_bool = [&](const char* key, bool want, const char* why) {
+    if (const Json* v = field(key)) {
+      WEFT_CHECK(v->is_bool() && v->as_bool() == want, "{}: {} {} is not supported; {}", where, key,
+                 v->dump(), why);
+    }
+  };
+  expect_bool("scale_attn_weights", true, "weft scales attention scores by 1/sqrt(head width)");
+  expect_bool("scale_attn_by_inverse_layer_idx", false,
+              "weft does not scale attention by the inverse layer index");
+  expect_bool("tie_word_embeddings", true, "weft's output head is tied to the token embedding");
+  expect_bool("add_cross_attention", false, "weft's GPT has no cross-attention");
+  const Json* inner = field("n_inner");
+  WEFT_CHECK(!inner || inner->is_null() || (inner->is_integer() && inner->as_int() == 4 * width),
+             "{}: n_inner {} is not 4 x n_embd; weft's MLP is 4 x width", where,
+             inner ? inner->dump() : "");
 }
 
 void check_shape(const Json& file_shape, const nn::GptConfig& cfg, const std::string& file) {
   const Json mine = model_shape_json(cfg);
-  for (const char* key : {"vocab", "seq", "layers", "width", "heads"}) {
+  // A longer context is fine: the model keeps the first positions.
+  WEFT_CHECK(file_shape.at("seq").as_int() >= mine.at("seq").as_int(),
+             "{} holds {} positions, fewer than this model's --seq {}: use --seq {} or less", file,
+             file_shape.at("seq").dump(), mine.at("seq").dump(), file_shape.at("seq").dump());
+  for (const char* key : {"vocab", "layers", "width", "heads"}) {
     WEFT_CHECK(file_shape.at(key) == mine.at(key),
                "{} holds a model with {} {}, but this model has {} {}: build the model with the "
                "file's shape (--{} {})",
@@ -142,7 +201,8 @@ bool hf_transposed(const std::string& weft_name) {
   return false;
 }
 
-void export_hf(const std::string& checkpoint_dir, const std::string& out_file) {
+std::vector<std::string> export_hf(const std::string& checkpoint_dir, const std::string& out,
+                                   const HfDirectoryOptions& options) {
   CheckpointReader ck(checkpoint_dir);
   WEFT_CHECK(ck.model_shape(),
              "checkpoint {} holds no GPT model shape: only GPT checkpoints export to Hugging Face",
@@ -154,19 +214,28 @@ void export_hf(const std::string& checkpoint_dir, const std::string& out_file) {
     if (hf_transposed(t.name)) full = transpose(full);
     tensors.push_back({hf_name(t.name), full});
   }
+  const Json& shape = *ck.model_shape();
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},
-      {"weft.model", ck.model_shape()->dump()},
+      {"weft.model", shape.dump()},
       {"weft.step", std::to_string(ck.step())},
   };
-  write_safetensors(out_file, tensors, metadata);
-  const fs::path parent =
-      fs::path(out_file).has_parent_path() ? fs::path(out_file).parent_path() : fs::path(".");
-  write_config_json(parent / "config.json", *ck.model_shape());
+  if (out.ends_with(".safetensors")) {
+    write_safetensors(out, tensors, metadata);
+    return {out};
+  }
+  std::map<std::string, Json> files = {{"config.json", gpt2_config(shape)},
+                                       {"generation_config.json", generation_config(shape)}};
+  if (shape.at("vocab").as_int() == ByteTokenizer::kVocabSize) {
+    files.merge(byte_tokenizer_files(shape.at("seq").as_int()));
+  }
+  std::vector<std::string> written = write_hf_directory(out, tensors, metadata, files, options);
+  for (std::string& name : written) name = (fs::path(out) / name).string();
+  return written;
 }
 
 Json hf_config(const std::string& file) {
-  SafetensorsFile f(file);
+  HfModelFiles f(file);
   const std::string prefix = name_prefix(f);
   const TensorInfo& wte = f.info(prefix + "wte.weight");
   const TensorInfo& wpe = f.info(prefix + "wpe.weight");
@@ -185,23 +254,25 @@ Json hf_config(const std::string& file) {
   if (auto it = f.metadata().find("weft.model"); it != f.metadata().end()) {
     weft_model = parse_json(it->second, file + " weft.model metadata");
   }
-  const fs::path config_path = fs::path(file).parent_path() / "config.json";
-  if (fs::exists(config_path)) {
+  const fs::path config_path = f.config_path();
+  if (!config_path.empty()) {
     std::ifstream in(config_path);
     std::ostringstream text;
     text << in.rdbuf();
     const Json c = parse_json(text.str(), config_path.string());
+    WEFT_CHECK(c.is_object(), "{} is not a JSON object: is it a model's config.json?",
+               config_path.string());
+    check_gpt2_math(c, config_path.string(), width);
     for (auto [key, ours] : {std::pair{"vocab_size", "vocab"}, std::pair{"n_positions", "seq"},
                              std::pair{"n_layer", "layers"}, std::pair{"n_embd", "width"}}) {
       const Json* v = c.find(key);
       WEFT_CHECK(!v || *v == shape.at(ours), "{} says {} {}, but {} has {} {}",
                  config_path.string(), key, v ? v->dump() : "", file, ours, shape.at(ours).dump());
     }
-    const Json* inner = c.find("n_inner");
-    WEFT_CHECK(!inner || inner->is_null() || inner->as_int() == 4 * width,
-               "{}: n_inner {} is not 4 x n_embd; weft's MLP is 4 x width", config_path.string(),
-               inner ? inner->dump() : "");
-    shape["heads"] = c.at("n_head").as_int();
+    const Json* heads = c.find("n_head");
+    WEFT_CHECK(heads && heads->is_integer() && heads->as_int() > 0,
+               "{} has no positive integer n_head", config_path.string());
+    shape["heads"] = heads->as_int();
   } else if (weft_model.is_object() && weft_model.find("heads")) {
     shape["heads"] = weft_model.at("heads").as_int();
   } else {
@@ -210,6 +281,9 @@ Json hf_config(const std::string& file) {
         "cannot tell the number of heads of {}: put its config.json (with n_head) next to it",
         file);
     shape["heads"] = width / kGpt2HeadWidth;
+    warn_once(file, format("{} has no config.json: assuming {} heads of width {} as every GPT-2 "
+                           "size has; put the model's config.json next to it if that is wrong",
+                           file, width / kGpt2HeadWidth, kGpt2HeadWidth));
   }
   shape["vocab_pad"] = weft_model.is_object() && weft_model.find("vocab_pad")
                            ? weft_model.at("vocab_pad").as_int()
@@ -219,7 +293,7 @@ Json hf_config(const std::string& file) {
 
 void load_hf(const std::string& file, nn::Module& model) {
   if (auto* gpt = dynamic_cast<nn::Gpt*>(&model)) check_shape(hf_config(file), gpt->config(), file);
-  SafetensorsFile f(file);
+  HfModelFiles f(file);
   const std::string prefix = name_prefix(f);
   std::set<std::string> used;
   for (nn::Parameter* p : model.parameters()) {
@@ -232,6 +306,10 @@ void load_hf(const std::string& file, nn::Module& model) {
       t = transpose(t);
     }
     const Shape& global = p->spec.global_shape;
+    // A model with a shorter context keeps the first positions.
+    if (p->name == "wpe.weight" && t.dim() == 2 && t.size(0) > global[0]) {
+      t = t.narrow(0, global[0]);
+    }
     if (p->spec.valid_rows >= 0 && t.dim() == 2 && t.size(0) == p->spec.valid_rows &&
         global[0] > t.size(0)) {
       Tensor padded = Tensor::zeros(global);
@@ -242,7 +320,8 @@ void load_hf(const std::string& file, nn::Module& model) {
                t.shape(), p->name, global);
     p->value.copy_from(nn::shard_of(p->spec, t));
   }
-  for (const TensorInfo& ti : f.tensors()) {
+  for (const TensorInfo* info : f.tensors()) {
+    const TensorInfo& ti = *info;
     if (used.count(ti.name)) continue;
     if (ti.name.ends_with(".attn.bias") || ti.name.ends_with(".attn.masked_bias")) continue;
     if (ti.name == "lm_head.weight") {

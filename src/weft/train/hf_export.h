@@ -28,8 +28,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "weft/nn/module.h"
+#include "weft/train/hf_files.h"
 #include "weft/train/json.h"
 
 namespace weft::train {
@@ -40,22 +42,35 @@ std::string hf_name(const std::string& weft_name);
 // Whether Hugging Face stores the parameter transposed (the Conv1D weights).
 bool hf_transposed(const std::string& weft_name);
 
-// Gathers checkpoint DIR (saved at any layout) into `out_file` and writes
+// Gathers checkpoint DIR (saved at any layout) into Hugging Face GPT-2 files.
+// `out` ending in .safetensors: that one file, nothing else. Otherwise `out`
+// is a model directory as save_pretrained writes it (see hf_files.h):
+// model.safetensors (sharded with an index above options.max_shard_bytes),
 // config.json (GPT2Config: n_embd, n_layer, n_head, n_positions, vocab_size,
-// gelu_new, layer_norm_epsilon 1e-5, tied embeddings) next to it. Name the file
-// model.safetensors for GPT2LMHeadModel.from_pretrained(its directory).
-void export_hf(const std::string& checkpoint_dir, const std::string& out_file);
+// gelu_new, layer_norm_epsilon 1e-5, tied embeddings), generation_config.json
+// and, for byte-level models (vocabulary 256), the tokenizer files, so that
+// from_pretrained(out) and pipeline("text-generation", model=out) work.
+// Returns the paths written.
+std::vector<std::string> export_hf(const std::string& checkpoint_dir, const std::string& out,
+                                   const HfDirectoryOptions& options = {});
 
-// Loads a consolidated GPT-2 file into `model` (a Gpt at any layout): every
-// rank reads the full tensors and keeps its slices. The file's shape must be
-// the model's (the error names the field).
-void load_hf(const std::string& file, nn::Module& model);
+// Loads a GPT-2 model (a .safetensors file or a model directory, sharded or
+// not) into `model` (a Gpt at any layout): every rank reads the full tensors
+// and keeps its slices. The shape must be the model's (the error names the
+// field), except that a model with a shorter context keeps the first
+// positions of wpe.
+void load_hf(const std::string& path, nn::Module& model);
 
-// The model shape of a GPT-2 file ({"vocab", "seq", "layers", "width",
-// "heads", "vocab_pad"}, as model_shape_json): from the tensor shapes, with
-// the heads from config.json next to the file, else from the file's
-// "weft.model" metadata, else width / 64 (every GPT-2 size has 64-wide heads).
-Json hf_config(const std::string& file);
+// The model shape of a GPT-2 file or directory ({"vocab", "seq", "layers",
+// "width", "heads", "vocab_pad"}, as model_shape_json): from the tensor
+// shapes, with the heads from config.json (in the directory, or next to the
+// file), else from the file's "weft.model" metadata, else width / 64 (every
+// GPT-2 size has 64-wide heads; a warning says so). A config.json field that
+// changes the math (activation_function, layer_norm_epsilon,
+// scale_attn_weights, scale_attn_by_inverse_layer_idx, tie_word_embeddings,
+// add_cross_attention, n_inner) with a value weft computes differently is an
+// error naming it.
+Json hf_config(const std::string& path);
 
 // `weft checkpoint import`: converts a GPT-2 file into a checkpoint directory
 // at TP=1 with step 0 and no optimizer state, so `weft train --resume DIR`

@@ -14,6 +14,7 @@
 #include "weft/train/checkpoint.h"
 #include "weft/train/generate.h"
 #include "weft/train/hf_export.h"
+#include "weft/train/hf_files.h"
 #include "weft/train/schedule.h"
 #include "weft/train/tokenizer.h"
 
@@ -37,13 +38,13 @@ void load_weights(const std::string& path, comm::ProcessGroup& world, const comm
                   nn::Gpt& model) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::is_directory(path, ec)) {
+  if (fs::is_directory(path, ec) && !is_hf_directory(path)) {
     load_checkpoint(path, world, grid, model, nullptr);
     return;
   }
   WEFT_CHECK(fs::exists(path, ec),
-             "{} does not exist: give a checkpoint directory (weft train --save) or a GPT-2 "
-             ".safetensors file (weft checkpoint export)",
+             "{} does not exist: give a checkpoint directory (weft train --save), a GPT-2 "
+             ".safetensors file or a Hugging Face model directory (weft checkpoint export)",
              path);
   load_hf(path, model);
 }

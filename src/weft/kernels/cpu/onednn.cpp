@@ -2,8 +2,12 @@
 
 #include <omp.h>
 
+#include <array>
+#include <vector>
+
 #include "weft/core/error.h"
 #include "weft/core/threads.h"
+#include "weft/kernels/cpu_support.h"
 
 namespace weft::kernels::cpu {
 
@@ -36,6 +40,25 @@ dnnl::memory::data_type to_dnnl(DType t) {
     case DType::u8: return dnnl::memory::data_type::u8;
     default: WEFT_FAIL("oneDNN has no {} data type", dtype_name(t));
   }
+}
+
+bool emulate_bf16() { return !cpu_support().native_bf16; }
+
+float* staging(int slot, int64_t n) {
+  thread_local std::array<std::vector<float>, 4> buffers;
+  auto& b = buffers.at(static_cast<size_t>(slot));
+  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
+void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
+#pragma omp parallel for num_threads(num_threads()) schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+}
+
+void narrow_to_bf16(const float* src, uint16_t* dst, int64_t n) {
+#pragma omp parallel for num_threads(num_threads()) schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
 }  // namespace weft::kernels::cpu

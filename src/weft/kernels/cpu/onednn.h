@@ -17,4 +17,17 @@ dnnl::stream& stream();
 int apply_thread_budget();
 dnnl::memory::data_type to_dnnl(DType t);
 
+// Whether bf16 work must be emulated (no native bf16 primitives on this ISA;
+// see kernels/cpu_support.h).
+bool emulate_bf16();
+
+// The calling thread's f32 staging buffer number `slot` (0..3), at least `n`
+// elements. It only grows, so a steady-state call allocates nothing; it is
+// the emulated bf16 path's copy of its operands.
+float* staging(int slot, int64_t n);
+
+// bf16 <-> f32 over n contiguous elements, on the thread budget.
+void widen_bf16(const uint16_t* src, float* dst, int64_t n);
+void narrow_to_bf16(const float* src, uint16_t* dst, int64_t n);
+
 }  // namespace weft::kernels::cpu

@@ -1,0 +1,64 @@
+// `weft info`: what this machine gives weft — the CPU's features, the ISA
+// oneDNN dispatches to, which path each compute dtype takes, threads, and
+// the communication backends built in.
+#include <iostream>
+
+#include "cli.h"
+#include "weft/comm/world.h"
+#include "weft/core/threads.h"
+#include "weft/kernels/cpu_support.h"
+
+namespace weft {
+namespace {
+
+cli::Options info_options() {
+  cli::Options opts("weft info [options]",
+                    "Prints the CPU features weft found, the instruction set oneDNN uses\n"
+                    "(ONEDNN_MAX_CPU_ISA caps it), whether f32 and bf16 GEMMs run natively or\n"
+                    "are emulated (bf16 values on f32 kernels: exact bf16 semantics, f32 speed,\n"
+                    "on CPUs without AVX-512), the threads each rank's kernels use\n"
+                    "(WEFT_NUM_THREADS, else OMP_NUM_THREADS, else the cores divided among the\n"
+                    "ranks of the process) and the backends built in.");
+  opts.flag("json", "print one JSON object");
+  return opts;
+}
+
+int info(const std::vector<std::string>& args) {
+  cli::Options opts = info_options();
+  opts.parse(args);
+  const kernels::CpuSupport& s = kernels::cpu_support();
+#ifdef WEFT_HAVE_MPI
+  const bool mpi = true;
+#else
+  const bool mpi = false;
+#endif
+  auto yn = [](bool b) { return b ? "yes" : "no"; };
+  auto tf = [](bool b) { return b ? "true" : "false"; };
+  if (opts.flag_set("json")) {
+    std::cout << "{\"version\":\"" << WEFT_VERSION << "\",\"avx2\":" << tf(s.avx2)
+              << ",\"avx512\":" << tf(s.avx512) << ",\"avx512_bf16\":" << tf(s.avx512_bf16)
+              << ",\"amx\":" << tf(s.amx) << ",\"onednn\":\"" << s.onednn_version
+              << "\",\"onednn_isa\":\"" << s.onednn_isa << "\",\"bf16\":\""
+              << (s.native_bf16 ? "native" : "emulated") << "\",\"threads\":" << num_threads()
+              << ",\"cores\":" << available_cores() << ",\"backends\":[\"local\""
+              << (mpi ? ",\"mpi\"" : "") << "]}\n";
+    return 0;
+  }
+  std::cout << "weft " << WEFT_VERSION << "\n"
+            << "cpu:      AVX2 " << yn(s.avx2) << ", AVX-512 " << yn(s.avx512) << ", AVX-512-BF16 "
+            << yn(s.avx512_bf16) << ", AMX " << yn(s.amx) << "\n"
+            << "oneDNN:   " << s.onednn_version << ", uses " << s.onednn_isa << "\n"
+            << "f32 GEMM: " << kernels::gemm_path(DType::f32) << "\n"
+            << "bf16 GEMM: " << kernels::gemm_path(DType::bf16) << "\n"
+            << "threads:  " << num_threads() << " per rank (" << available_cores()
+            << " cores available)\n"
+            << "backends: local" << (mpi ? ", mpi" : "")
+            << " (launched by mpirun: " << yn(comm::launched_by_mpi()) << ")\n";
+  return 0;
+}
+
+cli::Register reg("info", "print the CPU features, the kernel path of each dtype, threads",
+                  info_options, info);
+
+}  // namespace
+}  // namespace weft
