@@ -178,6 +178,8 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   }
   WEFT_CHECK(ec == std::errc() && p == end && n >= 0,
              "{} expects a byte count like 1024, 1K, 64M or 1G, got '{}'", what, text);
+  WEFT_CHECK(n <= INT64_MAX / scale, "{} of {} is too large (at most {} bytes)", what, text,
+             INT64_MAX);
   return n * scale;
 }
 

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
     tensors.push_back({"u8", weft::Tensor::zeros({5}, weft::DType::u8)});
     tensors.push_back({"fp4", weft::Tensor::zeros({2, 4}, weft::DType::e2m1)});
     tensors.push_back({"scalar", weft::Tensor::zeros({}, weft::DType::f32)});
+    tensors.push_back({"empty", weft::Tensor::zeros({0, 5}, weft::DType::f32)});
     wt::write_safetensors(path, tensors, {{"format", "pt"}, {"note", "seed"}});
     put("safetensors", "small.safetensors", read(path));
   }
