@@ -37,6 +37,7 @@ bench: build
 	@$(WEFT) bench gemm
 
 fuzz-build: deps
+	@command -v clang++ >/dev/null || { echo "make fuzz needs clang: apt-get install clang libomp-dev"; exit 2; }
 	@cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
 	  -DWEFT_FUZZ=ON -DWEFT_WITH_MPI=OFF -DWEFT_BUILD_EXAMPLES=OFF >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
