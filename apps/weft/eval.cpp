@@ -45,7 +45,7 @@ int eval_command(const std::vector<std::string>& args) {
   train::InferenceModel m = train::load_for_inference(opts.str("checkpoint"), dtype);
   const nn::GptConfig& cfg = m.model->config();
   train::TokenData data =
-      opts.given("data") ? train::load_tokens(opts.str("data")) : train::default_corpus();
+      opts.given("data") ? train::load_token_files(opts.str("data")) : train::default_corpus();
   const bool val = split == "val" || (split == "auto" && !opts.given("data"));
   std::span<const int32_t> tokens(data.tokens);
   std::optional<train::Dataset> held_out;

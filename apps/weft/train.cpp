@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "weft/train/checkpoint.h"
+#include "weft/train/data.h"
 #include "weft/train/generate.h"
 #include "weft/train/trainer.h"
 
@@ -72,6 +73,16 @@ train::TrainConfig resolve(const cli::Options& opts) {
     if (opts.given(k.name)) flags[k.name] = opts.str(k.name);
   }
   train::apply_settings(cfg, flags, "");
+  // llm.c shards carry another tokenizer's ids: unless a layer chose the
+  // vocabulary (--vocab, --preset, a checkpoint or --init shape), take that
+  // tokenizer's.
+  auto in_file = [&](const char* key) { return file.is_object() && file.find(key); };
+  const bool vocab_chosen = opts.given("vocab") || opts.given("preset") || in_file("vocab") ||
+                            in_file("preset") || !resume.empty() || !init.empty();
+  if (!vocab_chosen && !cfg.data.empty()) {
+    const auto format = train::data_format(cfg.data);
+    if (format != train::TokenData::Format::text) cfg.vocab = train::tokenizer_vocab(format);
+  }
   return cfg;
 }
 

@@ -94,11 +94,12 @@ TEST(Data, RejectsBadShardsSayingWhatIsWrong) {
   };
   EXPECT_EQ(load_error(with_int(0, 12345)),
             path +
-                " is not an llm.c token shard: its magic number is 12345, expected 20240520; "
-                "a .bin --data file must be a shard from llm.c's data scripts (give text "
-                "files another extension)");
-  EXPECT_EQ(load_error(with_int(1, 2)),
-            path + " is an llm.c token shard of version 2; weft reads version 1 (uint16 tokens)");
+                " is not an llm.c token shard: its magic number is 12345, expected 20240520 "
+                "(GPT-2 tokens) or 20240801 (llama-3 tokens); a .bin --data file must be a "
+                "shard from llm.c's data scripts (give text files another extension)");
+  EXPECT_EQ(load_error(with_int(1, 2)), path +
+                                            " is an llm.c token shard (magic 20240520) of "
+                                            "version 2; weft reads version 1 (uint16 tokens)");
   EXPECT_EQ(load_error(good.substr(0, 1024 + 150)),
             path +
                 " is truncated: header says 100 tokens (200 bytes), file has 150 bytes of "

@@ -161,10 +161,17 @@ const std::vector<KeyDef>& key_defs() {
                  [](const TrainConfig& c) { return Json(c.backend); }});
     d.push_back(number_key({"bucket-mb", "MB", "", "data-parallel gradient bucket size in MiB"},
                            &TrainConfig::bucket_mb));
-    d.push_back(string_key({"data", "FILE", "fortunes",
-                            "text file (byte tokens) or llm.c .bin token shard (fortunes: "
-                            "Debian's fortunes corpus)"},
+    d.push_back(string_key({"data", "FILES", "fortunes",
+                            "text files (byte tokens) or llm.c .bin token shards (GPT-2 uint16 or "
+                            "llama-3 uint32), comma-separated, globs allowed "
+                            "('data/*_train_*.bin'); with shards the vocabulary defaults to the "
+                            "shards' tokenizer (50257 / 128256) unless --vocab or --preset says "
+                            "otherwise (fortunes: Debian's fortunes corpus)"},
                            &TrainConfig::data));
+    d.push_back(string_key({"val-data", "FILES", "",
+                            "a separate validation set, as --data (llm.c's val shard); without "
+                            "it the last --val-fraction of --data is held out"},
+                           &TrainConfig::val_data));
     d.push_back(number_key({"val-fraction", "F", "", "share of the data held out for validation"},
                            &TrainConfig::val_fraction));
     d.push_back(

@@ -43,7 +43,10 @@ struct TrainConfig {
   std::string backend = "auto";  // auto (mpi under mpirun, else local), local, mpi
   double bucket_mb = 25;
   // Data: empty = the default corpus (Debian's fortunes).
+  // Comma-separated files and globs (see data.h).
   std::string data{};
+  // A separate validation set; empty: the last val_fraction of `data`.
+  std::string val_data{};
   double val_fraction = 0.1;
   // Optimization. micro_batch is per data-parallel replica: a step sees
   // micro_batch · dp · grad_accum sequences.

@@ -1,5 +1,7 @@
 #include "weft/train/data.h"
 
+#include <glob.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -7,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string_view>
 
 #include "weft/kernels/random.h"
 #include "weft/train/tokenizer.h"
@@ -54,41 +57,79 @@ TokenData parse_shard(const std::string& path, const std::string& bytes) {
   const int64_t size = static_cast<int64_t>(bytes.size());
   int32_t magic = 0;
   if (size >= 4) std::memcpy(&magic, bytes.data(), 4);
-  WEFT_CHECK(magic == kShardMagic,
-             "{} is not an llm.c token shard: its magic number is {}, expected {}; a .bin --data "
-             "file must be a shard from llm.c's data scripts (give text files another extension)",
-             path, magic, kShardMagic);
+  WEFT_CHECK(magic == kShardMagic || magic == kShardMagicU32,
+             "{} is not an llm.c token shard: its magic number is {}, expected {} (GPT-2 tokens) "
+             "or {} (llama-3 tokens); a .bin --data file must be a shard from llm.c's data "
+             "scripts (give text files another extension)",
+             path, magic, kShardMagic, kShardMagicU32);
   WEFT_CHECK(size >= kHeaderBytes,
              "{} is truncated: an llm.c token shard starts with a {}-byte header, the file has {} "
              "bytes",
              path, kHeaderBytes, size);
   std::array<int32_t, 3> header{};
   std::memcpy(header.data(), bytes.data(), sizeof header);
-  WEFT_CHECK(header[1] == kShardVersion,
-             "{} is an llm.c token shard of version {}; weft reads version {} (uint16 tokens)",
-             path, header[1], kShardVersion);
+  const bool wide = magic == kShardMagicU32;
+  const int32_t version = wide ? kShardVersionU32 : kShardVersion;
+  WEFT_CHECK(header[1] == version,
+             "{} is an llm.c token shard (magic {}) of version {}; weft reads version {} ({} "
+             "tokens)",
+             path, magic, header[1], version, wide ? "uint32" : "uint16");
   const int64_t count = header[2];
+  const int64_t width = wide ? 4 : 2;
   WEFT_CHECK(count >= 0, "{} is corrupted: its header gives a negative token count {}", path,
              count);
   const int64_t have = size - kHeaderBytes;
-  WEFT_CHECK(have >= 2 * count,
+  WEFT_CHECK(have >= width * count,
              "{} is truncated: header says {} tokens ({} bytes), file has {} bytes of tokens", path,
-             count, 2 * count, have);
-  WEFT_CHECK(have == 2 * count,
+             count, width * count, have);
+  WEFT_CHECK(have == width * count,
              "{} is corrupted: header says {} tokens ({} bytes) but {} bytes follow the header",
-             path, count, 2 * count, have);
+             path, count, width * count, have);
   WEFT_CHECK(count > 0, "data file {} holds no tokens; pass a --data file with tokens", path);
   TokenData data;
   data.source = path;
-  data.format = TokenData::Format::shard;
+  data.format = wide ? TokenData::Format::shard_u32 : TokenData::Format::shard;
   data.tokens.resize(static_cast<size_t>(count));
   const char* p = bytes.data() + kHeaderBytes;
   for (int64_t i = 0; i < count; ++i) {
-    uint16_t t;
-    std::memcpy(&t, p + 2 * i, 2);
-    data.tokens[static_cast<size_t>(i)] = t;
+    if (wide) {
+      uint32_t t;
+      std::memcpy(&t, p + 4 * i, 4);
+      WEFT_CHECK(t <= static_cast<uint32_t>(INT32_MAX),
+                 "{} is corrupted: token {} is {}, beyond any vocabulary", path, i, t);
+      data.tokens[static_cast<size_t>(i)] = static_cast<int32_t>(t);
+    } else {
+      uint16_t t;
+      std::memcpy(&t, p + 2 * i, 2);
+      data.tokens[static_cast<size_t>(i)] = t;
+    }
   }
   return data;
+}
+
+// What a file that is not text looks like, from its first bytes ("" when it
+// may be text).
+std::string binary_kind(const std::string& bytes) {
+  auto starts = [&](std::string_view magic) { return std::string_view(bytes).starts_with(magic); };
+  if (starts("\x1f\x8b")) return "a gzip-compressed file: decompress it first (gunzip)";
+  if (starts("\x28\xb5\x2f\xfd")) return "a zstd-compressed file: decompress it first (unzstd)";
+  if (starts(std::string_view("\xfd"
+                              "7zXZ\0",
+                              6)))
+    return "an xz-compressed file: decompress it first (unxz)";
+  if (starts("BZh")) return "a bzip2-compressed file: decompress it first (bunzip2)";
+  if (starts("PK\x03\x04")) return "a zip archive: extract it first";
+  if (starts("\x93NUMPY")) return "a NumPy array file: write it as an llm.c shard";
+  if (bytes.size() >= 9) {
+    uint64_t header = 0;
+    std::memcpy(&header, bytes.data(), 8);
+    if (header > 0 && header <= bytes.size() - 8 && bytes[8] == '{') {
+      return "a safetensors file (model weights), not training data";
+    }
+  }
+  const size_t probe = std::min<size_t>(bytes.size(), 1 << 16);
+  if (std::memchr(bytes.data(), '\0', probe)) return "binary data (it has NUL bytes), not text";
+  return "";
 }
 
 }  // namespace
@@ -107,8 +148,80 @@ TokenData load_tokens(const std::string& path) {
              "data file {} is empty; pass a --data file with text or an llm.c .bin shard", path);
   int32_t magic = 0;
   if (bytes.size() >= 4) std::memcpy(&magic, bytes.data(), 4);
-  if (magic == kShardMagic || ends_with(path, ".bin")) return parse_shard(path, bytes);
+  if (magic == kShardMagic || magic == kShardMagicU32 || ends_with(path, ".bin")) {
+    return parse_shard(path, bytes);
+  }
+  const std::string kind = binary_kind(bytes);
+  WEFT_CHECK(kind.empty(),
+             "data file {} looks like {}; --data takes text or llm.c token shards (.bin)", path,
+             kind);
   return text_tokens(bytes, path);
+}
+
+std::vector<std::string> expand_data_paths(const std::string& spec) {
+  std::vector<std::string> paths;
+  size_t begin = 0;
+  while (begin <= spec.size()) {
+    size_t comma = spec.find(',', begin);
+    if (comma == std::string::npos) comma = spec.size();
+    const std::string item = spec.substr(begin, comma - begin);
+    begin = comma + 1;
+    WEFT_CHECK(!item.empty(), "the data list '{}' has an empty entry; separate files with commas",
+               spec);
+    if (item.find_first_of("*?[") == std::string::npos) {
+      paths.push_back(item);
+      continue;
+    }
+    glob_t g{};
+    const int rc = ::glob(item.c_str(), GLOB_ERR, nullptr, &g);
+    std::vector<std::string> matches(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
+    ::globfree(&g);
+    WEFT_CHECK(rc == 0 && !matches.empty(), "the data pattern '{}' matches no file", item);
+    paths.insert(paths.end(), matches.begin(), matches.end());
+  }
+  return paths;
+}
+
+TokenData::Format data_format(const std::string& spec) {
+  const std::string first = expand_data_paths(spec).front();
+  std::ifstream in(first, std::ios::binary);
+  int32_t magic = 0;
+  in.read(reinterpret_cast<char*>(&magic), 4);
+  if (magic == kShardMagicU32) return TokenData::Format::shard_u32;
+  if (magic == kShardMagic || ends_with(first, ".bin")) return TokenData::Format::shard;
+  return TokenData::Format::text;
+}
+
+TokenData load_token_files(const std::string& spec) {
+  const std::vector<std::string> paths = expand_data_paths(spec);
+  if (paths.size() == 1) return load_tokens(paths[0]);
+  TokenData all;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    WEFT_CHECK(std::find(paths.begin(), paths.begin() + static_cast<long>(i), paths[i]) ==
+                   paths.begin() + static_cast<long>(i),
+               "the data file {} is named twice in '{}'", paths[i], spec);
+    TokenData one = load_tokens(paths[i]);
+    if (i == 0) {
+      all.format = one.format;
+    } else {
+      WEFT_CHECK(one.format == all.format,
+                 "{} and {} hold different kinds of data (text, GPT-2 or llama-3 shards); pass "
+                 "files of one kind",
+                 paths[0], paths[i]);
+    }
+    all.tokens.insert(all.tokens.end(), one.tokens.begin(), one.tokens.end());
+  }
+  all.source = format("{} files ({} .. {})", paths.size(), paths.front(), paths.back());
+  return all;
+}
+
+int64_t tokenizer_vocab(TokenData::Format format) {
+  switch (format) {
+    case TokenData::Format::text: return ByteTokenizer::kVocabSize;
+    case TokenData::Format::shard: return kGpt2Vocab;
+    case TokenData::Format::shard_u32: return kLlama3Vocab;
+  }
+  return ByteTokenizer::kVocabSize;
 }
 
 void write_token_shard(const std::string& path, std::span<const uint16_t> tokens) {
@@ -218,6 +331,24 @@ Dataset::Dataset(TokenData data, int64_t seq_len, double val_fraction)
   const int64_t val =
       std::max(static_cast<int64_t>(static_cast<double>(n) * val_fraction), seq_ + 1);
   train_size_ = n - std::min(val, n - (seq_ + 1));
+}
+
+Dataset::Dataset(TokenData train, TokenData val, int64_t seq_len) : seq_(seq_len) {
+  WEFT_CHECK(seq_len >= 1, "sequence length {} must be at least 1", seq_len);
+  WEFT_CHECK(train.size() >= seq_ + 1,
+             "{} has {} tokens; training needs at least seq+1 = {}; pass a larger --data file",
+             train.source, train.size(), seq_ + 1);
+  WEFT_CHECK(val.size() >= seq_ + 1,
+             "{} has {} tokens; validation needs at least seq+1 = {}; pass a larger --val-data "
+             "file",
+             val.source, val.size(), seq_ + 1);
+  WEFT_CHECK(train.format == val.format,
+             "{} and {} hold different kinds of data (text, GPT-2 or llama-3 shards)", train.source,
+             val.source);
+  train_size_ = train.size();
+  data_ = std::move(train);
+  data_.source = format("{} (validation: {})", data_.source, val.source);
+  data_.tokens.insert(data_.tokens.end(), val.tokens.begin(), val.tokens.end());
 }
 
 std::span<const int32_t> Dataset::train() const {

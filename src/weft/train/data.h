@@ -2,10 +2,15 @@
 // and deterministic batch sampling.
 //
 // Files. A data file is either text (tokenized by ByteTokenizer, one token per
-// byte) or an llm.c token shard: 256 little-endian int32 (header[0] = magic
-// 20240520, header[1] = version 1, header[2] = token count) followed by that
-// many uint16 tokens. A file is a shard when it starts with the magic or its
-// name ends in ".bin" (then a wrong magic is an error, not text).
+// byte) or an llm.c token shard: 256 little-endian int32 (header[0] = magic,
+// header[1] = version, header[2] = token count) followed by that many tokens —
+// GPT-2 shards (magic 20240520, version 1) hold uint16 tokens, llama-3 shards
+// (magic 20240801, version 7; llm.c's second format) uint32 tokens. A file is
+// a shard when it starts with a magic or its name ends in ".bin" (then a wrong
+// magic is an error, not text). A file that is neither — a safetensors file,
+// a compressed archive, binary data — is an error naming what it looks like.
+// Several files (a list, or globs such as llm.c's "*_train_*.bin") are read
+// in order and concatenated; they must all be text or all shards of one kind.
 //
 // Split. The last `val_fraction` of the tokens (at least seq+1 of them) is the
 // validation split, the rest the training split; the two never share a token.
@@ -38,13 +43,19 @@ namespace weft::train {
 
 inline constexpr int32_t kShardMagic = 20240520;
 inline constexpr int32_t kShardVersion = 1;
+inline constexpr int32_t kShardMagicU32 = 20240801;
+inline constexpr int32_t kShardVersionU32 = 7;
+// The vocabularies of the tokenizers llm.c writes shards for.
+inline constexpr int64_t kGpt2Vocab = 50257;
+inline constexpr int64_t kLlama3Vocab = 128256;
 inline constexpr int64_t kShardHeaderInts = 256;
 inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 // Keeps data sampling independent of dropout streams drawn from the same seed.
 inline constexpr uint64_t kDataSeedTag = 0x6461746173616d70ull;  // "datasamp"
 
 struct TokenData {
-  enum class Format { text, shard };
+  // shard: GPT-2 (uint16) tokens; shard_u32: llama-3 (uint32) tokens.
+  enum class Format { text, shard, shard_u32 };
   std::vector<int32_t> tokens;
   std::string source;  // the file, or a description of where the tokens came from
   Format format = Format::text;
@@ -60,6 +71,17 @@ struct TokenData {
 // Text or shard, detected as described above. Missing, unreadable, empty and
 // malformed files are a weft::Error that says what is wrong and what to pass.
 TokenData load_tokens(const std::string& path);
+// Several files: `spec` is a comma-separated list of paths and globs (each
+// glob's matches in name order), concatenated in that order. A glob that
+// matches nothing, a file named twice and a mix of formats are errors.
+TokenData load_token_files(const std::string& spec);
+// The paths of `spec` (globs expanded), and the format of its first file
+// from its first bytes (reading no more).
+std::vector<std::string> expand_data_paths(const std::string& spec);
+TokenData::Format data_format(const std::string& spec);
+// The vocabulary of the tokenizer that wrote the data: 256 for text (bytes),
+// 50257 for GPT-2 shards, 128256 for llama-3 shards.
+int64_t tokenizer_vocab(TokenData::Format format);
 // `text` through the byte tokenizer.
 TokenData text_tokens(std::string_view text, std::string source);
 // Writes an llm.c shard (version 1) of `tokens`.
@@ -101,6 +123,9 @@ class Dataset {
   // Splits `data` for windows of `seq_len` tokens; fewer than 2·(seq_len+1)
   // tokens is a weft::Error asking for a larger --data file.
   Dataset(TokenData data, int64_t seq_len, double val_fraction = 0.1);
+  // All of `train` for training and all of `val` for validation (llm.c's
+  // separate val shard): each needs at least seq_len + 1 tokens.
+  Dataset(TokenData train, TokenData val, int64_t seq_len);
 
   const TokenData& data() const { return data_; }
   int64_t seq_len() const { return seq_; }

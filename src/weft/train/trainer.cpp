@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "weft/comm/world.h"
 #include "weft/core/memory.h"
@@ -67,11 +68,17 @@ InferenceModel load_for_inference(const std::string& path, DType compute) {
 }
 
 Dataset load_dataset(const TrainConfig& cfg) {
-  TokenData data = cfg.data.empty() ? default_corpus() : load_tokens(cfg.data);
-  WEFT_CHECK(data.vocab_needed() <= cfg.vocab,
-             "{} holds token id {}, but the model's vocabulary is {}: pass --vocab {} (GPT-2 "
-             "tokens: --preset gpt2-124m)",
-             data.source, data.vocab_needed() - 1, cfg.vocab, data.vocab_needed());
+  TokenData data = cfg.data.empty() ? default_corpus() : load_token_files(cfg.data);
+  std::optional<TokenData> val;
+  if (!cfg.val_data.empty()) val = load_token_files(cfg.val_data);
+  for (const TokenData* d : {&data, val ? &*val : nullptr}) {
+    if (!d) continue;
+    WEFT_CHECK(d->vocab_needed() <= cfg.vocab,
+               "{} holds token id {}, but the model's vocabulary is {}: pass --vocab {} (GPT-2 "
+               "tokens: --preset gpt2-124m)",
+               d->source, d->vocab_needed() - 1, cfg.vocab, d->vocab_needed());
+  }
+  if (val) return Dataset(std::move(data), std::move(*val), cfg.seq);
   return Dataset(std::move(data), cfg.seq, cfg.val_fraction);
 }
 
