@@ -100,19 +100,50 @@ int main(int argc, char** argv) {
     put("llmc_shard", "40-tokens.bin", read(path));
     wt::write_token_shard(path, std::vector<uint16_t>(10, 7));
     put("llmc_shard", "10-tokens.bin", read(path));
+    // llama-3 (llm.c's second format): magic 20240801, version 7, uint32 tokens
+    std::vector<int32_t> wide(256 + 12, 0);
+    wide[0] = wt::kShardMagicU32;
+    wide[1] = wt::kShardVersionU32;
+    wide[2] = 12;
+    for (int i = 0; i < 12; ++i) wide[256 + static_cast<size_t>(i)] = 128000 + i * 17;
+    put("llmc_shard", "12-tokens-llama3.bin",
+        std::string(reinterpret_cast<const char*>(wide.data()), wide.size() * 4));
   }
 
   // data: mode, seq (2 bytes), val fraction, batch (2), dp rank (2), dp size (2),
-  // sub rank (2), sub size (2), step (2), then the file
+  // sub rank (2), sub size (2), step (2), then the --data list, a.txt and b.txt
+  // separated by NUL bytes
   const std::string text =
       "The quick brown fox jumps over the lazy dog.\nPack my box with five dozen liquor jugs.\n";
-  put("data", "text",
-      std::string("\x00\x07\x00\x20\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x05\x00", 16) + text);
-  put("data", "text-dp2",
-      std::string("\x00\x03\x00\x40\x03\x00\x01\x00\x01\x00\x01\x00\x01\x00\x09\x00", 16) + text);
+  // Each two-byte size is stored as its value minus the lowest it can take.
+  auto data_seed = [&](char mode, char seq, char dp_rank, char dp_size, const std::string& rest) {
+    const char head[16] = {mode,
+                           static_cast<char>(seq - 1),
+                           0,
+                           0x20,
+                           4 - 1,
+                           0,
+                           dp_rank,
+                           0,
+                           static_cast<char>(dp_size - 1),
+                           0,
+                           0,
+                           0,
+                           1 - 1,
+                           0,
+                           5,
+                           0};
+    return std::string(head, 16) + rest;
+  };
+  put("data", "list",
+      data_seed(0, 7, 0, 1, "a.txt,b.txt" + std::string(1, '\0') + text + '\0' + text));
+  put("data", "glob", data_seed(0, 3, 1, 2, "*.txt" + std::string(1, '\0') + text + '\0' + text));
+  put("data", "one-file", data_seed(0, 5, 0, 1, "a.txt" + std::string(1, '\0') + text));
   put("data", "fortunes",
-      std::string("\x01\x07\x00\x20\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x05\x00", 16) +
-          "A fortune.\n%\nAnother one,\n  with two lines.\n%\r\n%\nLast.\n");
+      data_seed(1, 7, 0, 1,
+                std::string(1, '\0') +
+                    "A fortune.\n%\nAnother one,\n  with two lines.\n%\r\n%\nLast.\n"));
+  put("data", "val-data", data_seed(2, 6, 0, 1, std::string(1, '\0') + text + '\0' + text));
 
   // cli: one argument list per command, NUL-separated
   put("cli", "train",
