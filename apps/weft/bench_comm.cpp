@@ -311,7 +311,7 @@ void print_header(const Config& c, ProcessGroup& g, int64_t sizes) {
               "", "(GB/s)", "", "");
 }
 
-int bench_comm(const std::vector<std::string>& args) {
+weft::cli::Options bench_comm_options() {
   weft::cli::Options opts(
       "weft bench comm [options]",
       "Measures one collective over a range of sizes and prints the nccl-tests table:\n"
@@ -337,6 +337,11 @@ int bench_comm(const std::vector<std::string>& args) {
               "reports its fastest round")
       .flag("no-check", "skip the correctness check (#wrong shows -1)")
       .flag("json", "print one JSON object per size instead of the table");
+  return opts;
+}
+
+int bench_comm(const std::vector<std::string>& args) {
+  weft::cli::Options opts = bench_comm_options();
   opts.parse(args);
 
   Config c;
@@ -456,6 +461,7 @@ int bench_comm(const std::vector<std::string>& args) {
   return any_wrong ? 1 : 0;
 }
 
-const weft::cli::Register reg("bench comm", "collective bandwidth, nccl-tests style", bench_comm);
+const weft::cli::Register reg("bench comm", "collective bandwidth, nccl-tests style",
+                              bench_comm_options, bench_comm);
 
 }  // namespace

@@ -86,7 +86,7 @@ double time_call(Fn&& fn, int iters, int rounds) {
   return best;
 }
 
-int run(const std::vector<std::string>& args) {
+cli::Options run_options() {
   cli::Options opts("weft bench gemm [options]",
                     "Times the GEMMs of one GPT-2-small transformer layer (QKV, attention\n"
                     "projection, fc1, fc2; forward, dgrad and wgrad) through weft's gemm() and\n"
@@ -106,6 +106,11 @@ int run(const std::vector<std::string>& args) {
               "timing rounds per row, weft and direct alternating (the best of each is reported)")
       .option("min-time", "SEC", "0", "minimum time of one round (0: one call per round)")
       .flag("json", "print one JSON object per row instead of the table");
+  return opts;
+}
+
+int run(const std::vector<std::string>& args) {
+  cli::Options opts = run_options();
   opts.parse(args);
   const std::string dtypes = opts.choice("dtype", {"f32", "bf16", "both"});
   const int64_t tokens = opts.integer("tokens"), width = opts.integer("width");
@@ -184,7 +189,8 @@ int run(const std::vector<std::string>& args) {
   return 0;
 }
 
-cli::Register reg("bench gemm", "time the GEMMs of a GPT-2-small layer against direct oneDNN", run);
+cli::Register reg("bench gemm", "time the GEMMs of a GPT-2-small layer against direct oneDNN",
+                  run_options, run);
 
 }  // namespace
 }  // namespace weft

@@ -81,7 +81,7 @@ double layer_flops(const Setup& s) {
   return 3.0 * fwd;
 }
 
-int run(const std::vector<std::string>& args) {
+cli::Options run_options() {
   cli::Options opts("weft bench layer [options]",
                     "Times forward + backward of one GPT-2-small TransformerLayer (C=768,\n"
                     "12 heads by default) at the given TP size and sequence parallelism, and\n"
@@ -101,6 +101,11 @@ int run(const std::vector<std::string>& args) {
       .option("warmup", "N", "2", "untimed iterations")
       .option("iters", "N", "5", "timed iterations")
       .flag("json", "print one JSON object per row instead of the table");
+  return opts;
+}
+
+int run(const std::vector<std::string>& args) {
+  cli::Options opts = run_options();
   opts.parse(args);
   Setup s{opts.integer("batch"),
           opts.integer("seq"),
@@ -180,7 +185,7 @@ int run(const std::vector<std::string>& args) {
 
 cli::Register reg("bench layer",
                   "time forward+backward of one TransformerLayer: GEMM, kernel and comm shares",
-                  run);
+                  run_options, run);
 
 }  // namespace
 }  // namespace weft

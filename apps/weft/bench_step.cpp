@@ -112,7 +112,7 @@ train::Json to_json(const Measured& r, const Measured& base) {
   return j;
 }
 
-int bench_step(const std::vector<std::string>& args) {
+cli::Options bench_step_options() {
   cli::Options opts(
       "weft bench step [options]",
       "Times training steps of a GPT on random tokens (local backend: ranks are threads\n"
@@ -134,6 +134,11 @@ int bench_step(const std::vector<std::string>& args) {
       .option("warmup", "N", "1", "untimed steps first (primitive creation, first touch)")
       .flag("no-baseline", "skip the TP=1 x DP=1 baseline")
       .flag("json", "print one JSON object per layout");
+  return opts;
+}
+
+int bench_step(const std::vector<std::string>& args) {
+  cli::Options opts = bench_step_options();
   opts.parse(args);
   WEFT_CHECK(!comm::launched_by_mpi(),
              "weft bench step runs its ranks as threads: start it without mpirun");
@@ -199,7 +204,7 @@ int bench_step(const std::vector<std::string>& args) {
 }
 
 const cli::Register reg("bench step", "time a training step (forward, backward, optimizer, comm)",
-                        bench_step);
+                        bench_step_options, bench_step);
 
 }  // namespace
 }  // namespace weft

@@ -193,7 +193,7 @@ void inspect_file(const std::string& path, bool json) {
   }
 }
 
-int inspect(const std::vector<std::string>& args) {
+weft::cli::Options inspect_options() {
   weft::cli::Options opts(
       "weft checkpoint inspect DIR|FILE [--json]",
       "Lists what a checkpoint directory or a .safetensors file holds, reading no tensor data.\n"
@@ -206,6 +206,11 @@ int inspect(const std::vector<std::string>& args) {
                   "a checkpoint directory (a --save directory: its latest), a .safetensors file "
                   "or a Hugging Face model directory")
       .flag("json", "print one JSON object (for a directory: its index.json plus \"path\")");
+  return opts;
+}
+
+int inspect(const std::vector<std::string>& args) {
+  weft::cli::Options opts = inspect_options();
   opts.parse(args);
   expect_positionals(opts, 1, "weft checkpoint inspect DIR|FILE");
   const std::string& path = opts.positionals()[0];
@@ -220,7 +225,7 @@ int inspect(const std::vector<std::string>& args) {
   });
 }
 
-int export_cmd(const std::vector<std::string>& args) {
+weft::cli::Options export_cmd_options() {
   weft::cli::Options opts(
       "weft checkpoint export DIR OUT [--max-shard-size 5G]",
       "Writes checkpoint DIR (saved at any TP/DP layout) with the Hugging Face GPT-2 names and\n"
@@ -237,6 +242,11 @@ int export_cmd(const std::vector<std::string>& args) {
       .positional("OUT", "a model directory to write, or a .safetensors file")
       .option("max-shard-size", "BYTES", "5G",
               "largest shard of a model directory (as save_pretrained's max_shard_size; 1K, 64M)");
+  return opts;
+}
+
+int export_cmd(const std::vector<std::string>& args) {
+  weft::cli::Options opts = export_cmd_options();
   opts.parse(args);
   expect_positionals(opts, 2, "weft checkpoint export DIR OUT");
   const std::string dir = opts.positionals()[0], out = opts.positionals()[1];
@@ -252,7 +262,7 @@ int export_cmd(const std::vector<std::string>& args) {
   });
 }
 
-int import_cmd(const std::vector<std::string>& args) {
+weft::cli::Options import_cmd_options() {
   weft::cli::Options opts(
       "weft checkpoint import MODEL DIR [--seed S]",
       "Converts a Hugging Face GPT-2 model — a .safetensors file or a save_pretrained\n"
@@ -266,6 +276,11 @@ int import_cmd(const std::vector<std::string>& args) {
   opts.positional("MODEL", "a GPT-2 .safetensors file or Hugging Face model directory")
       .positional("DIR", "the checkpoint directory to write (replaced if it is a checkpoint)")
       .option("seed", "S", "1337", "the run seed recorded in the checkpoint (random streams)");
+  return opts;
+}
+
+int import_cmd(const std::vector<std::string>& args) {
+  weft::cli::Options opts = import_cmd_options();
   opts.parse(args);
   expect_positionals(opts, 2, "weft checkpoint import MODEL DIR");
   const std::string file = opts.positionals()[0], dir = opts.positionals()[1];
@@ -281,12 +296,12 @@ int import_cmd(const std::vector<std::string>& args) {
 
 const weft::cli::Register reg_export(
     "checkpoint export", "write a checkpoint as a Hugging Face GPT-2 model directory or file",
-    export_cmd);
+    export_cmd_options, export_cmd);
 const weft::cli::Register reg_import(
     "checkpoint import", "turn a Hugging Face GPT-2 model into a checkpoint to train from",
-    import_cmd);
+    import_cmd_options, import_cmd);
 const weft::cli::Register reg_inspect("checkpoint inspect",
                                       "list the tensors, shapes and layout of a checkpoint or file",
-                                      inspect);
+                                      inspect_options, inspect);
 
 }  // namespace

@@ -16,8 +16,8 @@ std::vector<Command>& registry() {
 }
 }  // namespace
 
-Register::Register(std::string name, std::string summary, CommandFn run) {
-  registry().push_back({std::move(name), std::move(summary), std::move(run)});
+Register::Register(std::string name, std::string summary, OptionsFn options, CommandFn run) {
+  registry().push_back({std::move(name), std::move(summary), std::move(options), std::move(run)});
 }
 
 const std::vector<Command>& commands() {
@@ -25,6 +25,25 @@ const std::vector<Command>& commands() {
   std::sort(list.begin(), list.end(),
             [](const Command& a, const Command& b) { return a.name < b.name; });
   return list;
+}
+
+const Command* find_command(const std::vector<std::string>& args, size_t& words) {
+  const Command* command = nullptr;
+  words = 0;
+  for (const auto& c : commands()) {
+    std::vector<std::string> parts;
+    for (size_t start = 0, sp; start <= c.name.size(); start = sp + 1) {
+      sp = c.name.find(' ', start);
+      if (sp == std::string::npos) sp = c.name.size();
+      parts.push_back(c.name.substr(start, sp - start));
+    }
+    if (parts.size() > args.size() || parts.size() <= words) continue;
+    if (std::equal(parts.begin(), parts.end(), args.begin())) {
+      command = &c;
+      words = parts.size();
+    }
+  }
+  return command;
 }
 
 Options::Options(std::string usage, std::string about)
@@ -90,6 +109,12 @@ void Options::parse(const std::vector<std::string>& args) {
              positional_values_.empty() ? std::string() : positional_values_.back());
 }
 
+std::vector<std::string> Options::names() const {
+  std::vector<std::string> out;
+  for (const Spec& s : specs_) out.push_back(s.name);
+  return out;
+}
+
 bool Options::flag_set(const std::string& name) const {
   spec(name);
   return values_.count(name) > 0;
@@ -153,7 +178,28 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   }
   WEFT_CHECK(ec == std::errc() && p == end && n >= 0,
              "{} expects a byte count like 1024, 1K, 64M or 1G, got '{}'", what, text);
+  WEFT_CHECK(n <= INT64_MAX / scale, "{} of {} is too large (at most {} bytes)", what, text,
+             INT64_MAX);
   return n * scale;
+}
+
+std::vector<int32_t> parse_token_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (p < end) {
+    if (*p == ',' || *p == ' ') {
+      ++p;
+      continue;
+    }
+    int32_t id = 0;
+    auto [next, ec] = std::from_chars(p, end, id);
+    WEFT_CHECK(ec == std::errc() && (next == end || *next == ',' || *next == ' '),
+               "--prompt-ids expects token ids separated by commas, like 464,2068; got '{}'", text);
+    ids.push_back(id);
+    p = next;
+  }
+  return ids;
 }
 
 int64_t Options::bytes(const std::string& name) const {

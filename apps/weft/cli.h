@@ -43,6 +43,8 @@ class Options {
   // One of `choices`, else a clear error.
   const std::string& choice(const std::string& name, const std::vector<std::string>& choices) const;
   const std::vector<std::string>& positionals() const { return positional_values_; }
+  // The names of the declared options and switches, in declaration order.
+  std::vector<std::string> names() const;
 
   std::string help() const;
 
@@ -61,21 +63,29 @@ class Options {
 };
 
 int64_t parse_bytes(const std::string& text, const std::string& what);
+// Token ids separated by commas or spaces ("464,2068"), as --prompt-ids takes them.
+std::vector<int32_t> parse_token_ids(const std::string& text);
 
 using CommandFn = std::function<int(const std::vector<std::string>& args)>;
+using OptionsFn = std::function<Options()>;
 
 struct Command {
   std::string name;  // "train", "bench gemm"
   std::string summary;
+  OptionsFn options;  // builds the command's options, nothing parsed (tests/fuzz parses with it)
   CommandFn run;
 };
 
 // Registers a command at static-initialization time (commands live in the
-// executable, so the linker keeps them).
+// executable, so the linker keeps them). `run` builds its Options with `options`.
 struct Register {
-  Register(std::string name, std::string summary, CommandFn run);
+  Register(std::string name, std::string summary, OptionsFn options, CommandFn run);
 };
 
 const std::vector<Command>& commands();
+// The command the arguments name: the longest registered name that prefixes
+// them ("bench gemm" before "bench"); `words` is set to its number of words.
+// nullptr when none does.
+const Command* find_command(const std::vector<std::string>& args, size_t& words);
 
 }  // namespace weft::cli

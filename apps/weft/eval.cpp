@@ -11,7 +11,7 @@
 namespace weft {
 namespace {
 
-int eval_command(const std::vector<std::string>& args) {
+cli::Options eval_command_options() {
   cli::Options opts("weft eval [options]",
                     "Evaluates a checkpoint: the mean next-token loss (nats), the number of\n"
                     "tokens scored and the perplexity, every token of the data predicted once\n"
@@ -28,6 +28,11 @@ int eval_command(const std::vector<std::string>& args) {
       .option("max-tokens", "N", "0", "score at most N tokens (0: all)")
       .option("dtype", "f32|bf16", "f32", "compute type")
       .flag("json", "print {\"loss\":...,\"tokens\":...,\"perplexity\":...}");
+  return opts;
+}
+
+int eval_command(const std::vector<std::string>& args) {
+  cli::Options opts = eval_command_options();
   opts.parse(args);
   WEFT_CHECK(opts.given("checkpoint"),
              "give the model to evaluate: weft eval --checkpoint DIR|FILE.safetensors");
@@ -75,7 +80,8 @@ int eval_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::Register reg("eval", "loss and perplexity of a checkpoint on a data file", eval_command);
+const cli::Register reg("eval", "loss and perplexity of a checkpoint on a data file",
+                        eval_command_options, eval_command);
 
 }  // namespace
 }  // namespace weft

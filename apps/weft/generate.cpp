@@ -1,7 +1,6 @@
 // `weft generate`: sample text from a checkpoint.
 #include "weft/train/generate.h"
 
-#include <charconv>
 #include <iostream>
 
 #include "cli.h"
@@ -12,26 +11,7 @@
 namespace weft {
 namespace {
 
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  const char* p = text.data();
-  const char* end = p + text.size();
-  while (p < end) {
-    if (*p == ',' || *p == ' ') {
-      ++p;
-      continue;
-    }
-    int32_t id = 0;
-    auto [next, ec] = std::from_chars(p, end, id);
-    WEFT_CHECK(ec == std::errc() && (next == end || *next == ',' || *next == ' '),
-               "--prompt-ids expects token ids separated by commas, like 464,2068; got '{}'", text);
-    ids.push_back(id);
-    p = next;
-  }
-  return ids;
-}
-
-int generate_command(const std::vector<std::string>& args) {
+cli::Options generate_command_options() {
   cli::Options opts(
       "weft generate [options]",
       "Continues a prompt with text sampled from a checkpoint (temperature and top-k;\n"
@@ -49,6 +29,11 @@ int generate_command(const std::vector<std::string>& args) {
       .option("seed", "S", "1337", "sampling seed")
       .option("dtype", "f32|bf16", "f32", "compute type")
       .flag("json", "print {\"prompt_ids\":[...],\"ids\":[...],\"text\":...}");
+  return opts;
+}
+
+int generate_command(const std::vector<std::string>& args) {
+  cli::Options opts = generate_command_options();
   opts.parse(args);
   WEFT_CHECK(opts.given("checkpoint"),
              "give the model to sample from: weft generate --checkpoint DIR|FILE.safetensors");
@@ -69,7 +54,7 @@ int generate_command(const std::vector<std::string>& args) {
   train::ByteTokenizer tok;
   std::vector<int32_t> prompt;
   if (opts.given("prompt-ids")) {
-    prompt = parse_ids(opts.str("prompt-ids"));
+    prompt = cli::parse_token_ids(opts.str("prompt-ids"));
   } else {
     WEFT_CHECK(bytes,
                "this model's vocabulary has {} tokens (not bytes) and weft has no BPE tokenizer: "
@@ -101,7 +86,8 @@ int generate_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-const cli::Register reg("generate", "sample text from a checkpoint", generate_command);
+const cli::Register reg("generate", "sample text from a checkpoint", generate_command_options,
+                        generate_command);
 
 }  // namespace
 }  // namespace weft

@@ -11,7 +11,7 @@
 namespace weft {
 namespace {
 
-int info(const std::vector<std::string>& args) {
+cli::Options info_options() {
   cli::Options opts("weft info [options]",
                     "Prints the CPU features weft found, the instruction set oneDNN uses\n"
                     "(ONEDNN_MAX_CPU_ISA caps it), whether f32 and bf16 GEMMs run natively or\n"
@@ -20,6 +20,11 @@ int info(const std::vector<std::string>& args) {
                     "(WEFT_NUM_THREADS, else OMP_NUM_THREADS, else the cores divided among the\n"
                     "ranks of the process) and the backends built in.");
   opts.flag("json", "print one JSON object");
+  return opts;
+}
+
+int info(const std::vector<std::string>& args) {
+  cli::Options opts = info_options();
   opts.parse(args);
   const kernels::CpuSupport& s = kernels::cpu_support();
 #ifdef WEFT_HAVE_MPI
@@ -52,7 +57,8 @@ int info(const std::vector<std::string>& args) {
   return 0;
 }
 
-cli::Register reg("info", "print the CPU features, the kernel path of each dtype, threads", info);
+cli::Register reg("info", "print the CPU features, the kernel path of each dtype, threads",
+                  info_options, info);
 
 }  // namespace
 }  // namespace weft

@@ -41,22 +41,8 @@ int main(int argc, char** argv) {
     print_overview();
     return args.empty() ? 2 : 0;
   }
-  // Longest registered name that prefixes the arguments ("bench gemm" before "bench").
-  const weft::cli::Command* command = nullptr;
   size_t words = 0;
-  for (const auto& c : weft::cli::commands()) {
-    std::vector<std::string> parts;
-    for (size_t start = 0, sp; start <= c.name.size(); start = sp + 1) {
-      sp = c.name.find(' ', start);
-      if (sp == std::string::npos) sp = c.name.size();
-      parts.push_back(c.name.substr(start, sp - start));
-    }
-    if (parts.size() > args.size() || parts.size() <= words) continue;
-    if (std::equal(parts.begin(), parts.end(), args.begin())) {
-      command = &c;
-      words = parts.size();
-    }
-  }
+  const weft::cli::Command* command = weft::cli::find_command(args, words);
   try {
     if (!command) {
       std::string group = args[0];

@@ -256,7 +256,7 @@ void draw(cairo_t* cr, const Layout& l, const Curves& c, const std::string& titl
   }
 }
 
-int plot_command(const std::vector<std::string>& raw) {
+cli::Options plot_options() {
   cli::Options opts("weft plot METRICS.jsonl -o FILE.png|FILE.svg [options]",
                     "Draws the loss and the validation loss of a `weft train --metrics` file\n"
                     "against the step (axes, ticks, legend) as a PNG or SVG picture. A step\n"
@@ -270,6 +270,11 @@ int plot_command(const std::vector<std::string>& raw) {
       .option("height", "PX", "500", "height in pixels (SVG: points)")
       .flag("log-y", "logarithmic loss axis")
       .flag("json", "print the axes as JSON (ranges, ticks, plot area) after drawing");
+  return opts;
+}
+
+int plot_command(const std::vector<std::string>& raw) {
+  cli::Options opts = plot_options();
   std::vector<std::string> args;
   for (const std::string& a : raw) args.push_back(a == "-o" ? "--output" : a);
   opts.parse(args);
@@ -372,7 +377,7 @@ int plot_command(const std::vector<std::string>& raw) {
 }
 
 const cli::Register reg("plot", "draw loss and val loss of a --metrics file (PNG or SVG)",
-                        plot_command);
+                        plot_options, plot_command);
 
 }  // namespace
 }  // namespace weft

@@ -10,7 +10,7 @@
 
 namespace {
 
-int topology(const std::vector<std::string>& args) {
+weft::cli::Options topology_options() {
   weft::cli::Options opts(
       "weft topology [options]",
       "Prints every group of every dimension of a tensor-parallel x GTP x data-parallel grid.\n"
@@ -24,6 +24,11 @@ int topology(const std::vector<std::string>& args) {
       .option("dp", "D", "", "data-parallel size (default: inferred)")
       .option("order", "ORDER", "tp-gtp-dp", "dimension order, fastest-varying first")
       .flag("json", "print one JSON object");
+  return opts;
+}
+
+int topology(const std::vector<std::string>& args) {
+  weft::cli::Options opts = topology_options();
   opts.parse(args);
 
   int world = 0;
@@ -102,6 +107,6 @@ int topology(const std::vector<std::string>& args) {
 }
 
 const weft::cli::Register reg("topology", "print the process groups of a TP x GTP x DP grid",
-                              topology);
+                              topology_options, topology);
 
 }  // namespace

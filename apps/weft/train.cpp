@@ -136,7 +136,7 @@ void progress(std::ostream& out, const train::StepReport& r, int64_t log_every) 
   out << line.str() << std::endl;
 }
 
-int train_command(const std::vector<std::string>& args) {
+cli::Options train_command_options() {
   cli::Options opts(
       "weft train [options]",
       "Trains a GPT with tensor parallelism (--tp) and data parallelism (--dp) and prints a\n"
@@ -161,6 +161,11 @@ int train_command(const std::vector<std::string>& args) {
             "resuming with another --steps: spread the learning-rate schedule over the new "
             "--steps (default: keep the saved run's)")
       .flag("json", "print the summary as one JSON object (progress goes to stderr)");
+  return opts;
+}
+
+int train_command(const std::vector<std::string>& args) {
+  cli::Options opts = train_command_options();
   opts.parse(args);
   const bool json = opts.flag_set("json");
   const Resolved resolved = resolve(opts);
@@ -220,7 +225,7 @@ int train_command(const std::vector<std::string>& args) {
 }
 
 const cli::Register reg("train", "train a GPT (tensor + data parallel); prints a sample",
-                        train_command);
+                        train_command_options, train_command);
 
 }  // namespace
 }  // namespace weft

@@ -32,6 +32,8 @@ void check_activation(const Tensor& act, int64_t channels, const char* op, const
 }
 
 // The table (rows, C) and the activation (B, T, C) of one kernel, checked.
+// (Copied into plain variables, not structured bindings: clang 14, which the
+// fuzz build uses, cannot capture bindings in the kernels' lambdas.)
 struct Shapes {
   int64_t table_rows, channels, batch, seq;
 };
@@ -77,7 +79,9 @@ void check_positions(int64_t seq, int64_t table_rows, int64_t pos_offset, const 
 void embedding_forward(const Tensor& tokens, const Tensor& wte, Tensor& out,
                        const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_forward";
-  const auto [vocab, channels, batch, seq] = checked_shapes(wte, out, op, "wte", "out");
+  const Shapes shapes = checked_shapes(wte, out, op, "wte", "out");
+  const int64_t vocab = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
+                seq = shapes.seq;
   check_tokens(tokens, batch, seq, vocab, opt, op);
   const int32_t* tok = tokens.data<int32_t>();
   const float* table = wte.data<float>();
@@ -100,7 +104,9 @@ void embedding_forward(const Tensor& tokens, const Tensor& wte, Tensor& out,
 void embedding_backward(const Tensor& dout, const Tensor& tokens, Tensor& dwte,
                         const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_backward";
-  const auto [vocab, channels, batch, seq] = checked_shapes(dwte, dout, op, "dwte", "dout");
+  const Shapes shapes = checked_shapes(dwte, dout, op, "dwte", "dout");
+  const int64_t vocab = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
+                seq = shapes.seq;
   check_tokens(tokens, batch, seq, vocab, opt, op);
   const int32_t* tok = tokens.data<int32_t>();
   float* grad = dwte.data<float>();
@@ -128,7 +134,9 @@ void embedding_backward(const Tensor& dout, const Tensor& tokens, Tensor& dwte,
 
 void position_embedding_forward(const Tensor& wpe, Tensor& out, int64_t pos_offset) {
   constexpr const char* op = "position_embedding_forward";
-  const auto [positions, channels, batch, seq] = checked_shapes(wpe, out, op, "wpe", "out");
+  const Shapes shapes = checked_shapes(wpe, out, op, "wpe", "out");
+  const int64_t positions = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
+                seq = shapes.seq;
   check_positions(seq, positions, pos_offset, op);
   const float* table = wpe.data<float>() + pos_offset * channels;
   const int64_t rows = batch * seq;
@@ -144,7 +152,9 @@ void position_embedding_forward(const Tensor& wpe, Tensor& out, int64_t pos_offs
 
 void position_embedding_backward(const Tensor& dout, Tensor& dwpe, int64_t pos_offset) {
   constexpr const char* op = "position_embedding_backward";
-  const auto [positions, channels, batch, seq] = checked_shapes(dwpe, dout, op, "dwpe", "dout");
+  const Shapes shapes = checked_shapes(dwpe, dout, op, "dwpe", "dout");
+  const int64_t positions = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
+                seq = shapes.seq;
   check_positions(seq, positions, pos_offset, op);
   float* grad = dwpe.data<float>() + pos_offset * channels;
   with_floats(dout, [&](const auto* dy) {

@@ -264,7 +264,8 @@ std::string flag_name(std::string key) {
 void check_model(const CheckpointReader& ck, nn::Module& model) {
   auto* gpt = dynamic_cast<nn::Gpt*>(&model);
   if (gpt && ck.model_shape()) {
-    for (const auto& [key, mine] : model_shape_json(gpt->config()).as_object()) {
+    const Json shape = model_shape_json(gpt->config());
+    for (const auto& [key, mine] : shape.as_object()) {
       const Json* saved = ck.model_shape()->find(key);
       WEFT_CHECK(!saved || *saved == mine,
                  "checkpoint {} holds a model with {} {}, but this model has {} {}: build the "
