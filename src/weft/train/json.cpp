@@ -160,8 +160,8 @@ OrderedJson to_ordered(const Json& v) {
 std::string Json::dump(int indent) const {
   const OrderedJson j = to_ordered(*this);
   try {
-    // The serializer writes the shortest decimal that reads back to the same
-    // double (with ".0" on whole numbers, so they stay numbers, not integers).
+    // The serializer writes a short decimal that reads back to the same double
+    // (with ".0" on whole numbers, so they stay numbers, not integers).
     return j.dump(indent, ' ', false, OrderedJson::error_handler_t::strict);
   } catch (const OrderedJson::type_error& e) {
     if (e.id != 316) throw;
@@ -216,7 +216,7 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
-// 'x' for a printable ASCII character, byte 0xNN otherwise.
+// "character 'x'" for a printable ASCII character, "byte 0xNN" otherwise.
 std::string describe_byte(char c) {
   const auto u = static_cast<unsigned char>(c);
   if (u > 0x20 && u < 0x7f) return format("character '{}'", c);
@@ -499,7 +499,7 @@ class JsonBuilder {
         detail.starts_with("invalid number; expected '+', '-', or digit after exponent")) {
       fail_at(bad, "expected a digit in the exponent");
     }
-    if (detail.starts_with("invalid literal")) {
+    if (detail.starts_with("invalid literal") && start < text_.size()) {
       for (std::string_view word : {"true", "false", "null"}) {
         if (text_[start] == word[0]) fail_at(start, format("expected '{}'", word));
       }
