@@ -12,6 +12,7 @@ packages=(
   libcairo2-dev
   libgtest-dev libbenchmark-dev libexpat1-dev
   libfmt-dev
+  nlohmann-json3-dev
   fortunes
 )
 
