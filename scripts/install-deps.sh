@@ -11,7 +11,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libcairo2-dev
   libgtest-dev libbenchmark-dev libexpat1-dev
-  libfmt-dev
+  libfmt-dev libcli11-dev
   nlohmann-json3-dev
   fortunes
 )

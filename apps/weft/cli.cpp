@@ -1,8 +1,11 @@
 #include "cli.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "weft/core/error.h"
@@ -71,42 +74,119 @@ const Options::Spec& Options::spec(const std::string& name) const {
   WEFT_FAIL("internal: option --{} was never declared", name);
 }
 
-void Options::parse(const std::vector<std::string>& args) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << help();
-      throw HelpShown{};
+namespace {
+
+// Edit distance (insertions, deletions, substitutions, adjacent swaps).
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
     }
-    if (!a.starts_with("--")) {
-      positional_values_.push_back(a);
-      continue;
-    }
-    std::string name = a.substr(2), value;
-    bool inline_value = false;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      inline_value = true;
-    }
-    auto it =
-        std::find_if(specs_.begin(), specs_.end(), [&](const Spec& s) { return s.name == name; });
-    WEFT_CHECK(it != specs_.end(), "unknown option --{}; see `{} --help`", name,
-               usage_.substr(0, usage_.find(" [")));
-    if (it->is_flag) {
-      WEFT_CHECK(!inline_value, "--{} is a switch and takes no value", name);
-      values_[name] = "1";
-      continue;
-    }
-    if (!inline_value) {
-      WEFT_CHECK(i + 1 < args.size(), "--{} needs a value ({})", name, it->metavar);
-      value = args[++i];
-    }
-    values_[name] = value;
   }
-  WEFT_CHECK(positional_values_.size() <= positional_specs_.size(),
-             "unexpected argument '{}'; see --help",
-             positional_values_.empty() ? std::string() : positional_values_.back());
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string Options::did_you_mean(const std::string& name) const {
+  std::string best;
+  size_t best_distance = std::max<size_t>(1, name.size() / 3) + 1;
+  for (const Spec& s : specs_) {
+    const size_t d = edit_distance(name, s.name);
+    const bool prefix = name.size() >= 3 && s.name.starts_with(name);
+    if (d < best_distance || (prefix && best.empty())) {
+      best = s.name;
+      best_distance = prefix ? 0 : d;
+    }
+  }
+  return best.empty() ? "" : format(" (did you mean --{}?)", best);
+}
+
+void Options::parse(const std::vector<std::string>& args) {
+  // CLI11 does the parsing; weft keeps its own help text (defaults shown as
+  // the options declare them) and its own error messages.
+  CLI::App app{about_};
+  app.set_help_flag();
+  app.allow_extras(false);
+  app.allow_windows_style_options(false);
+  app.positionals_at_end(false);
+  app.add_flag("-h,--help");
+  std::map<std::string, std::string> values;
+  std::map<std::string, int64_t> flags;
+  for (const Spec& s : specs_) {
+    if (s.is_flag) {
+      app.add_flag("--" + s.name, flags[s.name], s.help)->disable_flag_override();
+    } else {
+      app.add_option("--" + s.name, values[s.name], s.help)
+          ->type_name(s.metavar)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+          ->allow_extra_args(false);
+    }
+  }
+  std::vector<std::string> positionals;
+  if (!positional_specs_.empty()) app.add_option("positionals", positionals);
+  // "weft checkpoint export DIR OUT [...]" -> "weft checkpoint export".
+  std::string command;
+  std::istringstream words(usage_);
+  for (std::string w; words >> w && std::islower(static_cast<unsigned char>(w[0]));) {
+    command += (command.empty() ? "" : " ") + w;
+  }
+  auto declared = [&](const std::string& arg) -> const Spec* {
+    if (!arg.starts_with("--")) return nullptr;
+    const std::string name = arg.substr(2, arg.find('=') - 2);
+    for (const Spec& s : specs_)
+      if (s.name == name) return &s;
+    return nullptr;
+  };
+  // What CLI11 would misread: an option whose value is missing because the
+  // next word is another option (`--lr --steps 5`), and a switch given a value.
+  for (size_t i = 0; i < args.size() && args[i] != "--"; ++i) {
+    const Spec* s = declared(args[i]);
+    if (!s) continue;
+    const bool inline_value = args[i].find('=') != std::string::npos;
+    WEFT_CHECK(!s->is_flag || !inline_value, "--{} is a switch and takes no value", s->name);
+    WEFT_CHECK(s->is_flag || inline_value ||
+                   (i + 1 < args.size() && !declared(args[i + 1]) && args[i + 1] != "--help"),
+               "--{} needs a value ({})", s->name, s->metavar);
+  }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ExtrasError&) {
+    for (const std::string& a : args) {
+      if (a == "--") break;
+      if (a.size() > 1 && a.starts_with("-") && !declared(a) && a != "-h" && a != "--help") {
+        const std::string name = a.substr(a.starts_with("--") ? 2 : 1);
+        WEFT_FAIL("unknown option {}; see `{} --help`{}", a.substr(0, a.find('=')), command,
+                  did_you_mean(name.substr(0, name.find('='))));
+      }
+    }
+    WEFT_FAIL("unexpected argument '{}'; see `{} --help`", app.remaining().back(), command);
+  } catch (const CLI::ParseError& e) {
+    WEFT_FAIL("{}; see `{} --help`", e.what(), command);
+  }
+  WEFT_CHECK(positionals.size() <= positional_specs_.size(),
+             "unexpected argument '{}'; see `{} --help`",
+             positionals.empty() ? std::string() : positionals.back(), command);
+  if (flags["help"] > 0 || app.count("--help") > 0) {
+    std::cout << help();
+    throw HelpShown{};
+  }
+  for (const Spec& s : specs_) {
+    if (s.is_flag) {
+      if (flags[s.name] > 0) values_[s.name] = "1";
+    } else if (app.count("--" + s.name) > 0) {
+      values_[s.name] = values[s.name];
+    }
+  }
+  positional_values_ = positionals;
 }
 
 std::vector<std::string> Options::names() const {

@@ -1,5 +1,7 @@
-// The `weft` command line: a registry of subcommands and a small option parser
-// that writes --help text from the options it declares.
+// The `weft` command line: a registry of subcommands and their options,
+// parsed with CLI11 (missing values, unknown options with a did-you-mean,
+// switches given values are errors that say so); --help text is written from
+// the options each command declares.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +51,9 @@ class Options {
   std::string help() const;
 
  private:
+  // " (did you mean --steps?)" for the declared option closest to `name`,
+  // "" when none is close.
+  std::string did_you_mean(const std::string& name) const;
   struct Spec {
     std::string name, metavar, fallback, help;
     bool is_flag = false;
