@@ -30,6 +30,24 @@ std::string error_text(const std::exception_ptr& e) {
   }
 }
 
+// An error a rank raises because another rank failed or left: the consequence,
+// not the cause. run_local rethrows a cause when there is one, whichever rank
+// recorded its error first (a subgroup destroyed while its rank's exception
+// unwinds lets a peer fail before that rank reaches its handler).
+struct PeerFailure : Error {
+  using Error::Error;
+};
+
+bool is_peer_failure(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const PeerFailure&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 std::string seconds(std::chrono::milliseconds ms) {
   return format("{} s", static_cast<double>(ms.count()) / 1000.0);
 }
@@ -126,6 +144,8 @@ void LocalWorld::abort(int rank, std::exception_ptr error) {
     if (!first_error) {
       first_error = error;
       failure = format("rank {} failed: {}", rank, error_text(error));
+    } else if (is_peer_failure(first_error) && !is_peer_failure(error)) {
+      first_error = error;
     }
     for (auto& w : groups)
       if (auto g = w.lock()) live.push_back(std::move(g));
@@ -204,7 +224,7 @@ void LocalProcessGroup::wait_for(std::unique_lock<std::mutex>& lock, const Op& o
   LocalShared& g = *shared_;
   while (!pred()) {
     if (!joined) {
-      if (!g.failure.empty()) WEFT_FAIL("{} failed: {}", op.what, g.failure);
+      if (!g.failure.empty()) throw PeerFailure(format("{} failed: {}", op.what, g.failure));
       std::vector<int> gone;
       for (int p : missing())
         if (g.left[static_cast<size_t>(p)]) gone.push_back(p);
@@ -214,7 +234,7 @@ void LocalProcessGroup::wait_for(std::unique_lock<std::mutex>& lock, const Op& o
             "ProcessGroup was destroyed) without joining it",
             op.what, rank(), g.ranks_str(gone));
         g.fail(msg);
-        throw Error(msg);
+        throw PeerFailure(msg);
       }
     }
     if (g.cv.wait_until(lock, deadline) == std::cv_status::timeout && !pred()) {
@@ -231,7 +251,9 @@ void LocalProcessGroup::execute(Op& op) {
   if (is_collective(op.kind)) return collective(op);
   {
     std::lock_guard lock(shared_->mu);
-    if (!shared_->failure.empty()) WEFT_FAIL("{} failed: {}", op.what, shared_->failure);
+    if (!shared_->failure.empty()) {
+      throw PeerFailure(format("{} failed: {}", op.what, shared_->failure));
+    }
   }
   if (op.kind == OpKind::send) return send(op, deadline);
   if (op.kind == OpKind::recv) return recv(op, deadline);
@@ -321,7 +343,7 @@ void LocalProcessGroup::collective(Op& op) {
   if (op.kind == OpKind::all_to_all && op.in_place && g.size > 1) op.in = op.in.clone();
   LocalShared::Slot& s = g.slots[op.seq % 2];
   std::unique_lock lock(g.mu);
-  if (!g.failure.empty()) WEFT_FAIL("{} failed: {}", op.what, g.failure);
+  if (!g.failure.empty()) throw PeerFailure(format("{} failed: {}", op.what, g.failure));
   if (s.seq != op.seq) s = LocalShared::Slot{.seq = op.seq, .ops = std::vector<Op*>(g.size)};
   s.ops[static_cast<size_t>(rank())] = &op;
   ++s.arrived;
