@@ -49,7 +49,8 @@ void export_hf(const std::string& checkpoint_dir, const std::string& out_file);
 // Loads a consolidated GPT-2 file into `model` (a Gpt at any layout): every
 // rank reads the full tensors and keeps its slices. The file's shape must be
 // the model's (the error names the field).
-void load_hf(const std::string& file, nn::Module& model);
+// NaN or infinite values are an error naming the tensor, unless allow_nonfinite.
+void load_hf(const std::string& file, nn::Module& model, bool allow_nonfinite = false);
 
 // The model shape of a GPT-2 file ({"vocab", "seq", "layers", "width",
 // "heads", "vocab_pad"}, as model_shape_json): from the tensor shapes, with

@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "weft/train/checksum.h"
 #include "weft/train/json.h"
 
 namespace weft::train {
@@ -222,6 +223,10 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
                "{} is corrupted or not a safetensors file: its header does not start with '{'",
                path_);
     parse_header(header);
+    Xxh3Stream hash;
+    hash.update(&n, 8);
+    hash.update(header.data(), header.size());
+    header_xxh3_ = hash.digest();
     const int64_t available = size - data_start_;
     WEFT_CHECK(available >= data_bytes_,
                "{} is truncated: header says {} data bytes, file has {}; the write did not "
@@ -334,6 +339,7 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
       fd_(std::exchange(other.fd_, -1)),
       data_start_(other.data_start_),
       data_bytes_(other.data_bytes_),
+      header_xxh3_(other.header_xxh3_),
       tensors_(std::move(other.tensors_)),
       metadata_(std::move(other.metadata_)) {}
 
@@ -344,6 +350,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     data_start_ = other.data_start_;
     data_bytes_ = other.data_bytes_;
+    header_xxh3_ = other.header_xxh3_;
     tensors_ = std::move(other.tensors_);
     metadata_ = std::move(other.metadata_);
   }
@@ -387,6 +394,27 @@ Tensor SafetensorsFile::load(std::string_view name) const {
   const TensorInfo& t = info(name);
   if (t.shape.empty()) return load_slice(name, -1, 0, 1);
   return load_slice(name, 0, 0, t.shape[0]);
+}
+
+Tensor SafetensorsFile::load_hashed(std::string_view name, uint64_t& xxh3) const {
+  const TensorInfo& t = info(name);
+  // Checks the dtype and rank, allocates; reads nothing (an empty slice).
+  Tensor out = t.shape.empty() ? load_slice(name, -1, 0, 1) : load_slice(name, 0, 0, 0);
+  if (!t.shape.empty()) {
+    std::vector<int64_t> shape = t.shape;
+    out = Tensor::empty(Shape(std::span<const int64_t>(shape)), *t.weft_dtype);
+  }
+  // 1 MiB pieces: each is hashed right after it was read, while in cache.
+  constexpr int64_t kPiece = 1 << 20;
+  char* dst = static_cast<char*>(out.raw());
+  Xxh3Stream hash;
+  for (int64_t done = 0; done < t.nbytes(); done += kPiece) {
+    const int64_t n = std::min(kPiece, t.nbytes() - done);
+    read_at(dst + done, n, data_start_ + t.begin + done, t.name);
+    hash.update(dst + done, static_cast<size_t>(n));
+  }
+  xxh3 = hash.digest();
+  return out;
 }
 
 Tensor SafetensorsFile::load_slice(std::string_view name, int dim, int64_t begin,

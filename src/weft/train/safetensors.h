@@ -89,6 +89,8 @@ class SafetensorsFile {
   const TensorInfo& info(std::string_view name) const;
   // Size of the data area (the sum of all tensor sizes).
   int64_t data_bytes() const { return data_bytes_; }
+  // XXH3-64 of the bytes before the data area: the length field and the header.
+  uint64_t header_xxh3() const { return header_xxh3_; }
 
   // The whole tensor `name`.
   Tensor load(std::string_view name) const;
@@ -96,6 +98,9 @@ class SafetensorsFile {
   // of the other dimensions: reads only those bytes (one contiguous read when
   // dim is 0 or every dimension before it has size 1).
   Tensor load_slice(std::string_view name, int dim, int64_t begin, int64_t length) const;
+  // The whole tensor `name`, and in `xxh3` the XXH3-64 of its bytes as read
+  // (hashed piece by piece while they are in cache).
+  Tensor load_hashed(std::string_view name, uint64_t& xxh3) const;
   // Rows [begin, begin + length) of dimension 0.
   Tensor load_rows(std::string_view name, int64_t begin, int64_t length) const {
     return load_slice(name, 0, begin, length);
@@ -110,6 +115,7 @@ class SafetensorsFile {
   int fd_ = -1;
   int64_t data_start_ = 0;  // 8 + N
   int64_t data_bytes_ = 0;
+  uint64_t header_xxh3_ = 0;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
 };

@@ -34,21 +34,21 @@ constexpr const char* kBatchKey = "sequences-per-step";
 }  // namespace
 
 void load_weights(const std::string& path, comm::ProcessGroup& world, const comm::Grid& grid,
-                  nn::Gpt& model) {
+                  nn::Gpt& model, ReadOptions options) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
-    load_checkpoint(path, world, grid, model, nullptr);
+    load_checkpoint(path, world, grid, model, nullptr, options);
     return;
   }
   WEFT_CHECK(fs::exists(path, ec),
              "{} does not exist: give a checkpoint directory (weft train --save) or a GPT-2 "
              ".safetensors file (weft checkpoint export)",
              path);
-  load_hf(path, model);
+  load_hf(path, model, options.allow_nonfinite);
 }
 
-InferenceModel load_for_inference(const std::string& path, DType compute) {
+InferenceModel load_for_inference(const std::string& path, DType compute, ReadOptions options) {
   InferenceModel m;
   const Json config = read_checkpoint_config(path);
   TrainConfig cfg;
@@ -61,7 +61,7 @@ InferenceModel load_for_inference(const std::string& path, DType compute) {
   m.grid = std::make_unique<comm::Grid>(
       *m.world, "tp-dp", std::vector<std::pair<std::string, int>>{{"tp", 1}, {"dp", 1}});
   m.model = std::make_unique<nn::Gpt>(model_config(cfg, nullptr));
-  load_weights(path, *m.world, *m.grid, *m.model);
+  load_weights(path, *m.world, *m.grid, *m.model, options);
   return m;
 }
 
