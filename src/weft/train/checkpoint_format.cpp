@@ -260,9 +260,13 @@ CheckpointReader::CheckpointReader(std::string dir, ReadOptions options)
         // A checkpoint with checksums has them for every shard; one without
         // any (written before weft wrote them) has none: a member missing
         // from a sealed index is damage the seal did not catch.
-        WEFT_CHECK(t.shards.back().xxh3.has_value() == sealed_,
-                   "{} is damaged: tensor {} {} a checksum but the index {} one; {}", where, name,
-                   sealed_ ? "lacks" : "has", sealed_ ? "has" : "lacks", kUseAnother);
+        WEFT_CHECK(t.shards.back().xxh3.has_value() == sealed_, "{} is damaged: {}; {}", where,
+                   sealed_
+                       ? format("tensor {} has no checksum, which every tensor of a "
+                                "checkpoint with checksums has",
+                                name)
+                       : format("tensor {} has a checksum but the index has none of its own", name),
+                   kUseAnother);
         WEFT_CHECK(std::find(files.begin(), files.end(), t.shards.back().file) != files.end(),
                    "{}: tensor {} names file {}, which the index does not list", where, name,
                    t.shards.back().file);
