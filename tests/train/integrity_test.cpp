@@ -274,6 +274,7 @@ TEST(IntegrityCli, EvalNamesTheNonFiniteParameterAndCanGoOn) {
                        "holds 1 NaN and 0 infinite values", "--allow-nonfinite"});
   EXPECT_EQ(r.out.find("cannot write nan"), std::string::npos) << r.out;
   r = weft_cli(eval + " --allow-nonfinite");
+  EXPECT_EQ(r.out.find("no checksums"), std::string::npos) << r.out;
   EXPECT_EQ(r.status, 0) << r.out;
   expect_names(r.out, {"{\"loss\":null,\"tokens\":64,\"perplexity\":null,\"finite\":false}"});
 }

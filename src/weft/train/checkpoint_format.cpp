@@ -162,14 +162,10 @@ Json parse_sealed_json(const std::string& text, const std::string& path, bool& s
 void check_finite(const Tensor& t, const std::string& what, const std::string& file) {
   if (t.dtype() != DType::f32 && t.dtype() != DType::bf16 && t.dtype() != DType::f16) return;
   const Tensor f = t.dtype() == DType::f32 ? t : t.to(DType::f32);
-  const uint32_t* bits = static_cast<const uint32_t*>(f.raw());
   const int64_t n = f.numel();
-  // An exponent of all ones is an infinity or a NaN; one pass, vectorized.
-  uint32_t any = 0;
-  for (int64_t i = 0; i < n; ++i) any |= (bits[i] & 0x7f800000u) == 0x7f800000u;
-  if (!any) return;
-  int64_t first = -1, nans = 0, infs = 0;
   const float* v = f.data<float>();
+  if (!any_nonfinite(v, static_cast<size_t>(n))) return;
+  int64_t first = -1, nans = 0, infs = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (std::isfinite(v[i])) continue;
     if (first < 0) first = i;
@@ -348,17 +344,28 @@ const SafetensorsFile& CheckpointReader::file(const std::string& name) const {
 
 Tensor CheckpointReader::read_shard(const SavedTensor& t, const SavedShard& s) const {
   const SafetensorsFile& f = file(s.file);
+  const bool hash = s.xxh3 && options_.verify;
+  const bool scan = !options_.allow_nonfinite;
+  // f32 values are scanned piece by piece as they come in; other types after.
+  const bool f32 = f.info(t.name).weft_dtype == DType::f32;
+  Xxh3Stream sum;
+  bool nonfinite = false;
   Tensor whole;
-  if (s.xxh3 && options_.verify) {
-    uint64_t actual = 0;
-    whole = f.load_hashed(t.name, actual);
-    WEFT_CHECK(actual == *s.xxh3,
-               "{} is damaged: tensor {} has checksum {}, index.json records {}; {}", f.path(),
-               t.name, checksum_hex(actual), checksum_hex(*s.xxh3), kUseAnother);
+  if (hash || (scan && f32)) {
+    whole = f.load_in_pieces(t.name, [&](const void* data, size_t bytes) {
+      if (hash) sum.update(data, bytes);
+      if (scan && f32) nonfinite |= any_nonfinite(static_cast<const float*>(data), bytes / 4);
+    });
   } else {
     whole = f.load(t.name);
   }
-  if (!options_.allow_nonfinite) {
+  if (hash) {
+    const uint64_t actual = sum.digest();
+    WEFT_CHECK(actual == *s.xxh3,
+               "{} is damaged: tensor {} has checksum {}, index.json records {}; {}", f.path(),
+               t.name, checksum_hex(actual), checksum_hex(*s.xxh3), kUseAnother);
+  }
+  if (scan && (nonfinite || !f32)) {
     const bool moment = t.name.ends_with(".exp_avg") || t.name.ends_with(".exp_avg_sq");
     check_finite(whole, format("{} {}", moment ? "optimizer moment" : "parameter", t.name),
                  f.path());

@@ -148,6 +148,7 @@ Json parse_sealed_json(const std::string& text, const std::string& path, bool& s
 // finite; it names `what` (e.g. "parameter h.0.attn.qkv.weight") and `file`.
 void check_finite(const Tensor& t, const std::string& what, const std::string& file);
 
+
 // Sorts the shards, drops exact duplicates and checks that they tile each
 // block of the split dimension (or all rows of an unsplit tensor); errors
 // start with `where`.

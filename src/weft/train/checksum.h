@@ -21,6 +21,8 @@ namespace weft::train {
 
 uint64_t xxh3(const void* data, size_t bytes);
 inline uint64_t xxh3(std::string_view s) { return xxh3(s.data(), s.size()); }
+// Whether any of the n floats is NaN or infinite (scanned at the same speed).
+bool any_nonfinite(const float* v, size_t n);
 
 // Hashes data given in pieces; digest() equals xxh3() of their concatenation.
 class Xxh3Stream {

@@ -396,24 +396,21 @@ Tensor SafetensorsFile::load(std::string_view name) const {
   return load_slice(name, 0, 0, t.shape[0]);
 }
 
-Tensor SafetensorsFile::load_hashed(std::string_view name, uint64_t& xxh3) const {
+Tensor SafetensorsFile::load_in_pieces(
+    std::string_view name, const std::function<void(const void*, size_t)>& piece) const {
   const TensorInfo& t = info(name);
-  // Checks the dtype and rank, allocates; reads nothing (an empty slice).
+  // load_slice checks the dtype and rank; an empty slice reads nothing.
   Tensor out = t.shape.empty() ? load_slice(name, -1, 0, 1) : load_slice(name, 0, 0, 0);
   if (!t.shape.empty()) {
-    std::vector<int64_t> shape = t.shape;
-    out = Tensor::empty(Shape(std::span<const int64_t>(shape)), *t.weft_dtype);
+    out = Tensor::empty(Shape(std::span<const int64_t>(t.shape)), *t.weft_dtype);
   }
-  // 1 MiB pieces: each is hashed right after it was read, while in cache.
-  constexpr int64_t kPiece = 1 << 20;
+  constexpr int64_t kPiece = 256 << 10;
   char* dst = static_cast<char*>(out.raw());
-  Xxh3Stream hash;
   for (int64_t done = 0; done < t.nbytes(); done += kPiece) {
     const int64_t n = std::min(kPiece, t.nbytes() - done);
     read_at(dst + done, n, data_start_ + t.begin + done, t.name);
-    hash.update(dst + done, static_cast<size_t>(n));
+    piece(dst + done, static_cast<size_t>(n));
   }
-  xxh3 = hash.digest();
   return out;
 }
 

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -98,9 +99,11 @@ class SafetensorsFile {
   // of the other dimensions: reads only those bytes (one contiguous read when
   // dim is 0 or every dimension before it has size 1).
   Tensor load_slice(std::string_view name, int dim, int64_t begin, int64_t length) const;
-  // The whole tensor `name`, and in `xxh3` the XXH3-64 of its bytes as read
-  // (hashed piece by piece while they are in cache).
-  Tensor load_hashed(std::string_view name, uint64_t& xxh3) const;
+  // The whole tensor `name`, read in pieces of at most 256 KiB (a multiple
+  // of 4 bytes): `piece(data, bytes)` sees each right after it was read,
+  // while it is in cache (to hash it, or scan it, without a second pass).
+  Tensor load_in_pieces(std::string_view name,
+                        const std::function<void(const void*, size_t)>& piece) const;
   // Rows [begin, begin + length) of dimension 0.
   Tensor load_rows(std::string_view name, int64_t begin, int64_t length) const {
     return load_slice(name, 0, begin, length);
