@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,7 +14,9 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <string>
+#include <thread>
 
 #include "testing.h"
 #include "weft/comm/local.h"
@@ -241,6 +244,71 @@ TEST(Integrity, NonFiniteParameterAndMomentAreNamed) {
   expect_names(error_of([&] { load(dir); }), {"optimizer-rank0.safetensors: optimizer moment ",
                                               ".exp_avg_sq holds 0 NaN and 1 "
                                               "infinite value"});
+}
+
+// ---- a rank that hangs while the others save ----
+
+// The model, but asking for its parameters takes `stall` (the rank is stuck
+// in the middle of writing its files).
+class Stalling : public nn::Module {
+ public:
+  Stalling(nn::Module& inner, std::chrono::milliseconds stall) : inner_(inner), stall_(stall) {}
+  Tensor forward(nn::Ctx&, const Tensor& x) override { return x; }
+  Tensor backward(nn::Ctx&, const Tensor& dy) override { return dy; }
+  std::vector<nn::Module*> children() override {
+    std::this_thread::sleep_for(stall_);
+    return {&inner_};
+  }
+
+ private:
+  nn::Module& inner_;
+  std::chrono::milliseconds stall_;
+};
+
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out[e.path().filename()] = read_bytes(e.path());
+  return out;
+}
+
+// Rank 1 is stuck writing its files for 3 s; the collective timeout is 0.5 s.
+TEST(SaveFaults, RankThatHangsWhileOthersSaveTimesOutAndTheLastCheckpointStays) {
+  using std::chrono::milliseconds;
+  TempDir tmp;
+  const std::string dir = tmp.path("ck");
+  save(dir, 2);
+  const auto before = snapshot(dir);
+  std::string errors[2];
+  double seconds[2] = {0, 0};
+  comm::run_local(2, [&](comm::ProcessGroup& world) {
+    set_num_threads(1);
+    world.set_timeout(milliseconds(500));
+    comm::Grid grid(world, "tp-dp", {{"tp", 2}});
+    nn::GptConfig cfg = config();
+    cfg.tp = grid.group_ptr("tp");
+    nn::Gpt model(cfg);
+    optim::AdamW opt(model.parameters(), {});
+    Stalling saved(model, milliseconds(world.rank() == 1 ? 3000 : 0));
+    TrainState state;
+    state.rng = parallel::RngTracker(cfg.seed, grid.rank_in("tp")).state();
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      save_checkpoint(dir, world, grid, saved, &opt, state);
+    } catch (const Error& e) {
+      errors[world.rank()] = e.what();
+    }
+    seconds[world.rank()] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  // Rank 0 gives up after the timeout, naming the operation and the missing
+  // rank, not when rank 1 comes back; rank 1 then fails too.
+  expect_names(errors[0], {"all_gather", "timed out after 0.5 s", "ranks [1] did not arrive"});
+  EXPECT_LT(seconds[0], 2.5) << errors[0];
+  EXPECT_FALSE(errors[1].empty());
+  // The last complete checkpoint is as it was, and no temporary directory is left.
+  EXPECT_EQ(snapshot(dir), before);
+  EXPECT_EQ(tmp.entries(), std::vector<std::string>{"ck"});
+  EXPECT_EQ(error_of([&] { load(dir, 2); }), "(no error)");
 }
 
 // ---- the command line ----
