@@ -137,25 +137,29 @@ std::string sealed_json_text(const Json& j) {
 }
 
 Json parse_sealed_json(const std::string& text, const std::string& path, bool& sealed) {
-  Json j = parse_json(text, path);
+  // The seal is the last member, alone on its line, as sealed_json_text writes
+  // it; checked before parsing, so that damage reads as damage, not as a
+  // syntax error.
   const size_t at = text.rfind(kSealKey);
-  sealed = j.is_object() && j.find("xxh3");
-  if (!sealed) return j;
-  // The seal is the last member, alone on its line, as sealed_json_text writes it.
   const size_t value = at == std::string::npos ? at : at + kSealKey.size();
-  WEFT_CHECK(value != std::string::npos && text.size() == value + 16 + 4 &&
-                 text.compare(value + 16, 4, "\"\n}\n") == 0 &&
-                 j.as_object().back().first == "xxh3",
+  const bool has_seal = value != std::string::npos && text.size() == value + 16 + 4 &&
+                        text.compare(value + 16, 4, "\"\n}\n") == 0;
+  if (has_seal) {
+    const std::string_view digits = std::string_view(text).substr(value, 16);
+    const std::optional<uint64_t> saved = checksum_from_hex(digits);
+    WEFT_CHECK(saved, "{} is damaged: its checksum \"{}\" is not 16 hex digits; {}", path, digits,
+               kUseAnother);
+    const uint64_t actual = xxh3(std::string_view(text).substr(0, at + 1));
+    WEFT_CHECK(actual == *saved,
+               "{} is damaged: its content has checksum {} but the file records {}; {}", path,
+               checksum_hex(actual), checksum_hex(*saved), kUseAnother);
+  }
+  Json j = parse_json(text, path);
+  sealed = j.is_object() && j.find("xxh3");
+  WEFT_CHECK(sealed == has_seal && (!sealed || j.as_object().back().first == "xxh3"),
              "{} is damaged: its checksum is not on its last line as weft writes it; {}", path,
              kUseAnother);
-  const std::optional<uint64_t> saved = checksum_from_hex(std::string_view(text).substr(value, 16));
-  WEFT_CHECK(saved, "{} is damaged: its checksum \"{}\" is not 16 hex digits; {}", path,
-             text.substr(value, 16), kUseAnother);
-  const uint64_t actual = xxh3(std::string_view(text).substr(0, at + 1));
-  WEFT_CHECK(actual == *saved,
-             "{} is damaged: its content has checksum {} but the file records {}; {}", path,
-             checksum_hex(actual), checksum_hex(*saved), kUseAnother);
-  j.as_object().pop_back();
+  if (sealed) j.as_object().pop_back();
   return j;
 }
 

@@ -399,11 +399,10 @@ Tensor SafetensorsFile::load(std::string_view name) const {
 Tensor SafetensorsFile::load_in_pieces(
     std::string_view name, const std::function<void(const void*, size_t)>& piece) const {
   const TensorInfo& t = info(name);
-  // load_slice checks the dtype and rank; an empty slice reads nothing.
-  Tensor out = t.shape.empty() ? load_slice(name, -1, 0, 1) : load_slice(name, 0, 0, 0);
-  if (!t.shape.empty()) {
-    out = Tensor::empty(Shape(std::span<const int64_t>(t.shape)), *t.weft_dtype);
-  }
+  WEFT_CHECK(t.weft_dtype.has_value() && t.shape.size() <= static_cast<size_t>(Shape::kMaxRank),
+             "{}: tensor \"{}\" ({}, {} dimensions) cannot be loaded into a weft tensor", path_,
+             t.name, t.dtype, t.shape.size());
+  Tensor out = Tensor::empty(Shape(std::span<const int64_t>(t.shape)), *t.weft_dtype);
   constexpr int64_t kPiece = 256 << 10;
   char* dst = static_cast<char*>(out.raw());
   for (int64_t done = 0; done < t.nbytes(); done += kPiece) {
