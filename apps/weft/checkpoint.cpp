@@ -114,6 +114,10 @@ void inspect_dir(const std::string& dir, bool json) {
             << (ck.has_optimizer()
                     ? weft::format("adamw, {} steps", idx.at("optimizer").at("steps").as_int())
                     : std::string("none"))
+            << "\nchecksums: "
+            << (ck.has_checksums() ? "XXH3-64 of every tensor, header and JSON file (weft "
+                                     "checkpoint verify checks them all)"
+                                   : "none (written by an earlier weft)")
             << "\nfiles:";
   for (const Json& f : idx.at("files").as_array()) {
     const fs::path p = fs::path(dir) / f.as_string();

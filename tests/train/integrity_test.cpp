@@ -389,6 +389,7 @@ TEST(IntegrityCli, VerifyPrintsOneLinePerFile) {
     expect_names(r.out, {f});
   }
   EXPECT_EQ(r.out.find("DAMAGED"), std::string::npos) << r.out;
+  expect_names(weft_cli("checkpoint inspect " + dir).out, {"checksums: XXH3-64 of every tensor"});
 
   const fs::path file = fs::path(dir) / "optimizer-rank1.safetensors";
   flip(file, data_byte(file, "h.0.mlp.fc1.weight.exp_avg"));
