@@ -403,7 +403,7 @@ Tensor SafetensorsFile::load_in_pieces(
              "{}: tensor \"{}\" ({}, {} dimensions) cannot be loaded into a weft tensor", path_,
              t.name, t.dtype, t.shape.size());
   Tensor out = Tensor::empty(Shape(std::span<const int64_t>(t.shape)), *t.weft_dtype);
-  constexpr int64_t kPiece = 256 << 10;
+  constexpr int64_t kPiece = 1 << 20;
   char* dst = static_cast<char*>(out.raw());
   for (int64_t done = 0; done < t.nbytes(); done += kPiece) {
     const int64_t n = std::min(kPiece, t.nbytes() - done);

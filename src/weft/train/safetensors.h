@@ -99,7 +99,7 @@ class SafetensorsFile {
   // of the other dimensions: reads only those bytes (one contiguous read when
   // dim is 0 or every dimension before it has size 1).
   Tensor load_slice(std::string_view name, int dim, int64_t begin, int64_t length) const;
-  // The whole tensor `name`, read in pieces of at most 256 KiB (a multiple
+  // The whole tensor `name`, read in pieces of at most 1 MiB (a multiple
   // of 4 bytes): `piece(data, bytes)` sees each right after it was read,
   // while it is in cache (to hash it, or scan it, without a second pass).
   Tensor load_in_pieces(std::string_view name,
