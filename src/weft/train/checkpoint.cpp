@@ -27,7 +27,8 @@ namespace {
 std::string errno_text() { return std::strerror(errno); }
 
 // The ShardSpec fields a saved slice carries (safetensors metadata, one per
-// tensor), and the checksum of the bytes written for it.
+// tensor), the checksum of the bytes written for it and how many of its
+// values are not finite.
 Json slice_json(const nn::ShardSpec& spec, const Tensor& local) {
   Json out = Json::object();
   out["global_shape"] = shape_json(spec.global_shape);
@@ -37,6 +38,7 @@ Json slice_json(const nn::ShardSpec& spec, const Tensor& local) {
   out["length"] = spec.is_split() ? spec.length : (local.dim() ? local.size(0) : int64_t{1});
   out["valid_rows"] = spec.valid_rows;
   out["xxh3"] = checksum_hex(xxh3(local.raw(), static_cast<size_t>(local.nbytes())));
+  if (const int64_t n = count_nonfinite(local)) out["nonfinite"] = n;
   return out;
 }
 
@@ -238,7 +240,8 @@ Json build_index(const fs::path& tmp, const comm::ProcessGroup& world, const com
             {.file = name,
              .offset = m.at("offset").as_int(),
              .length = m.at("length").as_int(),
-             .xxh3 = checksum_from_hex(m.at("xxh3").as_string())});
+             .xxh3 = checksum_from_hex(m.at("xxh3").as_string()),
+             .nonfinite = m.find("nonfinite") ? m.at("nonfinite").as_int() : 0});
       }
     }
     for (SavedTensor& t : sections[k]) check_tiling(t, "saving " + tmp.string());

@@ -120,6 +120,7 @@ Json saved_tensor_json(const SavedTensor& t) {
     j["offset"] = s.offset;
     j["length"] = s.length;
     if (s.xxh3) j["xxh3"] = checksum_hex(*s.xxh3);
+    if (s.nonfinite) j["nonfinite"] = s.nonfinite;
     shards.push_back(std::move(j));
   }
   out["shards"] = std::move(shards);
@@ -161,6 +162,15 @@ Json parse_sealed_json(const std::string& text, const std::string& path, bool& s
              kUseAnother);
   if (sealed) j.as_object().pop_back();
   return j;
+}
+
+int64_t count_nonfinite(const Tensor& t) {
+  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16 && t.dtype() != DType::f16) return 0;
+  const Tensor f = t.dtype() == DType::f32 ? t : t.to(DType::f32);
+  const float* v = f.data<float>();
+  const auto n = static_cast<size_t>(f.numel());
+  if (!any_nonfinite(v, n)) return 0;
+  return static_cast<int64_t>(std::count_if(v, v + n, [](float x) { return !std::isfinite(x); }));
 }
 
 void check_finite(const Tensor& t, const std::string& what, const std::string& file) {
@@ -257,6 +267,7 @@ CheckpointReader::CheckpointReader(std::string dir, ReadOptions options)
           WEFT_CHECK(t.shards.back().xxh3, "{}: tensor {} has checksum \"{}\", not 16 hex digits",
                      where, name, h->as_string());
         }
+        if (const Json* n = s.find("nonfinite")) t.shards.back().nonfinite = n->as_int();
         // A checkpoint with checksums has them for every shard; one without
         // any (written before weft wrote them) has none: a member missing
         // from a sealed index is damage the seal did not catch.
@@ -349,16 +360,18 @@ const SafetensorsFile& CheckpointReader::file(const std::string& name) const {
 Tensor CheckpointReader::read_shard(const SavedTensor& t, const SavedShard& s) const {
   const SafetensorsFile& f = file(s.file);
   const bool hash = s.xxh3 && options_.verify;
-  const bool scan = !options_.allow_nonfinite;
-  // f32 values are scanned piece by piece as they come in; other types after.
+  const bool check = !options_.allow_nonfinite;
+  // Bytes that match their checksum hold the non-finite values the writer
+  // counted; others are scanned, f32 piece by piece as they come in.
   const bool f32 = f.info(t.name).weft_dtype == DType::f32;
+  const bool scan = check && !hash && f32;
   Xxh3Stream sum;
   bool nonfinite = false;
   Tensor whole;
-  if (hash || (scan && f32)) {
+  if (hash || scan) {
     whole = f.load_in_pieces(t.name, [&](const void* data, size_t bytes) {
       if (hash) sum.update(data, bytes);
-      if (scan && f32) nonfinite |= any_nonfinite(static_cast<const float*>(data), bytes / 4);
+      if (scan) nonfinite |= any_nonfinite(static_cast<const float*>(data), bytes / 4);
     });
   } else {
     whole = f.load(t.name);
@@ -369,7 +382,7 @@ Tensor CheckpointReader::read_shard(const SavedTensor& t, const SavedShard& s) c
                "{} is damaged: tensor {} has checksum {}, index.json records {}; {}", f.path(),
                t.name, checksum_hex(actual), checksum_hex(*s.xxh3), kUseAnother);
   }
-  if (scan && (nonfinite || !f32)) {
+  if (check && (hash ? s.nonfinite > 0 : nonfinite || !f32)) {
     const bool moment = t.name.ends_with(".exp_avg") || t.name.ends_with(".exp_avg_sq");
     check_finite(whole, format("{} {}", moment ? "optimizer moment" : "parameter", t.name),
                  f.path());

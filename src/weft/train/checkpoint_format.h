@@ -7,6 +7,7 @@
 //    "valid_rows": -1, "shards": [{"file": "model-rank0.safetensors",
 //                                  "offset": 0, "length": 8,
 //                                  "xxh3": "3f0c..."}, ...]}
+// (and "nonfinite": N in a shard whose N values are NaN or infinite).
 // shape is the global shape; the split dimension is `blocks` equal blocks and
 // each shard holds [offset, offset + length) of every block; the shards tile
 // a block exactly. An unsplit tensor (split_dim -1) is one shard of all its
@@ -22,6 +23,9 @@
 // before the line that holds it (sealed_json_text). Reading checks each of
 // these on every byte it reads: a tensor is read whole and hashed as it comes
 // in, and a mismatch is an error naming the file, the tensor and both values.
+// The writer also counts each shard's non-finite values ("nonfinite", absent
+// when 0): bytes that match their checksum are the bytes it counted, so a
+// verified read needs no second pass to refuse NaN; unverified reads scan.
 // Checkpoints written before checksums existed have none of these members;
 // they load unverified (has_checksums() is false).
 #pragma once
@@ -49,6 +53,7 @@ struct SavedShard {
   int64_t offset = 0;  // along the split dimension, in every block
   int64_t length = 0;
   std::optional<uint64_t> xxh3{};  // of the tensor's bytes in `file`
+  int64_t nonfinite = 0;           // NaN and infinite values in them, counted when written
 };
 
 struct SavedTensor {
@@ -147,7 +152,8 @@ Json parse_sealed_json(const std::string& text, const std::string& path, bool& s
 // An error unless every value of `t` (f32, bf16 or f16; other types pass) is
 // finite; it names `what` (e.g. "parameter h.0.attn.qkv.weight") and `file`.
 void check_finite(const Tensor& t, const std::string& what, const std::string& file);
-
+// How many values of `t` are NaN or infinite (f32, bf16 or f16; 0 for other types).
+int64_t count_nonfinite(const Tensor& t);
 
 // Sorts the shards, drops exact duplicates and checks that they tile each
 // block of the split dimension (or all rows of an unsplit tensor); errors
