@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_JOBS ?= 1
 FUZZ_TARGETS ?=
 
-.PHONY: all deps build test train bench fuzz fuzz-build fuzz-corpus clean
+.PHONY: all deps build test test-asan test-tsan train bench fuzz fuzz-build fuzz-corpus clean
 
 all: build
 
@@ -26,6 +26,33 @@ build: deps
 
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900
+
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, built in
+# build-asan/ (CMake option WEFT_SANITIZE=address). Any report fails the test
+# that triggered it. Open MPI keeps its allocations until exit by design: leak
+# checking is off (LeakSanitizer would report the library, not weft).
+SAN_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo
+test-asan: deps
+	@cmake -S . -B build-asan -G Ninja $(SAN_FLAGS) -DWEFT_SANITIZE=address >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) --timeout 1800
+
+# ThreadSanitizer on the threaded parts, on the local backend (ranks are
+# threads): the collectives and their faults, the grid, the reduction loops,
+# the parallel mappings and RNG streams, the per-thread core share and memory
+# accounting, gradient sync, checkpoints and the trainer; built in build-tsan/
+# (WEFT_SANITIZE=thread). One kernel thread per rank: libgomp, which the
+# kernels' OpenMP regions run on, is not built with TSan (tests/tsan.supp).
+TSAN_TESTS := ^(Worlds/LocalCollectives|LocalFaults|LocalBackend|GridLayout|Reduce|Worlds/Mappings|Mapping|RngTracker|Threads|Timeout|Memory|GradSync|TrainerTest|Checkpoint|SaveFaults)[./]
+TSAN_TARGETS := comm_tests core_tests parallel_tests optim_tests train_tests
+test-tsan: deps
+	@cmake -S . -B build-tsan -G Ninja $(SAN_FLAGS) -DWEFT_SANITIZE=thread >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TARGETS)
+	@WEFT_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+	  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) --timeout 1800 -R '$(TSAN_TESTS)'
 
 # The main job: the tiny GPT on Debian's fortunes, TP=2 on the local backend,
 # a few minutes on two cores, then a generated sample. ARGS adds options
@@ -50,4 +77,4 @@ fuzz-corpus: build
 	@$(BUILD)/tests/fuzz/fuzz_make_corpus tests/fuzz/corpus
 
 clean:
-	rm -rf $(BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD) build-asan build-tsan

@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config
-  libdnnl-dev
+  libdnnl-dev libxxhash-dev
   libopenmpi-dev openmpi-bin
   libprotobuf-dev protobuf-compiler
   libcairo2-dev

@@ -1,4 +1,5 @@
-// `weft checkpoint export | import | inspect`: Hugging Face files and checkpoint contents.
+// `weft checkpoint export | import | inspect | verify`: Hugging Face files and
+// checkpoint contents.
 #include "weft/train/checkpoint.h"
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "cli.h"
 #include "weft/core/error.h"
 #include "weft/train/checkpoint_dir.h"
+#include "weft/train/checkpoint_verify.h"
 #include "weft/train/hf_export.h"
 #include "weft/train/hf_files.h"
 #include "weft/train/safetensors.h"
@@ -114,6 +116,10 @@ void inspect_dir(const std::string& dir, bool json) {
             << (ck.has_optimizer()
                     ? weft::format("adamw, {} steps", idx.at("optimizer").at("steps").as_int())
                     : std::string("none"))
+            << "\nchecksums: "
+            << (ck.has_checksums() ? "XXH3-64 of every tensor, header and JSON file (weft "
+                                     "checkpoint verify checks them all)"
+                                   : "none (written by an earlier weft)")
             << "\nfiles:";
   for (const Json& f : idx.at("files").as_array()) {
     const fs::path p = fs::path(dir) / f.as_string();
@@ -294,6 +300,47 @@ int import_cmd(const std::vector<std::string>& args) {
   });
 }
 
+weft::cli::Options verify_options() {
+  weft::cli::Options opts(
+      "weft checkpoint verify DIR|FILE",
+      "Checks every file of a checkpoint directory against the checksums weft wrote with it,\n"
+      "reading every byte: index.json and each rank<R>.json against their own checksum, each\n"
+      ".safetensors file's header and every tensor against the index (and every value for\n"
+      "being finite). Prints one line per file: ok or DAMAGED and why. A checkpoint written\n"
+      "before weft wrote checksums, and a Hugging Face .safetensors file or model directory\n"
+      "(model.safetensors, config.json), are checked for their structure only. Exit status 0\n"
+      "when every file is intact, 2 otherwise.");
+  opts.positional("DIR|FILE",
+                  "a checkpoint directory (a --save directory: its latest), a .safetensors file "
+                  "or a Hugging Face model directory, sharded or not");
+  return opts;
+}
+
+int verify(const std::vector<std::string>& args) {
+  weft::cli::Options opts = verify_options();
+  opts.parse(args);
+  expect_positionals(opts, 1, "weft checkpoint verify DIR|FILE");
+  const std::string& given = opts.positionals()[0];
+  return guarded([&] {
+    const std::string path = fs::is_directory(given) && !weft::train::is_hf_directory(given)
+                                 ? weft::train::resolve_checkpoint(given)
+                                 : given;
+    const auto verdicts = weft::train::verify_checkpoint(path);
+    size_t width = 10, bad = 0;
+    for (const auto& v : verdicts) width = std::max(width, v.file.size() + 2);
+    for (const auto& v : verdicts) {
+      std::cout << pad(v.ok ? "ok" : "DAMAGED", 9) << pad(v.file, width) << v.detail << "\n";
+      bad += v.ok ? 0 : 1;
+    }
+    std::cout.flush();
+    WEFT_CHECK(bad == 0,
+               "{} of {} checked files of {} failed verification: use another checkpoint "
+               "(an earlier save, or a copy)",
+               bad, verdicts.size(), path);
+    return 0;
+  });
+}
+
 const weft::cli::Register reg_export(
     "checkpoint export", "write a checkpoint as a Hugging Face GPT-2 model directory or file",
     export_cmd_options, export_cmd);
@@ -303,5 +350,8 @@ const weft::cli::Register reg_import(
 const weft::cli::Register reg_inspect("checkpoint inspect",
                                       "list the tensors, shapes and layout of a checkpoint or file",
                                       inspect_options, inspect);
+const weft::cli::Register reg_verify("checkpoint verify",
+                                     "check every file of a checkpoint against its checksums",
+                                     verify_options, verify);
 
 }  // namespace

@@ -1,5 +1,6 @@
 // `weft eval`: the loss of a checkpoint on a data file.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -27,7 +28,12 @@ cli::Options eval_command_options() {
       .option("batch", "N", "8", "windows per forward pass")
       .option("max-tokens", "N", "0", "score at most N tokens (0: all)")
       .option("dtype", "f32|bf16", "f32", "compute type")
-      .flag("json", "print {\"loss\":...,\"tokens\":...,\"perplexity\":...}");
+      .flag("allow-nonfinite",
+            "load a checkpoint that holds NaN or infinite values, for inspection (by default "
+            "that is an error naming the tensor and the file)")
+      .flag("json",
+            "print {\"loss\":...,\"tokens\":...,\"perplexity\":...,\"finite\":true}; a loss "
+            "that is not finite is written as null with \"finite\": false");
   return opts;
 }
 
@@ -42,7 +48,8 @@ int eval_command(const std::vector<std::string>& args) {
   WEFT_CHECK(max_tokens >= 0, "--max-tokens must not be negative, got {}", max_tokens);
   const DType dtype = parse_dtype(opts.choice("dtype", {"f32", "bf16"}));
 
-  train::InferenceModel m = train::load_for_inference(opts.str("checkpoint"), dtype);
+  train::InferenceModel m = train::load_for_inference(
+      opts.str("checkpoint"), dtype, {.allow_nonfinite = opts.flag_set("allow-nonfinite")});
   const nn::GptConfig& cfg = m.model->config();
   train::TokenData data =
       opts.given("data") ? train::load_token_files(opts.str("data")) : train::default_corpus();
@@ -68,10 +75,13 @@ int eval_command(const std::vector<std::string>& args) {
   };
   const train::EvalResult r = train::evaluate_tokens(*m.model, tokens, batch, progress);
   if (opts.flag_set("json")) {
+    // JSON has no NaN or Infinity: such a loss is null, and "finite" says why.
+    const bool finite = std::isfinite(r.loss);
     train::Json out = train::Json::object();
-    out["loss"] = r.loss;
+    out["loss"] = finite ? train::Json(r.loss) : train::Json();
     out["tokens"] = r.tokens;
-    out["perplexity"] = r.perplexity();
+    out["perplexity"] = std::isfinite(r.perplexity()) ? train::Json(r.perplexity()) : train::Json();
+    out["finite"] = finite;
     std::cout << out.dump() << std::endl;
   } else {
     std::printf("loss %.4f  perplexity %.3f  tokens %lld\n", r.loss, r.perplexity(),

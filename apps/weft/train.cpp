@@ -39,6 +39,8 @@ std::string rate(double tokens_per_s) {
 }
 
 train::Json read_json_file(const std::string& path) {
+  WEFT_CHECK(!std::filesystem::is_directory(path),
+             "the --config file {} is a directory: pass a JSON file of settings", path);
   std::ifstream in(path, std::ios::binary);
   WEFT_CHECK(in.good(), "cannot open the --config file {}: pass an existing JSON file", path);
   std::stringstream text;

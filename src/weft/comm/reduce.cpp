@@ -160,8 +160,9 @@ template <typename E>
 // The loops are compiled for AVX-512 and AVX2 besides the baseline x86-64
 // the library is built for, and the processor picks one at load time: with
 // SSE2 alone (no 32 -> 16-bit narrowing) the bf16 loops take about twice as
-// long as with AVX-512.
-#if WEFT_X86
+// long as with AVX-512. Sanitizer builds (WEFT_NO_MULTIVERSIONING) keep the
+// baseline only: the ifunc resolvers would run before the sanitizer runtime.
+#if WEFT_X86 && !defined(WEFT_NO_MULTIVERSIONING)
 #define WEFT_REDUCE_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
 #else
 #define WEFT_REDUCE_CLONES

@@ -16,6 +16,7 @@
 #include <random>
 
 #include "weft/train/checkpoint_dir.h"
+#include "weft/train/checksum.h"
 #include "weft/train/config.h"
 #include "weft/train/hf_export.h"
 #include "weft/train/hf_files.h"
@@ -28,7 +29,9 @@ namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
-// The ShardSpec fields a saved slice carries (safetensors metadata, one per tensor).
+// The ShardSpec fields a saved slice carries (safetensors metadata, one per
+// tensor), the checksum of the bytes written for it and how many of its
+// values are not finite.
 Json slice_json(const nn::ShardSpec& spec, const Tensor& local) {
   Json out = Json::object();
   out["global_shape"] = shape_json(spec.global_shape);
@@ -37,6 +40,8 @@ Json slice_json(const nn::ShardSpec& spec, const Tensor& local) {
   out["offset"] = spec.is_split() ? spec.offset : int64_t{0};
   out["length"] = spec.is_split() ? spec.length : (local.dim() ? local.size(0) : int64_t{1});
   out["valid_rows"] = spec.valid_rows;
+  out["xxh3"] = checksum_hex(xxh3(local.raw(), static_cast<size_t>(local.nbytes())));
+  if (const int64_t n = count_nonfinite(local)) out["nonfinite"] = n;
   return out;
 }
 
@@ -173,11 +178,10 @@ void write_rank_files(const fs::path& tmp, int rank, const comm::Grid& grid, nn:
     const auto& ps = optimizer->parameters();
     for (size_t i = 0; i < ps.size(); ++i) {
       if (!owns(ps[i]->spec, grid)) continue;
-      const std::string meta = slice_json(ps[i]->spec, ps[i]->value).dump();
       for (const auto& [suffix, t] : {std::pair{".exp_avg", optimizer->first_moments()[i]},
                                       std::pair{".exp_avg_sq", optimizer->second_moments()[i]}}) {
         moments.push_back({ps[i]->name + suffix, t});
-        mmeta[ps[i]->name + suffix] = meta;
+        mmeta[ps[i]->name + suffix] = slice_json(ps[i]->spec, t).dump();
       }
     }
   }
@@ -191,7 +195,7 @@ void write_rank_files(const fs::path& tmp, int rank, const comm::Grid& grid, nn:
   for (const std::string& dim : grid.layout().names()) coords[dim] = grid.rank_in(dim);
   info["coords"] = std::move(coords);
   info["rng"] = rng_json(state.rng);
-  write_text(tmp / format("rank{}.json", rank), info.dump(2) + "\n");
+  write_text(tmp / format("rank{}.json", rank), sealed_json_text(info));
 }
 
 // Rank 0, after every rank wrote its files: the index, from the files' own metadata.
@@ -213,6 +217,7 @@ Json build_index(const fs::path& tmp, const comm::ProcessGroup& world, const com
   index["config"] = state.config;
 
   Json files = Json::array();
+  Json headers = Json::object();
   std::vector<SavedTensor> sections[2];
   const char* kinds[2] = {"model", "optimizer"};
   for (int k = 0; k < 2; ++k) {
@@ -222,6 +227,7 @@ Json build_index(const fs::path& tmp, const comm::ProcessGroup& world, const com
       if (!fs::exists(tmp / name)) continue;
       files.push_back(name);
       SafetensorsFile f((tmp / name).string());
+      headers[name] = checksum_hex(f.header_xxh3());
       for (const TensorInfo& ti : f.tensors()) {
         const Json m = parse_json(f.metadata().at(ti.name), name + " metadata");
         auto [it, fresh] = where.emplace(ti.name, sections[k].size());
@@ -234,13 +240,18 @@ Json build_index(const fs::path& tmp, const comm::ProcessGroup& world, const com
                                  .valid_rows = m.at("valid_rows").as_int()});
         }
         sections[k][it->second].shards.push_back(
-            {.file = name, .offset = m.at("offset").as_int(), .length = m.at("length").as_int()});
+            {.file = name,
+             .offset = m.at("offset").as_int(),
+             .length = m.at("length").as_int(),
+             .xxh3 = checksum_from_hex(m.at("xxh3").as_string()),
+             .nonfinite = m.find("nonfinite") ? m.at("nonfinite").as_int() : 0});
       }
     }
     for (SavedTensor& t : sections[k]) check_tiling(t, "saving " + tmp.string());
   }
   for (int r = 0; r < world.size(); ++r) files.push_back(format("rank{}.json", r));
   index["files"] = std::move(files);
+  index["header_xxh3"] = std::move(headers);
   Json tensors = Json::object();
   for (const SavedTensor& t : sections[0]) tensors[t.name] = saved_tensor_json(t);
   index["tensors"] = std::move(tensors);
@@ -303,11 +314,9 @@ std::string layout_text(int world, const std::vector<std::pair<std::string, int>
   return s + ")";
 }
 
-// announce: say so when the streams are re-seeded (training only; evaluation
-// and generation never draw from them).
+// Says so (rank 0) when the streams are re-seeded.
 parallel::RngTracker::State restored_rng(const CheckpointReader& ck,
-                                         const comm::ProcessGroup& world, const comm::Grid& grid,
-                                         bool announce) {
+                                         const comm::ProcessGroup& world, const comm::Grid& grid) {
   if (same_layout(ck, world, grid)) return ck.rank_rng(world.rank());
   parallel::RngTracker::State state = ck.rank_rng(0);
   auto def = state.find(parallel::kDefaultStream);
@@ -326,7 +335,7 @@ parallel::RngTracker::State restored_rng(const CheckpointReader& ck,
         def->second.seed + parallel::kModelParallelSeedOffset + static_cast<uint64_t>(tp_rank),
         offset};
   }
-  if (announce && world.rank() == 0 && def != state.end()) {
+  if (world.rank() == 0 && def != state.end()) {
     std::vector<std::pair<std::string, int>> now;
     for (const std::string& dim : grid.layout().names()) now.emplace_back(dim, grid.size(dim));
     std::cerr << "weft: checkpoint " << ck.dir() << " was saved at "
@@ -385,7 +394,7 @@ void save_checkpoint(const std::string& dir, comm::ProcessGroup& world, const co
     agree(world, [&] {
       if (!root) return;
       write_text(tmp / "index.json",
-                 build_index(tmp, world, grid, model, optimizer, state).dump(2) + "\n");
+                 sealed_json_text(build_index(tmp, world, grid, model, optimizer, state)));
       commit(tmp, final_dir);
     });
   } catch (...) {
@@ -398,10 +407,12 @@ void save_checkpoint(const std::string& dir, comm::ProcessGroup& world, const co
 }
 
 TrainState load_checkpoint(const std::string& dir, comm::ProcessGroup& world,
-                           const comm::Grid& grid, nn::Module& model, optim::AdamW* optimizer) {
+                           const comm::Grid& grid, nn::Module& model, optim::AdamW* optimizer,
+                           ReadOptions options) {
   TrainState state;
+  options.note_unverified = options.note_unverified && world.rank() == 0;
   agree(world, [&] {
-    CheckpointReader ck(dir);
+    CheckpointReader ck(dir, options);
     check_model(ck, model);
     for (nn::Parameter* p : model.parameters()) {
       p->value.copy_from(ck.read(*ck.find(p->name), p->spec));
@@ -433,7 +444,8 @@ TrainState load_checkpoint(const std::string& dir, comm::ProcessGroup& world,
     state.step = ck.step();
     state.data_seed = json_u64(ck.index().at("data_seed"), dir + " data_seed");
     state.config = ck.index().at("config");
-    state.rng = restored_rng(ck, world, grid, optimizer != nullptr);
+    // Evaluation and generation (no optimizer) never draw from the streams.
+    if (optimizer) state.rng = restored_rng(ck, world, grid);
   });
   return state;
 }
@@ -443,7 +455,8 @@ Json read_checkpoint_config(const std::string& path) {
   fs::path p(dir_or_file);
   if (fs::is_regular_file(p) && p.filename() == "index.json") p = p.parent_path();
   if (fs::is_directory(p) && !is_hf_directory(p.string())) {
-    CheckpointReader ck(p.string());
+    // Loading the weights says it when they carry no checksums; this reads none.
+    CheckpointReader ck(p.string(), {.note_unverified = false});
     Json config = ck.index().at("config");
     if (!config.is_object()) config = Json::object();
     if (const Json* shape = ck.model_shape()) {

@@ -9,6 +9,7 @@
 //   optimizer-rank<R>.safetensors     AdamW moments of the same slices, named
 //                                     <param>.exp_avg and <param>.exp_avg_sq
 //   rank<R>.json                      rank R's grid coordinates and random streams
+// with checksums of every tensor, header and JSON file (checkpoint_format.h).
 //
 // Ownership: a rank writes a parameter only when its coordinate is 0 along
 // every group the parameter is replicated over (ShardSpec::replicated_over),
@@ -69,9 +70,13 @@ void save_checkpoint(const std::string& dir, comm::ProcessGroup& world, const co
 // model-parallel stream re-seeded for this TP rank (seed + 2718 + tp_rank) at
 // the largest saved model-parallel offset, and a log line says so. A
 // checkpoint without optimizer state (`weft checkpoint import`) resets the
-// optimizer (zero moments, step 0).
+// optimizer (zero moments, step 0). Without an optimizer (evaluation,
+// generation, --init) only the weights are read: no rank<R>.json, and the
+// returned state has no streams. Every byte read is checked against the
+// checkpoint's checksums, and every value must be finite (`options`).
 TrainState load_checkpoint(const std::string& dir, comm::ProcessGroup& world,
-                           const comm::Grid& grid, nn::Module& model, optim::AdamW* optimizer);
+                           const comm::Grid& grid, nn::Module& model, optim::AdamW* optimizer,
+                           ReadOptions options = {});
 
 // The config saved with a checkpoint directory (TrainState::config) with the
 // model shape keys of model_shape_json() set from the saved model (where the

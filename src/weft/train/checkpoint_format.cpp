@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
+
+#include "weft/train/checksum.h"
 
 namespace weft::train {
 
@@ -23,20 +27,27 @@ std::string read_text(const fs::path& path, const std::string& what) {
   return s.str();
 }
 
-// dst.narrow-along-`d`(start, piece.size(d)) = piece; both contiguous, equal
-// in every other dimension.
-void copy_along(const Tensor& dst, int d, int64_t start, const Tensor& piece) {
+constexpr const char* kUseAnother = "use another checkpoint (an earlier save, or a copy)";
+
+// Indices [dst_start, dst_start + n) of dimension d of dst = indices
+// [src_start, src_start + n) of src; both contiguous, of one dtype, equal in
+// every other dimension.
+void copy_along(const Tensor& dst, int d, int64_t dst_start, const Tensor& src, int64_t src_start,
+                int64_t n) {
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < d; ++i) outer *= dst.size(i);
   for (int i = d + 1; i < dst.dim(); ++i) inner *= dst.size(i);
-  const int64_t es = dtype_bits(dst.dtype()) / 8, n = piece.size(d), ext = dst.size(d);
+  const int64_t es = dtype_bits(dst.dtype()) / 8, dext = dst.size(d), sext = src.size(d);
   char* out = static_cast<char*>(dst.raw());
-  const char* in = static_cast<const char*>(piece.raw());
+  const char* in = static_cast<const char*>(src.raw());
   for (int64_t o = 0; o < outer; ++o) {
-    std::memcpy(out + (o * ext + start) * inner * es, in + o * n * inner * es,
+    std::memcpy(out + (o * dext + dst_start) * inner * es, in + (o * sext + src_start) * inner * es,
                 static_cast<size_t>(n * inner * es));
   }
 }
+
+// The key line that ends a sealed JSON file: "\n  \"xxh3\": \"<16 hex>\"\n}\n".
+constexpr std::string_view kSealKey = "\n  \"xxh3\": \"";
 
 parallel::RngTracker::State rng_from_json(const Json& j, const std::string& where) {
   parallel::RngTracker::State state;
@@ -108,10 +119,77 @@ Json saved_tensor_json(const SavedTensor& t) {
     j["file"] = s.file;
     j["offset"] = s.offset;
     j["length"] = s.length;
+    if (s.xxh3) j["xxh3"] = checksum_hex(*s.xxh3);
+    if (s.nonfinite) j["nonfinite"] = s.nonfinite;
     shards.push_back(std::move(j));
   }
   out["shards"] = std::move(shards);
   return out;
+}
+
+std::string sealed_json_text(const Json& j) {
+  WEFT_CHECK(j.is_object() && j.size() > 0 && !j.find("xxh3"),
+             "sealed_json_text: needs a non-empty object without \"xxh3\"");
+  std::string text = j.dump(2);  // "{\n  ...\n}"
+  text.resize(text.size() - 2);
+  text += ",\n";
+  const uint64_t h = xxh3(text);
+  return text + std::string(kSealKey.substr(1)) + checksum_hex(h) + "\"\n}\n";
+}
+
+Json parse_sealed_json(const std::string& text, const std::string& path, bool& sealed) {
+  // The seal is the last member, alone on its line, as sealed_json_text writes
+  // it; checked before parsing, so that damage reads as damage, not as a
+  // syntax error.
+  const size_t at = text.rfind(kSealKey);
+  const size_t value = at == std::string::npos ? at : at + kSealKey.size();
+  const bool has_seal = value != std::string::npos && text.size() == value + 16 + 4 &&
+                        text.compare(value + 16, 4, "\"\n}\n") == 0;
+  if (has_seal) {
+    const std::string_view digits = std::string_view(text).substr(value, 16);
+    const std::optional<uint64_t> saved = checksum_from_hex(digits);
+    WEFT_CHECK(saved, "{} is damaged: its checksum \"{}\" is not 16 hex digits; {}", path, digits,
+               kUseAnother);
+    const uint64_t actual = xxh3(std::string_view(text).substr(0, at + 1));
+    WEFT_CHECK(actual == *saved,
+               "{} is damaged: its content has checksum {} but the file records {}; {}", path,
+               checksum_hex(actual), checksum_hex(*saved), kUseAnother);
+  }
+  Json j = parse_json(text, path);
+  sealed = j.is_object() && j.find("xxh3");
+  WEFT_CHECK(sealed == has_seal && (!sealed || j.as_object().back().first == "xxh3"),
+             "{} is damaged: its checksum is not on its last line as weft writes it; {}", path,
+             kUseAnother);
+  if (sealed) j.as_object().pop_back();
+  return j;
+}
+
+int64_t count_nonfinite(const Tensor& t) {
+  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16 && t.dtype() != DType::f16) return 0;
+  const Tensor f = t.dtype() == DType::f32 ? t : t.to(DType::f32);
+  const float* v = f.data<float>();
+  const auto n = static_cast<size_t>(f.numel());
+  if (!any_nonfinite(v, n)) return 0;
+  return static_cast<int64_t>(std::count_if(v, v + n, [](float x) { return !std::isfinite(x); }));
+}
+
+void check_finite(const Tensor& t, const std::string& what, const std::string& file) {
+  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16 && t.dtype() != DType::f16) return;
+  const Tensor f = t.dtype() == DType::f32 ? t : t.to(DType::f32);
+  const int64_t n = f.numel();
+  const float* v = f.data<float>();
+  if (!any_nonfinite(v, static_cast<size_t>(n))) return;
+  int64_t first = -1, nans = 0, infs = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(v[i])) continue;
+    if (first < 0) first = i;
+    ++(std::isnan(v[i]) ? nans : infs);
+  }
+  WEFT_FAIL(
+      "{}: {} holds {} NaN and {} infinite value{} of {} (the first at element {}): it was "
+      "saved from a run that diverged; use an earlier checkpoint (weft eval "
+      "--allow-nonfinite evaluates it anyway, for inspection)",
+      file, what, nans, infs, infs == 1 ? "" : "s", n, first);
 }
 
 void check_tiling(SavedTensor& t, const std::string& where) {
@@ -141,7 +219,8 @@ void check_tiling(SavedTensor& t, const std::string& where) {
   t.shards = std::move(kept);
 }
 
-CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
+CheckpointReader::CheckpointReader(std::string dir, ReadOptions options)
+    : dir_(std::move(dir)), options_(options) {
   const fs::path d(dir_);
   WEFT_CHECK(!fs::is_regular_file(d),
              "{} is a file, not a checkpoint directory (a consolidated .safetensors file starts a "
@@ -153,7 +232,7 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
              "files in a DIR.tmp-* directory, never under DIR; use an earlier checkpoint)",
              dir_);
   const std::string where = (d / "index.json").string();
-  index_ = parse_json(read_text(d / "index.json", "checkpoint " + dir_), where);
+  index_ = parse_sealed_json(read_text(d / "index.json", "checkpoint " + dir_), where, sealed_);
   WEFT_CHECK(
       index_.is_object() && index_.find("format") && index_.at("format") == Json(kCheckpointFormat),
       "{} is not a weft checkpoint index (no \"format\": \"{}\")", where, kCheckpointFormat);
@@ -183,6 +262,22 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
         t.shards.push_back({.file = s.at("file").as_string(),
                             .offset = s.at("offset").as_int(),
                             .length = s.at("length").as_int()});
+        if (const Json* h = s.find("xxh3")) {
+          t.shards.back().xxh3 = checksum_from_hex(h->as_string());
+          WEFT_CHECK(t.shards.back().xxh3, "{}: tensor {} has checksum \"{}\", not 16 hex digits",
+                     where, name, h->as_string());
+        }
+        if (const Json* n = s.find("nonfinite")) t.shards.back().nonfinite = n->as_int();
+        // A checkpoint with checksums has them for every shard; one without
+        // any (written before weft wrote them) has none: a member missing
+        // from a sealed index is damage the seal did not catch.
+        WEFT_CHECK(t.shards.back().xxh3.has_value() == sealed_, "{} is damaged: {}; {}", where,
+                   sealed_
+                       ? format("tensor {} has no checksum, which every tensor of a "
+                                "checkpoint with checksums has",
+                                name)
+                       : format("tensor {} has a checksum but the index has none of its own", name),
+                   kUseAnother);
         WEFT_CHECK(std::find(files.begin(), files.end(), t.shards.back().file) != files.end(),
                    "{}: tensor {} names file {}, which the index does not list", where, name,
                    t.shards.back().file);
@@ -196,6 +291,13 @@ CheckpointReader::CheckpointReader(std::string dir) : dir_(std::move(dir)) {
   json_u64(index_.at("data_seed"), where + " data_seed");
   for (const auto& [dim, size] : sizes()) {
     WEFT_CHECK(size >= 1, "{}: layout size of {} is {}", where, dim, size);
+  }
+  WEFT_CHECK(sealed_ || !index_.find("header_xxh3"),
+             "{} is damaged: it records file checksums but has no checksum of its own; {}", where,
+             kUseAnother);
+  if (!sealed_ && options_.note_unverified) {
+    std::cerr << "weft: note: checkpoint " << dir_
+              << " carries no checksums (written by an earlier weft): it loads unverified\n";
   }
 }
 
@@ -240,8 +342,52 @@ const SavedTensor* CheckpointReader::find_optimizer(const std::string& name) con
 
 const SafetensorsFile& CheckpointReader::file(const std::string& name) const {
   auto& slot = files_[name];
-  if (!slot) slot = std::make_unique<SafetensorsFile>((fs::path(dir_) / name).string());
+  if (slot) return *slot;
+  auto f = std::make_unique<SafetensorsFile>((fs::path(dir_) / name).string());
+  if (sealed_ && options_.verify) {
+    const Json* saved = index_.at("header_xxh3").find(name);
+    WEFT_CHECK(saved, "{}/index.json is damaged: it has no header checksum for {}; {}", dir_, name,
+               kUseAnother);
+    const std::optional<uint64_t> want = checksum_from_hex(saved->as_string());
+    WEFT_CHECK(want && *want == f->header_xxh3(),
+               "{} is damaged: its header has checksum {}, index.json records {}; {}", f->path(),
+               checksum_hex(f->header_xxh3()), saved->as_string(), kUseAnother);
+  }
+  slot = std::move(f);
   return *slot;
+}
+
+Tensor CheckpointReader::read_shard(const SavedTensor& t, const SavedShard& s) const {
+  const SafetensorsFile& f = file(s.file);
+  const bool hash = s.xxh3 && options_.verify;
+  const bool check = !options_.allow_nonfinite;
+  // Bytes that match their checksum hold the non-finite values the writer
+  // counted; others are scanned, f32 piece by piece as they come in.
+  const bool f32 = f.info(t.name).weft_dtype == DType::f32;
+  const bool scan = check && !hash && f32;
+  Xxh3Stream sum;
+  bool nonfinite = false;
+  Tensor whole;
+  if (hash || scan) {
+    whole = f.load_in_pieces(t.name, [&](const void* data, size_t bytes) {
+      if (hash) sum.update(data, bytes);
+      if (scan) nonfinite |= any_nonfinite(static_cast<const float*>(data), bytes / 4);
+    });
+  } else {
+    whole = f.load(t.name);
+  }
+  if (hash) {
+    const uint64_t actual = sum.digest();
+    WEFT_CHECK(actual == *s.xxh3,
+               "{} is damaged: tensor {} has checksum {}, index.json records {}; {}", f.path(),
+               t.name, checksum_hex(actual), checksum_hex(*s.xxh3), kUseAnother);
+  }
+  if (check && (hash ? s.nonfinite > 0 : nonfinite || !f32)) {
+    const bool moment = t.name.ends_with(".exp_avg") || t.name.ends_with(".exp_avg_sq");
+    check_finite(whole, format("{} {}", moment ? "optimizer moment" : "parameter", t.name),
+                 f.path());
+  }
+  return whole;
 }
 
 Tensor CheckpointReader::read(const SavedTensor& t, const nn::ShardSpec& target) const {
@@ -260,7 +406,7 @@ Tensor CheckpointReader::read(const SavedTensor& t, const nn::ShardSpec& target)
   const int64_t sb = t.split_dim >= 0 ? t.blocks : 1;
   const DType dtype = *dtype_from_safetensors(t.dtype);
   WEFT_CHECK(dtype_bits(dtype) % 8 == 0, "checkpoint {}: {} has a packed dtype", dir_, t.name);
-  if (g.rank() == 0) return file(t.shards.front().file).load(t.name).to(DType::f32);
+  if (g.rank() == 0) return read_shard(t, t.shards.front()).to(DType::f32);
   Shape local = g;
   local[d] = tb * tlen;
   Tensor out = Tensor::empty(local, dtype);
@@ -274,14 +420,16 @@ Tensor CheckpointReader::read(const SavedTensor& t, const nn::ShardSpec& target)
                "{} is corrupted: tensor {} is {} {}, the index says {} {}", f.path(), t.name,
                info.dtype, Shape(std::span<const int64_t>(info.shape)), t.dtype, expect);
     const int64_t len = t.split_dim >= 0 ? s.length : extent;
+    // Read whole (every byte read is checked) when any part of it is needed.
+    Tensor whole;
     for (int64_t b = 0; b < tb; ++b) {
       const int64_t lo_t = b * (extent / tb) + toff, hi_t = lo_t + tlen;
       for (int64_t b2 = 0; b2 < sb; ++b2) {
         const int64_t lo_s = b2 * (extent / sb) + (t.split_dim >= 0 ? s.offset : 0);
         const int64_t lo = std::max(lo_t, lo_s), hi = std::min(hi_t, lo_s + len);
         if (lo >= hi) continue;
-        Tensor piece = f.load_slice(t.name, d, b2 * len + (lo - lo_s), hi - lo);
-        copy_along(out, d, b * tlen + (lo - lo_t), piece);
+        if (!whole.defined()) whole = read_shard(t, s);
+        copy_along(out, d, b * tlen + (lo - lo_t), whole, b2 * len + (lo - lo_s), hi - lo);
         covered += hi - lo;
       }
     }
@@ -299,7 +447,10 @@ Tensor CheckpointReader::read_full(const SavedTensor& t) const {
 
 parallel::RngTracker::State CheckpointReader::rank_rng(int rank) const {
   const fs::path path = fs::path(dir_) / format("rank{}.json", rank);
-  const Json j = parse_json(read_text(path, "checkpoint " + dir_), path.string());
+  bool sealed = false;
+  const Json j = parse_sealed_json(read_text(path, "checkpoint " + dir_), path.string(), sealed);
+  WEFT_CHECK(sealed || !sealed_, "{} is damaged: it has no checksum, unlike its index; {}",
+             path.string(), kUseAnother);
   return rng_from_json(j.at("rng"), path.string());
 }
 

@@ -291,7 +291,7 @@ Json hf_config(const std::string& file) {
   return shape;
 }
 
-void load_hf(const std::string& file, nn::Module& model) {
+void load_hf(const std::string& file, nn::Module& model, bool allow_nonfinite) {
   if (auto* gpt = dynamic_cast<nn::Gpt*>(&model)) check_shape(hf_config(file), gpt->config(), file);
   HfModelFiles f(file);
   const std::string prefix = name_prefix(f);
@@ -301,6 +301,7 @@ void load_hf(const std::string& file, nn::Module& model) {
     WEFT_CHECK(f.find(name), "{} has no tensor {} (for parameter {})", file, name, p->name);
     used.insert(name);
     Tensor t = f.load(name).to(DType::f32);
+    if (!allow_nonfinite) check_finite(t, "tensor " + name, file);
     if (hf_transposed(p->name)) {
       WEFT_CHECK(t.dim() == 2, "{}: {} must be 2-D, it is {}", file, name, t.shape());
       t = transpose(t);

@@ -58,8 +58,9 @@ std::vector<std::string> export_hf(const std::string& checkpoint_dir, const std:
 // not) into `model` (a Gpt at any layout): every rank reads the full tensors
 // and keeps its slices. The shape must be the model's (the error names the
 // field), except that a model with a shorter context keeps the first
-// positions of wpe.
-void load_hf(const std::string& path, nn::Module& model);
+// positions of wpe. NaN or infinite values are an error naming the tensor,
+// unless allow_nonfinite.
+void load_hf(const std::string& path, nn::Module& model, bool allow_nonfinite = false);
 
 // The model shape of a GPT-2 file or directory ({"vocab", "seq", "layers",
 // "width", "heads", "vocab_pad"}, as model_shape_json): from the tensor

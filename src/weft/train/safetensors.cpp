@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "weft/train/checksum.h"
 #include "weft/train/json.h"
 
 namespace weft::train {
@@ -222,6 +223,10 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
                "{} is corrupted or not a safetensors file: its header does not start with '{{'",
                path_);
     parse_header(header);
+    Xxh3Stream hash;
+    hash.update(&n, 8);
+    hash.update(header.data(), header.size());
+    header_xxh3_ = hash.digest();
     const int64_t available = size - data_start_;
     WEFT_CHECK(available >= data_bytes_,
                "{} is truncated: header says {} data bytes, file has {}; the write did not "
@@ -334,6 +339,7 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
       fd_(std::exchange(other.fd_, -1)),
       data_start_(other.data_start_),
       data_bytes_(other.data_bytes_),
+      header_xxh3_(other.header_xxh3_),
       tensors_(std::move(other.tensors_)),
       metadata_(std::move(other.metadata_)) {}
 
@@ -344,6 +350,7 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     data_start_ = other.data_start_;
     data_bytes_ = other.data_bytes_;
+    header_xxh3_ = other.header_xxh3_;
     tensors_ = std::move(other.tensors_);
     metadata_ = std::move(other.metadata_);
   }
@@ -387,6 +394,23 @@ Tensor SafetensorsFile::load(std::string_view name) const {
   const TensorInfo& t = info(name);
   if (t.shape.empty()) return load_slice(name, -1, 0, 1);
   return load_slice(name, 0, 0, t.shape[0]);
+}
+
+Tensor SafetensorsFile::load_in_pieces(
+    std::string_view name, const std::function<void(const void*, size_t)>& piece) const {
+  const TensorInfo& t = info(name);
+  WEFT_CHECK(t.weft_dtype.has_value() && t.shape.size() <= static_cast<size_t>(Shape::kMaxRank),
+             "{}: tensor \"{}\" ({}, {} dimensions) cannot be loaded into a weft tensor", path_,
+             t.name, t.dtype, t.shape.size());
+  Tensor out = Tensor::empty(Shape(std::span<const int64_t>(t.shape)), *t.weft_dtype);
+  constexpr int64_t kPiece = 1 << 20;
+  char* dst = static_cast<char*>(out.raw());
+  for (int64_t done = 0; done < t.nbytes(); done += kPiece) {
+    const int64_t n = std::min(kPiece, t.nbytes() - done);
+    read_at(dst + done, n, data_start_ + t.begin + done, t.name);
+    piece(dst + done, static_cast<size_t>(n));
+  }
+  return out;
 }
 
 Tensor SafetensorsFile::load_slice(std::string_view name, int dim, int64_t begin,

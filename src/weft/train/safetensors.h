@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -89,6 +90,8 @@ class SafetensorsFile {
   const TensorInfo& info(std::string_view name) const;
   // Size of the data area (the sum of all tensor sizes).
   int64_t data_bytes() const { return data_bytes_; }
+  // XXH3-64 of the bytes before the data area: the length field and the header.
+  uint64_t header_xxh3() const { return header_xxh3_; }
 
   // The whole tensor `name`.
   Tensor load(std::string_view name) const;
@@ -96,6 +99,11 @@ class SafetensorsFile {
   // of the other dimensions: reads only those bytes (one contiguous read when
   // dim is 0 or every dimension before it has size 1).
   Tensor load_slice(std::string_view name, int dim, int64_t begin, int64_t length) const;
+  // The whole tensor `name`, read in pieces of at most 1 MiB (a multiple
+  // of 4 bytes): `piece(data, bytes)` sees each right after it was read,
+  // while it is in cache (to hash it, or scan it, without a second pass).
+  Tensor load_in_pieces(std::string_view name,
+                        const std::function<void(const void*, size_t)>& piece) const;
   // Rows [begin, begin + length) of dimension 0.
   Tensor load_rows(std::string_view name, int64_t begin, int64_t length) const {
     return load_slice(name, 0, begin, length);
@@ -110,6 +118,7 @@ class SafetensorsFile {
   int fd_ = -1;
   int64_t data_start_ = 0;  // 8 + N
   int64_t data_bytes_ = 0;
+  uint64_t header_xxh3_ = 0;
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
 };

@@ -37,22 +37,22 @@ double seconds_since(Clock::time_point t) {
 }  // namespace
 
 void load_weights(const std::string& given, comm::ProcessGroup& world, const comm::Grid& grid,
-                  nn::Gpt& model) {
+                  nn::Gpt& model, ReadOptions options) {
   namespace fs = std::filesystem;
   const std::string path = resolve_checkpoint(given);
   std::error_code ec;
   if (fs::is_directory(path, ec) && !is_hf_directory(path)) {
-    load_checkpoint(path, world, grid, model, nullptr);
+    load_checkpoint(path, world, grid, model, nullptr, options);
     return;
   }
   WEFT_CHECK(fs::exists(path, ec),
              "{} does not exist: give a checkpoint directory (weft train --save), a GPT-2 "
              ".safetensors file or a Hugging Face model directory (weft checkpoint export)",
              path);
-  load_hf(path, model);
+  load_hf(path, model, options.allow_nonfinite);
 }
 
-InferenceModel load_for_inference(const std::string& given, DType compute) {
+InferenceModel load_for_inference(const std::string& given, DType compute, ReadOptions options) {
   const std::string path = resolve_checkpoint(given);
   InferenceModel m;
   const Json config = read_checkpoint_config(path);
@@ -66,7 +66,7 @@ InferenceModel load_for_inference(const std::string& given, DType compute) {
   m.grid = std::make_unique<comm::Grid>(
       *m.world, "tp-dp", std::vector<std::pair<std::string, int>>{{"tp", 1}, {"dp", 1}});
   m.model = std::make_unique<nn::Gpt>(model_config(cfg, nullptr));
-  load_weights(path, *m.world, *m.grid, *m.model);
+  load_weights(path, *m.world, *m.grid, *m.model, options);
   return m;
 }
 

@@ -42,6 +42,7 @@
 #include "weft/optim/adamw.h"
 #include "weft/optim/grad_sync.h"
 #include "weft/parallel/rng.h"
+#include "weft/train/checkpoint_format.h"
 #include "weft/train/config.h"
 #include "weft/train/data.h"
 
@@ -143,8 +144,9 @@ class Trainer {
 
 // Loads weights into `model` (collective over `world`, any layout): a
 // checkpoint directory (parameters only) or a GPT-2 .safetensors file.
+// options.allow_nonfinite lets NaN and infinite values through.
 void load_weights(const std::string& path, comm::ProcessGroup& world, const comm::Grid& grid,
-                  nn::Gpt& model);
+                  nn::Gpt& model, ReadOptions options = {});
 
 // A model restored for evaluation or generation: TP=1 on the calling thread
 // (all of this process's cores), its shape read from the checkpoint.
@@ -154,7 +156,8 @@ struct InferenceModel {
   std::unique_ptr<nn::Gpt> model{};
 };
 // `path`: a checkpoint directory or a GPT-2 .safetensors file.
-InferenceModel load_for_inference(const std::string& path, DType compute = DType::f32);
+InferenceModel load_for_inference(const std::string& path, DType compute = DType::f32,
+                                  ReadOptions options = {});
 
 // What a run reports to its caller, on world rank 0.
 struct StepReport {

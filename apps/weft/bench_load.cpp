@@ -1,0 +1,159 @@
+// weft bench load: what checking a checkpoint costs when it is loaded. Saves
+// a checkpoint of a preset model (with AdamW moments) once, then loads it
+// again and again, the variants alternating so that each sees the same page
+// cache: unchecked (no checksums, no finite check), finite check only, and
+// checked (checksums and finite check, what weft does). Median of --repeats,
+// in wall time and in the loading thread's CPU time (steadier on a shared
+// machine).
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "weft/comm/grid.h"
+#include "weft/comm/local.h"
+#include "weft/core/threads.h"
+#include "weft/nn/gpt.h"
+#include "weft/optim/adamw.h"
+#include "weft/train/checkpoint.h"
+#include "weft/train/json.h"
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Variant {
+  const char* name;
+  train::ReadOptions options;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+cli::Options options() {
+  cli::Options opts(
+      "weft bench load [options]",
+      "Times loading a checkpoint of a preset model with and without weft's checks\n"
+      "(XXH3-64 checksums of every byte read, and that every value is finite), the\n"
+      "variants alternating in one run; prints the median of each and the ratio to\n"
+      "the unchecked load. The checkpoint is written first (to --dir, or a temporary\n"
+      "directory that is removed afterwards).");
+  opts.option("preset", "NAME", "gpt2-124m", "model preset: tiny or gpt2-124m")
+      .option("repeats", "N", "5", "loads of each variant")
+      .option("dir", "DIR", "temporary", "where the checkpoint is written (kept when given)")
+      .flag("json", "print one JSON object");
+  return opts;
+}
+
+int run(const std::vector<std::string>& args) {
+  cli::Options opts = options();
+  opts.parse(args);
+  const int64_t repeats = opts.integer("repeats");
+  WEFT_CHECK(repeats >= 1, "--repeats must be at least 1, got {}", repeats);
+  fs::path dir;
+  if (opts.given("dir")) {
+    dir = opts.str("dir");
+  } else {
+    dir = fs::temp_directory_path() / ("weft-bench-load-" + std::to_string(std::random_device{}()));
+  }
+  const Variant variants[] = {
+      {"unchecked", {.verify = false, .allow_nonfinite = true}},
+      {"finite check", {.verify = false}},
+      {"checked (default)", {}},
+  };
+  std::vector<double> with_optimizer[3], weights_only[3], cpu_opt[3], cpu_weights[3];
+  int64_t bytes = 0;
+  comm::run_local(1, [&](comm::ProcessGroup& world) {
+    set_num_threads(0);
+    comm::Grid grid(world, "tp-dp", {{"tp", 1}});
+    nn::GptConfig cfg = nn::gpt_preset(opts.str("preset"));
+    cfg.tp = grid.group_ptr("tp");
+    nn::Gpt model(cfg);
+    optim::AdamW opt(model.parameters(), {});
+    for (size_t i = 0; i < opt.parameters().size(); ++i) {
+      opt.first_moments()[i].fill(1e-3f);
+      opt.second_moments()[i].fill(1e-6f);
+    }
+    train::TrainState state;
+    state.rng = parallel::RngTracker(cfg.seed, 0).state();
+    state.config = train::model_shape_json(cfg);
+    std::fprintf(stderr, "bench load: writing %s\n", dir.c_str());
+    train::save_checkpoint(dir.string(), world, grid, model, &opt, state);
+    for (const auto& e : fs::directory_iterator(dir)) bytes += static_cast<int64_t>(e.file_size());
+    auto cpu_now = [] {
+      timespec ts{};
+      ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+    };
+    auto time = [&](optim::AdamW* o, const train::ReadOptions& ro, std::vector<double>& wall,
+                    std::vector<double>& cpu) {
+      const double c0 = cpu_now();
+      const auto t0 = std::chrono::steady_clock::now();
+      train::load_checkpoint(dir.string(), world, grid, model, o, ro);
+      wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      cpu.push_back(cpu_now() - c0);
+    };
+    std::vector<double> ignored[2];
+    time(&opt, {}, ignored[0], ignored[1]);  // warm the page cache
+    for (int64_t r = 0; r < repeats; ++r) {
+      for (int v = 0; v < 3; ++v) {
+        time(&opt, variants[v].options, with_optimizer[v], cpu_opt[v]);
+        time(nullptr, variants[v].options, weights_only[v], cpu_weights[v]);
+      }
+    }
+  });
+  if (!opts.given("dir")) fs::remove_all(dir);
+  const double base[4] = {median(with_optimizer[0]), median(weights_only[0]), median(cpu_opt[0]),
+                          median(cpu_weights[0])};
+  if (opts.flag_set("json")) {
+    train::Json out = train::Json::object();
+    out["preset"] = opts.str("preset");
+    out["checkpoint_bytes"] = bytes;
+    out["repeats"] = repeats;
+    train::Json rows = train::Json::array();
+    for (int v = 0; v < 3; ++v) {
+      train::Json row = train::Json::object();
+      row["variant"] = variants[v].name;
+      row["resume_s"] = median(with_optimizer[v]);
+      row["weights_s"] = median(weights_only[v]);
+      row["resume_ratio"] = median(with_optimizer[v]) / base[0];
+      row["weights_ratio"] = median(weights_only[v]) / base[1];
+      row["resume_cpu_s"] = median(cpu_opt[v]);
+      row["weights_cpu_s"] = median(cpu_weights[v]);
+      rows.push_back(std::move(row));
+    }
+    out["variants"] = std::move(rows);
+    std::cout << out.dump() << "\n";
+    return 0;
+  }
+  std::printf("checkpoint of %s: %.1f MiB; median of %lld loads each, variants alternating\n",
+              opts.str("preset").c_str(), static_cast<double>(bytes) / 1048576.0,
+              static_cast<long long>(repeats));
+  std::printf("%-18s %-38s %s\n", "", "weights+optimizer (resume)", "weights only (eval)");
+  std::printf("%-18s %18s %19s %18s %19s\n", "variant", "wall s", "cpu s", "wall s", "cpu s");
+  for (int v = 0; v < 3; ++v) {
+    std::printf("%-18s %8.3f (x%.3f) %9.3f (x%.3f) %8.3f (x%.3f) %9.3f (x%.3f)\n", variants[v].name,
+                median(with_optimizer[v]), median(with_optimizer[v]) / base[0], median(cpu_opt[v]),
+                median(cpu_opt[v]) / base[2], median(weights_only[v]),
+                median(weights_only[v]) / base[1], median(cpu_weights[v]),
+                median(cpu_weights[v]) / base[3]);
+  }
+  return 0;
+}
+
+const cli::Register reg("bench load",
+                        "time loading a checkpoint with and without checksums and finite checks",
+                        options, run);
+
+}  // namespace
+}  // namespace weft
