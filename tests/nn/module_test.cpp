@@ -43,15 +43,7 @@ class ModuleGradients : public ::testing::Test {
   void TearDown() override { set_num_threads(0); }
 };
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using weft::testing::error_of;
 
 double max_abs(const Tensor& t) {
   double m = 0;

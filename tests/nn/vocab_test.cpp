@@ -33,15 +33,7 @@ EmbeddingConfig small_config(int64_t vocab = 10, int64_t pad = 8) {
 Tensor ids(const Shape& shape, std::vector<int32_t> v) { return Tensor::from_i32(shape, v); }
 
 // The message of the weft::Error that f throws ("" if it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using weft::testing::error_of;
 
 TEST(VocabPadding, PadsToTheMultipleOnly) {
   EXPECT_EQ(padded_vocab_size(50), 128);

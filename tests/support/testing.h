@@ -122,4 +122,14 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// The message of the weft::Error that fn throws; "" when it throws none.
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace weft::testing

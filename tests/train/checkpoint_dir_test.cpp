@@ -50,14 +50,7 @@ void publish(const std::string& dir, int64_t step, int64_t keep, bool drop_other
   });
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using weft::testing::error_of;
 
 TEST(CheckpointDir, LatestPointsAtTheNewestAndKeepKeepsThatMany) {
   const TempDir tmp;

@@ -143,14 +143,7 @@ std::vector<TrainState> load_at(const std::string& dir, int world_size, int tp) 
   return states;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using weft::testing::error_of;
 
 TEST(Checkpoint, SavedAtTp2LoadsBitwiseAtTp1AndTp4) {
   TempDir tmp;

@@ -17,14 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using weft::testing::TempDir;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using weft::testing::error_of;
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;

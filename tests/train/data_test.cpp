@@ -28,14 +28,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using weft::testing::error_of;
 
 std::vector<int32_t> values(const Tensor& t) {
   const int32_t* p = t.data<int32_t>();

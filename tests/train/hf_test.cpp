@@ -44,14 +44,7 @@ void save_model(const std::string& dir, const nn::GptConfig& cfg) {
   save_checkpoint(dir, *world, grid, model, nullptr, state);
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using weft::testing::error_of;
 
 std::set<std::string> listing(const std::string& dir) {
   std::set<std::string> out;
