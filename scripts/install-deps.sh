@@ -8,7 +8,11 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libdnnl-dev
   libopenmpi-dev openmpi-bin
-  libgtest-dev libbenchmark-dev
+  libprotobuf-dev protobuf-compiler
+  libcairo2-dev
+  libgtest-dev libbenchmark-dev libexpat1-dev
+  libfmt-dev
+  nlohmann-json3-dev
   fortunes
 )
 

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "weft/core/error.h"
+#include "weft/train/checkpoint_dir.h"
 #include "weft/train/hf_export.h"
 #include "weft/train/hf_files.h"
 #include "weft/train/safetensors.h"
@@ -201,7 +202,9 @@ weft::cli::Options inspect_options() {
       "global shape, split (dimension and blocks) and which file holds which slice.\n"
       "For a .safetensors file or a Hugging Face model directory (sharded or not): its\n"
       "metadata, tensors, dtypes and shapes, and the GPT-2 model shape when it is one.");
-  opts.positional("DIR|FILE", "a checkpoint directory, a .safetensors file or a model directory")
+  opts.positional("DIR|FILE",
+                  "a checkpoint directory (a --save directory: its latest), a .safetensors file "
+                  "or a Hugging Face model directory")
       .flag("json", "print one JSON object (for a directory: its index.json plus \"path\")");
   return opts;
 }
@@ -214,7 +217,7 @@ int inspect(const std::vector<std::string>& args) {
   return guarded([&] {
     WEFT_CHECK(fs::exists(path), "{} does not exist", path);
     if (fs::is_directory(path) && !weft::train::is_hf_directory(path)) {
-      inspect_dir(path, opts.flag_set("json"));
+      inspect_dir(weft::train::resolve_checkpoint(path), opts.flag_set("json"));
     } else {
       inspect_file(path, opts.flag_set("json"));
     }
@@ -235,7 +238,7 @@ weft::cli::Options export_cmd_options() {
       "AutoTokenizer.from_pretrained(OUT) and pipeline(\"text-generation\", model=OUT) work.\n"
       "Other files in OUT are left alone. OUT ending in .safetensors: that one file and\n"
       "nothing else. Every file is written to a temporary name and renamed.");
-  opts.positional("DIR", "a weft checkpoint directory")
+  opts.positional("DIR", "a weft checkpoint directory (a --save directory: its latest)")
       .positional("OUT", "a model directory to write, or a .safetensors file")
       .option("max-shard-size", "BYTES", "5G",
               "largest shard of a model directory (as save_pretrained's max_shard_size; 1K, 64M)");
@@ -251,7 +254,8 @@ int export_cmd(const std::vector<std::string>& args) {
   options.max_shard_bytes = opts.bytes("max-shard-size");
   WEFT_CHECK(options.max_shard_bytes > 0, "--max-shard-size must be positive");
   return guarded([&] {
-    for (const std::string& path : weft::train::export_hf(dir, out, options)) {
+    for (const std::string& path :
+         weft::train::export_hf(weft::train::resolve_checkpoint(dir), out, options)) {
       std::cout << "wrote " << path << "\n";
     }
     return 0;

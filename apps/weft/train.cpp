@@ -1,5 +1,6 @@
 // `weft train`: train a GPT with tensor and data parallelism.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include "weft/train/checkpoint.h"
 #include "weft/train/data.h"
 #include "weft/train/generate.h"
+#include "weft/train/stop_signal.h"
 #include "weft/train/trainer.h"
 
 namespace weft {
@@ -44,20 +46,34 @@ train::Json read_json_file(const std::string& path) {
   return train::parse_json(text.str(), path);
 }
 
+struct Resolved {
+  train::TrainConfig cfg{};
+  // "micro-batch 4, save ck": the settings taken from the resumed checkpoint
+  // that differ from the defaults (empty when none).
+  std::string from_checkpoint{};
+};
+
 // Settings, lowest precedence first: defaults, the checkpoint being resumed,
-// --config, the command line.
-train::TrainConfig resolve(const cli::Options& opts) {
-  train::TrainConfig cfg;
+// --config, the command line. Relative paths in --config resolve against its
+// directory, those in a checkpoint against the checkpoint's.
+Resolved resolve(const cli::Options& opts) {
+  Resolved out;
+  train::TrainConfig& cfg = out.cfg;
   train::Json file;
-  if (opts.given("config")) file = read_json_file(opts.str("config"));
+  if (opts.given("config")) {
+    const std::string path = opts.str("config");
+    file = train::resolve_paths(read_json_file(path),
+                                std::filesystem::path(path).parent_path().string());
+  }
   std::string resume;
   if (const train::Json* r = file.is_object() ? file.find("resume") : nullptr) {
     if (r->is_string()) resume = r->as_string();
   }
   if (opts.given("resume")) resume = opts.str("resume");
+  train::Json saved;
   if (!resume.empty()) {
-    train::apply_settings(cfg, train::resumable_settings(train::read_checkpoint_config(resume)),
-                          "checkpoint " + resume);
+    saved = train::resumable_settings(train::read_checkpoint_config(resume));
+    train::apply_settings(cfg, saved, "checkpoint " + resume);
   }
   std::string init;
   if (const train::Json* i = file.is_object() ? file.find("init") : nullptr) {
@@ -83,7 +99,25 @@ train::TrainConfig resolve(const cli::Options& opts) {
     const auto format = train::data_format(cfg.data);
     if (format != train::TokenData::Format::text) cfg.vocab = train::tokenizer_vocab(format);
   }
-  return cfg;
+  cfg.overwrite = opts.flag_set("overwrite");
+  cfg.reset_schedule = opts.flag_set("reset-schedule");
+  if (saved.is_object()) {
+    const train::Json defaults = train::TrainConfig().to_json();
+    for (const auto& [key, value] : saved.as_object()) {
+      bool overridden = opts.given(key);
+      if (file.is_object()) {
+        for (const auto& [name, v] : file.as_object())
+          overridden |= train::canonical_key(name) == key;
+      }
+      if (overridden || defaults.at(key) == value) continue;
+      const std::string text = value.is_string()    ? value.as_string()
+                               : value.is_integer() ? value.dump()
+                               : value.is_number()  ? num("%.6g", value.as_double())
+                                                    : value.dump();
+      out.from_checkpoint += (out.from_checkpoint.empty() ? "" : ", ") + key + " " + text;
+    }
+  }
+  return out;
 }
 
 void progress(std::ostream& out, const train::StepReport& r, int64_t log_every) {
@@ -111,11 +145,21 @@ cli::Options train_command_options() {
       "Multi-process: `mpirun -np N weft train --tp T` (the mpi backend; dp = N / T).\n"
       "--config FILE reads a JSON object whose keys are these option names; options on the\n"
       "command line override it. --resume DIR continues a checkpoint with its settings\n"
-      "(any TP/DP layout; bitwise-identical when the layout is the same).");
+      "(--save, --save-every and --metrics included; any TP/DP layout; bitwise-identical\n"
+      "when the layout is the same). --save DIR keeps step-NNNNNN checkpoints and a `latest`\n"
+      "pointer; running the same command again resumes from it. Ctrl-C or SIGTERM stops\n"
+      "after the current step with a checkpoint (exit status 130 / 143); a second Ctrl-C\n"
+      "stops at once.");
   for (const train::ConfigKey& k : train::train_config_keys()) {
     opts.option(k.name, k.metavar, k.fallback, k.help);
   }
   opts.option("config", "FILE", "none", "JSON file of settings (keys as the options above)")
+      .flag("overwrite",
+            "start afresh even when --save holds a checkpoint (of this or another run); its "
+            "checkpoints go when this run writes its first")
+      .flag("reset-schedule",
+            "resuming with another --steps: spread the learning-rate schedule over the new "
+            "--steps (default: keep the saved run's)")
       .flag("json", "print the summary as one JSON object (progress goes to stderr)");
   return opts;
 }
@@ -124,15 +168,23 @@ int train_command(const std::vector<std::string>& args) {
   cli::Options opts = train_command_options();
   opts.parse(args);
   const bool json = opts.flag_set("json");
-  const train::TrainConfig cfg = resolve(opts);
+  const Resolved resolved = resolve(opts);
+  const train::TrainConfig& cfg = resolved.cfg;
   std::ostream& log = json ? std::cerr : std::cout;
 
   train::TrainCallbacks cb;
-  cb.on_start = [&](const std::string& text) { log << text << std::endl; };
+  cb.on_start = [&](const std::string& text) {
+    log << text << std::endl;
+    if (!resolved.from_checkpoint.empty()) {
+      log << "from checkpoint " << cfg.resume << ": " << resolved.from_checkpoint << std::endl;
+    }
+  };
   cb.on_note = [&](const std::string& text) { log << text << std::endl; };
   cb.on_step = [&](const train::StepReport& r) { progress(log, r, cfg.log_every); };
   const train::TrainSummary s = train::run_training(cfg, cb);
-  if (!s.reporter) return 0;  // another rank of an mpirun job reports
+  // 128 + the signal, as a shell reports a process the signal ended.
+  const int status = s.stop_signal ? 128 + s.stop_signal : 0;
+  if (!s.reporter) return status;  // another rank of an mpirun job reports
 
   if (json) {
     train::Json out = train::Json::object();
@@ -146,9 +198,12 @@ int train_command(const std::vector<std::string>& args) {
     train::Json ids = train::Json::array();
     for (int32_t id : s.sample_ids) ids.push_back(id);
     out["sample_ids"] = std::move(ids);
+    out["stopped_by"] =
+        s.stop_signal ? train::Json(train::signal_name(s.stop_signal)) : train::Json();
     std::cout << out.dump() << std::endl;
-    return 0;
+    return status;
   }
+  if (s.stop_signal) return status;
   std::cout << "done: " << (s.steps - s.first_step) << " steps in " << clock_time(s.seconds) << " ("
             << rate(s.tokens_per_s) << " tokens/s)";
   if (s.first_val_loss && s.final_val_loss) {

@@ -1,12 +1,17 @@
 # Bad inputs for the CLI tests, made in DIR from the checkpoint DIR/ck that
-# apps_train_short wrote: an empty and a too-short data file, a checkpoint
-# with a truncated tensor file and one with a corrupted index; and the SHA-256
-# of every file of the three checkpoints (checkpoints.sha256).
+# apps_train_short wrote: an empty and a too-short data file, an empty --save
+# directory, a checkpoint with a truncated tensor file and one with a
+# corrupted index; and the SHA-256 of every file of the checkpoints
+# (checkpoints.sha256). The copies have the layout of an older weft, the
+# checkpoint directly in its directory (DIR/legacy: an intact one).
 file(WRITE "${DIR}/empty.txt" "")
 file(WRITE "${DIR}/short.txt" "too short\n")
-foreach(bad truncated corrupted)
+file(REMOVE_RECURSE "${DIR}/empty-ck")
+file(MAKE_DIRECTORY "${DIR}/empty-ck")
+file(STRINGS "${DIR}/ck/latest" latest LIMIT_COUNT 1)
+foreach(bad truncated corrupted legacy)
   file(REMOVE_RECURSE "${DIR}/${bad}")
-  file(COPY "${DIR}/ck/" DESTINATION "${DIR}/${bad}")
+  file(COPY "${DIR}/ck/${latest}/" DESTINATION "${DIR}/${bad}")
 endforeach()
 execute_process(COMMAND truncate -s 4000 "${DIR}/truncated/model-rank0.safetensors"
                 RESULT_VARIABLE rc)

@@ -1,9 +1,9 @@
 # checkpoint_manifest(VAR): one line "<sha256>  <path>" for every file under
-# DIR/ck, DIR/truncated and DIR/corrupted (fixtures.cmake records it,
+# DIR/ck, DIR/truncated, DIR/corrupted and DIR/legacy (fixtures.cmake records it,
 # untouched.cmake compares).
 function(checkpoint_manifest var)
   set(manifest "")
-  foreach(ck ck truncated corrupted)
+  foreach(ck ck truncated corrupted legacy)
     file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE "${DIR}" "${DIR}/${ck}/*")
     if(NOT files)
       message(FATAL_ERROR "${DIR}/${ck} holds no files")

@@ -18,10 +18,11 @@ function(expect_lines file n)
 endfunction()
 run_ok(WORKING_DIRECTORY ${DIR} COMMAND ${run} --metrics straight.jsonl EXPECT "\ndone: 8 steps")
 run_ok(WORKING_DIRECTORY ${DIR} COMMAND ${run} --stop-at 4 --save rb --metrics resumed.jsonl
-     EXPECT "\nstep 4: checkpoint written to rb\ndone: 4 steps")
+     EXPECT "\nstep 4: checkpoint written to rb/step-000004\ndone: 4 steps")
 expect_lines(resumed.jsonl 4)
-run_ok(WORKING_DIRECTORY ${DIR} COMMAND ${WEFT} train --resume rb --metrics resumed.jsonl
-     EXPECT "\nresumed from rb at step 4\n.*\ndone: 4 steps")
+# --resume alone: the saved run's settings, its --save and --metrics included.
+run_ok(WORKING_DIRECTORY ${DIR} COMMAND ${WEFT} train --resume rb
+     EXPECT "\nfrom checkpoint rb: dropout 0.1, steps 8, micro-batch 4, save rb, eval-every 0, metrics resumed.jsonl, log-every 0, sample-tokens 0\nresumed from rb at step 4\n.*\nstep 8: checkpoint written to rb/step-000008\ndone: 4 steps")
 expect_lines(resumed.jsonl 8)
 function(losses file out)
   file(STRINGS "${DIR}/${file}" lines)

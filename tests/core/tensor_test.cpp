@@ -106,6 +106,14 @@ TEST(Error, FormatPrintsVectorsAsLists) {
   EXPECT_EQ(format("{}", std::vector<std::vector<int>>{{0, 1}, {2, 3}}), "[[0,1],[2,3]]");
 }
 
+// fmt's syntax (the format string is checked against the arguments when
+// compiled: a stray "{" or a missing argument does not build) and weft's types.
+TEST(Error, FormatTakesFmtSpecsAndWeftTypes) {
+  EXPECT_EQ(format("loss {:.4f}, {:>5}|{:<3}|", 3.14159, "ab", 7), "loss 3.1416,    ab|7  |");
+  EXPECT_EQ(format("{} on {}", Shape{2, 3}, Device::cpu()), "[2, 3] on cpu");
+  EXPECT_EQ(format("{{literal}} {}", 1), "{literal} 1");
+}
+
 TEST(Memory, CountsLiveAndPeakPerTag) {
   MemoryTracker tracker;
   ScopedMemoryTracker scope(tracker);

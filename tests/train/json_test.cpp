@@ -2,12 +2,25 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 
 namespace weft::train {
 namespace {
+
+// The message of the error parsing `text` throws, or "" when it parses.
+std::string error_text(std::string_view text) {
+  try {
+    parse_json(text, "t.json");
+  } catch (const JsonError& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // The byte offset a parse error reports, or npos when the text parses.
 size_t error_offset(std::string_view text) {
@@ -133,7 +146,219 @@ TEST(Json, RefusesToWriteInvalidUtf8) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "cannot write a string with invalid UTF-8 at byte 2 as JSON");
   }
-  EXPECT_THROW(Json("\xe2\x82").dump(), Error);  // truncated sequence
+  try {
+    Json("\xe2\x82").dump();  // truncated sequence
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "cannot write a string that ends inside a UTF-8 character as JSON");
+  }
+}
+
+// What the safetensors format and weft's files rely on, each with its exact
+// message: nlohmann-json alone accepts several of these texts.
+TEST(Json, StrictWhereNlohmannIsLenient) {
+  EXPECT_EQ(error_text(R"({"a":{},"b":1,"a":{}})"),
+            "t.json: invalid JSON at byte 14: duplicate key \"a\"");
+  EXPECT_EQ(error_text(R"({"k\"\\":1,"k\"\\":2})"),
+            "t.json: invalid JSON at byte 11: duplicate key \"k\"\\\"");
+  std::string many = "{";
+  for (int i = 0; i < 100; ++i) many += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
+  EXPECT_EQ(error_text(many + "\"k7\":0}"),
+            format("t.json: invalid JSON at byte {}: duplicate key \"k7\"", many.size()));
+  EXPECT_EQ(parse_json(many + "\"k100\":0}").size(), 101u);
+
+  const std::string deep = std::string(Json::kMaxDepth, '[') + std::string(Json::kMaxDepth, ']');
+  EXPECT_EQ(parse_json(deep).dump(), deep);
+  EXPECT_EQ(error_text("{\"a\":" + std::string(Json::kMaxDepth, '[')),
+            "t.json: invalid JSON at byte 132: nesting deeper than 128 levels");
+
+  EXPECT_EQ(error_text("[NaN]"),
+            "t.json: invalid JSON at byte 1: unexpected character 'N' where a value was expected");
+  EXPECT_EQ(error_text(R"({"x": Infinity})"),
+            "t.json: invalid JSON at byte 6: unexpected character 'I' where a value was expected");
+  EXPECT_EQ(error_text("[-Infinity]"), "t.json: invalid JSON at byte 2: expected a digit");
+  EXPECT_EQ(error_text("[1e400]"), "t.json: invalid JSON at byte 1: number out of range");
+  EXPECT_EQ(error_text("[-1e-400]"), "t.json: invalid JSON at byte 1: number out of range");
+  EXPECT_EQ(parse_json("[0e-400]").at(0).as_double(), 0.0);
+
+  EXPECT_EQ(error_text("{} {}"),
+            "t.json: invalid JSON at byte 3: unexpected text after the JSON value");
+  EXPECT_EQ(error_text("[1] x"),
+            "t.json: invalid JSON at byte 4: unexpected text after the JSON value");
+  EXPECT_EQ(error_text(std::string("{}\0{}", 5)),
+            "t.json: invalid JSON at byte 2: unexpected text after the JSON value");
+  EXPECT_EQ(error_text(std::string("[1,\0]", 5)),
+            "t.json: invalid JSON at byte 3: unexpected byte 0x00 where a value was expected");
+  EXPECT_EQ(error_text("\xef\xbb\xbf{}"),  // a byte order mark
+            "t.json: invalid JSON at byte 0: unexpected byte 0xef where a value was expected");
+
+  EXPECT_EQ(error_text("[-01]"),
+            "t.json: invalid JSON at byte 2: leading zeros are not allowed in numbers");
+  EXPECT_EQ(error_text("[00]"),
+            "t.json: invalid JSON at byte 1: leading zeros are not allowed in numbers");
+  EXPECT_EQ(error_text("[1, 00"),
+            "t.json: invalid JSON at byte 4: leading zeros are not allowed in numbers");
+
+  // Integers: exact within int64, doubles beyond (as a bigger integer has no
+  // exact JSON integer here), out of range beyond a double.
+  Json big = parse_json("[18446744073709551615, 18446744073709551616, -9223372036854775809]");
+  EXPECT_FALSE(big.at(0).is_integer());
+  EXPECT_EQ(big.at(0).as_double(), 18446744073709551616.0);
+  EXPECT_EQ(big.at(1).as_double(), 18446744073709551616.0);
+  EXPECT_EQ(big.at(2).as_double(), -9223372036854775808.0);
+  EXPECT_EQ(error_text("[1" + std::string(400, '0') + "]"),
+            "t.json: invalid JSON at byte 1: number out of range");
+
+  EXPECT_EQ(error_text("[\"ab\xff\"]"),
+            "t.json: invalid JSON at byte 4: invalid UTF-8 in a string");
+  EXPECT_EQ(error_text("[\"\xe2\x82\"]"),
+            "t.json: invalid JSON at byte 2: invalid UTF-8 in a string");
+  EXPECT_EQ(error_text("[\"\xc3\xa9\x80\"]"),
+            "t.json: invalid JSON at byte 4: invalid UTF-8 in a string");
+  EXPECT_EQ(error_text("[\"\xed\xa0\x80\"]"),  // a UTF-8 encoded surrogate
+            "t.json: invalid JSON at byte 2: invalid UTF-8 in a string");
+  EXPECT_EQ(error_text("[\"\xf4\x90\x80\x80\"]"),  // beyond U+10FFFF
+            "t.json: invalid JSON at byte 2: invalid UTF-8 in a string");
+}
+
+TEST(Json, ErrorMessagesSayWhatWasExpected) {
+  EXPECT_EQ(error_text(""),
+            "t.json: invalid JSON at byte 0: the text ends where a value was expected");
+  EXPECT_EQ(error_text("{"), "t.json: invalid JSON at byte 1: the text ends inside an object");
+  EXPECT_EQ(error_text(R"({"a")"),
+            "t.json: invalid JSON at byte 4: the text ends where ':' after an object key was "
+            "expected");
+  EXPECT_EQ(error_text(R"({"a":1)"),
+            "t.json: invalid JSON at byte 6: the text ends where ',' or '}' in an object was "
+            "expected");
+  EXPECT_EQ(error_text(R"({"a":1 "b":2})"),
+            "t.json: invalid JSON at byte 7: expected ',' or '}' in an object");
+  EXPECT_EQ(error_text("[1 2]"), "t.json: invalid JSON at byte 3: expected ',' or ']' in an array");
+  EXPECT_EQ(error_text("[1,]"),
+            "t.json: invalid JSON at byte 3: unexpected character ']' where a value was expected");
+  EXPECT_EQ(error_text("{,}"), "t.json: invalid JSON at byte 1: expected a string key");
+  EXPECT_EQ(error_text("{1:2}"), "t.json: invalid JSON at byte 1: expected a string key");
+  EXPECT_EQ(error_text("[tru]"), "t.json: invalid JSON at byte 1: expected 'true'");
+  EXPECT_EQ(error_text("[1.]"),
+            "t.json: invalid JSON at byte 3: expected a digit after the decimal point");
+  EXPECT_EQ(error_text("[1e+]"),
+            "t.json: invalid JSON at byte 4: expected a digit in the exponent");
+  EXPECT_EQ(error_text(R"({"a\q":1})"),
+            "t.json: invalid JSON at byte 4: invalid escape '\\q' in a string");
+  EXPECT_EQ(error_text("[\"a\tb\"]"),
+            "t.json: invalid JSON at byte 3: unescaped control character in a string");
+  EXPECT_EQ(error_text(R"(["ab)"), "t.json: invalid JSON at byte 4: the text ends inside a string");
+  EXPECT_EQ(error_text(R"(["\u12x4"])"),
+            "t.json: invalid JSON at byte 6: expected 4 hex digits after \\u");
+  EXPECT_EQ(error_text(R"(["\u12)"),
+            "t.json: invalid JSON at byte 6: the text ends inside a \\u escape");
+  EXPECT_EQ(error_text(R"(["\udc00"])"),
+            "t.json: invalid JSON at byte 2: unpaired low surrogate in \\u escape");
+  for (const char* text :
+       {R"(["x\ud800"])", R"(["x\ud800\n"])", R"(["x\ud800\u0041"])", R"(["x\ud800\ud800"])"}) {
+    EXPECT_EQ(error_text(text),
+              "t.json: invalid JSON at byte 3: high surrogate in \\u escape without its low "
+              "surrogate")
+        << text;
+  }
+}
+
+// A random JSON value: every type, integers over all of int64, doubles from
+// random bits (subnormals and extremes included), strings with escapes,
+// control characters and multi-byte UTF-8, nesting a few levels deep.
+Json random_json(std::mt19937_64& rng, int depth) {
+  auto pick = [&](uint64_t n) { return rng() % n; };
+  const uint64_t kind = pick(depth >= 4 ? 5 : 7);
+  switch (kind) {
+    case 0: return Json();
+    case 1: return Json(pick(2) == 1);
+    case 2: {
+      const uint64_t bits = rng();
+      return Json(static_cast<int64_t>(pick(2) ? bits : bits % 1000) - (pick(2) ? 500 : 0));
+    }
+    case 3: {
+      double d;
+      do {
+        d = std::bit_cast<double>(rng());
+      } while (!std::isfinite(d));
+      const double simple[] = {0.0, -0.0, 2.0, 0.1, 1e15, 1e16, 1e-5, 123.456, 5e-324};
+      return Json(pick(3) == 0 ? simple[pick(std::size(simple))] : d);
+    }
+    case 4: {
+      static const char* pieces[] = {"a",
+                                     "Z",
+                                     " ",
+                                     "\"",
+                                     "\\",
+                                     "/",
+                                     "\n",
+                                     "\t",
+                                     "\x01",
+                                     "\x1f",
+                                     "\x7f",
+                                     "\xc3\xa9",
+                                     "\xe2\x82\xac",
+                                     "\xf0\x9f\x98\x80",
+                                     "\xef\xbf\xbf",
+                                     "\xf4\x8f\xbf\xbf",
+                                     "u0041",
+                                     "0"};
+      std::string s;
+      for (uint64_t i = pick(12); i > 0; --i) s += pieces[pick(std::size(pieces))];
+      return Json(s);
+    }
+    case 5: {
+      Json a = Json::array();
+      for (uint64_t i = pick(6); i > 0; --i) a.push_back(random_json(rng, depth + 1));
+      return a;
+    }
+    default: {
+      Json o = Json::object();
+      for (uint64_t i = pick(6); i > 0; --i)
+        o[format("k{}-{}", i, pick(3))] = random_json(rng, depth + 1);
+      return o;
+    }
+  }
+}
+
+TEST(Json, RandomValuesRoundTrip) {
+  std::mt19937_64 rng(20261124);
+  int containers = 0;
+  for (int i = 0; i < 400; ++i) {
+    const Json v = random_json(rng, 0);
+    containers += v.is_array() || v.is_object();
+    for (int indent : {-1, 2}) {
+      const std::string text = v.dump(indent);
+      const Json again = parse_json(text);
+      EXPECT_EQ(again, v) << text;
+      // Same types too (== takes 2 and 2.0 for equal): the text is the same.
+      EXPECT_EQ(again.dump(indent), text);
+    }
+  }
+  EXPECT_GT(containers, 100);
+}
+
+TEST(Json, WritesDoublesSoTheyReadBackExactly) {
+  EXPECT_EQ(Json(2.0).dump(), "2.0");
+  EXPECT_EQ(Json(-0.0).dump(), "-0.0");
+  EXPECT_EQ(Json(0.1).dump(), "0.1");
+  EXPECT_EQ(Json(1e-5).dump(), "1e-05");
+  EXPECT_EQ(Json(5e-324).dump(), "5e-324");
+  EXPECT_EQ(Json(std::numeric_limits<double>::max()).dump(), "1.7976931348623157e+308");
+  EXPECT_EQ(Json(int64_t{-9223372036854775807 - 1}).dump(), "-9223372036854775808");
+  try {
+    Json::Array a{Json(1.0), Json(std::numeric_limits<double>::quiet_NaN())};
+    Json(a).dump();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "cannot write nan as JSON: JSON has no NaN or Infinity");
+  }
+  try {
+    Json(-std::numeric_limits<double>::infinity()).dump(2);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "cannot write -inf as JSON: JSON has no NaN or Infinity");
+  }
 }
 
 }  // namespace

@@ -164,7 +164,7 @@ TEST_F(TrainerTest, DataParallelEqualsOneRankWithTheWholeBatch) {
   two.bucket_mb = 0.01;  // several buckets, issued during backward
   RunResult a = run(one, data_, 1), b = run(two, data_, 2);
   EXPECT_LT(a.losses.back(), a.losses.front());
-  expect_close(a, b, one.lr);
+  expect_close(a, b, one.lr_value());
 }
 
 TEST_F(TrainerTest, TensorAndDataParallelEqualOneRank) {
@@ -173,7 +173,7 @@ TEST_F(TrainerTest, TensorAndDataParallelEqualOneRank) {
   TrainConfig grid = tiny_config();
   grid.tp = 2;
   grid.micro_batch = 4;
-  expect_close(run(one, data_, 1), run(grid, data_, 2), one.lr);
+  expect_close(run(one, data_, 1), run(grid, data_, 2), one.lr_value());
 }
 
 TEST_F(TrainerTest, SequenceParallelModesEqualOneRank) {
@@ -183,7 +183,7 @@ TEST_F(TrainerTest, SequenceParallelModesEqualOneRank) {
     c.tp = 2;
     c.sp = sp;
     SCOPED_TRACE(nn::sequence_parallel_name(sp));
-    expect_close(run(one, data_, 1), run(c, data_, 1), one.lr);
+    expect_close(run(one, data_, 1), run(c, data_, 1), one.lr_value());
   }
 }
 
@@ -193,7 +193,7 @@ TEST_F(TrainerTest, GradientAccumulationEqualsOneLargeBatch) {
   TrainConfig accum = tiny_config();
   accum.micro_batch = 4;
   accum.grad_accum = 2;
-  expect_close(run(big, data_, 1), run(accum, data_, 1), big.lr);
+  expect_close(run(big, data_, 1), run(accum, data_, 1), big.lr_value());
 }
 
 // Accumulation with data parallelism: only the last microbatch synchronizes,
@@ -205,7 +205,7 @@ TEST_F(TrainerTest, GradientAccumulationWithDataParallelism) {
   dp_accum.micro_batch = 2;
   dp_accum.grad_accum = 2;
   dp_accum.bucket_mb = 0.01;
-  expect_close(run(one, data_, 1), run(dp_accum, data_, 2), one.lr);
+  expect_close(run(one, data_, 1), run(dp_accum, data_, 2), one.lr_value());
 }
 
 TEST_F(TrainerTest, SameSeedGivesBitwiseSameLosses) {
@@ -367,17 +367,43 @@ TEST(TrainConfigTest, SettingsLayerAndNameTheBadKey) {
   EXPECT_THROW(apply_settings(c, parse_json(R"({"steps": "ten"})"), ""), Error);
   EXPECT_THROW(apply_settings(c, parse_json(R"({"lr": -1})"), ""), Error);
 
-  // A checkpoint's settings round-trip, without the per-run layout and paths.
+  // A checkpoint's settings round-trip without those of one invocation (how
+  // the world was started, --resume, --init, --stop-at); the TP layout and
+  // where it saves and logs carry over.
   c.tp = 4;
+  c.dp = 2;
+  c.backend = "mpi";
+  c.stop_at = 5;
+  c.init = "weights.safetensors";
   c.save = "out";
+  c.save_every = 7;
+  c.metrics = "m.jsonl";
   TrainConfig d;
   apply_settings(d, resumable_settings(c.to_json()), "checkpoint");
   EXPECT_EQ(d.to_json().dump(), [&] {
     TrainConfig e = c;
-    e.tp = TrainConfig{}.tp;
-    e.save.clear();
+    e.dp = TrainConfig{}.dp;
+    e.backend = TrainConfig{}.backend;
+    e.stop_at = 0;
+    e.init.clear();
     return e.to_json().dump();
   }());
+}
+
+TEST(TrainConfigTest, RelativePathsResolveAgainstTheirFile) {
+  const Json settings =
+      parse_json(R"({"data": "d.txt", "save": "../ck", "metrics": "/abs/m.jsonl", "lr": "1"})");
+  const Json resolved = resolve_paths(settings, "runs/a");
+  EXPECT_EQ(resolved.at("data").as_string(), "runs/a/d.txt");
+  EXPECT_EQ(resolved.at("save").as_string(), "runs/ck");
+  EXPECT_EQ(resolved.at("metrics").as_string(), "/abs/m.jsonl");
+  EXPECT_EQ(resolved.at("lr").as_string(), "1");
+  // What a checkpoint in runs/ck/step-000004 stores reads back as given.
+  const Json stored = relative_paths(settings, "runs/ck/step-000004");
+  EXPECT_EQ(stored.at("data").as_string(), "../../../d.txt");
+  EXPECT_EQ(stored.at("save").as_string(), "../../../../ck");
+  EXPECT_EQ(resolve_paths(stored, "runs/ck/step-000004").at("data").as_string(), "d.txt");
+  EXPECT_EQ(resolve_paths(stored, "runs/ck/step-000004").at("save").as_string(), "../ck");
 }
 
 TEST(TrainConfigTest, ValidationNamesTheOption) {

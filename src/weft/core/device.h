@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "weft/core/error.h"
+
 namespace weft {
 
 struct Device {
@@ -26,3 +28,6 @@ struct Device {
 inline std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
 
 }  // namespace weft
+
+template <>
+struct fmt::formatter<weft::Device> : weft::StrFormatter<weft::Device> {};

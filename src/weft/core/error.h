@@ -5,7 +5,8 @@
 // alone and exit with status 2.
 #pragma once
 
-#include <sstream>
+#include <fmt/core.h>
+
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -25,53 +26,43 @@ class Error : public std::runtime_error {
   std::string where_;
 };
 
-namespace detail {
-
-template <typename T>
-void put(std::ostringstream& out, const T& value) {
-  out << value;
-}
-
-// A vector prints as "[1,2,3]": rank lists in messages and JSON.
-template <typename T>
-void put(std::ostringstream& out, const std::vector<T>& values) {
-  out << '[';
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i) out << ',';
-    put(out, values[i]);
-  }
-  out << ']';
-}
-
-inline void format_into(std::ostringstream& out, std::string_view fmt) { out << fmt; }
-
-template <typename T, typename... Rest>
-void format_into(std::ostringstream& out, std::string_view fmt, const T& value,
-                 const Rest&... rest) {
-  size_t pos = fmt.find("{}");
-  if (pos == std::string_view::npos) {
-    out << fmt;
-    return;
-  }
-  out << fmt.substr(0, pos);
-  put(out, value);
-  format_into(out, fmt.substr(pos + 2), rest...);
-}
-
-}  // namespace detail
-
-// Replaces each "{}" in fmt with the next value, streamed with operator<<
-// (a std::vector as "[a,b,c]").
+// Formats with fmt, the format string checked against the arguments at
+// compile time: "{}" for any value, "{:.4f}" and the rest of fmt's syntax.
+// A std::vector prints as "[1,2,3]" (rank lists in messages and JSON).
 template <typename... Args>
-std::string format(std::string_view fmt, const Args&... args) {
-  std::ostringstream out;
-  detail::format_into(out, fmt, args...);
-  return out.str();
+std::string format(fmt::format_string<Args...> fmt, Args&&... args) {
+  return fmt::format(fmt, std::forward<Args>(args)...);
 }
 
 [[noreturn]] void throw_error(const char* file, int line, std::string message);
 
 }  // namespace weft
+
+namespace weft {
+// A formatter for types with a str() method (Shape, Device): "{}" prints
+// str(). (Only fmt/core.h here: it keeps this header light.)
+template <typename T>
+struct StrFormatter {
+  constexpr auto parse(fmt::format_parse_context& ctx) { return ctx.begin(); }
+  template <typename Context>
+  auto format(const T& value, Context& ctx) const {
+    return fmt::format_to(ctx.out(), "{}", value.str());
+  }
+};
+}  // namespace weft
+
+template <typename T>
+struct fmt::formatter<std::vector<T>> {
+  constexpr auto parse(fmt::format_parse_context& ctx) { return ctx.begin(); }
+  template <typename Context>
+  auto format(const std::vector<T>& values, Context& ctx) const {
+    auto out = fmt::format_to(ctx.out(), "[");
+    for (size_t i = 0; i < values.size(); ++i) {
+      out = i ? fmt::format_to(out, ",{}", values[i]) : fmt::format_to(out, "{}", values[i]);
+    }
+    return fmt::format_to(out, "]");
+  }
+};
 
 #define WEFT_CHECK(cond, ...)                                               \
   do {                                                                      \

@@ -141,3 +141,6 @@ class Tensor {
 };
 
 }  // namespace weft
+
+template <>
+struct fmt::formatter<weft::Shape> : weft::StrFormatter<weft::Shape> {};

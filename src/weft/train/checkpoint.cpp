@@ -15,6 +15,8 @@
 #include <iostream>
 #include <random>
 
+#include "weft/train/checkpoint_dir.h"
+#include "weft/train/config.h"
 #include "weft/train/hf_export.h"
 #include "weft/train/hf_files.h"
 
@@ -436,7 +438,8 @@ TrainState load_checkpoint(const std::string& dir, comm::ProcessGroup& world,
   return state;
 }
 
-Json read_checkpoint_config(const std::string& dir_or_file) {
+Json read_checkpoint_config(const std::string& path) {
+  const std::string dir_or_file = resolve_checkpoint(path);
   fs::path p(dir_or_file);
   if (fs::is_regular_file(p) && p.filename() == "index.json") p = p.parent_path();
   if (fs::is_directory(p) && !is_hf_directory(p.string())) {
@@ -450,6 +453,9 @@ Json read_checkpoint_config(const std::string& dir_or_file) {
         config[config.find(dashed) ? dashed : key] = value;
       }
     }
+    const Json* paths = config.find(kPathsKey);
+    if (paths && *paths == Json(kPathsRelativeToCheckpoint))
+      config = resolve_paths(config, p.string());
     return config;
   }
   WEFT_CHECK(fs::exists(p),

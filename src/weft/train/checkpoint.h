@@ -75,9 +75,11 @@ TrainState load_checkpoint(const std::string& dir, comm::ProcessGroup& world,
 
 // The config saved with a checkpoint directory (TrainState::config) with the
 // model shape keys of model_shape_json() set from the saved model (where the
-// config spells a key with dashes, "vocab-pad", that key is set); for a
-// .safetensors file, hf_config(file). Reads no tensor.
-Json read_checkpoint_config(const std::string& dir_or_file);
+// config spells a key with dashes, "vocab-pad", that key is set) and its
+// relative paths resolved against the checkpoint directory; for a
+// .safetensors file, hf_config(file). `path` may name a --save directory
+// (its latest checkpoint, checkpoint_dir.h). Reads no tensor.
+Json read_checkpoint_config(const std::string& path);
 
 // {"vocab", "seq", "layers", "width", "heads", "vocab_pad"} of a GPT config:
 // the model shape as checkpoints and configs spell it.

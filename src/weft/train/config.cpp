@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <functional>
+#include <optional>
 
 namespace weft::train {
 
@@ -76,6 +78,18 @@ struct KeyDef {
   Getter get;
 };
 
+// What a preset trains with when the options do not say: the peak learning
+// rate, and the longest default warmup (llm.c's 700 steps for GPT-2 124M).
+struct PresetSchedule {
+  double lr;
+  int64_t max_warmup;
+};
+
+PresetSchedule preset_schedule(const std::string& preset) {
+  if (preset == "gpt2-124m") return {6e-4, 700};
+  return {6e-3, 100};
+}
+
 void apply_preset(TrainConfig& c, const std::string& name) {
   nn::GptConfig p = nn::gpt_preset(name);
   c.preset = name;
@@ -104,6 +118,32 @@ KeyDef number_key(ConfigKey key, T TrainConfig::*m) {
             c.*m = static_cast<T>(non_negative(to_double(v, w), w));
           },
           [m](const TrainConfig& c) { return Json(static_cast<double>(c.*m)); }};
+}
+
+// A key that may be unset (null: the default its help text names), an
+// integer with a lower bound or a non-negative number.
+KeyDef optional_int_key(ConfigKey key, std::optional<int64_t> TrainConfig::*m, int64_t lo) {
+  return {std::move(key),
+          [m, lo](TrainConfig& c, const Json& v, const Where& w) {
+            if (v.is_null()) {
+              (c.*m).reset();
+            } else {
+              c.*m = at_least(to_int(v, w), lo, w);
+            }
+          },
+          [m](const TrainConfig& c) { return c.*m ? Json(*(c.*m)) : Json(nullptr); }};
+}
+
+KeyDef optional_number_key(ConfigKey key, std::optional<double> TrainConfig::*m) {
+  return {std::move(key),
+          [m](TrainConfig& c, const Json& v, const Where& w) {
+            if (v.is_null()) {
+              (c.*m).reset();
+            } else {
+              c.*m = non_negative(to_double(v, w), w);
+            }
+          },
+          [m](const TrainConfig& c) { return c.*m ? Json(*(c.*m)) : Json(nullptr); }};
 }
 
 KeyDef string_key(ConfigKey key, std::string TrainConfig::*m) {
@@ -185,25 +225,27 @@ const std::vector<KeyDef>& key_defs() {
                 &TrainConfig::micro_batch, 1));
     d.push_back(int_key({"grad-accum", "N", "", "micro-batches accumulated per optimizer step"},
                         &TrainConfig::grad_accum, 1));
-    d.push_back(number_key({"lr", "LR", "", "peak learning rate"}, &TrainConfig::lr));
-    d.push_back({{"min-lr", "LR", "lr/10", "learning rate at the end of the cosine decay"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
-                   if (v.is_null()) {
-                     c.min_lr.reset();
-                   } else {
-                     c.min_lr = non_negative(to_double(v, w), w);
-                   }
-                 },
-                 [](const TrainConfig& c) { return c.min_lr ? Json(*c.min_lr) : Json(nullptr); }});
-    d.push_back({{"warmup", "N", "steps/20", "steps of linear learning-rate warmup"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
-                   if (v.is_null()) {
-                     c.warmup.reset();
-                   } else {
-                     c.warmup = at_least(to_int(v, w), 0, w);
-                   }
-                 },
-                 [](const TrainConfig& c) { return c.warmup ? Json(*c.warmup) : Json(nullptr); }});
+    d.push_back(optional_int_key(
+        {"global-batch", "N", "none",
+         "sequences per optimizer step, kept when the layout changes: the micro-batch becomes "
+         "N / (dp x --grad-accum) (overriding --micro-batch), so a run resumed at another --dp "
+         "sees the same batches"},
+        &TrainConfig::global_batch, 1));
+    d.push_back(optional_number_key(
+        {"lr", "LR", "preset", "peak learning rate (tiny 6e-3, gpt2-124m 6e-4 as llm.c)"},
+        &TrainConfig::lr));
+    d.push_back(optional_number_key(
+        {"min-lr", "LR", "lr/10", "learning rate at the end of the cosine decay"},
+        &TrainConfig::min_lr));
+    d.push_back(optional_int_key({"schedule-steps", "N", "steps",
+                                  "steps the learning-rate schedule spans (a resumed run keeps "
+                                  "its saved one unless --reset-schedule)"},
+                                 &TrainConfig::schedule_steps, 1));
+    d.push_back(optional_int_key(
+        {"warmup", "N", "preset",
+         "steps of linear learning-rate warmup (default: half the schedule, at most 100 for "
+         "tiny and 700 for gpt2-124m, as llm.c)"},
+        &TrainConfig::warmup, 0));
     d.push_back(number_key({"weight-decay", "WD", "", "AdamW weight decay (2-D weights only)"},
                            &TrainConfig::weight_decay));
     d.push_back(number_key({"grad-clip", "NORM", "", "clip the global gradient norm (0: off)"},
@@ -213,14 +255,19 @@ const std::vector<KeyDef>& key_defs() {
                    c.seed = static_cast<uint64_t>(at_least(to_int(v, w), 0, w));
                  },
                  [](const TrainConfig& c) { return Json(c.seed); }});
-    d.push_back(string_key({"save", "DIR", "none", "write a checkpoint to DIR at the end"},
+    d.push_back(string_key({"save", "DIR", "none",
+                            "checkpoint to DIR/step-NNNNNN at the end (and on SIGINT/SIGTERM); "
+                            "a rerun resumes the checkpoint of the same run there"},
                            &TrainConfig::save));
     d.push_back(
         int_key({"save-every", "N", "", "also checkpoint every N steps (0: only at the end)"},
                 &TrainConfig::save_every, 0));
-    d.push_back(string_key(
-        {"resume", "DIR", "none", "continue the run saved in DIR (its settings are the defaults)"},
-        &TrainConfig::resume));
+    d.push_back(int_key({"keep", "N", "", "step checkpoints kept in the --save directory (0: all)"},
+                        &TrainConfig::keep, 0));
+    d.push_back(string_key({"resume", "DIR", "none",
+                            "continue the run saved in DIR (a --save directory or one of its "
+                            "step-* checkpoints) with its settings, options overriding them"},
+                           &TrainConfig::resume));
     d.push_back(string_key({"init", "FILE|DIR", "none",
                             "start from these weights (a GPT-2 .safetensors file or a checkpoint) "
                             "at step 0 with a fresh optimizer"},
@@ -231,8 +278,14 @@ const std::vector<KeyDef>& key_defs() {
     d.push_back(int_key({"eval-batches", "N", "", "validation batches per evaluation"},
                         &TrainConfig::eval_batches, 1));
     d.push_back(
-        string_key({"metrics", "FILE", "none", "one JSON line per step (appended when resuming)"},
+        string_key({"metrics", "FILE", "none",
+                    "one JSON line per step (a resumed run drops the lines past its checkpoint "
+                    "and appends)"},
                    &TrainConfig::metrics));
+    d.push_back(string_key({"tensorboard", "DIR", "none",
+                            "TensorBoard event file in DIR (loss, val_loss, lr, grad_norm, "
+                            "tokens_per_s per step; view with tensorboard --logdir DIR)"},
+                           &TrainConfig::tensorboard));
     d.push_back(int_key({"log-every", "N", "", "progress line every N steps (0: none)"},
                         &TrainConfig::log_every, 0));
     d.push_back(int_key({"sample-tokens", "N", "", "tokens of text generated at the end (0: none)"},
@@ -278,6 +331,25 @@ std::string canonical_key(const std::string& name) {
   return {};
 }
 
+double TrainConfig::lr_value() const { return lr ? *lr : preset_schedule(preset).lr; }
+
+int64_t TrainConfig::warmup_steps() const {
+  if (warmup) return *warmup;
+  // Half of a short run: a run of 30 steps warmed up over 1 step (steps/20)
+  // spiked from 3.4 to 7.5 at step 8.
+  return std::min(preset_schedule(preset).max_warmup, schedule_total() / 2);
+}
+
+void apply_global_batch(TrainConfig& c, int dp) {
+  if (!c.global_batch) return;
+  const int64_t split = static_cast<int64_t>(dp) * c.grad_accum;
+  WEFT_CHECK(*c.global_batch % split == 0,
+             "--global-batch {} does not split evenly over dp {} x --grad-accum {}: use a "
+             "multiple of {}, or another --grad-accum",
+             *c.global_batch, dp, c.grad_accum, split);
+  c.micro_batch = *c.global_batch / split;
+}
+
 Json TrainConfig::to_json() const {
   Json out = Json::object();
   for (const KeyDef& d : key_defs()) out[d.key.name] = d.get(*this);
@@ -302,8 +374,7 @@ void apply_settings(TrainConfig& cfg, const Json& settings, const std::string& s
 }
 
 Json resumable_settings(const Json& settings) {
-  static const char* const kPerRun[] = {"tp",     "dp",   "sp",         "backend", "save",
-                                        "resume", "init", "save-every", "metrics", "stop-at"};
+  static const char* const kPerRun[] = {"dp", "backend", "resume", "init", "stop-at"};
   Json out = Json::object();
   if (!settings.is_object()) return out;
   for (const auto& [name, value] : settings.as_object()) {
@@ -313,6 +384,45 @@ Json resumable_settings(const Json& settings) {
     out[key] = value;
   }
   return out;
+}
+
+bool is_path_key(const std::string& key) {
+  static const char* const kPaths[] = {"data", "save", "resume", "init", "metrics"};
+  const std::string k = canonical_key(key);
+  return std::find(std::begin(kPaths), std::end(kPaths), k) != std::end(kPaths);
+}
+
+namespace {
+
+// `settings` with fn applied to each non-empty relative path.
+Json map_relative_paths(
+    const Json& settings,
+    const std::function<std::filesystem::path(const std::filesystem::path&)>& fn) {
+  if (!settings.is_object()) return settings;
+  Json out = settings;
+  for (const auto& [name, value] : settings.as_object()) {
+    if (!is_path_key(name) || !value.is_string() || value.as_string().empty()) continue;
+    const std::filesystem::path p(value.as_string());
+    if (p.is_absolute()) continue;
+    std::filesystem::path mapped = fn(p).lexically_normal();
+    if (mapped.has_parent_path() && mapped.filename().empty()) mapped = mapped.parent_path();
+    out[name] = mapped.empty() ? std::string(".") : mapped.string();
+  }
+  return out;
+}
+
+}  // namespace
+
+Json resolve_paths(const Json& settings, const std::string& base) {
+  return map_relative_paths(
+      settings, [&](const std::filesystem::path& p) { return std::filesystem::path(base) / p; });
+}
+
+Json relative_paths(const Json& settings, const std::string& base) {
+  const std::filesystem::path from = std::filesystem::absolute(base).lexically_normal();
+  return map_relative_paths(settings, [&](const std::filesystem::path& p) {
+    return std::filesystem::absolute(p).lexically_normal().lexically_relative(from);
+  });
 }
 
 Json shape_settings(const Json& settings) {
@@ -336,10 +446,12 @@ void validate(const TrainConfig& c) {
              "multiple of {}",
              nn::padded_vocab_size(c.vocab, c.vocab_pad), c.tp, c.tp);
   WEFT_CHECK(c.dropout < 1.0f, "--dropout must be below 1, got {}", c.dropout);
-  WEFT_CHECK(c.lr > 0, "--lr must be positive, got {}", c.lr);
-  WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr, "--min-lr {} is above --lr {}", *c.min_lr, c.lr);
-  WEFT_CHECK(c.warmup_steps() <= c.steps, "--warmup {} is longer than the run (--steps {})",
-             c.warmup_steps(), c.steps);
+  WEFT_CHECK(c.lr_value() > 0, "--lr must be positive, got {}", c.lr_value());
+  WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr_value(), "--min-lr {} is above --lr {}", *c.min_lr,
+             c.lr_value());
+  WEFT_CHECK(c.warmup_steps() <= c.schedule_total(), "--warmup {} is longer than the run ({} {})",
+             c.warmup_steps(), c.schedule_steps ? "--schedule-steps" : "--steps",
+             c.schedule_total());
   WEFT_CHECK(c.val_fraction > 0 && c.val_fraction < 1,
              "--val-fraction must lie strictly between 0 and 1, got {}", c.val_fraction);
   WEFT_CHECK(c.bucket_mb > 0 && c.bucket_mb <= 1 << 20,

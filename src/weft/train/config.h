@@ -55,31 +55,47 @@ struct TrainConfig {
       0;  // end this invocation at this step (0: at `steps`); the schedule keeps `steps`
   int64_t micro_batch = 16;
   int64_t grad_accum = 1;
-  double lr = 6e-3;
+  std::optional<double> lr{};  // the preset's when unset (lr_value())
+  // Sequences per optimizer step, pinned across layouts (apply_global_batch).
+  std::optional<int64_t> global_batch{};
   std::optional<double> min_lr{};   // lr / 10 when unset
-  std::optional<int64_t> warmup{};  // steps / 20 when unset
+  std::optional<int64_t> warmup{};  // warmup_steps() when unset
+  // Steps the learning-rate schedule spans (unset: `steps`); a resumed run
+  // given another --steps keeps its saved schedule this way.
+  std::optional<int64_t> schedule_steps{};
   double weight_decay = 0.1;
   double grad_clip = 1.0;  // 0: no clipping
   uint64_t seed = 1337;
   // Checkpoints.
-  std::string save{};
-  int64_t save_every = 0;  // 0: only at the end
+  std::string save{};      // a run directory: step-NNNNNN checkpoints and `latest`
+  int64_t save_every = 0;  // 0: only at the end (and when stopped by a signal)
+  int64_t keep = 3;        // step checkpoints kept in `save` (0: all)
   std::string resume{};
   std::string init{};  // weights to start from: a .safetensors GPT-2 file or a checkpoint
   // Evaluation and output.
   int64_t eval_every = 100;
   int64_t eval_batches = 8;
   std::string metrics{};
+  std::string tensorboard{};  // TensorBoard event files go to this directory
   int64_t log_every = 50;
   int64_t sample_tokens = 300;
   std::string sample_prompt{};
+  // Switches of one invocation (the command line's --overwrite and
+  // --reset-schedule), neither keys nor saved.
+  bool overwrite = false;       // replace another run's checkpoint in `save`
+  bool reset_schedule = false;  // resumed with another --steps: the schedule spans the new one
 
   // The settings as a JSON object of keys (what checkpoints store).
   Json to_json() const;
   // The step this invocation ends at.
   int64_t last_step() const { return stop_at > 0 ? std::min(stop_at, steps) : steps; }
-  int64_t warmup_steps() const { return warmup ? *warmup : steps / 20; }
-  double min_lr_value() const { return min_lr ? *min_lr : lr / 10; }
+  int64_t schedule_total() const { return schedule_steps ? *schedule_steps : steps; }
+  // The peak learning rate: --lr, else the preset's (tiny 6e-3, gpt2-124m 6e-4).
+  double lr_value() const;
+  // --warmup, else half the schedule, at most the preset's cap (100 for tiny,
+  // 700 for gpt2-124m).
+  int64_t warmup_steps() const;
+  double min_lr_value() const { return min_lr ? *min_lr : lr_value() / 10; }
   // Global sequences per optimizer step, given the data-parallel size.
   int64_t sequences_per_step(int dp_size) const { return micro_batch * dp_size * grad_accum; }
 };
@@ -93,6 +109,10 @@ struct ConfigKey {
 };
 // Every key, in --help order.
 const std::vector<ConfigKey>& train_config_keys();
+// With --global-batch: the micro-batch that gives it at data-parallel size
+// `dp` and c.grad_accum (an error when it does not divide evenly).
+void apply_global_batch(TrainConfig& c, int dp);
+
 // "micro_batch" -> "micro-batch"; empty when `name` is no key.
 std::string canonical_key(const std::string& name);
 
@@ -102,9 +122,27 @@ std::string canonical_key(const std::string& name);
 // and values of the wrong type or range are a weft::Error naming the key.
 void apply_settings(TrainConfig& cfg, const Json& settings, const std::string& source);
 // The members of `settings` that are keys (a checkpoint's saved configuration
-// without the settings that belong to one run only: layout, backend,
-// resume/init/save paths, the metrics file, stop-at).
+// without the settings that belong to one invocation only: dp and backend,
+// which follow how weft was started, resume and init paths, stop-at). --tp,
+// --sp, --save, --save-every and --metrics carry over, so a resumed run keeps
+// its layout and writes where the saved one did.
 Json resumable_settings(const Json& settings);
+
+// A checkpoint's saved settings carry {kPathsKey: kPathsRelativeToCheckpoint}
+// when their relative paths are relative to the checkpoint directory (older
+// checkpoints stored them as given, relative to the working directory).
+inline constexpr const char* kPathsKey = "paths";
+inline constexpr const char* kPathsRelativeToCheckpoint = "relative to this checkpoint";
+
+// Keys whose values are paths: data, save, resume, init, metrics.
+bool is_path_key(const std::string& key);
+// `settings` with each relative path resolved against `base` (the directory
+// of the file they were read from): how --config files and checkpoints
+// spell paths.
+Json resolve_paths(const Json& settings, const std::string& base);
+// `settings` with each relative path (relative to the working directory)
+// rewritten relative to `base`: what a checkpoint in `base` stores.
+Json relative_paths(const Json& settings, const std::string& base);
 
 // Checks the settings against each other; the message names the option to change.
 void validate(const TrainConfig& cfg);

@@ -1,9 +1,10 @@
 #include "weft/train/json.h"
 
-#include <charconv>
+#include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <system_error>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
 
 namespace weft::train {
 
@@ -116,399 +117,425 @@ bool operator==(const Json& a, const Json& b) {
   return a.value_ == b.value_;
 }
 
-// ---- writer ----
+// ---- writer: nlohmann's serializer over an ordered copy ----
 
 namespace {
 
-// Length of the valid UTF-8 sequence (shortest form, no surrogates, at most
-// U+10FFFF) that starts with a non-ASCII byte at s[pos]; 0 when invalid.
-size_t utf8_sequence(std::string_view s, size_t pos) {
-  auto byte = [&](size_t i) { return static_cast<unsigned char>(s[pos + i]); };
-  const unsigned char b0 = byte(0);
-  size_t n;
-  uint32_t cp;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    n = 2;
-    cp = b0 & 0x1Fu;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    n = 3;
-    cp = b0 & 0x0Fu;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    n = 4;
-    cp = b0 & 0x07u;
-  } else {
-    return 0;
-  }
-  if (s.size() - pos < n) return 0;
-  for (size_t i = 1; i < n; ++i) {
-    if ((byte(i) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i) & 0x3Fu);
-  }
-  if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-      (n == 4 && (cp < 0x10000 || cp > 0x10FFFF))) {
-    return 0;
-  }
-  return n;
-}
+using OrderedJson = nlohmann::ordered_json;
 
-void write_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      const size_t n = utf8_sequence(s, i);
-      WEFT_CHECK(n > 0, "cannot write a string with invalid UTF-8 at byte {} as JSON", i);
-      out.append(s.substr(i, n));
-      i += n - 1;
-      continue;
+OrderedJson to_ordered(const Json& v) {
+  switch (v.type()) {
+    case Json::Type::null: return nullptr;
+    case Json::Type::boolean: return v.as_bool();
+    case Json::Type::integer: return v.as_int();
+    case Json::Type::number: {
+      const double d = v.as_double();
+      WEFT_CHECK(std::isfinite(d), "cannot write {} as JSON: JSON has no NaN or Infinity", d);
+      return d;
     }
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += "\\u00";
-          out += kHex[(c >> 4) & 0xf];
-          out += kHex[c & 0xf];
-        } else {
-          out += c;
-        }
+    case Json::Type::string: return v.as_string();
+    case Json::Type::array: {
+      OrderedJson out = OrderedJson::array();
+      auto& items = out.get_ref<OrderedJson::array_t&>();
+      items.reserve(v.as_array().size());
+      for (const Json& item : v.as_array()) items.push_back(to_ordered(item));
+      return out;
+    }
+    case Json::Type::object: {
+      OrderedJson out = OrderedJson::object();
+      // Appended to the underlying vector: the keys are already in order, and
+      // ordered_map's own insert searches for each key (quadratic).
+      auto& members =
+          static_cast<OrderedJson::object_t::Container&>(out.get_ref<OrderedJson::object_t&>());
+      members.reserve(v.as_object().size());
+      for (const auto& [key, value] : v.as_object()) members.emplace_back(key, to_ordered(value));
+      return out;
     }
   }
-  out += '"';
-}
-
-void newline(std::string& out, int indent, int level) {
-  if (indent < 0) return;
-  out += '\n';
-  out.append(static_cast<size_t>(indent * level), ' ');
+  return nullptr;
 }
 
 }  // namespace
 
-void Json::dump_to(std::string& out, int indent, int level) const {
-  switch (type()) {
-    case Type::null: out += "null"; return;
-    case Type::boolean: out += std::get<bool>(value_) ? "true" : "false"; return;
-    case Type::integer: out += std::to_string(std::get<int64_t>(value_)); return;
-    case Type::number: {
-      double d = std::get<double>(value_);
-      WEFT_CHECK(std::isfinite(d), "cannot write {} as JSON: JSON has no NaN or Infinity", d);
-      char buf[32];
-      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d);
-      std::string_view text(buf, static_cast<size_t>(end - buf));
-      out += text;
-      // Keep it a double when read back: 2.0 prints as "2" otherwise.
-      if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
-      return;
+std::string Json::dump(int indent) const {
+  const OrderedJson j = to_ordered(*this);
+  try {
+    // The serializer writes a short decimal that reads back to the same double
+    // (with ".0" on whole numbers, so they stay numbers, not integers).
+    return j.dump(indent, ' ', false, OrderedJson::error_handler_t::strict);
+  } catch (const OrderedJson::type_error& e) {
+    if (e.id != 316) throw;
+    // Invalid UTF-8: "invalid UTF-8 byte at index N: 0xXX", or "incomplete
+    // UTF-8 string; last byte: 0xXX" when the string ends inside a character.
+    const std::string_view what = e.what();
+    constexpr std::string_view kAt = "at index ";
+    const size_t at = what.find(kAt);
+    if (at == std::string_view::npos) {
+      WEFT_FAIL("cannot write a string that ends inside a UTF-8 character as JSON");
     }
-    case Type::string: write_string(out, std::get<std::string>(value_)); return;
-    case Type::array: {
-      const Array& a = std::get<Array>(value_);
-      out += '[';
-      for (size_t i = 0; i < a.size(); ++i) {
-        if (i) out += ',';
-        newline(out, indent, level + 1);
-        a[i].dump_to(out, indent, level + 1);
-      }
-      if (!a.empty()) newline(out, indent, level);
-      out += ']';
-      return;
-    }
-    case Type::object: {
-      const Object& o = std::get<Object>(value_);
-      out += '{';
-      for (size_t i = 0; i < o.size(); ++i) {
-        if (i) out += ',';
-        newline(out, indent, level + 1);
-        write_string(out, o[i].first);
-        out += indent < 0 ? ":" : ": ";
-        o[i].second.dump_to(out, indent, level + 1);
-      }
-      if (!o.empty()) newline(out, indent, level);
-      out += '}';
-      return;
-    }
+    const std::string_view index = what.substr(at + kAt.size());
+    WEFT_FAIL("cannot write a string with invalid UTF-8 at byte {} as JSON",
+              index.substr(0, index.find(':')));
   }
 }
 
-std::string Json::dump(int indent) const {
-  std::string out;
-  dump_to(out, indent, 0);
-  return out;
-}
-
-// ---- parser ----
+// ---- parser: nlohmann's SAX parser building a Json ----
 
 namespace {
 
-class Parser {
+// A pointer into the text that publishes how far nlohmann's lexer has read,
+// so the builder can say where a duplicate key or a too-deep value starts.
+class TrackedChars {
  public:
-  Parser(std::string_view text, std::string_view source) : text_(text), source_(source) {}
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
 
-  Json parse_document() {
-    skip_space();
-    Json v = parse_value(0);
-    skip_space();
-    if (pos_ != text_.size()) fail("unexpected text after the JSON value");
-    return v;
+  TrackedChars() = default;
+  TrackedChars(const char* p, const char** read_to) : p_(p), read_to_(read_to) {}
+  reference operator*() const { return *p_; }
+  TrackedChars& operator++() {
+    *read_to_ = ++p_;
+    return *this;
+  }
+  TrackedChars operator++(int) {
+    TrackedChars before = *this;
+    ++*this;
+    return before;
+  }
+  friend bool operator==(const TrackedChars& a, const TrackedChars& b) { return a.p_ == b.p_; }
+
+ private:
+  const char* p_ = nullptr;
+  const char** read_to_ = nullptr;
+};
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+// "character 'x'" for a printable ASCII character, "byte 0xNN" otherwise.
+std::string describe_byte(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if (u > 0x20 && u < 0x7f) return format("character '{}'", c);
+  return format("byte 0x{:02x}", u);
+}
+
+// Receives nlohmann's SAX events and builds the Json, enforcing what nlohmann
+// allows but weft does not: duplicate keys, nesting beyond Json::kMaxDepth,
+// numbers that underflow to zero, leading zeros (nlohmann reads "01" as two
+// numbers). Its parse errors are reworded with the byte offset where the text
+// went wrong.
+class JsonBuilder {
+ public:
+  JsonBuilder(std::string_view text, std::string_view source, const char* const* read_to)
+      : text_(text), source_(source), read_to_(read_to) {}
+
+  Json take() { return std::move(root_); }
+
+  bool null() { return add(Json(), end_of_token()); }
+  bool boolean(bool b) { return add(Json(b), end_of_token()); }
+  bool number_integer(int64_t v) { return add(Json(v), end_of_number(v == 0)); }
+  bool number_unsigned(uint64_t v) {
+    const size_t end = end_of_number(v == 0);
+    // Beyond int64: a double, as every other number that is not an exact int64.
+    if (v > static_cast<uint64_t>(INT64_MAX)) return add(Json(static_cast<double>(v)), end);
+    return add(Json(static_cast<int64_t>(v)), end);
+  }
+  bool number_float(double d, const std::string& token) {
+    const size_t end = end_of_number(false);
+    // nlohmann reads 1e-400 as 0; a number that is not zero but does not fit
+    // a double is out of range, as 1e400 is.
+    if (d == 0) {
+      const std::string_view mantissa =
+          std::string_view(token).substr(0, token.find_first_of("eE"));
+      if (mantissa.find_first_of("123456789") != std::string_view::npos) {
+        fail_at(end - token.size(), "number out of range");
+      }
+    }
+    return add(Json(d), end);
+  }
+  bool string(std::string& s) { return add(Json(std::move(s)), end_of_token()); }
+  bool binary(nlohmann::json::binary_t&) { return false; }  // never sent for JSON text
+
+  bool start_object(size_t) { return open(Json::object()); }
+  bool start_array(size_t) { return open(Json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+
+  bool key(std::string& k) {
+    last_end_ = end_of_token();
+    Frame& f = stack_.back();
+    const Json::Object& members = f.value.as_object();
+    bool duplicate = false;
+    if (members.size() < kIndexFrom) {
+      for (const auto& m : members) duplicate = duplicate || m.first == k;
+    } else {
+      if (f.keys.empty()) {
+        for (const auto& m : members) f.keys.insert(m.first);
+      }
+      duplicate = !f.keys.insert(k).second;
+    }
+    if (duplicate) fail_at(string_start(last_end_), format("duplicate key \"{}\"", k));
+    f.key = std::move(k);
+    return true;
+  }
+
+  bool parse_error(size_t position, const std::string&, const nlohmann::json::exception& e) {
+    describe_error(position, e);
+  }
+
+  // A complete value followed by a NUL byte (which nlohmann takes for the end).
+  void check_consumed_all() const {
+    const size_t at = skip_space(last_end_);
+    if (at < text_.size()) fail_at(at, "unexpected text after the JSON value");
   }
 
  private:
-  [[noreturn]] void fail(std::string_view what) const { fail_at(pos_, what); }
+  // Objects with this many members find duplicates through a hash set.
+  static constexpr size_t kIndexFrom = 32;
+
+  struct Frame {
+    Json value;
+    std::string key;
+    std::unordered_set<std::string> keys;
+  };
+
   [[noreturn]] void fail_at(size_t at, std::string_view what) const {
     throw JsonError(format("{}: invalid JSON at byte {}: {}", source_, at, what), at);
   }
 
-  bool at_end() const { return pos_ >= text_.size(); }
-  char peek() const { return at_end() ? '\0' : text_[pos_]; }
+  size_t read() const { return static_cast<size_t>(*read_to_ - text_.data()); }
 
-  void skip_space() {
-    while (!at_end()) {
-      char c = text_[pos_];
-      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-      ++pos_;
+  // Strings, literals and brackets end where the lexer stopped reading.
+  size_t end_of_token() const { return read(); }
+
+  // A number ends with a digit; the lexer has read one character past it
+  // unless the text ended there.
+  size_t end_of_number(bool zero) const {
+    const size_t r = read();
+    if (zero && r >= 2 && is_digit(text_[r - 1]) && text_[r - 2] == '0') {
+      fail_at(r - 2, "leading zeros are not allowed in numbers");
     }
+    return r > 0 && is_digit(text_[r - 1]) ? r : r - 1;
   }
 
-  void expect(char c, std::string_view context) {
-    if (peek() != c) {
-      if (at_end()) fail(format("the text ends where {} was expected", context));
-      fail(format("expected {}", context));
+  bool open(Json container) {
+    last_end_ = end_of_token();
+    if (stack_.size() + 1 > static_cast<size_t>(Json::kMaxDepth)) {
+      fail_at(last_end_ - 1, format("nesting deeper than {} levels", Json::kMaxDepth));
     }
-    ++pos_;
+    stack_.push_back(Frame{std::move(container), {}, {}});
+    return true;
   }
 
-  Json parse_value(int depth) {
-    if (at_end()) fail("the text ends where a value was expected");
-    switch (peek()) {
-      case '{': return parse_object(depth + 1);
-      case '[': return parse_array(depth + 1);
-      case '"': return Json(parse_string());
-      case 't': literal("true"); return Json(true);
-      case 'f': literal("false"); return Json(false);
-      case 'n': literal("null"); return Json();
-      default:
-        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return parse_number();
-        fail(format("unexpected character '{}' where a value was expected", peek()));
-    }
+  bool close() {
+    Json done = std::move(stack_.back().value);
+    stack_.pop_back();
+    return add(std::move(done), end_of_token());
   }
 
-  void literal(std::string_view word) {
-    if (text_.substr(pos_, word.size()) != word) fail(format("expected '{}'", word));
-    pos_ += word.size();
-  }
-
-  Json parse_object(int depth) {
-    if (depth > Json::kMaxDepth) fail(format("nesting deeper than {} levels", Json::kMaxDepth));
-    ++pos_;  // '{'
-    Json::Object members;
-    skip_space();
-    if (peek() == '}') {
-      ++pos_;
-      return Json(std::move(members));
-    }
-    while (true) {
-      skip_space();
-      size_t key_at = pos_;
-      if (peek() != '"')
-        fail(at_end() ? "the text ends inside an object" : "expected a string key");
-      std::string key = parse_string();
-      for (const auto& m : members) {
-        if (m.first == key) fail_at(key_at, format("duplicate key \"{}\"", key));
-      }
-      skip_space();
-      expect(':', "':' after an object key");
-      skip_space();
-      members.emplace_back(std::move(key), parse_value(depth));
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      expect('}', "',' or '}' in an object");
-      return Json(std::move(members));
-    }
-  }
-
-  Json parse_array(int depth) {
-    if (depth > Json::kMaxDepth) fail(format("nesting deeper than {} levels", Json::kMaxDepth));
-    ++pos_;  // '['
-    Json::Array items;
-    skip_space();
-    if (peek() == ']') {
-      ++pos_;
-      return Json(std::move(items));
-    }
-    while (true) {
-      skip_space();
-      items.push_back(parse_value(depth));
-      skip_space();
-      if (peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      expect(']', "',' or ']' in an array");
-      return Json(std::move(items));
-    }
-  }
-
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
+  bool add(Json v, size_t end) {
+    last_end_ = end;
+    if (stack_.empty()) {
+      root_ = std::move(v);
+    } else if (stack_.back().value.is_array()) {
+      stack_.back().value.as_array().push_back(std::move(v));
     } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
+      stack_.back().value.as_object().emplace_back(std::move(stack_.back().key), std::move(v));
     }
+    return true;
   }
 
-  uint32_t hex4() {
-    if (text_.size() - pos_ < 4) fail("the text ends inside a \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = text_[pos_];
-      uint32_t d;
-      if (c >= '0' && c <= '9') {
-        d = static_cast<uint32_t>(c - '0');
-      } else if (c >= 'a' && c <= 'f') {
-        d = static_cast<uint32_t>(c - 'a' + 10);
-      } else if (c >= 'A' && c <= 'F') {
-        d = static_cast<uint32_t>(c - 'A' + 10);
-      } else {
-        fail("expected 4 hex digits after \\u");
-      }
-      v = v * 16 + d;
-      ++pos_;
+  size_t skip_space(size_t at) const {
+    while (at < text_.size() &&
+           (text_[at] == ' ' || text_[at] == '\t' || text_[at] == '\n' || text_[at] == '\r')) {
+      ++at;
     }
-    return v;
+    return at;
   }
 
-  // Copies one UTF-8 encoded code point starting at pos_.
-  void copy_utf8(std::string& out) {
-    size_t n = utf8_sequence(text_, pos_);
-    if (n == 0) fail("invalid UTF-8 in a string");
-    out.append(text_.substr(pos_, n));
-    pos_ += n;
+  // Where the token the lexer stopped in (which ends before `position`)
+  // starts: after the last value, and after a ',' or ':' that precedes it.
+  size_t token_start(size_t position) const {
+    size_t at = skip_space(last_end_);
+    if (at < text_.size() && (text_[at] == ',' || text_[at] == ':') && at + 1 < position) {
+      at = skip_space(at + 1);
+    }
+    return std::min(at, text_.size());
   }
 
-  std::string parse_string() {
-    ++pos_;  // opening quote
-    std::string out;
-    while (true) {
-      if (at_end()) fail("the text ends inside a string");
-      char c = text_[pos_];
-      if (c == '"') {
-        ++pos_;
-        return out;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) fail("unescaped control character in a string");
-      if (static_cast<unsigned char>(c) >= 0x80) {
-        copy_utf8(out);
-        continue;
-      }
-      if (c != '\\') {
-        out += c;
-        ++pos_;
-        continue;
-      }
-      ++pos_;
-      if (at_end()) fail("the text ends inside a string");
-      char e = text_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          size_t esc_at = pos_ - 2;
-          uint32_t cp = hex4();
-          if (cp >= 0xDC00 && cp <= 0xDFFF) fail_at(esc_at, "unpaired low surrogate in \\u escape");
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (text_.substr(pos_, 2) != "\\u") {
-              fail_at(esc_at, "high surrogate in \\u escape without its low surrogate");
-            }
-            pos_ += 2;
-            uint32_t lo = hex4();
-            if (lo < 0xDC00 || lo > 0xDFFF) {
-              fail_at(esc_at, "high surrogate in \\u escape without its low surrogate");
-            }
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default: fail_at(pos_ - 1, format("invalid escape '\\{}' in a string", e));
-      }
+  // The opening quote of the string that ends at `end`: the last '"' before
+  // its closing one that no backslash escapes.
+  size_t string_start(size_t end) const {
+    size_t at = end - 1;
+    while (at > 0) {
+      --at;
+      if (text_[at] != '"') continue;
+      size_t backslashes = 0;
+      while (at > backslashes && text_[at - backslashes - 1] == '\\') ++backslashes;
+      if (backslashes % 2 == 0) return at;
     }
+    return at;
   }
 
-  Json parse_number() {
-    size_t start = pos_;
-    bool integer = true;
-    if (peek() == '-') ++pos_;
-    auto digits = [&] {
-      size_t from = pos_;
-      while (!at_end() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
-      return pos_ - from;
-    };
-    size_t int_at = pos_;
-    size_t n = digits();
-    if (n == 0) fail("expected a digit");
-    if (n > 1 && text_[int_at] == '0') fail_at(int_at, "leading zeros are not allowed in numbers");
-    if (peek() == '.') {
-      integer = false;
-      ++pos_;
-      if (digits() == 0) fail("expected a digit after the decimal point");
+  // The first byte of the UTF-8 sequence that the byte at `bad` breaks.
+  size_t utf8_start(size_t bad) const {
+    size_t at = bad;
+    while (at > 0 && bad - at < 3 && (static_cast<unsigned char>(text_[at - 1]) & 0xC0) == 0x80) {
+      --at;
     }
-    if (peek() == 'e' || peek() == 'E') {
-      integer = false;
-      ++pos_;
-      if (peek() == '+' || peek() == '-') ++pos_;
-      if (digits() == 0) fail("expected a digit in the exponent");
+    if (at == 0) return bad;
+    const auto lead = static_cast<unsigned char>(text_[at - 1]);
+    const size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC2 ? 2 : 0;
+    return length > 0 && at - 1 + length > bad ? at - 1 : bad;
+  }
+
+  // Is text_[at..] a \u escape of a high surrogate (D800..DBFF)?
+  bool high_surrogate_at(size_t at) const {
+    if (at + 6 > text_.size() || text_[at] != '\\' || text_[at + 1] != 'u') return false;
+    const std::string_view hex = text_.substr(at + 2, 4);
+    if (!std::all_of(hex.begin(), hex.end(), is_hex)) return false;
+    const unsigned long cp = std::stoul(std::string(hex), nullptr, 16);
+    return cp >= 0xD800 && cp <= 0xDBFF;
+  }
+
+  // nlohmann stops after the character that follows the high surrogate
+  // (`\uD800x`), after a backslash and another character (`\uD800\n`), or
+  // after a second escape that is not a low surrogate (`\uD800\u0041`).
+  size_t high_surrogate_start(size_t position) const {
+    if (position >= 12 && text_[position - 6] == '\\' && high_surrogate_at(position - 12)) {
+      return position - 12;
     }
-    const char* first = text_.data() + start;
-    const char* last = text_.data() + pos_;
-    if (integer) {
-      int64_t v = 0;
-      auto [ptr, ec] = std::from_chars(first, last, v);
-      if (ec == std::errc() && ptr == last) return Json(v);
-      // Out of int64 range: keep it as a double.
+    if (position >= 8 && text_[position - 2] == '\\' && high_surrogate_at(position - 8)) {
+      return position - 8;
     }
-    double d = 0;
-    auto [ptr, ec] = std::from_chars(first, last, d);
-    if (ec == std::errc::result_out_of_range) fail_at(start, "number out of range");
-    if (ec != std::errc() || ptr != last) fail_at(start, "malformed number");
-    return Json(d);
+    if (position >= 7 && high_surrogate_at(position - 7)) return position - 7;
+    return position - 1;
+  }
+
+  [[noreturn]] void fail_expecting(size_t at, std::string_view what) const {
+    if (at >= text_.size()) fail_at(at, format("the text ends where {} was expected", what));
+    fail_at(at, format("expected {}", what));
+  }
+
+  // nlohmann's message: "... syntax error while parsing CONTEXT - DETAIL",
+  // DETAIL either "unexpected TOKEN[; expected ...]" or the lexer's error.
+  [[noreturn]] void describe_error(size_t position, const nlohmann::json::exception& e) const {
+    const size_t start = token_start(position);
+    if (e.id == 406) fail_at(start, "number out of range");  // 1e400
+    const std::string_view what = e.what();
+    constexpr std::string_view kWhile = "while parsing ";
+    const size_t context_at = what.find(kWhile);
+    const size_t detail_at = what.find(" - ", context_at);
+    if (context_at == std::string_view::npos || detail_at == std::string_view::npos) {
+      fail_at(position > 0 ? position - 1 : 0, what);
+    }
+    const std::string_view context =
+        what.substr(context_at + kWhile.size(), detail_at - context_at - kWhile.size());
+    const std::string_view detail = what.substr(detail_at + 3);
+    const bool lexer_error = !detail.starts_with("unexpected ");
+    const bool at_end = start >= text_.size();
+
+    if (stack_.empty() && context == "value" && detail.ends_with("expected end of input")) {
+      fail_at(start, "unexpected text after the JSON value");
+    }
+    if (context == "object separator") fail_expecting(start, "':' after an object key");
+    if (context == "object") fail_expecting(start, "',' or '}' in an object");
+    if (context == "array") fail_expecting(start, "',' or ']' in an array");
+    const bool bad_string = lexer_error && !at_end && text_[start] == '"';
+    if (context == "object key" && !bad_string) {
+      fail_at(start, at_end ? "the text ends inside an object" : "expected a string key");
+    }
+    if (!lexer_error) {
+      if (at_end) fail_at(start, "the text ends where a value was expected");
+      fail_at(start,
+              format("unexpected {} where a value was expected", describe_byte(text_[start])));
+    }
+    describe_lexer_error(position, start, detail);
+  }
+
+  [[noreturn]] void describe_lexer_error(size_t position, size_t start,
+                                         std::string_view detail) const {
+    // The lexer stops after the character it could not take.
+    const size_t bad = position - 1;
+    const bool at_end = bad >= text_.size();
+    if (detail.starts_with("invalid string: control character")) {
+      fail_at(bad, "unescaped control character in a string");
+    }
+    if (detail.starts_with("invalid string: ill-formed UTF-8")) {
+      fail_at(utf8_start(bad), "invalid UTF-8 in a string");
+    }
+    if (detail.starts_with("invalid string: missing closing quote") ||
+        (detail.starts_with("invalid string: forbidden character after backslash") && at_end)) {
+      fail_at(bad, "the text ends inside a string");
+    }
+    if (detail.starts_with("invalid string: forbidden character after backslash")) {
+      const auto c = static_cast<unsigned char>(text_[bad]);
+      if (c > 0x20 && c < 0x7f)
+        fail_at(bad, format("invalid escape '\\{}' in a string", text_[bad]));
+      fail_at(bad, format("invalid escape in a string: {} after '\\'", describe_byte(text_[bad])));
+    }
+    if (detail.starts_with("invalid string: '\\u' must be followed by 4 hex digits")) {
+      fail_at(bad,
+              at_end ? "the text ends inside a \\u escape" : "expected 4 hex digits after \\u");
+    }
+    if (detail.starts_with("invalid string: surrogate U+DC00..U+DFFF must follow")) {
+      fail_at(position - 6, "unpaired low surrogate in \\u escape");
+    }
+    if (detail.starts_with("invalid string: surrogate U+D800..U+DBFF must be followed")) {
+      fail_at(high_surrogate_start(position),
+              "high surrogate in \\u escape without its low surrogate");
+    }
+    if (detail.starts_with("invalid number; expected digit after '-'")) {
+      fail_at(bad, "expected a digit");
+    }
+    if (detail.starts_with("invalid number; expected digit after '.'")) {
+      fail_at(bad, "expected a digit after the decimal point");
+    }
+    if (detail.starts_with("invalid number; expected digit after exponent sign") ||
+        detail.starts_with("invalid number; expected '+', '-', or digit after exponent")) {
+      fail_at(bad, "expected a digit in the exponent");
+    }
+    if (detail.starts_with("invalid literal") && start < text_.size()) {
+      for (std::string_view word : {"true", "false", "null"}) {
+        if (text_[start] == word[0]) fail_at(start, format("expected '{}'", word));
+      }
+      fail_at(start,
+              format("unexpected {} where a value was expected", describe_byte(text_[start])));
+    }
+    fail_at(std::min(bad, text_.size()), detail.substr(0, detail.find("; last read:")));
   }
 
   std::string_view text_;
   std::string_view source_;
-  size_t pos_ = 0;
+  const char* const* read_to_;
+  std::vector<Frame> stack_;
+  Json root_;
+  // Where the last value, key or bracket ended.
+  size_t last_end_ = 0;
 };
 
 }  // namespace
 
 Json parse_json(std::string_view text, std::string_view source) {
-  return Parser(text, source).parse_document();
+  const char* read_to = text.data();
+  JsonBuilder builder(text, source, &read_to);
+  // nlohmann skips a byte order mark; JSON text never starts with one.
+  if (!text.empty() && static_cast<unsigned char>(text[0]) == 0xEF) {
+    throw JsonError(format("{}: invalid JSON at byte 0: unexpected byte 0xef where a value was "
+                           "expected",
+                           source),
+                    0);
+  }
+  const TrackedChars first(text.data(), &read_to);
+  const TrackedChars last(text.data() + text.size(), &read_to);
+  nlohmann::json::sax_parse(first, last, &builder, nlohmann::json::input_format_t::json,
+                            /*strict=*/true, /*ignore_comments=*/false);
+  builder.check_consumed_all();
+  return builder.take();
 }
 
 }  // namespace weft::train

@@ -1,4 +1,5 @@
-// Json: a small JSON value with a strict parser and a writer (RFC 8259).
+// Json: a small JSON value with a strict parser and a writer (RFC 8259), both
+// nlohmann-json underneath (included only by json.cpp).
 //
 // Used for safetensors headers, checkpoint indexes, config files and --json
 // output. Objects keep their keys in insertion order, so what is written is
@@ -7,11 +8,11 @@
 // invalid UTF-8, nesting at most kMaxDepth deep. A parse error is a JsonError
 // that carries the byte offset where the text went wrong.
 //
-// Numbers written without a fraction or exponent that fit in 64 bits stay
+// Numbers written without a fraction or exponent that fit in int64 stay
 // integers (exact, as safetensors offsets must be); every other number is a
-// double. The writer prints integers exactly and doubles in the shortest form
-// that reads back to the same value; it refuses NaN and Inf, which JSON cannot
-// hold, and strings that are not valid UTF-8.
+// double. The writer prints integers exactly and doubles in a short form that
+// reads back to the same value (2.0 as "2.0", so it stays a double); it refuses
+// NaN and Inf, which JSON cannot hold, and strings that are not valid UTF-8.
 #pragma once
 
 #include <concepts>
@@ -105,7 +106,6 @@ class Json {
     }
     return static_cast<int64_t>(v);
   }
-  void dump_to(std::string& out, int indent, int level) const;
 
   std::variant<std::nullptr_t, bool, int64_t, double, std::string, Array, Object> value_;
 };

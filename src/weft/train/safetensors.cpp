@@ -219,7 +219,7 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
     std::string header(n, '\0');
     read_at(header.data(), static_cast<int64_t>(n), 8, {});
     WEFT_CHECK(n > 0 && header[0] == '{',
-               "{} is corrupted or not a safetensors file: its header does not start with '{'",
+               "{} is corrupted or not a safetensors file: its header does not start with '{{'",
                path_);
     parse_header(header);
     const int64_t available = size - data_start_;

@@ -1,5 +1,6 @@
 #include "weft/train/trainer.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,10 +14,14 @@
 #include "weft/core/profile.h"
 #include "weft/optim/grad_norm.h"
 #include "weft/train/checkpoint.h"
+#include "weft/train/checkpoint_dir.h"
 #include "weft/train/generate.h"
 #include "weft/train/hf_export.h"
 #include "weft/train/hf_files.h"
+#include "weft/train/metrics.h"
+#include "weft/train/run_start.h"
 #include "weft/train/schedule.h"
+#include "weft/train/stop_signal.h"
 #include "weft/train/tokenizer.h"
 
 namespace weft::train {
@@ -29,15 +34,12 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Saved with a checkpoint's settings, to tell a resumed run what changed.
-constexpr const char* kFingerprintKey = "data-fingerprint";
-constexpr const char* kBatchKey = "sequences-per-step";
-
 }  // namespace
 
-void load_weights(const std::string& path, comm::ProcessGroup& world, const comm::Grid& grid,
+void load_weights(const std::string& given, comm::ProcessGroup& world, const comm::Grid& grid,
                   nn::Gpt& model) {
   namespace fs = std::filesystem;
+  const std::string path = resolve_checkpoint(given);
   std::error_code ec;
   if (fs::is_directory(path, ec) && !is_hf_directory(path)) {
     load_checkpoint(path, world, grid, model, nullptr);
@@ -50,7 +52,8 @@ void load_weights(const std::string& path, comm::ProcessGroup& world, const comm
   load_hf(path, model);
 }
 
-InferenceModel load_for_inference(const std::string& path, DType compute) {
+InferenceModel load_for_inference(const std::string& given, DType compute) {
+  const std::string path = resolve_checkpoint(given);
   InferenceModel m;
   const Json config = read_checkpoint_config(path);
   TrainConfig cfg;
@@ -113,9 +116,10 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Datase
             .sub_size = batch_sp ? cfg_.tp : 1};
   if (!cfg_.init.empty()) load_weights(cfg_.init, world, *grid_, *model_);
   if (!cfg_.resume.empty()) {
-    TrainState state = load_checkpoint(cfg_.resume, world, *grid_, *model_, optimizer_.get());
+    const std::string dir = resolve_checkpoint(cfg_.resume);
+    TrainState state = load_checkpoint(dir, world, *grid_, *model_, optimizer_.get());
     step_ = state.step;
-    if (cfg_.resume == cfg_.save) saved_step_ = step_;
+    if (!cfg_.save.empty() && in_run_dir(dir, cfg_.save)) saved_step_ = step_;
     data_seed_ = state.data_seed;
     rng_.set_state(state.rng);
     WEFT_CHECK(step_ < cfg_.steps,
@@ -170,8 +174,10 @@ StepResult Trainer::step() {
   r.grad_norm = optim::global_grad_norm(
       params_, {{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}});
   check_finite(r.loss, r.grad_norm);
-  LrSchedule schedule{
-      .lr = cfg_.lr, .warmup = cfg_.warmup_steps(), .total = cfg_.steps, .min_lr = cfg_.min_lr};
+  LrSchedule schedule{.lr = cfg_.lr_value(),
+                      .warmup = cfg_.warmup_steps(),
+                      .total = cfg_.schedule_total(),
+                      .min_lr = cfg_.min_lr};
   r.lr = schedule.at(step_);
   optimizer_->step(static_cast<float>(r.lr), optim::clip_scale(r.grad_norm, cfg_.grad_clip));
   model_->zero_grad();
@@ -212,7 +218,9 @@ double Trainer::evaluate() {
 }
 
 void Trainer::save(const std::string& dir) {
-  Json config = cfg_.to_json();
+  // Relative paths are stored relative to the checkpoint, as they are read.
+  Json config = relative_paths(cfg_.to_json(), dir);
+  config[kPathsKey] = kPathsRelativeToCheckpoint;
   config[kFingerprintKey] = std::to_string(data_.data().fingerprint());
   config[kBatchKey] = cfg_.sequences_per_step(grid_->size("dp"));
   TrainState state{.step = step_, .data_seed = data_seed_, .rng = rng_.state(), .config = config};
@@ -225,17 +233,31 @@ std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int64_t
   return generate(*model_, prompt, {.tokens = tokens, .seed = seed});
 }
 
-std::vector<int64_t> Trainer::peak_memory() {
+std::string Trainer::checkpoint(bool drop_others) {
+  const std::string dir = (std::filesystem::path(cfg_.save) / step_dir_name(step_)).string();
+  save(dir);
+  publish_checkpoint(cfg_.save, step_, cfg_.keep, drop_others, world_);
+  saved_step_ = step_;
+  return dir;
+}
+
+std::vector<int64_t> Trainer::peak_memory() { return exchange_status(0).peak_memory; }
+
+Trainer::WorldStatus Trainer::exchange_status(int stop_signal) {
+  // One all-gather a step: each rank's peak (two 31-bit halves) and signal.
+  constexpr int64_t kFields = 3;
   const int64_t peak = MemoryTracker::current().device(Device::cpu()).peak;
   std::vector<int32_t> mine{static_cast<int32_t>(peak >> 31),
-                            static_cast<int32_t>(peak & 0x7fffffff)};
-  Tensor in = Tensor::from_i32({2}, mine);
-  Tensor all = Tensor::empty({2 * static_cast<int64_t>(world_.size())}, DType::i32);
+                            static_cast<int32_t>(peak & 0x7fffffff), stop_signal};
+  Tensor in = Tensor::from_i32({kFields}, mine);
+  Tensor all = Tensor::empty({kFields * static_cast<int64_t>(world_.size())}, DType::i32);
   world_.all_gather(all, in).wait();
-  std::vector<int64_t> out;
+  WorldStatus out;
   const int32_t* v = all.data<int32_t>();
   for (int r = 0; r < world_.size(); ++r) {
-    out.push_back((static_cast<int64_t>(v[2 * r]) << 31) | static_cast<int64_t>(v[2 * r + 1]));
+    const int32_t* f = v + kFields * r;
+    out.peak_memory.push_back((static_cast<int64_t>(f[0]) << 31) | static_cast<int64_t>(f[1]));
+    out.stop_signal = std::max(out.stop_signal, static_cast<int>(f[2]));
   }
   return out;
 }
@@ -259,28 +281,15 @@ std::string describe(Trainer& t, const Dataset& data) {
       "model {}: {} layers, width {}, {} heads, context {}, vocab {} ({}M parameters), {}\n"
       "data  {}: {} tokens ({} train, {} validation)\n"
       "ranks {} on the {} backend: tp {} x dp {}, sp {}\n"
-      "steps {}: {} sequences x {} tokens per step (micro-batch {} x dp {} x accum {}), lr {} "
-      "(warmup {}, cosine to {})",
+      "steps {}: {} sequences x {} tokens per step (micro-batch {} x dp {} x accum {}), lr {:g} "
+      "(warmup {}, cosine {}to {:g})",
       is_preset ? c.preset : "(custom)", c.layers, c.width, c.heads, c.seq, c.vocab,
       fixed(params, 2), dtype_name(c.dtype), data.data().source, data.data().size(),
       data.train().size(), data.val().size(), t.world().size(), t.world().backend(), g.size("tp"),
       g.size("dp"), nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(g.size("dp")),
-      c.seq, c.micro_batch, g.size("dp"), c.grad_accum, c.lr, c.warmup_steps(), c.min_lr_value());
-}
-
-Json metrics_line(const StepReport& r) {
-  Json j = Json::object();
-  j["step"] = r.result.step;
-  j["loss"] = r.result.loss;
-  if (r.val_loss) j["val_loss"] = *r.val_loss;
-  j["lr"] = r.result.lr;
-  j["grad_norm"] = r.result.grad_norm;
-  j["tokens_per_s"] = r.tokens_per_s;
-  Json peak = Json::array();
-  for (int64_t b : r.peak_memory) peak.push_back(b);
-  j["peak_memory_bytes"] = std::move(peak);
-  j["step_seconds"] = r.result.times.total;
-  return j;
+      c.seq, c.micro_batch, g.size("dp"), c.grad_accum, c.lr_value(), c.warmup_steps(),
+      c.schedule_total() == c.steps ? std::string() : format("over {} steps ", c.schedule_total()),
+      c.min_lr_value());
 }
 
 // The prompt of the end-of-run sample: text through the byte tokenizer for
@@ -298,23 +307,6 @@ int mpi_world_size() {
     if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
   }
   return 0;
-}
-
-// Fails before training when the checkpoint could not be written at the end.
-void prepare_save_dir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(dir, ec)) {
-    WEFT_CHECK(fs::exists(fs::path(dir) / "index.json", ec) || fs::is_empty(dir, ec),
-               "--save {} is a directory that is not a weft checkpoint (no index.json): choose a "
-               "new directory",
-               dir);
-    return;
-  }
-  WEFT_CHECK(!fs::exists(dir, ec), "--save {} exists and is not a directory: pass a directory",
-             dir);
-  fs::create_directories(dir, ec);
-  WEFT_CHECK(!ec, "cannot create the --save directory {}: {}", dir, ec.message());
 }
 
 }  // namespace
@@ -340,91 +332,121 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
         cfg.tp, cfg.dp, cfg.tp * cfg.dp, world);
   }
   Dataset data = load_dataset(cfg);
-  if (!cfg.save.empty()) prepare_save_dir(cfg.save);
-  const int local_ranks = cfg.tp * (cfg.dp ? cfg.dp : 1);
+  TrainConfig run = cfg;
+  apply_global_batch(run,
+                     under_mpi ? std::max(1, mpi_world_size() / cfg.tp) : (cfg.dp ? cfg.dp : 1));
+  const std::vector<std::string> plan = plan_start(run, data);
+  validate(run);
+  const int local_ranks = run.tp * (run.dp ? run.dp : 1);
   TrainSummary summary;
+  std::atomic<int> stopped_by{0};
+  const StopSignals signals;
   comm::run_world(local_ranks, [&](comm::ProcessGroup& world) {
-    Trainer trainer(cfg, world, data);
+    Trainer trainer(run, world, data);
     const bool lead = world.rank() == 0;
     auto note = [&](const std::string& s) {
       if (lead && cb.on_note) cb.on_note(s);
     };
-    std::ofstream metrics;
-    if (lead && !cfg.metrics.empty()) {
-      metrics.open(cfg.metrics, cfg.resume.empty() ? std::ios::trunc : std::ios::app);
-      WEFT_CHECK(metrics.good(), "cannot write the --metrics file {}", cfg.metrics);
+    if (lead && !run.metrics.empty() && !run.resume.empty()) {
+      const int64_t dropped = truncate_metrics(run.metrics, trainer.steps_done());
+      if (dropped > 0) {
+        note(format("{}: dropped {} lines past step {}", run.metrics, dropped,
+                    trainer.steps_done()));
+      }
     }
+    MetricsLog metrics = lead ? MetricsLog({.jsonl = run.metrics,
+                                            .append = !run.resume.empty(),
+                                            .tensorboard = run.tensorboard,
+                                            .log_every = run.log_every})
+                              : MetricsLog();
     if (lead && cb.on_start) cb.on_start(describe(trainer, data));
+    for (const std::string& line : plan) note(line);
     TrainSummary s;
     s.first_step = trainer.steps_done();
-    if (!cfg.resume.empty()) {
-      note(format("resumed from {} at step {}", cfg.resume, s.first_step));
-      const Json saved_config = read_checkpoint_config(cfg.resume);
+    if (!run.resume.empty()) {
+      note(format("resumed from {} at step {}", run.resume, s.first_step));
+      const Json saved_config = read_checkpoint_config(resolve_checkpoint(run.resume));
       const Json* saved = saved_config.find(kFingerprintKey);
       if (saved && saved->is_string() &&
           saved->as_string() != std::to_string(data.data().fingerprint())) {
         note(
             format("note: {} is not the data {} was trained on; the batches differ from those "
                    "the saved run would have seen",
-                   data.data().source, cfg.resume));
+                   data.data().source, run.resume));
       }
       const Json* batch = saved_config.find(kBatchKey);
-      const int64_t now = cfg.sequences_per_step(trainer.grid().size("dp"));
+      const int64_t now = run.sequences_per_step(trainer.grid().size("dp"));
       if (batch && batch->is_integer() && batch->as_int() != now) {
         note(
             format("note: {} trained on {} sequences per step, this run on {} (micro-batch {} x "
                    "dp {} x accum {}): set --micro-batch or --grad-accum to keep the batch",
-                   cfg.resume, batch->as_int(), now, cfg.micro_batch, trainer.grid().size("dp"),
-                   cfg.grad_accum));
+                   run.resume, batch->as_int(), now, run.micro_batch, trainer.grid().size("dp"),
+                   run.grad_accum));
       }
     }
-    WEFT_CHECK(cfg.stop_at == 0 || cfg.stop_at > s.first_step,
-               "--stop-at {} is not after the checkpoint's step {}: pass a later step", cfg.stop_at,
+    WEFT_CHECK(run.stop_at == 0 || run.stop_at > s.first_step,
+               "--stop-at {} is not after the checkpoint's step {}: pass a later step", run.stop_at,
                s.first_step);
     s.first_val_loss = trainer.evaluate();
     note(format("step {}: val loss {}", s.first_step, fixed(*s.first_val_loss, 4)));
     const auto start = Clock::now();
     int64_t tokens = 0;
     double step_seconds = 0;
-    while (trainer.steps_done() < cfg.last_step()) {
+    bool first_checkpoint = true;
+    while (trainer.steps_done() < run.last_step()) {
       StepReport rep;
       rep.result = trainer.step();
       const int64_t step = rep.result.step;
-      const bool last = step == cfg.last_step();
+      const bool last = step == run.last_step();
+      // Every rank learns here whether any rank was signalled: all stop after this step.
+      const Trainer::WorldStatus status = trainer.exchange_status(StopSignals::pending());
+      const int stop = status.stop_signal;
       tokens += rep.result.tokens;
       step_seconds += rep.result.times.total;
-      if ((cfg.eval_every > 0 && step % cfg.eval_every == 0) || last) {
+      if ((run.eval_every > 0 && step % run.eval_every == 0 && !stop) || last) {
         rep.val_loss = trainer.evaluate();
         s.final_val_loss = rep.val_loss;
       }
-      rep.peak_memory = trainer.peak_memory();
-      rep.total_steps = cfg.last_step();
+      rep.peak_memory = status.peak_memory;
+      rep.total_steps = run.last_step();
       rep.steps_this_run = step - s.first_step;
       rep.elapsed_s = seconds_since(start);
       rep.tokens_per_s = static_cast<double>(rep.result.tokens) / rep.result.times.total;
       s.final_loss = rep.result.loss;
-      if (metrics.is_open()) {
-        metrics << metrics_line(rep).dump() << "\n";
-        metrics.flush();
-      }
+      metrics.write(rep);
       if (lead && cb.on_step) cb.on_step(rep);
-      if (!cfg.save.empty() && ((cfg.save_every > 0 && step % cfg.save_every == 0) || last)) {
-        trainer.save(cfg.save);
-        note(format("step {}: checkpoint written to {}", step, cfg.save));
+      std::string written;
+      if (!run.save.empty() &&
+          ((run.save_every > 0 && step % run.save_every == 0) || last || stop)) {
+        written = trainer.checkpoint(run.overwrite && first_checkpoint);
+        first_checkpoint = false;
       }
+      if (stop) {
+        metrics.close();
+        note(written.empty()
+                 ? format("stopped at step {} by {}: no checkpoint written (no --save)", step,
+                          signal_name(stop))
+                 : format("stopped at step {}: checkpoint written to {}", step, written));
+        s.stop_signal = stop;
+        stopped_by.store(stop);
+        break;
+      }
+      if (!written.empty()) note(format("step {}: checkpoint written to {}", step, written));
     }
+    metrics.close();
     s.steps = trainer.steps_done();
     s.seconds = seconds_since(start);
     s.tokens_per_s = step_seconds > 0 ? static_cast<double>(tokens) / step_seconds : 0;
-    if (cfg.sample_tokens > 0) {
-      s.sample_ids = trainer.sample(sample_prompt(cfg), cfg.sample_tokens, cfg.seed);
-      if (cfg.vocab == ByteTokenizer::kVocabSize) s.sample = ByteTokenizer().decode(s.sample_ids);
+    if (run.sample_tokens > 0 && !s.stop_signal) {
+      s.sample_ids = trainer.sample(sample_prompt(run), run.sample_tokens, run.seed);
+      if (run.vocab == ByteTokenizer::kVocabSize) s.sample = ByteTokenizer().decode(s.sample_ids);
     }
     if (lead) {
       s.reporter = true;
       summary = std::move(s);
     }
   });
+  summary.stop_signal = stopped_by.load();
   return summary;
 }
 

@@ -91,10 +91,23 @@ class Trainer {
   double evaluate();
   // Writes a checkpoint of this step to `dir` (collective).
   void save(const std::string& dir);
+  // Writes a checkpoint of this step to the run directory --save names
+  // (DIR/step-NNNNNN, then DIR/latest and --keep; checkpoint_dir.h) and
+  // returns its path (collective). drop_others: this is the first checkpoint
+  // of a run that replaces another's (--overwrite); the others go.
+  std::string checkpoint(bool drop_others);
   // Text continuing `prompt` (ids), the same on every rank (collective).
   std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int64_t tokens, uint64_t seed);
   // Peak CPU bytes of every world rank so far, in world-rank order (collective).
   std::vector<int64_t> peak_memory();
+  // What every rank knows after a step (collective): the peak memory of each
+  // and the largest stop signal any rank received (0: none), so all ranks
+  // agree to stop after the same step. `stop_signal`: this rank's.
+  struct WorldStatus {
+    std::vector<int64_t> peak_memory{};
+    int stop_signal = 0;
+  };
+  WorldStatus exchange_status(int stop_signal);
 
   // Optimizer steps taken (counting those before a resume).
   int64_t steps_done() const { return step_; }
@@ -173,12 +186,26 @@ struct TrainSummary {
   double tokens_per_s = 0;  // over the training steps alone
   std::string sample{};     // generated text (byte vocabularies)
   std::vector<int32_t> sample_ids{};
+  // The signal (SIGINT, SIGTERM) that stopped the run after step `steps`, 0
+  // when it ran to its end; set on every process of the world.
+  int stop_signal = 0;
 };
 
 // The whole job of `weft train`: loads the data, starts the world (local
 // threads, or the mpirun world), trains cfg.steps steps with evaluation,
 // metrics (cfg.metrics: one JSON line per step), checkpoints and the final
 // sample. Callbacks run on world rank 0; the summary is rank 0's.
+//
+// Where it starts: cfg.resume when set; else the checkpoint in cfg.save when
+// that is of the same run (model shape, data and seed), which it resumes and
+// says so; a checkpoint of another run there is a weft::Error (unless
+// cfg.overwrite) that leaves it untouched. A resumed run given another
+// --steps keeps the saved learning-rate schedule unless cfg.reset_schedule.
+// Its metrics file loses the lines past the resumed step before it appends.
+//
+// SIGINT / SIGTERM (stop_signal.h): every rank finishes the step it is in,
+// the ranks agree on the step, a checkpoint is written when cfg.save is set,
+// and the run ends with TrainSummary::stop_signal set (no sample).
 TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& callbacks = {});
 
 }  // namespace weft::train

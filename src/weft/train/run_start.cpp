@@ -1,0 +1,146 @@
+#include "weft/train/run_start.h"
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "weft/train/checkpoint.h"
+#include "weft/train/checkpoint_dir.h"
+
+namespace weft::train {
+
+namespace {
+
+// "width 128 there, 64 here; seed ..." for what makes `saved` (a checkpoint's
+// settings) another run than `run` on `data`; empty for the same run.
+std::string run_differences(const Json& saved, const TrainConfig& run, const Dataset& data) {
+  std::string out;
+  auto differ = [&](const std::string& what, const std::string& there, const std::string& here) {
+    out += format("{}{} {} there, {} here", out.empty() ? "" : "; ", what, there, here);
+  };
+  const Json mine = run.to_json();
+  for (const char* key : {"layers", "width", "heads", "seq", "vocab", "vocab-pad", "seed"}) {
+    const Json* v = saved.find(key);
+    if (!v && std::string(key) == "vocab-pad") v = saved.find("vocab_pad");
+    if (!v || *v != mine.at(key)) differ(key, v ? v->dump() : "unknown", mine.at(key).dump());
+  }
+  const Json* fp = saved.find(kFingerprintKey);
+  const std::string here = std::to_string(data.data().fingerprint());
+  if (!fp || !fp->is_string() || fp->as_string() != here) {
+    const Json* d = saved.find("data");
+    std::string name = d && d->is_string() && !d->as_string().empty() ? d->as_string() : "fortunes";
+    if (!fp) name = "unrecorded";
+    const std::string source = run.data.empty() ? "fortunes" : run.data;
+    differ("data", name == source ? name + " (other contents)" : name, source);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> plan_start(TrainConfig& run, const Dataset& data) {
+  std::vector<std::string> notes;
+  if (!run.save.empty()) {
+    prepare_save_dir(run.save);
+    const bool resumes_it =
+        !run.resume.empty() && in_run_dir(resolve_checkpoint(run.resume), run.save);
+    // Continuing the run that --save holds: nothing in it is another run's to replace.
+    if (resumes_it) run.overwrite = false;
+    if (holds_checkpoint(run.save) && !resumes_it) {
+      const std::string saved_dir = resolve_checkpoint(run.save);
+      const int64_t saved_step = CheckpointReader(saved_dir).step();
+      if (run.overwrite) {
+        notes.push_back(
+            format("--overwrite: the checkpoints in {} (step {}) go when this run "
+                   "writes its first",
+                   run.save, saved_step));
+      } else {
+        const std::string differs = run_differences(read_checkpoint_config(saved_dir), run, data);
+        WEFT_CHECK(differs.empty() || !run.resume.empty(),
+                   "--save {} holds a checkpoint of another run ({} at step {}: {}): pass "
+                   "--resume {} to continue that run, --overwrite to replace it, or another "
+                   "--save directory",
+                   run.save, saved_dir, saved_step, differs, run.save);
+        WEFT_CHECK(differs.empty(),
+                   "--save {} holds a checkpoint of another run than the one --resume {} "
+                   "continues ({} at step {}: {}): pass --overwrite to replace it, or another "
+                   "--save directory",
+                   run.save, run.resume, saved_dir, saved_step, differs);
+        if (run.resume.empty()) {
+          WEFT_CHECK(saved_step < run.steps,
+                     "--save {} holds this run's checkpoint at step {}, which ends its --steps "
+                     "{}: pass a larger --steps to train on, --overwrite to start afresh, or "
+                     "another --save directory",
+                     run.save, saved_step, run.steps);
+          run.resume = run.save;
+          notes.push_back(
+              format("{} holds a checkpoint of this run at step {}: resuming from it "
+                     "(--overwrite starts afresh)",
+                     run.save, saved_step));
+        }
+      }
+    }
+  }
+  if (run.resume.empty()) return notes;
+  const Json saved = read_checkpoint_config(resolve_checkpoint(run.resume));
+  const Json* schedule = saved.find("schedule-steps");
+  const Json* steps = saved.find("steps");
+  std::optional<int64_t> saved_total;
+  if (schedule && schedule->is_integer()) {
+    saved_total = schedule->as_int();
+  } else if (steps && steps->is_integer()) {
+    saved_total = steps->as_int();
+  }
+  if (run.reset_schedule) {
+    run.schedule_steps.reset();
+    notes.push_back(
+        format("schedule: spans --steps {} (--reset-schedule; the saved run's spanned "
+               "{})",
+               run.steps, saved_total ? std::to_string(*saved_total) : "unknown"));
+  } else if (!run.schedule_steps && saved_total && *saved_total != run.steps) {
+    run.schedule_steps = *saved_total;
+    notes.push_back(
+        format("schedule: the saved run's, over {} steps (--reset-schedule spans "
+               "--steps {} instead)",
+               *saved_total, run.steps));
+  }
+  return notes;
+}
+
+int64_t truncate_metrics(const std::string& path, int64_t step) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return 0;
+  std::ifstream in(path, std::ios::binary);
+  WEFT_CHECK(in.good(), "cannot read the --metrics file {}", path);
+  std::string kept, line;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    bool keep = false;
+    try {
+      const Json j = parse_json(line, path);
+      const Json* s = j.is_object() ? j.find("step") : nullptr;
+      keep = s && s->is_integer() && s->as_int() <= step;
+    } catch (const Error&) {
+    }
+    if (keep) {
+      kept += line + "\n";
+    } else {
+      ++dropped;
+    }
+  }
+  in.close();
+  if (dropped == 0) return 0;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kept;
+    out.flush();
+    WEFT_CHECK(out.good(), "cannot write {}", tmp);
+  }
+  fs::rename(tmp, path, ec);
+  WEFT_CHECK(!ec, "cannot replace the --metrics file {}: {}", path, ec.message());
+  return dropped;
+}
+
+}  // namespace weft::train
