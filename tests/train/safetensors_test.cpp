@@ -236,6 +236,11 @@ TEST(Safetensors, RejectsCorruptedFilesNamingTheProblem) {
        make_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})",
                  0),
        ": tensor \"a\" has shape [4294967296,4294967296] too large to address"},
+      // Found while fuzzing: the slices of an empty tensor overflowed.
+      {"overflowing shape with a zero dimension",
+       make_file(R"({"a":{"dtype":"F32","shape":[0,4611686018427387904],"data_offsets":[0,0]}})",
+                 0),
+       ": tensor \"a\" has shape [0,4611686018427387904] too large to address"},
       {"reversed offsets", make_file(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})", 0),
        ": tensor \"a\" has data_offsets [4, 0]; they must satisfy 0 <= begin <= end"},
       {"missing field", make_file(R"({"a":{"dtype":"U8","shape":[0]}})", 0),

@@ -282,14 +282,18 @@ void SafetensorsFile::parse_header(const std::string& text) {
     info.dtype = std::string(entry->name);
     info.weft_dtype = entry->weft;
     WEFT_CHECK(shape->is_array(), "{} has a shape that is not an array", where);
-    // Element count times bits, checked for overflow at every step.
-    int64_t bits = entry->bits;
+    // Element count times bits, checked for overflow at every step. The
+    // product over the non-zero dimensions must fit too: a slice of an empty
+    // tensor ([0, 2^62]) multiplies the other dimensions without the zero.
+    int64_t bits = entry->bits, span_bits = entry->bits;
     for (const Json& d : shape->as_array()) {
       WEFT_CHECK(d.is_integer() && d.as_int() >= 0,
                  "{} has shape entry {} that is not a non-negative integer", where, d.dump());
       info.shape.push_back(d.as_int());
-      WEFT_CHECK(!__builtin_mul_overflow(bits, d.as_int(), &bits),
-                 "{} has shape {} too large to address", where, shape->dump());
+      WEFT_CHECK(
+          !__builtin_mul_overflow(bits, d.as_int(), &bits) &&
+              !__builtin_mul_overflow(span_bits, std::max<int64_t>(d.as_int(), 1), &span_bits),
+          "{} has shape {} too large to address", where, shape->dump());
     }
     WEFT_CHECK(bits % 8 == 0, "{} ({} {}) does not fill whole bytes", where, info.dtype,
                shape->dump());
