@@ -5,7 +5,9 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
+#include <utility>
 
 namespace weft::train {
 
@@ -106,7 +108,12 @@ template <typename T>
 KeyDef int_key(ConfigKey key, T TrainConfig::*m, int64_t lo) {
   return {std::move(key),
           [m, lo](TrainConfig& c, const Json& v, const Where& w) {
-            c.*m = static_cast<T>(at_least(to_int(v, w), lo, w));
+            const int64_t n = at_least(to_int(v, w), lo, w);
+            // A value the setting cannot hold (--tp 4294967298 into an int)
+            // is refused, not wrapped around.
+            WEFT_CHECK(std::in_range<T>(n), "{} must be at most {}, got {}", w.label(),
+                       std::numeric_limits<T>::max(), n);
+            c.*m = static_cast<T>(n);
           },
           [m](const TrainConfig& c) { return Json(static_cast<int64_t>(c.*m)); }};
 }
