@@ -13,6 +13,7 @@
 #include "weft/comm/local.h"
 #include "weft/core/threads.h"
 #include "weft/nn/gpt.h"
+#include "weft/optim/adamw.h"
 #include "weft/train/checkpoint.h"
 #include "weft/train/hf_export.h"
 #include "weft/train/hf_files.h"
@@ -218,6 +219,30 @@ TEST(HfDirectory, AShorterContextKeepsTheFirstPositions) {
   EXPECT_NE(
       error_of([&] { load_hf(tmp.path("m"), longer); }).find("fewer than this model's --seq 32"),
       std::string::npos);
+}
+
+// --init from a weft checkpoint at a shorter --seq: the weights load, wpe
+// keeps its first positions; resuming (with the optimizer) still needs the
+// same shape.
+TEST(HfDirectory, WeftCheckpointsInitAShorterContextToo) {
+  TempDir tmp;
+  const nn::GptConfig long_cfg = config(61, 16);
+  save_model(tmp.path("ck"), long_cfg);
+  nn::Gpt source(long_cfg);
+  auto world = comm::local_world_of_one();
+  comm::Grid grid(*world, "tp-dp", {{"tp", 1}});
+  nn::Gpt shorter(config(61, 8, 9));
+  load_checkpoint(tmp.path("ck"), *world, grid, shorter, nullptr);
+  for (size_t i = 0; i < source.parameters().size(); ++i) {
+    const nn::Parameter& p = *source.parameters()[i];
+    Tensor want = p.name == "wpe.weight" ? p.value.narrow(0, 8) : p.value;
+    EXPECT_EQ(shorter.parameters()[i]->value.to_vector(), want.to_vector()) << p.name;
+  }
+  optim::AdamW opt(shorter.parameters(), {});
+  EXPECT_NE(error_of([&] {
+              load_checkpoint(tmp.path("ck"), *world, grid, shorter, &opt);
+            }).find("holds a model with seq 16, but this model has seq 8"),
+            std::string::npos);
 }
 
 TEST(HfDirectory, ByteLevelModelsGetTheirTokenizer) {

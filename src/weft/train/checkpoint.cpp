@@ -272,12 +272,18 @@ std::string flag_name(std::string key) {
   return key;
 }
 
-void check_model(const CheckpointReader& ck, nn::Module& model) {
+// With `shorter_context`, a model whose context is shorter than the saved
+// one's passes (it keeps the first positions of wpe).
+void check_model(const CheckpointReader& ck, nn::Module& model, bool shorter_context) {
   auto* gpt = dynamic_cast<nn::Gpt*>(&model);
   if (gpt && ck.model_shape()) {
     const Json shape = model_shape_json(gpt->config());
     for (const auto& [key, mine] : shape.as_object()) {
       const Json* saved = ck.model_shape()->find(key);
+      if (shorter_context && key == "seq" && saved && saved->is_integer() &&
+          saved->as_int() > mine.as_int()) {
+        continue;
+      }
       WEFT_CHECK(!saved || *saved == mine,
                  "checkpoint {} holds a model with {} {}, but this model has {} {}: build the "
                  "model with the checkpoint's shape (--{} {})",
@@ -293,7 +299,11 @@ void check_model(const CheckpointReader& ck, nn::Module& model) {
   for (const auto& [name, p] : mine) {
     const SavedTensor* t = ck.find(name);
     WEFT_CHECK(t, "checkpoint {} has no parameter {}: it is of another model", ck.dir(), name);
-    WEFT_CHECK(t->global_shape == p->spec.global_shape,
+    const bool fewer_positions = shorter_context && name == "wpe.weight" &&
+                                 t->global_shape.rank() == 2 &&
+                                 t->global_shape[1] == p->spec.global_shape[1] &&
+                                 t->global_shape[0] > p->spec.global_shape[0];
+    WEFT_CHECK(t->global_shape == p->spec.global_shape || fewer_positions,
                "checkpoint {} holds {} of shape {}, but this model's is {}: it is of another model",
                ck.dir(), name, t->global_shape, p->spec.global_shape);
   }
@@ -413,9 +423,16 @@ TrainState load_checkpoint(const std::string& dir, comm::ProcessGroup& world,
   options.note_unverified = options.note_unverified && world.rank() == 0;
   agree(world, [&] {
     CheckpointReader ck(dir, options);
-    check_model(ck, model);
+    // Weights alone (--init, eval) may go into a model with a shorter context.
+    check_model(ck, model, optimizer == nullptr);
     for (nn::Parameter* p : model.parameters()) {
-      p->value.copy_from(ck.read(*ck.find(p->name), p->spec));
+      const SavedTensor& t = *ck.find(p->name);
+      if (t.global_shape != p->spec.global_shape) {  // wpe of a longer context
+        p->value.copy_from(
+            nn::shard_of(p->spec, ck.read_full(t).narrow(0, p->spec.global_shape[0])));
+        continue;
+      }
+      p->value.copy_from(ck.read(t, p->spec));
     }
     if (optimizer) {
       const auto& ps = optimizer->parameters();
