@@ -52,6 +52,21 @@ TEST(Gelu, Bf16WithinTolerance) {
   EXPECT_TRUE(close(ref, y.to_vector(), kBF16, 1e-2));
 }
 
+// The primitive cache is keyed by (elements, dtype, threads): an f32 call at
+// 257 threads once found the bf16 primitive made at 1 thread (a packed key).
+TEST(Gelu, CacheKeepsDtypesApartAtAnyThreadCount) {
+  Tensor xb = random_tensor({64}, 7, -4, 4, DType::bf16), yb = Tensor::empty({64}, DType::bf16);
+  set_num_threads(1);
+  gelu_forward(xb, yb);
+  Tensor x = random_tensor({64}, 8, -4, 4), y = Tensor::empty({64});
+  set_num_threads(257);
+  gelu_forward(x, y);
+  set_num_threads(0);
+  std::vector<double> ref;
+  for (float v : x.to_vector()) ref.push_back(gelu_ref(v));
+  EXPECT_TRUE(close(ref, y.to_vector(), {1e-5, 1e-6}));
+}
+
 TEST(Bias, AddAndGradient) {
   const int64_t n = 130, c = 9;
   Tensor y = random_tensor({n, c}, 5), b = random_tensor({c}, 6);

@@ -25,10 +25,25 @@ struct GeluEntry {
   memory src, dst, diff_dst, diff_src;
 };
 
+// (elements, dtype, threads): a key of three fields, so no thread count can
+// collide with another dtype's entry.
+struct GeluKey {
+  int64_t n;
+  DType dtype;
+  int threads;
+  bool operator==(const GeluKey&) const = default;
+};
+
+struct GeluKeyHash {
+  size_t operator()(const GeluKey& k) const {
+    return std::hash<int64_t>()(k.n) * 31 + static_cast<size_t>(k.dtype) * 7919 +
+           static_cast<size_t>(k.threads);
+  }
+};
+
 GeluEntry& gelu_entry(int64_t n, DType dt) {
-  thread_local std::unordered_map<int64_t, GeluEntry> cache;
-  int threads = cpu::apply_thread_budget();
-  int64_t key = (n << 12) | (static_cast<int64_t>(dt) << 8) | threads;
+  thread_local std::unordered_map<GeluKey, GeluEntry, GeluKeyHash> cache;
+  const GeluKey key{n, dt, cpu::apply_thread_budget()};
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   memory::desc md({n}, cpu::to_dnnl(dt), memory::format_tag::a);

@@ -31,9 +31,12 @@
 
 namespace weft::kernels {
 
+// The target that marks a token as not scored (PyTorch's default).
+inline constexpr int32_t kIgnoreIndex = -100;
+
 struct CrossEntropyOptions {
   // Rows whose target equals this are not counted (PyTorch's default).
-  int32_t ignore_index = -100;
+  int32_t ignore_index = kIgnoreIndex;
   // Vocabulary id of the first logits column (the rank's slice under vocab
   // parallelism).
   int64_t vocab_start = 0;
@@ -80,9 +83,9 @@ void cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max, Tensor& 
 // returns the mean of lse - target_logit over the counted rows (0 if none).
 float cross_entropy_combine(const Tensor& row_max, const Tensor& sum_exp,
                             const Tensor& target_logit, const Tensor& targets, Tensor& lse,
-                            int32_t ignore_index = -100);
+                            int32_t ignore_index = kIgnoreIndex);
 
 // targets (N) -> how many are not ignore_index.
-int64_t count_targets(const Tensor& targets, int32_t ignore_index = -100);
+int64_t count_targets(const Tensor& targets, int32_t ignore_index = kIgnoreIndex);
 
 }  // namespace weft::kernels

@@ -22,13 +22,14 @@
 
 #include "weft/comm/process_group.h"
 #include "weft/core/tensor.h"
+#include "weft/kernels/loss.h"
 
 namespace weft::nn {
 
 struct CrossEntropyConfig {
   int64_t vocab = 0;                         // real vocabulary size V
   std::shared_ptr<comm::ProcessGroup> tp{};  // null: the logits hold the whole vocabulary
-  int32_t ignore_index = -100;
+  int32_t ignore_index = kernels::kIgnoreIndex;
 };
 
 // logits (..., Vp/T) f32|bf16, this rank's vocabulary slice; targets (...) i32

@@ -37,6 +37,7 @@
 #include <string>
 
 #include "weft/comm/process_group.h"
+#include "weft/kernels/loss.h"
 #include "weft/nn/linear.h"
 #include "weft/nn/module.h"
 
@@ -125,7 +126,8 @@ class LmHead : public Module {
 
   // x, targets (B, T) i32 (the group's full targets) -> the mean cross-entropy
   // over the tokens whose target is not ignore_index, the same on every rank.
-  float forward_loss(Ctx& ctx, const Tensor& x, const Tensor& targets, int32_t ignore_index = -100);
+  float forward_loss(Ctx& ctx, const Tensor& x, const Tensor& targets,
+                     int32_t ignore_index = kernels::kIgnoreIndex);
   // -> dx of dloss · loss (see backward); the saved logits become their gradient.
   Tensor backward_loss(Ctx& ctx, float dloss = 1.0f);
 
@@ -135,7 +137,7 @@ class LmHead : public Module {
   struct Saved {
     Tensor x;  // the GEMM input (gathered under SP)
     Tensor logits, targets, lse;
-    int32_t ignore_index = -100;
+    int32_t ignore_index = kernels::kIgnoreIndex;
   };
   comm::ProcessGroup* group() const;
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <vector>
 
+#include "weft/kernels/loss.h"
+
 namespace weft::train {
 
 namespace {
-
-constexpr int32_t kIgnore = -100;
 
 // Mean loss of windows starting at `starts` with `len` targets each, padded
 // to `padded` positions whose targets are ignored.
@@ -15,7 +15,7 @@ double window_loss(nn::Gpt& model, std::span<const int32_t> tokens,
                    const std::vector<int64_t>& starts, int64_t len, int64_t padded) {
   const int64_t n = static_cast<int64_t>(starts.size());
   std::vector<int32_t> in(static_cast<size_t>(n * padded), 0);
-  std::vector<int32_t> tg(static_cast<size_t>(n * padded), kIgnore);
+  std::vector<int32_t> tg(static_cast<size_t>(n * padded), kernels::kIgnoreIndex);
   for (int64_t i = 0; i < n; ++i) {
     const int32_t* w = tokens.data() + starts[static_cast<size_t>(i)];
     std::copy(w, w + len, in.begin() + i * padded);
