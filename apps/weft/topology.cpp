@@ -1,5 +1,4 @@
 // `weft topology`: print the process groups of a parallel grid.
-#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -34,9 +33,8 @@ int topology(const std::vector<std::string>& args) {
   int world = 0;
   if (opts.given("world")) {
     world = static_cast<int>(opts.integer("world"));
-  } else if (const char* s = std::getenv("OMPI_COMM_WORLD_SIZE");
-             s && weft::comm::launched_by_mpi()) {
-    world = std::atoi(s);
+  } else if (const int launched = weft::comm::launcher_world_size(); launched > 0) {
+    world = launched;
   } else {
     WEFT_FAIL("give the world size, e.g. `weft topology --world 8 --tp 4`");
   }

@@ -18,6 +18,14 @@ bool launched_by_mpi() {
   return false;
 }
 
+int launcher_world_size() {
+  if (!launched_by_mpi()) return 0;
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
+    if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
+  }
+  return 0;
+}
+
 void check_launcher() {
   if (launched_by_mpi()) return;
   const char* world = std::getenv("WORLD_SIZE");

@@ -13,6 +13,11 @@ namespace weft::comm {
 // (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK).
 bool launched_by_mpi();
 
+// The world size an MPI launcher announces (OMPI_COMM_WORLD_SIZE, PMI_SIZE,
+// PMIX_SIZE) before MPI starts; 0 when it announces none. The one place the
+// launcher's environment is read.
+int launcher_world_size();
+
 // Refuses a process that a torchrun-style launcher started as one of several
 // ranks (WORLD_SIZE > 1 without an MPI launcher): each would otherwise run a
 // job of its own. init_world() and run_world() call it.

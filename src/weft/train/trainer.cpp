@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -301,14 +300,6 @@ std::vector<int32_t> sample_prompt(const TrainConfig& c) {
   return {c.vocab == 50257 ? 50256 : 0};
 }
 
-// The world size an MPI launcher announces in the environment (0: unknown).
-int mpi_world_size() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"}) {
-    if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
-  }
-  return 0;
-}
-
 }  // namespace
 
 TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
@@ -322,7 +313,7 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
              "mpirun, or use --backend mpi");
   if (under_mpi) {
     // Checked before MPI starts, so every process ends with this error alone.
-    const int world = mpi_world_size();
+    const int world = comm::launcher_world_size();
     WEFT_CHECK(world <= 0 || world % cfg.tp == 0,
                "mpirun started {} processes, not a multiple of --tp {}: use mpirun -np {}", world,
                cfg.tp, (world / cfg.tp + 1) * cfg.tp);
@@ -333,8 +324,8 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
   }
   Dataset data = load_dataset(cfg);
   TrainConfig run = cfg;
-  apply_global_batch(run,
-                     under_mpi ? std::max(1, mpi_world_size() / cfg.tp) : (cfg.dp ? cfg.dp : 1));
+  apply_global_batch(
+      run, under_mpi ? std::max(1, comm::launcher_world_size() / cfg.tp) : (cfg.dp ? cfg.dp : 1));
   const std::vector<std::string> plan = plan_start(run, data);
   validate(run);
   const int local_ranks = run.tp * (run.dp ? run.dp : 1);
