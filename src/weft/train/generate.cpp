@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "weft/parallel/mappings.h"
+
 namespace weft::train {
 
 namespace {
@@ -39,12 +41,9 @@ std::vector<float> next_logits(nn::Gpt& model, std::span<const int32_t> window) 
   nn::Ctx ctx(nullptr, false);
   // (G, padded, Vp/tp): G is the group's batch, tp copies of the prompt under --sp batch.
   Tensor logits = model.forward(ctx, Tensor::from_i32({1, padded}, ids));
-  Tensor row = logits.rows(len - 1, 1).to(DType::f32);
-  Tensor full = row;
-  if (tp > 1) {
-    full = Tensor::empty({tp, row.size(1)});
-    cfg.tp->all_gather(full, row).wait();
-  }
+  // The vocabulary is split over the TP ranks along the last dimension.
+  const Tensor row = logits.rows(len - 1, 1).to(DType::f32);
+  const Tensor full = parallel::forward(parallel::Mapping::gather_from_tp, cfg.tp.get(), row);
   std::vector<float> v = full.to_vector();
   v.resize(static_cast<size_t>(cfg.vocab));
   return v;
