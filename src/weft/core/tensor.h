@@ -132,6 +132,9 @@ class Tensor {
   float item(int64_t flat_index) const;
 
   bool same_storage(const Tensor& other) const { return storage_ == other.storage_; }
+  // Whether this handle is the only one referencing its storage (a buffer
+  // nobody else holds may be overwritten).
+  bool sole_owner() const { return storage_ && storage_.use_count() == 1; }
 
  private:
   std::shared_ptr<Storage> storage_;

@@ -1,0 +1,52 @@
+// ExecContext: what a kernel runs on and where its tensors are allocated.
+//
+// On the CPU it is the rank's thread team: kernels use threads() threads
+// (0: weft::num_threads() of the calling thread, which under the local
+// backend is the rank's thread). A CUDA context will add a stream; kernels
+// enqueue on it and comm::Work::wait(context) orders it after a collective.
+// Every kernel takes the context it runs on and dispatches on the tensors'
+// device; every allocation above kernels/ goes through a context, so no code
+// outside core/ and kernels/ names a device.
+//
+// A context is a small value: copies share whatever the device needs (a
+// stream, later), so a ParallelContext holds one and hands out references.
+#pragma once
+
+#include "weft/core/tensor.h"
+
+namespace weft {
+
+class ExecContext {
+ public:
+  // The host context: the calling thread's CPU thread team.
+  ExecContext() = default;
+  ExecContext(Device device, int threads) : device_(device), threads_(threads) {}
+
+  // The default context of the calling thread (the host, default threads).
+  static const ExecContext& host();
+
+  Device device() const { return device_; }
+  // Threads a CPU kernel on this context uses.
+  int threads() const;
+
+  // Allocation on this context's device.
+  Tensor empty(const Shape& shape, DType dtype = DType::f32,
+               MemoryTag tag = current_memory_tag()) const;
+  Tensor zeros(const Shape& shape, DType dtype = DType::f32,
+               MemoryTag tag = current_memory_tag()) const;
+  // `slot` when it already is a tensor of this shape and dtype that nothing
+  // else references (a buffer of an earlier step, released by its user);
+  // otherwise a new tensor, kept in `slot`. Steady-state callers allocate
+  // nothing; a caller that still holds the old tensor gets a fresh one.
+  Tensor reuse(Tensor& slot, const Shape& shape, DType dtype,
+               MemoryTag tag = current_memory_tag()) const;
+  // Waits until the work queued on this context is done (a no-op on the CPU,
+  // where kernels return when they are done).
+  void synchronize() const {}
+
+ private:
+  Device device_ = Device::cpu();
+  int threads_ = 0;
+};
+
+}  // namespace weft

@@ -1,0 +1,43 @@
+#include "weft/parallel/context.h"
+
+namespace weft::parallel {
+
+const char* sequence_parallel_name(SequenceParallel sp) {
+  switch (sp) {
+    case SequenceParallel::off: return "off";
+    case SequenceParallel::seq: return "seq";
+    case SequenceParallel::batch: return "batch";
+  }
+  return "?";
+}
+
+SequenceParallel parse_sequence_parallel(const std::string& s) {
+  if (s == "off") return SequenceParallel::off;
+  if (s == "seq") return SequenceParallel::seq;
+  if (s == "batch") return SequenceParallel::batch;
+  WEFT_FAIL("unknown sequence parallelism '{}': use off, seq or batch", s);
+}
+
+Precision Precision::parse(std::string_view name) {
+  if (name == "f32") return {Recipe::f32};
+  if (name == "bf16") return {Recipe::bf16};
+  WEFT_FAIL("unknown precision recipe '{}': use f32 or bf16", name);
+}
+
+Precision Precision::of(DType dtype) {
+  WEFT_CHECK(dtype == DType::f32 || dtype == DType::bf16,
+             "no precision recipe computes in {}: use f32 or bf16", dtype_name(dtype));
+  return {dtype == DType::bf16 ? Recipe::bf16 : Recipe::f32};
+}
+
+ContextPtr make_context(std::shared_ptr<comm::ProcessGroup> tp, SequenceParallel sp,
+                        Precision precision, uint64_t seed) {
+  auto c = std::make_shared<ParallelContext>();
+  c->tp = std::move(tp);
+  c->sp = sp;
+  c->precision = precision;
+  c->seed = seed;
+  return c;
+}
+
+}  // namespace weft::parallel

@@ -1,0 +1,66 @@
+// ParallelContext: everything about how a model runs that is not its shape.
+//
+// One object per model, shared by every module (std::shared_ptr<const
+// ParallelContext>): the process groups (tp; gtp and dp are slots for
+// generalized tensor parallelism and data parallelism), the sequence-parallel
+// mode, the precision recipe, the execution context kernels run on and the
+// seed every parameter's initialization derives from. Module configs hold
+// only their name, shape and initialization; nothing else carries these
+// options.
+//
+// Residual-stream layout. Activations between tensor-parallel regions are
+// row blocks (tokens x C), 3-D with the token order chosen by the SP mode so
+// that a rank's SP shard is one contiguous block of rows along dimension 0:
+//   off, batch  batch-major     (B, T, C); batch SP splits B
+//   seq         sequence-major  (T, B, C) as Megatron's [s, b, h]; SP splits T
+// token_layout() says which; attention reads its heads through strides.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "weft/comm/process_group.h"
+#include "weft/core/exec_context.h"
+#include "weft/parallel/precision.h"
+
+namespace weft::parallel {
+
+enum class SequenceParallel : uint8_t { off, seq, batch };
+const char* sequence_parallel_name(SequenceParallel sp);
+// "off", "seq", "batch"; throws weft::Error naming the choices otherwise.
+SequenceParallel parse_sequence_parallel(const std::string& s);
+
+// The order of the tokens of a (B, T) batch in a residual-stream activation.
+enum class TokenLayout : uint8_t { batch_major, sequence_major };
+
+struct ParallelContext {
+  std::shared_ptr<comm::ProcessGroup> tp{};   // null: no tensor parallelism
+  std::shared_ptr<comm::ProcessGroup> gtp{};  // generalized TP (weights sharded 1/N); reserved
+  std::shared_ptr<comm::ProcessGroup> dp{};   // data parallelism (gradient sync); may be null
+  SequenceParallel sp = SequenceParallel::off;
+  Precision precision{};
+  ExecContext exec{};
+  uint64_t seed = 1337;
+
+  int tp_size() const { return tp ? tp->size() : 1; }
+  int tp_rank() const { return tp ? tp->rank() : 0; }
+  // The TP group when it has more than one rank, else null (no communication).
+  comm::ProcessGroup* tp_group() const { return tp_size() > 1 ? tp.get() : nullptr; }
+  bool sequence_parallel() const { return sp != SequenceParallel::off; }
+  TokenLayout token_layout() const {
+    return sp == SequenceParallel::seq ? TokenLayout::sequence_major : TokenLayout::batch_major;
+  }
+  // The dtype activations are computed in.
+  DType compute() const { return precision.activation(); }
+};
+
+using ContextPtr = std::shared_ptr<const ParallelContext>;
+
+// A context with the given options (tests, tools): make_context() is a single
+// rank, f32, no SP.
+ContextPtr make_context(std::shared_ptr<comm::ProcessGroup> tp = nullptr,
+                        SequenceParallel sp = SequenceParallel::off,
+                        Precision precision = {}, uint64_t seed = 1337);
+
+}  // namespace weft::parallel
