@@ -360,6 +360,61 @@ TEST(Attention, Bf16MatchesF32) {
   }
 }
 
+// (A, B, W) -> (B, A, W) element by element (bf16 values survive the f32
+// round trip exactly): batch-major activations to sequence-major and back.
+Tensor swap01(const Tensor& t) {
+  const int64_t A = t.size(0), B = t.size(1), W = t.size(2);
+  std::vector<float> v = t.to_vector(), s(v.size());
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t w = 0; w < W; ++w) {
+        s[static_cast<size_t>((b * A + a) * W + w)] = v[static_cast<size_t>((a * B + b) * W + w)];
+      }
+  return Tensor::from({B, A, W}, s, t.dtype());
+}
+
+TEST(Attention, SequenceMajorEqualsBatchMajorOnTransposedData) {
+  for (const Case& c : {Case{3, 11, 2, 8}, Case{2, 64, 2, 32}})
+    for (DType dt : {DType::f32, DType::bf16})
+      for (float p : {0.0f, 0.2f})
+        for (bool causal : {true, false}) {
+          SCOPED_TRACE(::testing::Message() << "T " << c.T << " " << dtype_name(dt) << " dropout "
+                                            << p << " causal " << causal);
+          Tensor qkv = random_tensor(qkv_shape(c), 30, -2, 2, dt);
+          Tensor dout = random_tensor(out_shape(c), 31, -1, 1, dt);
+          const AttentionConfig cfg{
+              .heads = c.H, .dropout = p, .seed = 7, .offset = 3, .causal = causal};
+          AttentionConfig seq = cfg;
+          seq.sequence_major = true;
+          Result batch_major = run_attention(qkv, cfg, &dout);
+          Tensor qkv_t = swap01(qkv), dout_t = swap01(dout);
+          Result sequence_major = run_attention(qkv_t, seq, &dout_t);
+          ASSERT_EQ(sequence_major.out.shape(), (Shape{c.T, c.B, c.H * c.D}));
+          // The same products on the same numbers, read through other strides.
+          EXPECT_EQ(sequence_major.saved.probs.to_vector(), batch_major.saved.probs.to_vector());
+          if (p > 0) {
+            EXPECT_EQ(sequence_major.saved.mask.to_vector(), batch_major.saved.mask.to_vector());
+          }
+          EXPECT_EQ(swap01(sequence_major.out).to_vector(), batch_major.out.to_vector());
+          EXPECT_EQ(swap01(sequence_major.dqkv).to_vector(), batch_major.dqkv.to_vector());
+        }
+}
+
+TEST(Attention, SequenceMajorChecksItsShapes) {
+  AttentionSaved saved;
+  AttentionWorkspace ws;
+  const AttentionConfig seq{.heads = 2, .sequence_major = true};
+  Tensor qkv = Tensor::zeros({4, 3, 24});  // T = 4, B = 3
+  Tensor batch_major_out = Tensor::empty({3, 4, 8});
+  EXPECT_THROW(attention_forward(qkv, seq, batch_major_out, saved, ws), Error);
+  Tensor out = Tensor::empty({4, 3, 8});
+  attention_forward(qkv, seq, out, saved, ws);
+  EXPECT_EQ(saved.probs.shape(), (Shape{3, 2, 4, 4}));
+  Tensor dqkv = Tensor::empty({4, 3, 24});
+  EXPECT_THROW(attention_backward(batch_major_out, qkv, saved, seq, dqkv, ws), Error);
+  EXPECT_NO_THROW(attention_backward(out, qkv, saved, seq, dqkv, ws));
+}
+
 TEST(Attention, ReusesSavedStateAndWorkspace) {
   const Case c{2, 10, 2, 8};
   for (DType dt : {DType::f32, DType::bf16}) {

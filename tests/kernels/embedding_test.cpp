@@ -98,6 +98,42 @@ TEST(Embedding, BackwardMatchesFp64Reference) {
   EXPECT_TRUE(close(ewpe, dwpe.to_vector(), kF32));
 }
 
+// (A, B, C) -> (B, A, C) element by element (bf16 values survive exactly).
+Tensor swap01(const Tensor& t) {
+  const int64_t A = t.size(0), B = t.size(1), C = t.size(2);
+  std::vector<float> v = t.to_vector(), s(v.size());
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t c = 0; c < C; ++c) {
+        s[static_cast<size_t>((b * A + a) * C + c)] = v[static_cast<size_t>((a * B + b) * C + c)];
+      }
+  return Tensor::from({B, A, C}, s, t.dtype());
+}
+
+TEST(Embedding, PositionsOfSequenceMajorRows) {
+  // (T, B, C): row i holds position i / B + pos_offset; the results are the
+  // batch-major ones, transposed, bit for bit.
+  const int64_t batch = 3, seq = 5, channels = 6, offset = 2;
+  Tensor wpe = random_tensor({9, channels}, 40);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor x = random_tensor({batch, seq, channels}, 41, -1.0f, 1.0f, dtype);
+    Tensor batch_major = x.clone(), sequence_major = swap01(x);
+    position_embedding_forward(wpe, batch_major, offset);
+    position_embedding_forward(wpe, sequence_major, offset, true);
+    EXPECT_EQ(swap01(sequence_major).to_vector(), batch_major.to_vector());
+
+    Tensor dwpe_batch = random_tensor({9, channels}, 42), dwpe_seq = dwpe_batch.clone();
+    position_embedding_backward(x, dwpe_batch, offset);
+    position_embedding_backward(swap01(x), dwpe_seq, offset, true);
+    EXPECT_EQ(dwpe_seq.to_vector(), dwpe_batch.to_vector());
+  }
+  // The positions checked against the table are the sequence's, dimension 0.
+  Tensor long_seq = Tensor::zeros({8, 2, channels});
+  EXPECT_THROW(position_embedding_forward(wpe, long_seq, 2, true), weft::Error);
+  EXPECT_NO_THROW(position_embedding_forward(wpe, long_seq, 1, true));
+}
+
 TEST(Embedding, BackwardMatchesFiniteDifferences) {
   const int64_t batch = 2, seq = 3, vocab = 5, channels = 4, max_seq = 4;
   Tensor tokens = token_tensor(batch, seq, {4, 1, 1, 0, 4, 4});

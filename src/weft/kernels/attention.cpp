@@ -22,11 +22,22 @@ using detail::to_f32;
 
 struct Dims {
   int64_t B, T, C, H, D;
+  // Token (b, t) is row t·B + b of the activations instead of b·T + t.
+  bool sequence_major;
+
+  // Rows between consecutive batch entries and between consecutive positions.
+  int64_t batch_rows() const { return sequence_major ? 1 : T; }
+  int64_t position_rows() const { return sequence_major ? B : 1; }
+  // The shape of an activation of `width` columns.
+  Shape tokens(int64_t width) const {
+    return sequence_major ? Shape{T, B, width} : Shape{B, T, width};
+  }
 };
 
 Dims check_qkv(const Tensor& qkv, const AttentionConfig& cfg) {
   detail::check_float(qkv, "attention qkv");
-  WEFT_CHECK(qkv.dim() == 3, "attention qkv must be (B, T, 3C), got shape {}", qkv.shape());
+  WEFT_CHECK(qkv.dim() == 3, "attention qkv must be {}, got shape {}",
+             cfg.sequence_major ? "(T, B, 3C)" : "(B, T, 3C)", qkv.shape());
   WEFT_CHECK(cfg.heads >= 1, "attention needs at least one head, got {}", cfg.heads);
   const int64_t width = qkv.size(2);
   WEFT_CHECK(width > 0 && width % (3 * cfg.heads) == 0,
@@ -35,7 +46,9 @@ Dims check_qkv(const Tensor& qkv, const AttentionConfig& cfg) {
   WEFT_CHECK(cfg.dropout >= 0.0f && cfg.dropout < 1.0f,
              "attention dropout must lie in [0, 1), got {}", cfg.dropout);
   const int64_t C = width / 3;
-  return {qkv.size(0), qkv.size(1), C, cfg.heads, C / cfg.heads};
+  const int64_t B = cfg.sequence_major ? qkv.size(1) : qkv.size(0);
+  const int64_t T = cfg.sequence_major ? qkv.size(0) : qkv.size(1);
+  return {B, T, C, cfg.heads, C / cfg.heads, cfg.sequence_major};
 }
 
 Shape square_shape(const Dims& d) { return {d.B, d.H, d.T, d.T}; }
@@ -58,8 +71,9 @@ int64_t element_bytes(DType dt) { return dt == DType::f32 ? 4 : 2; }
 // Workspace regions start on cache lines.
 int64_t aligned(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
-// The (T x D) matrix of every (b, h) inside a (B, T, width) activation, its
-// head columns starting at `col`; read transposed (D x T) when asked.
+// The (T x D) matrix of every (b, h) inside a (B, T, width) or (T, B, width)
+// activation, its head columns starting at `col`; read transposed (D x T)
+// when asked.
 StridedMatrices head_matrices(const Tensor& t, const Dims& d, int64_t col, bool transposed) {
   const int64_t width = t.size(2);
   StridedMatrices m;
@@ -67,12 +81,13 @@ StridedMatrices head_matrices(const Tensor& t, const Dims& d, int64_t col, bool 
   m.dtype = t.dtype();
   m.batch[0] = d.B;
   m.batch[1] = d.H;
-  m.batch_stride[0] = d.T * width;
+  const int64_t position_stride = d.position_rows() * width;
+  m.batch_stride[0] = d.batch_rows() * width;
   m.batch_stride[1] = d.D;
   m.rows = transposed ? d.D : d.T;
   m.cols = transposed ? d.T : d.D;
-  m.row_stride = transposed ? 1 : width;
-  m.col_stride = transposed ? width : 1;
+  m.row_stride = transposed ? 1 : position_stride;
+  m.col_stride = transposed ? position_stride : 1;
   return m;
 }
 
@@ -84,8 +99,8 @@ StridedMatrices head_matrices(const Tensor& t, const Dims& d, int64_t col, bool 
 // the copies (QKᵀ at B=4, T=256, H=12, D=64 on one core: 17 ms in place,
 // 1.7 ms dense). For f32 the gain in the products only pays for the copies,
 // so f32 stays in place and needs no extra scratch. out and dout, (B, T, C)
-// with heads at stride C, are a permutation of a dense tensor and are always
-// used in place.
+// or (T, B, C) with heads at stride C, are a permutation of a dense tensor
+// and are always used in place.
 bool copies_heads(DType dt) { return dt == DType::bf16; }
 
 // Bytes of one dense (B, H, T, D) copy.
@@ -144,7 +159,8 @@ void copy_heads(const Tensor& t, const Dims& d, std::initializer_list<HeadCopy> 
   char* base = static_cast<char*>(t.raw());
 #pragma omp parallel for num_threads(weft::num_threads()) schedule(static)
   for (int64_t row = 0; row < d.B * d.T; ++row) {
-    const int64_t b = row / d.T, tt = row % d.T;
+    const int64_t b = d.sequence_major ? row % d.B : row / d.T;
+    const int64_t tt = d.sequence_major ? row / d.B : row % d.T;
     for (const HeadCopy& c : copies) {
       char* strided = base + row * width + c.part * d.C * es;
       char* dense = c.dense + (b * d.H * d.T + tt) * head;
@@ -260,10 +276,9 @@ void attention_forward(const Tensor& qkv, const AttentionConfig& cfg, Tensor& ou
                        AttentionSaved& saved, AttentionWorkspace& workspace) {
   const Dims d = check_qkv(qkv, cfg);
   const DType dt = qkv.dtype();
-  WEFT_CHECK(out.dim() == 3 && out.size(0) == d.B && out.size(1) == d.T && out.size(2) == d.C &&
-                 out.dtype() == dt,
-             "attention output must be {} ({}, {}, {}) for qkv {}, got {} {}", dtype_name(dt), d.B,
-             d.T, d.C, qkv.shape(), dtype_name(out.dtype()), out.shape());
+  WEFT_CHECK(out.shape() == d.tokens(d.C) && out.dtype() == dt,
+             "attention output must be {} {} for qkv {}, got {} {}", dtype_name(dt), d.tokens(d.C),
+             qkv.shape(), dtype_name(out.dtype()), out.shape());
   const bool dropout = cfg.dropout > 0.0f;
   ensure(saved.probs, square_shape(d), dt);
   if (dropout) {
@@ -306,10 +321,9 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const AttentionSa
                         const AttentionConfig& cfg, Tensor& dqkv, AttentionWorkspace& workspace) {
   const Dims d = check_qkv(qkv, cfg);
   const DType dt = qkv.dtype();
-  WEFT_CHECK(dout.dim() == 3 && dout.size(0) == d.B && dout.size(1) == d.T && dout.size(2) == d.C &&
-                 dout.dtype() == dt,
-             "attention output gradient must be {} ({}, {}, {}) for qkv {}, got {} {}",
-             dtype_name(dt), d.B, d.T, d.C, qkv.shape(), dtype_name(dout.dtype()), dout.shape());
+  WEFT_CHECK(dout.shape() == d.tokens(d.C) && dout.dtype() == dt,
+             "attention output gradient must be {} {} for qkv {}, got {} {}", dtype_name(dt),
+             d.tokens(d.C), qkv.shape(), dtype_name(dout.dtype()), dout.shape());
   WEFT_CHECK(dqkv.shape() == qkv.shape() && dqkv.dtype() == dt,
              "attention qkv gradient must be {} {} like qkv, got {} {}", dtype_name(dt),
              qkv.shape(), dtype_name(dqkv.dtype()), dqkv.shape());

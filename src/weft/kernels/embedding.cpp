@@ -132,29 +132,34 @@ void embedding_backward(const Tensor& dout, const Tensor& tokens, Tensor& dwte,
   });
 }
 
-void position_embedding_forward(const Tensor& wpe, Tensor& out, int64_t pos_offset) {
+void position_embedding_forward(const Tensor& wpe, Tensor& out, int64_t pos_offset,
+                                bool sequence_major) {
   constexpr const char* op = "position_embedding_forward";
   const Shapes shapes = checked_shapes(wpe, out, op, "wpe", "out");
-  const int64_t positions = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
-                seq = shapes.seq;
+  const int64_t positions = shapes.table_rows, channels = shapes.channels;
+  const int64_t batch = sequence_major ? shapes.seq : shapes.batch;
+  const int64_t seq = sequence_major ? shapes.batch : shapes.seq;
   check_positions(seq, positions, pos_offset, op);
   const float* table = wpe.data<float>() + pos_offset * channels;
   const int64_t rows = batch * seq;
   with_floats(out, [&](auto* y) {
 #pragma omp parallel for num_threads(weft::num_threads()) schedule(static)
     for (int64_t n = 0; n < rows; ++n) {
-      const float* src = table + (n % seq) * channels;
+      const int64_t t = sequence_major ? n / batch : n % seq;
+      const float* src = table + t * channels;
       auto* dst = y + n * channels;
       for (int64_t c = 0; c < channels; ++c) store(dst, c, load(dst, c) + src[c]);
     }
   });
 }
 
-void position_embedding_backward(const Tensor& dout, Tensor& dwpe, int64_t pos_offset) {
+void position_embedding_backward(const Tensor& dout, Tensor& dwpe, int64_t pos_offset,
+                                 bool sequence_major) {
   constexpr const char* op = "position_embedding_backward";
   const Shapes shapes = checked_shapes(dwpe, dout, op, "dwpe", "dout");
-  const int64_t positions = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
-                seq = shapes.seq;
+  const int64_t positions = shapes.table_rows, channels = shapes.channels;
+  const int64_t batch = sequence_major ? shapes.seq : shapes.batch;
+  const int64_t seq = sequence_major ? shapes.batch : shapes.seq;
   check_positions(seq, positions, pos_offset, op);
   float* grad = dwpe.data<float>() + pos_offset * channels;
   with_floats(dout, [&](const auto* dy) {
@@ -163,7 +168,8 @@ void position_embedding_backward(const Tensor& dout, Tensor& dwpe, int64_t pos_o
     for (int64_t t = 0; t < seq; ++t) {
       float* g = grad + t * channels;
       for (int64_t b = 0; b < batch; ++b) {
-        const auto* d = dy + (b * seq + t) * channels;
+        const int64_t row = sequence_major ? t * batch + b : b * seq + t;
+        const auto* d = dy + row * channels;
         for (int64_t c = 0; c < channels; ++c) g[c] += load(d, c);
       }
     }

@@ -38,8 +38,13 @@ void embedding_backward(const Tensor& dout, const Tensor& tokens, Tensor& dwte,
 
 // wpe (maxT,C) f32 -> out (B,T,C) f32|bf16 += wpe[pos_offset + t]
 // pos_offset is the position of the first token (generation continuing a prefix).
-void position_embedding_forward(const Tensor& wpe, Tensor& out, int64_t pos_offset = 0);
+// With sequence_major, out is (T,B,C) (the residual stream under sequence
+// parallelism): row i holds position i / B + pos_offset.
+void position_embedding_forward(const Tensor& wpe, Tensor& out, int64_t pos_offset = 0,
+                                bool sequence_major = false);
 // dout (B,T,C) f32|bf16 -> dwpe (maxT,C) f32: dwpe[pos_offset + t] += Σ_b dout[b,t]
-void position_embedding_backward(const Tensor& dout, Tensor& dwpe, int64_t pos_offset = 0);
+// ((T,B,C) with sequence_major; the batch is summed in order b = 0, 1, ... either way)
+void position_embedding_backward(const Tensor& dout, Tensor& dwpe, int64_t pos_offset = 0,
+                                 bool sequence_major = false);
 
 }  // namespace weft::kernels
