@@ -39,7 +39,7 @@ inline void save_tiny_checkpoint(const std::string& dir) {
     set_num_threads(1);
     const train::TrainConfig cfg = tiny_config();
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
-    nn::Gpt model(train::model_config(cfg, grid.group_ptr("tp")));
+    nn::Gpt model(train::model_context(cfg, grid.group_ptr("tp")), train::model_config(cfg));
     optim::AdamW opt(model.parameters(), {});
     opt.set_steps_taken(3);
     parallel::RngTracker rng(cfg.seed, grid.rank_in("tp"));

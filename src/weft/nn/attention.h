@@ -69,6 +69,7 @@ class MultiheadAttention : public Module {
   std::vector<Module*> children() override { return {qkv_.get(), &proj_}; }
 
   const MultiheadAttentionConfig& config() const { return cfg_; }
+  const ParallelContext& context() const { return *pc_; }
   bool partitioned() const;
   int64_t local_heads() const;
   Linear& qkv() { return *qkv_linear_; }

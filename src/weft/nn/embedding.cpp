@@ -4,7 +4,7 @@
 
 #include "weft/kernels/embedding.h"
 #include "weft/kernels/gemm.h"
-#include "weft/kernels/layout.h"
+#include "weft/kernels/transpose.h"
 #include "weft/nn/cross_entropy.h"
 #include "weft/parallel/mappings.h"
 

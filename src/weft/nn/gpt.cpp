@@ -1,6 +1,6 @@
 #include "weft/nn/gpt.h"
 
-#include "weft/kernels/layout.h"
+#include "weft/kernels/transpose.h"
 #include "weft/parallel/mappings.h"
 
 namespace weft::nn {

@@ -48,6 +48,7 @@ class LayerNormMLP : public Module {
   std::vector<Module*> children() override { return {&fc1_, &fc2_}; }
 
   const LayerNormMLPConfig& config() const { return cfg_; }
+  const ParallelContext& context() const { return *pc_; }
   LayerNormLinear& fc1() { return fc1_; }
   Linear& fc2() { return fc2_; }
 

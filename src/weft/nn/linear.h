@@ -45,6 +45,8 @@ namespace weft::nn {
 
 using parallel::ContextPtr;
 using parallel::ParallelContext;
+using parallel::parse_sequence_parallel;
+using parallel::sequence_parallel_name;
 using parallel::SequenceParallel;
 
 enum class Parallel { none, column, row };

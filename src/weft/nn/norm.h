@@ -42,6 +42,7 @@ class Norm : public Module {
 
   NormKind kind() const { return kind_; }
   const NormConfig& config() const { return cfg_; }
+  const ParallelContext& context() const { return *pc_; }
   Parameter& weight() { return weight_; }
   Parameter* bias() { return kind_ == NormKind::layer ? &bias_ : nullptr; }
 

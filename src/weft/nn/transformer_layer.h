@@ -57,6 +57,7 @@ class TransformerLayer : public Module {
   std::vector<Module*> children() override { return {&attn_, &mlp_}; }
 
   const TransformerLayerConfig& config() const { return cfg_; }
+  const ParallelContext& context() const { return *pc_; }
   MultiheadAttention& attn() { return attn_; }
   LayerNormMLP& mlp() { return mlp_; }
 

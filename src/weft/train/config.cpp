@@ -481,7 +481,11 @@ void validate(const TrainConfig& c) {
              "--init starts a new run from weights and --resume continues one: pass only one");
 }
 
-nn::GptConfig model_config(const TrainConfig& c, std::shared_ptr<comm::ProcessGroup> tp) {
+parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::ProcessGroup> tp) {
+  return parallel::make_context(std::move(tp), c.sp, parallel::Precision::of(c.dtype), c.seed);
+}
+
+nn::GptConfig model_config(const TrainConfig& c) {
   nn::GptConfig g;
   g.vocab = c.vocab;
   g.seq = c.seq;
@@ -490,10 +494,6 @@ nn::GptConfig model_config(const TrainConfig& c, std::shared_ptr<comm::ProcessGr
   g.heads = c.heads;
   g.dropout = c.dropout;
   g.vocab_pad = c.vocab_pad;
-  g.tp = std::move(tp);
-  g.sp = c.sp;
-  g.compute = c.dtype;
-  g.seed = c.seed;
   return g;
 }
 

@@ -152,6 +152,8 @@ void validate(const TrainConfig& cfg);
 Json shape_settings(const Json& settings);
 
 // The model of `cfg` with the TP group `tp` (null: TP=1), as nn::Gpt takes it.
-nn::GptConfig model_config(const TrainConfig& cfg, std::shared_ptr<comm::ProcessGroup> tp);
+nn::GptConfig model_config(const TrainConfig& cfg);
+// The parallel context of the run's model over its TP group (null: one rank).
+parallel::ContextPtr model_context(const TrainConfig& cfg, std::shared_ptr<comm::ProcessGroup> tp);
 
 }  // namespace weft::train

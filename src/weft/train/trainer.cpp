@@ -64,7 +64,7 @@ InferenceModel load_for_inference(const std::string& given, DType compute, ReadO
              "evaluation and generation run on one process: start weft without mpirun");
   m.grid = std::make_unique<comm::Grid>(
       *m.world, "tp-dp", std::vector<std::pair<std::string, int>>{{"tp", 1}, {"dp", 1}});
-  m.model = std::make_unique<nn::Gpt>(model_config(cfg, nullptr));
+  m.model = std::make_unique<nn::Gpt>(model_context(cfg, nullptr), model_config(cfg));
   load_weights(path, *m.world, *m.grid, *m.model, options);
   return m;
 }
@@ -101,7 +101,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Datase
       world, "tp-dp", std::vector<std::pair<std::string, int>>{{"tp", cfg_.tp}, {"dp", dp}});
   const int tp_rank = grid_->rank_in("tp");
   rng_ = parallel::RngTracker(cfg_.seed, tp_rank);
-  model_ = std::make_unique<nn::Gpt>(model_config(cfg_, grid_->group_ptr("tp")));
+  model_ = std::make_unique<nn::Gpt>(model_context(cfg_, grid_->group_ptr("tp")), model_config(cfg_));
   params_ = model_->parameters();
   const auto bucket = static_cast<int64_t>(cfg_.bucket_mb * (1 << 20));
   sync_ = std::make_unique<optim::GradSync>(params_, grid_->group_ptr("dp"),
