@@ -13,12 +13,13 @@ install(TARGETS weft EXPORT weftTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS weft_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# Public headers only: the kernels' oneDNN plumbing (kernels/cpu/) and their
-# element-access helpers are internal.
+# Public headers only: the kernels' CPU implementations (kernels/cpu/), their
+# device dispatch and element-access helpers are internal.
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/src/weft DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h"
         PATTERN "kernels/cpu" EXCLUDE
-        PATTERN "elementwise.h" EXCLUDE)
+        PATTERN "elementwise.h" EXCLUDE
+        PATTERN "dispatch.h" EXCLUDE)
 
 set(WEFT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/weft)
 install(EXPORT weftTargets NAMESPACE weft:: DESTINATION ${WEFT_CMAKE_DIR})

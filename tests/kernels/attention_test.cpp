@@ -15,6 +15,9 @@
 namespace weft::kernels {
 namespace {
 
+// The host context: the calling thread's CPU threads.
+const ExecContext& ec = ExecContext::host();
+
 using weft::testing::close;
 using weft::testing::finite_difference;
 using weft::testing::random_tensor;
@@ -159,10 +162,10 @@ Result run_attention(const Tensor& qkv, const AttentionConfig& cfg, const Tensor
   AttentionWorkspace ws;
   const Shape& s = qkv.shape();
   r.out = Tensor::empty({s[0], s[1], s[2] / 3}, qkv.dtype());
-  attention_forward(qkv, cfg, r.out, r.saved, ws);
+  attention_forward(ec, qkv, cfg, r.out, r.saved, ws);
   if (dout) {
     r.dqkv = Tensor::empty(s, qkv.dtype());
-    attention_backward(*dout, qkv, r.saved, cfg, r.dqkv, ws);
+    attention_backward(ec, *dout, qkv, r.saved, cfg, r.dqkv, ws);
   }
   return r;
 }
@@ -229,7 +232,7 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
   AttentionWorkspace ws;
   Tensor out = Tensor::empty(out_shape(c));
   auto loss = [&] {
-    attention_forward(qkv, cfg, out, saved, ws);
+    attention_forward(ec, qkv, cfg, out, saved, ws);
     return weighted_sum(out, w);
   };
   std::vector<double> fd = finite_difference(qkv, loss);
@@ -269,7 +272,7 @@ TEST(Attention, DropoutMatchesReferenceAndFiniteDifferences) {
   AttentionWorkspace ws;
   Tensor out = Tensor::empty(out_shape(c));
   auto loss = [&] {
-    attention_forward(qkv, cfg, out, saved, ws);
+    attention_forward(ec, qkv, cfg, out, saved, ws);
     return weighted_sum(out, w);
   };
   EXPECT_TRUE(close(finite_difference(qkv, loss), r.dqkv.to_vector(), kFiniteDifference));
@@ -406,13 +409,13 @@ TEST(Attention, SequenceMajorChecksItsShapes) {
   const AttentionConfig seq{.heads = 2, .sequence_major = true};
   Tensor qkv = Tensor::zeros({4, 3, 24});  // T = 4, B = 3
   Tensor batch_major_out = Tensor::empty({3, 4, 8});
-  EXPECT_THROW(attention_forward(qkv, seq, batch_major_out, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, qkv, seq, batch_major_out, saved, ws), Error);
   Tensor out = Tensor::empty({4, 3, 8});
-  attention_forward(qkv, seq, out, saved, ws);
+  attention_forward(ec, qkv, seq, out, saved, ws);
   EXPECT_EQ(saved.probs.shape(), (Shape{3, 2, 4, 4}));
   Tensor dqkv = Tensor::empty({4, 3, 24});
-  EXPECT_THROW(attention_backward(batch_major_out, qkv, saved, seq, dqkv, ws), Error);
-  EXPECT_NO_THROW(attention_backward(out, qkv, saved, seq, dqkv, ws));
+  EXPECT_THROW(attention_backward(ec, batch_major_out, qkv, saved, seq, dqkv, ws), Error);
+  EXPECT_NO_THROW(attention_backward(ec, out, qkv, saved, seq, dqkv, ws));
 }
 
 TEST(Attention, ReusesSavedStateAndWorkspace) {
@@ -424,14 +427,14 @@ TEST(Attention, ReusesSavedStateAndWorkspace) {
     AttentionSaved saved;
     AttentionWorkspace ws;
     Tensor out = Tensor::empty(out_shape(c), dt), dqkv = Tensor::empty(qkv_shape(c), dt);
-    attention_forward(qkv, cfg, out, saved, ws);
-    attention_backward(dout, qkv, saved, cfg, dqkv, ws);
+    attention_forward(ec, qkv, cfg, out, saved, ws);
+    attention_backward(ec, dout, qkv, saved, cfg, dqkv, ws);
     std::vector<float> out1 = out.to_vector(), dqkv1 = dqkv.to_vector();
     const void* probs = saved.probs.raw();
     const void* mask = saved.mask.raw();
     const void* buffer = ws.buffer.raw();
-    attention_forward(qkv, cfg, out, saved, ws);
-    attention_backward(dout, qkv, saved, cfg, dqkv, ws);
+    attention_forward(ec, qkv, cfg, out, saved, ws);
+    attention_backward(ec, dout, qkv, saved, cfg, dqkv, ws);
     EXPECT_EQ(saved.probs.raw(), probs);
     EXPECT_EQ(saved.mask.raw(), mask);
     EXPECT_EQ(ws.buffer.raw(), buffer);
@@ -468,36 +471,36 @@ TEST(Attention, RejectsBadShapes) {
   // 3C = 30 is not divisible into 3 parts of 4 heads.
   Tensor qkv = Tensor::zeros({1, 4, 30});
   Tensor out = Tensor::empty({1, 4, 10});
-  EXPECT_THROW(attention_forward(qkv, {.heads = 4}, out, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, qkv, {.heads = 4}, out, saved, ws), Error);
   // Not a multiple of 3.
   Tensor ragged = Tensor::zeros({1, 4, 31});
-  EXPECT_THROW(attention_forward(ragged, {.heads = 1}, out, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, ragged, {.heads = 1}, out, saved, ws), Error);
   Tensor flat = Tensor::zeros({4, 24});
-  EXPECT_THROW(attention_forward(flat, {.heads = 2}, out, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, flat, {.heads = 2}, out, saved, ws), Error);
 
   Tensor good = Tensor::zeros({1, 4, 24});
   Tensor out8 = Tensor::empty({1, 4, 8});
-  EXPECT_THROW(attention_forward(good, {.heads = 0}, out8, saved, ws), Error);
-  EXPECT_THROW(attention_forward(good, {.heads = 2, .dropout = 1.0f}, out8, saved, ws), Error);
-  EXPECT_THROW(attention_forward(good, {.heads = 2}, out, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, good, {.heads = 0}, out8, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, good, {.heads = 2, .dropout = 1.0f}, out8, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, good, {.heads = 2}, out, saved, ws), Error);
   Tensor out_bf16 = Tensor::empty({1, 4, 8}, DType::bf16);
-  EXPECT_THROW(attention_forward(good, {.heads = 2}, out_bf16, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, good, {.heads = 2}, out_bf16, saved, ws), Error);
 
-  attention_forward(good, {.heads = 2}, out8, saved, ws);
+  attention_forward(ec, good, {.heads = 2}, out8, saved, ws);
   Tensor dqkv = Tensor::empty({1, 4, 24});
   Tensor dout = Tensor::zeros({1, 4, 8});
   Tensor wrong_dout = Tensor::zeros({1, 3, 8});
-  EXPECT_THROW(attention_backward(wrong_dout, good, saved, {.heads = 2}, dqkv, ws), Error);
+  EXPECT_THROW(attention_backward(ec, wrong_dout, good, saved, {.heads = 2}, dqkv, ws), Error);
   Tensor wrong_dqkv = Tensor::empty({1, 4, 21});
-  EXPECT_THROW(attention_backward(dout, good, saved, {.heads = 2}, wrong_dqkv, ws), Error);
+  EXPECT_THROW(attention_backward(ec, dout, good, saved, {.heads = 2}, wrong_dqkv, ws), Error);
   // Saved from a forward without dropout cannot serve a backward with dropout.
-  EXPECT_THROW(attention_backward(dout, good, saved, {.heads = 2, .dropout = 0.1f}, dqkv, ws),
+  EXPECT_THROW(attention_backward(ec, dout, good, saved, {.heads = 2, .dropout = 0.1f}, dqkv, ws),
                Error);
   // Nor from another head count.
-  EXPECT_THROW(attention_backward(dout, good, saved, {.heads = 4}, dqkv, ws), Error);
+  EXPECT_THROW(attention_backward(ec, dout, good, saved, {.heads = 4}, dqkv, ws), Error);
   AttentionSaved empty;
-  EXPECT_THROW(attention_backward(dout, good, empty, {.heads = 2}, dqkv, ws), Error);
-  EXPECT_NO_THROW(attention_backward(dout, good, saved, {.heads = 2}, dqkv, ws));
+  EXPECT_THROW(attention_backward(ec, dout, good, empty, {.heads = 2}, dqkv, ws), Error);
+  EXPECT_NO_THROW(attention_backward(ec, dout, good, saved, {.heads = 2}, dqkv, ws));
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ TEST(AdamW, MatchesTheKernelStepByStep) {
   for (int s = 1; s <= 3; ++s) {
     w.grad.copy_from(Tensor::from({3}, std::vector<float>{0.1f * s, -0.2f, 0.3f}));
     opt.step(0.01f, 0.5f);
-    kernels::adamw_step(ref, w.grad, m, v,
+    kernels::adamw_step(ExecContext::host(), ref, w.grad, m, v,
                         {.lr = 0.01f, .weight_decay = 0.1f, .step = s, .grad_scale = 0.5f});
   }
   EXPECT_EQ(w.value.to_vector(), ref.to_vector());

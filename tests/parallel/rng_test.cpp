@@ -122,7 +122,7 @@ TEST(RngTracker, StreamsAgreeOrDifferAcrossTpRanks) {
       Tensor x = Tensor::full({256}, 1.0f), y = Tensor::empty({256});
       Tensor mask = Tensor::empty({256}, DType::u8);
       Stream s = rng.take(256);
-      kernels::dropout_forward(x, 0.5f, s.seed, s.offset, y, mask);
+      kernels::dropout_forward(ExecContext::host(), x, 0.5f, s.seed, s.offset, y, mask);
       return y.to_vector();
     };
     by_default[static_cast<size_t>(world.rank())] = draw();

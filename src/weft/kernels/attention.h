@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 
 namespace weft::kernels {
@@ -57,11 +58,23 @@ struct AttentionWorkspace {
 
 // qkv (B,T,3C) -> out (B,T,C); saved.probs (B,H,T,T) [, saved.mask, saved.weights]
 // (qkv (T,B,3C) -> out (T,B,C) when sequence_major)
-void attention_forward(const Tensor& qkv, const AttentionConfig& config, Tensor& out,
-                       AttentionSaved& saved, AttentionWorkspace& workspace);
+void attention_forward(const ExecContext& ec, const Tensor& qkv, const AttentionConfig& config,
+                       Tensor& out, AttentionSaved& saved, AttentionWorkspace& workspace);
 // dout (B,T,C), qkv (B,T,3C), saved from the forward of the same qkv and config
 //   -> dqkv (B,T,3C) (overwritten); (T,B,·) when sequence_major
-void attention_backward(const Tensor& dout, const Tensor& qkv, const AttentionSaved& saved,
-                        const AttentionConfig& config, Tensor& dqkv, AttentionWorkspace& workspace);
+void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
+                        const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
+                        AttentionWorkspace& workspace);
+
+// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
+inline void attention_forward(const Tensor& qkv, const AttentionConfig& config, Tensor& out,
+                              AttentionSaved& saved, AttentionWorkspace& workspace) {
+  attention_forward(ExecContext::host(), qkv, config, out, saved, workspace);
+}
+inline void attention_backward(const Tensor& dout, const Tensor& qkv, const AttentionSaved& saved,
+                               const AttentionConfig& config, Tensor& dqkv,
+                               AttentionWorkspace& workspace) {
+  attention_backward(ExecContext::host(), dout, qkv, saved, config, dqkv, workspace);
+}
 
 }  // namespace weft::kernels

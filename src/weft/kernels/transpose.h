@@ -4,12 +4,18 @@
 // way out).
 #pragma once
 
+#include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 
 namespace weft::kernels {
 
 // in (A, B, ...) -> out (B, A, ...), any dtype, rank >= 2: out[j, i, ...] = in[i, j, ...].
 // out must not overlap in.
-void transpose01(const Tensor& in, Tensor& out);
+void transpose01(const ExecContext& ec, const Tensor& in, Tensor& out);
+
+// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
+inline void transpose01(const Tensor& in, Tensor& out) {
+  transpose01(ExecContext::host(), in, out);
+}
 
 }  // namespace weft::kernels

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "weft/comm/world.h"
+#include "weft/core/exec_context.h"
 #include "weft/core/memory.h"
 #include "weft/core/profile.h"
 #include "weft/optim/grad_norm.h"
@@ -104,10 +105,12 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Datase
   model_ = std::make_unique<nn::Gpt>(model_context(cfg_, grid_->group_ptr("tp")), model_config(cfg_));
   params_ = model_->parameters();
   const auto bucket = static_cast<int64_t>(cfg_.bucket_mb * (1 << 20));
+  // The host context until the model hands out its ParallelContext's.
+  const ExecContext& ec = ExecContext::host();
   sync_ = std::make_unique<optim::GradSync>(params_, grid_->group_ptr("dp"),
-                                            std::max<int64_t>(bucket, 1));
+                                            std::max<int64_t>(bucket, 1), ec);
   optimizer_ = std::make_unique<optim::AdamW>(
-      params_, optim::AdamWOptions{.weight_decay = static_cast<float>(cfg_.weight_decay)});
+      params_, optim::AdamWOptions{.weight_decay = static_cast<float>(cfg_.weight_decay)}, ec);
   const bool batch_sp = cfg_.sp == nn::SequenceParallel::batch;
   slice_ = {.dp_rank = grid_->rank_in("dp"),
             .dp_size = dp,
@@ -245,7 +248,7 @@ std::vector<int64_t> Trainer::peak_memory() { return exchange_status(0).peak_mem
 Trainer::WorldStatus Trainer::exchange_status(int stop_signal) {
   // One all-gather a step: each rank's peak (two 31-bit halves) and signal.
   constexpr int64_t kFields = 3;
-  const int64_t peak = MemoryTracker::current().device(Device::cpu()).peak;
+  const int64_t peak = MemoryTracker::current().device(ExecContext::host().device()).peak;
   std::vector<int32_t> mine{static_cast<int32_t>(peak >> 31),
                             static_cast<int32_t>(peak & 0x7fffffff), stop_signal};
   Tensor in = Tensor::from_i32({kFields}, mine);
