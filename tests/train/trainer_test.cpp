@@ -39,11 +39,11 @@ TokenData test_text() {
 
 TrainConfig tiny_config() {
   TrainConfig c;
-  c.layers = 2;
-  c.width = 32;
-  c.heads = 4;
-  c.seq = 16;
-  c.vocab = 256;
+  c.model.layers = 2;
+  c.model.width = 32;
+  c.model.heads = 4;
+  c.model.seq = 16;
+  c.model.vocab = 256;
   c.tp = 1;
   c.micro_batch = 4;
   c.steps = 4;
@@ -211,7 +211,7 @@ TEST_F(TrainerTest, GradientAccumulationWithDataParallelism) {
 TEST_F(TrainerTest, SameSeedGivesBitwiseSameLosses) {
   TrainConfig c = tiny_config();
   c.tp = 2;
-  c.dropout = 0.1f;
+  c.model.dropout = 0.1f;
   RunResult a = run(c, data_, 2), b = run(c, data_, 2);
   EXPECT_EQ(a.losses, b.losses);
   c.seed += 1;
@@ -224,7 +224,7 @@ TEST_F(TrainerTest, ResumeContinuesBitwiseIdentically) {
   TrainConfig c = tiny_config();
   c.tp = 2;
   c.steps = 20;
-  c.dropout = 0.1f;
+  c.model.dropout = 0.1f;
   const RunResult straight = run(c, data_, 1);
 
   std::vector<double> losses;
@@ -355,8 +355,8 @@ TEST(TrainConfigTest, SettingsLayerAndNameTheBadKey) {
   TrainConfig c;
   apply_settings(c, parse_json(R"({"preset": "gpt2-124m", "layers": 2, "micro_batch": "3"})"),
                  "run.json");
-  EXPECT_EQ(c.width, 768);
-  EXPECT_EQ(c.layers, 2);
+  EXPECT_EQ(c.model.width, 768);
+  EXPECT_EQ(c.model.layers, 2);
   EXPECT_EQ(c.micro_batch, 3);
   try {
     apply_settings(c, parse_json(R"({"stpes": 3})"), "run.json");

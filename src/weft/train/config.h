@@ -26,16 +26,13 @@
 namespace weft::train {
 
 struct TrainConfig {
-  // Model.
+  // Model: the preset it started from and its shape (vocab, seq, layers,
+  // width, heads, dropout, vocab_pad). The model's tp, sp, compute and seed
+  // are not set here: they are the run's (tp, sp, dtype, seed below), and
+  // model_config() puts them in.
   std::string preset = "tiny";
-  int64_t layers = 4;
-  int64_t width = 128;
-  int64_t heads = 4;
-  int64_t seq = 128;
-  int64_t vocab = 256;
-  int64_t vocab_pad = nn::kDefaultVocabPad;
-  float dropout = 0.0f;
-  DType dtype = DType::f32;
+  nn::GptConfig model = nn::gpt_preset("tiny");
+  DType dtype = DType::f32;  // compute type
   // Layout: world = tp · dp ranks.
   int tp = 2;
   int dp = 0;  // 0: the world size / tp (1 on the local backend)
@@ -151,7 +148,9 @@ void validate(const TrainConfig& cfg);
 // vocab-pad): what --init takes from the weights it starts from.
 Json shape_settings(const Json& settings);
 
-// The model of `cfg` with the TP group `tp` (null: TP=1), as nn::Gpt takes it.
+// The model of `cfg` with the TP group `tp` (null: TP=1), as nn::Gpt takes
+// it: cfg.model with the run's sequence parallelism, compute type and seed.
+// The one place a run's parallel options reach the model's configuration.
 nn::GptConfig model_config(const TrainConfig& cfg, std::shared_ptr<comm::ProcessGroup> tp);
 
 }  // namespace weft::train

@@ -39,9 +39,9 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Datase
   WEFT_CHECK(cfg_.dp == 0 || cfg_.dp == dp,
              "--dp {} does not match the world: {} ranks at --tp {} make dp {}", cfg_.dp,
              world.size(), cfg_.tp, dp);
-  WEFT_CHECK(data.seq_len() == cfg_.seq,
+  WEFT_CHECK(data.seq_len() == cfg_.model.seq,
              "the dataset is split for windows of {}, the model's context is {}", data.seq_len(),
-             cfg_.seq);
+             cfg_.model.seq);
   grid_ = std::make_unique<comm::Grid>(
       world, "tp-dp", std::vector<std::pair<std::string, int>>{{"tp", cfg_.tp}, {"dp", dp}});
   const int tp_rank = grid_->rank_in("tp");
@@ -129,7 +129,7 @@ StepResult Trainer::step() {
 
   ++step_;
   r.step = step_;
-  r.tokens = cfg_.sequences_per_step(grid_->size("dp")) * cfg_.seq;
+  r.tokens = cfg_.sequences_per_step(grid_->size("dp")) * cfg_.model.seq;
   const profile::Totals p1 = profile::totals();
   r.times.comm = p1.comm - p0.comm;
   r.times.gemm = p1.gemm - p0.gemm;

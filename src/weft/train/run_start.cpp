@@ -149,19 +149,20 @@ std::string describe_run(Trainer& t, const Dataset& data) {
   const comm::Grid& g = t.grid();
   const double params = static_cast<double>(t.model().num_parameters_global()) / 1e6;
   const nn::GptConfig p = nn::gpt_preset(c.preset);
-  const bool is_preset = p.layers == c.layers && p.width == c.width && p.heads == c.heads &&
-                         p.seq == c.seq && p.vocab == c.vocab;
+  const bool is_preset = p.layers == c.model.layers && p.width == c.model.width &&
+                         p.heads == c.model.heads && p.seq == c.model.seq &&
+                         p.vocab == c.model.vocab;
   return format(
       "model {}: {} layers, width {}, {} heads, context {}, vocab {} ({:.2f}M parameters), {}\n"
       "data  {}: {} tokens ({} train, {} validation)\n"
       "ranks {} on the {} backend: tp {} x dp {}, sp {}\n"
       "steps {}: {} sequences x {} tokens per step (micro-batch {} x dp {} x accum {}), lr {:g} "
       "(warmup {}, cosine {}to {:g})",
-      is_preset ? c.preset : "(custom)", c.layers, c.width, c.heads, c.seq, c.vocab, params,
-      dtype_name(c.dtype), data.data().source, data.data().size(), data.train().size(),
-      data.val().size(), t.world().size(), t.world().backend(), g.size("tp"), g.size("dp"),
-      nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(g.size("dp")), c.seq,
-      c.micro_batch, g.size("dp"), c.grad_accum, c.lr_value(), c.warmup_steps(),
+      is_preset ? c.preset : "(custom)", c.model.layers, c.model.width, c.model.heads, c.model.seq,
+      c.model.vocab, params, dtype_name(c.dtype), data.data().source, data.data().size(),
+      data.train().size(), data.val().size(), t.world().size(), t.world().backend(), g.size("tp"),
+      g.size("dp"), nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(g.size("dp")),
+      c.model.seq, c.micro_batch, g.size("dp"), c.grad_accum, c.lr_value(), c.warmup_steps(),
       c.schedule_total() == c.steps ? std::string() : format("over {} steps ", c.schedule_total()),
       c.min_lr_value());
 }

@@ -17,13 +17,13 @@ Dataset load_dataset(const TrainConfig& cfg) {
   if (!cfg.val_data.empty()) val = load_token_files(cfg.val_data);
   for (const TokenData* d : {&data, val ? &*val : nullptr}) {
     if (!d) continue;
-    WEFT_CHECK(d->vocab_needed() <= cfg.vocab,
+    WEFT_CHECK(d->vocab_needed() <= cfg.model.vocab,
                "{} holds token id {}, but the model's vocabulary is {}: pass --vocab {} (GPT-2 "
                "tokens: --preset gpt2-124m)",
-               d->source, d->vocab_needed() - 1, cfg.vocab, d->vocab_needed());
+               d->source, d->vocab_needed() - 1, cfg.model.vocab, d->vocab_needed());
   }
-  if (val) return Dataset(std::move(data), std::move(*val), cfg.seq);
-  return Dataset(std::move(data), cfg.seq, cfg.val_fraction);
+  if (val) return Dataset(std::move(data), std::move(*val), cfg.model.seq);
+  return Dataset(std::move(data), cfg.model.seq, cfg.val_fraction);
 }
 
 namespace {
@@ -31,10 +31,10 @@ namespace {
 // The prompt of the end-of-run sample: text through the byte tokenizer for
 // byte vocabularies, else GPT-2's <|endoftext|> (or id 0).
 std::vector<int32_t> sample_prompt(const TrainConfig& c) {
-  if (c.vocab == ByteTokenizer::kVocabSize) {
+  if (c.model.vocab == ByteTokenizer::kVocabSize) {
     return ByteTokenizer().encode(c.sample_prompt.empty() ? "\n" : c.sample_prompt);
   }
-  return {c.vocab == 50257 ? 50256 : 0};
+  return {c.model.vocab == 50257 ? 50256 : 0};
 }
 
 }  // namespace
@@ -98,7 +98,8 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
     s.tokens_per_s = done.tokens_per_s;
     if (run.sample_tokens > 0 && !s.stop_signal) {
       s.sample_ids = trainer.sample(sample_prompt(run), run.sample_tokens, run.seed);
-      if (run.vocab == ByteTokenizer::kVocabSize) s.sample = ByteTokenizer().decode(s.sample_ids);
+      if (run.model.vocab == ByteTokenizer::kVocabSize)
+        s.sample = ByteTokenizer().decode(s.sample_ids);
     }
     if (lead) {
       s.reporter = true;
