@@ -406,16 +406,52 @@ TEST(TrainConfigTest, RelativePathsResolveAgainstTheirFile) {
   EXPECT_EQ(resolve_paths(stored, "runs/ck/step-000004").at("save").as_string(), "../ck");
 }
 
+// The error validate(c) raises ("no error" when none).
+std::string validation_error(const TrainConfig& c) {
+  try {
+    validate(c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 TEST(TrainConfigTest, ValidationNamesTheOption) {
   TrainConfig c;
   c.tp = 3;
+  std::string err = validation_error(c);
+  EXPECT_TRUE(contains(err, "--heads 4 is not divisible by --tp 3")) << err;
+  c.model.heads = 3;
+  c.model.width = 129;
+  err = validation_error(c);
+  EXPECT_TRUE(contains(err, "is not divisible by --tp 3: set --vocab-pad to a multiple of 3"))
+      << err;
+  c = TrainConfig();
+  c.model.width = 130;
+  err = validation_error(c);
+  EXPECT_TRUE(contains(err, "--width 130 is not divisible by --heads 4")) << err;
+  c = TrainConfig();
+  c.model.dropout = 1;
+  err = validation_error(c);
+  EXPECT_TRUE(contains(err, "--dropout must be in [0, 1)")) << err;
+}
+
+// The model's shape rules live in nn, which names its fields, not options.
+TEST(TrainConfigTest, ModelValidationNamesTheFields) {
+  nn::GptConfig g;
+  g.width = 130;
+  std::string err = "no error";
   try {
-    validate(c);
-    FAIL() << "no error";
+    nn::validate(g, 1);
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--heads 4 is not divisible by --tp 3"), std::string::npos)
-        << e.what();
+    err = e.what();
   }
+  EXPECT_TRUE(contains(err, "width 130 is not divisible by heads 4")) << err;
+  EXPECT_FALSE(contains(err, "--")) << err;
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 #include "weft/train/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -456,17 +458,50 @@ Json shape_settings(const Json& settings) {
   return out;
 }
 
+namespace {
+
+// `message` (nn::validate's) with each field it names that an option sets
+// written as the option: "heads 4 is not divisible by tp 3" -> "--heads 4 is
+// not divisible by --tp 3".
+std::string with_option_names(const std::string& message) {
+  static constexpr std::pair<std::string_view, std::string_view> kOptions[] = {
+      {"vocab_pad", "--vocab-pad"}, {"vocab", "--vocab"}, {"seq", "--seq"},
+      {"layers", "--layers"},       {"width", "--width"}, {"heads", "--heads"},
+      {"dropout", "--dropout"},     {"tp", "--tp"}};
+  auto word_char = [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+  };
+  std::string out;
+  size_t i = 0;
+  while (i < message.size()) {
+    if (!word_char(message[i])) {
+      out += message[i++];
+      continue;
+    }
+    size_t end = i;
+    while (end < message.size() && word_char(message[end])) ++end;
+    const std::string_view word(message.data() + i, end - i);
+    // "tp-dp" or "--tp" are not a field's name.
+    const bool alone =
+        (i == 0 || message[i - 1] != '-') && (end == message.size() || message[end] != '-');
+    const auto* option = std::find_if(std::begin(kOptions), std::end(kOptions),
+                                      [&](const auto& o) { return o.first == word; });
+    out += alone && option != std::end(kOptions) ? option->second : word;
+    i = end;
+  }
+  return out;
+}
+
+}  // namespace
+
 void validate(const TrainConfig& c) {
-  WEFT_CHECK(c.model.width % c.model.heads == 0, "--width {} is not divisible by --heads {}",
-             c.model.width, c.model.heads);
-  WEFT_CHECK(c.model.heads % c.tp == 0,
-             "--heads {} is not divisible by --tp {}: choose a TP size that divides the heads",
-             c.model.heads, c.tp);
-  WEFT_CHECK(nn::padded_vocab_size(c.model.vocab, c.model.vocab_pad) % c.tp == 0,
-             "the padded vocabulary ({} rows) is not divisible by --tp {}: set --vocab-pad to a "
-             "multiple of {}",
-             nn::padded_vocab_size(c.model.vocab, c.model.vocab_pad), c.tp, c.tp);
-  WEFT_CHECK(c.model.dropout < 1.0f, "--dropout must be below 1, got {}", c.model.dropout);
+  // The model's shape rules are nn::validate's; they name the fields, the
+  // user sets them with options.
+  try {
+    nn::validate(c.model, c.tp);
+  } catch (const Error& e) {
+    throw Error(with_option_names(e.what()), e.where());
+  }
   WEFT_CHECK(c.lr_value() > 0, "--lr must be positive, got {}", c.lr_value());
   WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr_value(), "--min-lr {} is above --lr {}", *c.min_lr,
              c.lr_value());

@@ -141,7 +141,9 @@ Json resolve_paths(const Json& settings, const std::string& base);
 // rewritten relative to `base`: what a checkpoint in `base` stores.
 Json relative_paths(const Json& settings, const std::string& base);
 
-// Checks the settings against each other; the message names the option to change.
+// Checks the settings against each other; the message names the option to
+// change. The model-shape rules are nn::validate's (its field names become
+// the options: "--heads 4 is not divisible by --tp 3").
 void validate(const TrainConfig& cfg);
 
 // The model-shape members of `settings` (layers, width, heads, seq, vocab,
