@@ -149,7 +149,7 @@ struct StepReport {
   double elapsed_s = 0;  // since the first step of this run
 };
 
-// How a run of steps ended: on world rank 0 the numbers of its last step.
+// How run_steps ended, on this rank (loss and signal agree on every rank).
 struct StepsDone {
   double final_loss = 0;
   std::optional<double> final_val_loss{};
