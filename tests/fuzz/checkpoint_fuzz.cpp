@@ -10,7 +10,7 @@
 #include "fixtures.h"
 #include "fuzz.h"
 #include "weft/train/checkpoint_format.h"
-#include "weft/train/trainer.h"
+#include "weft/train/load_model.h"
 
 namespace {
 

@@ -23,11 +23,11 @@ namespace weft::fuzz {
 inline train::TrainConfig tiny_config() {
   train::TrainConfig cfg;
   cfg.preset = "tiny";
-  cfg.layers = 1;
-  cfg.width = 8;
-  cfg.heads = 2;
-  cfg.seq = 8;
-  cfg.vocab = 20;
+  cfg.model.layers = 1;
+  cfg.model.width = 8;
+  cfg.model.heads = 2;
+  cfg.model.seq = 8;
+  cfg.model.vocab = 20;
   cfg.tp = 2;
   cfg.seed = 5;
   return cfg;

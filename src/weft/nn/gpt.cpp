@@ -27,16 +27,22 @@ GptConfig gpt_preset(const std::string& name) {
 }
 
 void validate(const GptConfig& c, int tp) {
-  WEFT_CHECK(c.vocab >= 2 && c.seq >= 1 && c.layers >= 1 && c.width >= 1 && c.heads >= 1,
-             "model sizes must be positive (vocab {}, seq {}, layers {}, width {}, heads {})",
-             c.vocab, c.seq, c.layers, c.width, c.heads);
-  WEFT_CHECK(c.width % c.heads == 0, "--width {} is not divisible by --heads {}", c.width, c.heads);
+  WEFT_CHECK(c.vocab >= 2 && c.seq >= 1 && c.layers >= 1 && c.width >= 1 && c.heads >= 1 &&
+                 c.vocab_pad >= 1,
+             "model sizes must be positive (vocab {}, seq {}, layers {}, width {}, heads {}, "
+             "vocab_pad {})",
+             c.vocab, c.seq, c.layers, c.width, c.heads, c.vocab_pad);
+  WEFT_CHECK(c.width % c.heads == 0, "width {} is not divisible by heads {}", c.width, c.heads);
   WEFT_CHECK(c.heads % tp == 0,
-             "--heads {} is not divisible by --tp {}: choose a TP size that divides the heads",
-             c.heads, tp);
-  WEFT_CHECK(c.dropout >= 0.0f && c.dropout < 1.0f, "--dropout must be in [0, 1), got {}",
-             c.dropout);
+             "heads {} is not divisible by tp {}: choose a tp that divides heads", c.heads, tp);
+  const int64_t rows = padded_vocab_size(c.vocab, c.vocab_pad);
+  WEFT_CHECK(rows % tp == 0,
+             "the padded vocabulary ({} rows) is not divisible by tp {}: set vocab_pad to a "
+             "multiple of {}",
+             rows, tp, tp);
+  WEFT_CHECK(c.dropout >= 0.0f && c.dropout < 1.0f, "dropout must be in [0, 1), got {}", c.dropout);
 }
+
 
 namespace {
 const GptConfig& checked(const GptConfig& c, const ContextPtr& pc) {

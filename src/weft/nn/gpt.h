@@ -45,9 +45,10 @@ struct GptConfig {
 // visibly in minutes on two cores) and "gpt2-124m" (12 layers, width 768, 12
 // heads, context 1024, vocabulary 50257). Throws for other names.
 GptConfig gpt_preset(const std::string& name);
-// Checks the shape options against each other and the TP size; the error says
-// which option to change.
-void validate(const GptConfig& cfg, int tp_size = 1);
+// Checks the shape against itself and the tensor-parallel size `tp` (what a
+// model of this shape needs to be split over tp ranks); the error names the
+// fields to change (width, heads, vocab_pad, dropout, ..., and tp).
+void validate(const GptConfig& cfg, int tp = 1);
 
 class Gpt : public Module {
  public:
