@@ -627,5 +627,102 @@ TEST(Errors, Configuration) {
   EXPECT_NE(err.find("backward without a forward"), std::string::npos) << err;
 }
 
+
+// ---------------------------------------------------------------------------
+// The weight source and Megatron's backward order.
+
+// A local-shard source that notes, at each call, how many all-gathers and
+// reduce-scatters the TP group has issued so far.
+class RecordingSource : public parallel::WeightSource {
+ public:
+  RecordingSource(Parameter& p, comm::ProcessGroup& g) : inner_(p, {}, {}), group_(g) {}
+  Shape shape() const override { return inner_.shape(); }
+  Tensor weight_for_forward(parallel::PassContext& pass) override {
+    return inner_.weight_for_forward(pass);
+  }
+  Tensor weight_for_backward(parallel::PassContext& pass) override {
+    note("weight_for_backward");
+    return inner_.weight_for_backward(pass);
+  }
+  Tensor weight_grad(parallel::PassContext& pass) override {
+    note("weight_grad");
+    return inner_.weight_grad(pass);
+  }
+  void finalize_weight_grad(parallel::PassContext& pass, const Tensor& wgrad) override {
+    note("finalize_weight_grad");
+    inner_.finalize_weight_grad(pass, wgrad);
+  }
+  Parameter& parameter() override { return inner_.parameter(); }
+
+  std::vector<std::string> events;
+
+ private:
+  void note(const char* what) {
+    const comm::CommStats s = group_.stats();
+    events.push_back(format("{}: {} all_gather, {} reduce_scatter", what,
+                            s.count(OpKind::all_gather), s.count(OpKind::reduce_scatter)));
+  }
+  parallel::LocalShardSource inner_;
+  comm::ProcessGroup& group_;
+};
+
+// Column-parallel under SP saves its input shard and, in backward, issues the
+// re-gather before it asks for the dgrad GEMM's weight (so the gather is in
+// flight while dgrad runs) and issues the dgrad reduce-scatter before it asks
+// for the wgrad buffer (so the reduce-scatter is in flight while wgrad runs).
+TEST(WeightSource, ColumnBackwardOverlapsItsCollectivesAsMegatron) {
+  for (SequenceParallel sp : {SequenceParallel::seq, SequenceParallel::batch}) {
+    SCOPED_TRACE(sequence_parallel_name(sp));
+    comm::run_local(2, [&](comm::ProcessGroup& world) {
+      comm::Grid grid(world, "tp-dp", {{"tp", 2}});
+      auto tp = grid.group_ptr("tp");
+      auto pc = ctx_of(tp, sp, DType::f32, 4);
+      const LinearConfig cfg{.name = "fc", .in = C, .out = 2 * C, .mode = Parallel::column};
+      Linear owner(pc, cfg);
+      auto source = std::make_shared<RecordingSource>(owner.weight(), *tp);
+      Linear lin(pc, cfg, source);
+      EXPECT_EQ(lin.own_parameters().size(), 1u);  // the bias: the weight is the source's
+      Ctx ctx;
+      Tensor x = local_tokens(input(), sp, *tp);
+      Tensor y = lin.forward(ctx, x);
+      EXPECT_EQ(y.size(0), 2 * x.size(0));  // every token
+      tp->reset_stats();
+      Tensor dx = lin.backward(ctx, random_tensor(y.shape(), 5));
+      EXPECT_EQ(dx.shape(), x.shape());
+      EXPECT_EQ(source->events,
+                (std::vector<std::string>{
+                    "weight_for_backward: 1 all_gather, 0 reduce_scatter",
+                    "weight_grad: 1 all_gather, 1 reduce_scatter",
+                    "finalize_weight_grad: 1 all_gather, 1 reduce_scatter",
+                }));
+    });
+  }
+}
+
+// bf16: the weight is cast once per pass, or once per optimizer step when the
+// passes allow reuse, and again when the parameter's version changes.
+TEST(WeightSource, CastsOncePerStep) {
+  Linear lin(ctx_of(nullptr, SequenceParallel::off, DType::bf16), {.name = "fc", .in = C, .out = C});
+  auto& source = dynamic_cast<parallel::LocalShardSource&>(lin.source());
+  Tensor x = input();
+  auto pass = [&](bool reuse) {
+    Ctx ctx;
+    ctx.set_reuse_weight_casts(reuse);
+    Tensor y = lin.forward(ctx, x);
+    lin.backward(ctx, y);
+  };
+  pass(false);
+  pass(false);
+  EXPECT_EQ(source.casts(), 2);  // without reuse: every pass
+  pass(true);
+  pass(true);
+  EXPECT_EQ(source.casts(), 2);  // the microbatches of one step reuse it
+  lin.weight().value.fill(0.5f);
+  ++lin.weight().version;  // what the optimizer does
+  pass(true);
+  EXPECT_EQ(source.casts(), 3);
+  EXPECT_EQ(source.weight_for_backward(*std::make_unique<Ctx>()).item(0), 0.5f);
+}
+
 }  // namespace
 }  // namespace weft::nn::testing

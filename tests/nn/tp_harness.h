@@ -25,7 +25,7 @@ inline Tensor in_layout(const Tensor& full, SequenceParallel sp) {
   Shape s = full.shape();
   std::swap(s[0], s[1]);
   Tensor out = Tensor::empty(s, full.dtype());
-  kernels::transpose01(full, out);
+  kernels::transpose01(ExecContext::host(), full, out);
   return out;
 }
 

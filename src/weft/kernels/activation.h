@@ -24,21 +24,4 @@ void axpy(const ExecContext& ec, float alpha, const Tensor& x, Tensor& y);
 // y (N) *= alpha
 void scale(const ExecContext& ec, Tensor& y, float alpha);
 
-// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
-inline void gelu_forward(const Tensor& x, Tensor& y) { gelu_forward(ExecContext::host(), x, y); }
-inline void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
-  gelu_backward(ExecContext::host(), dy, x, dx);
-}
-inline void bias_add(Tensor& y, const Tensor& bias) { bias_add(ExecContext::host(), y, bias); }
-inline void bias_backward(const Tensor& dy, Tensor& dbias) {
-  bias_backward(ExecContext::host(), dy, dbias);
-}
-inline void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  add(ExecContext::host(), a, b, out);
-}
-inline void axpy(float alpha, const Tensor& x, Tensor& y) {
-  axpy(ExecContext::host(), alpha, x, y);
-}
-inline void scale(Tensor& y, float alpha) { scale(ExecContext::host(), y, alpha); }
-
 }  // namespace weft::kernels

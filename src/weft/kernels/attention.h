@@ -66,15 +66,4 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
                         const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
                         AttentionWorkspace& workspace);
 
-// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
-inline void attention_forward(const Tensor& qkv, const AttentionConfig& config, Tensor& out,
-                              AttentionSaved& saved, AttentionWorkspace& workspace) {
-  attention_forward(ExecContext::host(), qkv, config, out, saved, workspace);
-}
-inline void attention_backward(const Tensor& dout, const Tensor& qkv, const AttentionSaved& saved,
-                               const AttentionConfig& config, Tensor& dqkv,
-                               AttentionWorkspace& workspace) {
-  attention_backward(ExecContext::host(), dout, qkv, saved, config, dqkv, workspace);
-}
-
 }  // namespace weft::kernels

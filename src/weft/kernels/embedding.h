@@ -48,22 +48,4 @@ void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor
 void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tensor& dwpe,
                                  int64_t pos_offset = 0, bool sequence_major = false);
 
-// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
-inline void embedding_forward(const Tensor& tokens, const Tensor& wte, Tensor& out,
-                              const EmbeddingOptions& opt = {}) {
-  embedding_forward(ExecContext::host(), tokens, wte, out, opt);
-}
-inline void embedding_backward(const Tensor& dout, const Tensor& tokens, Tensor& dwte,
-                               const EmbeddingOptions& opt = {}) {
-  embedding_backward(ExecContext::host(), dout, tokens, dwte, opt);
-}
-inline void position_embedding_forward(const Tensor& wpe, Tensor& out, int64_t pos_offset = 0,
-                                       bool sequence_major = false) {
-  position_embedding_forward(ExecContext::host(), wpe, out, pos_offset, sequence_major);
-}
-inline void position_embedding_backward(const Tensor& dout, Tensor& dwpe, int64_t pos_offset = 0,
-                                        bool sequence_major = false) {
-  position_embedding_backward(ExecContext::host(), dout, dwpe, pos_offset, sequence_major);
-}
-
 }  // namespace weft::kernels

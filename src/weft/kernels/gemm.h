@@ -52,13 +52,4 @@ void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const Strided
 // repeated calls of one shape create nothing new).
 int64_t gemm_primitives_created();
 
-// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
-inline void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& opt = {}) {
-  gemm(ExecContext::host(), a, b, c, opt);
-}
-inline void batched_gemm(const StridedMatrices& a, const StridedMatrices& b,
-                         const StridedMatrices& c, float alpha = 1.0f, bool accumulate = false) {
-  batched_gemm(ExecContext::host(), a, b, c, alpha, accumulate);
-}
-
 }  // namespace weft::kernels

@@ -91,36 +91,4 @@ float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const 
 int64_t count_targets(const ExecContext& ec, const Tensor& targets,
                       int32_t ignore_index = kIgnoreIndex);
 
-// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
-inline float cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
-                                   const CrossEntropyOptions& opt = {}) {
-  return cross_entropy_forward(ExecContext::host(), logits, targets, lse, opt);
-}
-inline void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                                   float dloss, Tensor& dlogits,
-                                   const CrossEntropyOptions& opt = {}) {
-  cross_entropy_backward(ExecContext::host(), logits, targets, lse, dloss, dlogits, opt);
-}
-inline void cross_entropy_row_max(const Tensor& logits, Tensor& row_max,
-                                  const CrossEntropyOptions& opt = {}) {
-  cross_entropy_row_max(ExecContext::host(), logits, row_max, opt);
-}
-inline void cross_entropy_target_logit(const Tensor& logits, const Tensor& targets,
-                                       Tensor& target_logit, const CrossEntropyOptions& opt = {}) {
-  cross_entropy_target_logit(ExecContext::host(), logits, targets, target_logit, opt);
-}
-inline void cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max, Tensor& sum_exp,
-                                  const CrossEntropyOptions& opt = {}) {
-  cross_entropy_sum_exp(ExecContext::host(), logits, row_max, sum_exp, opt);
-}
-inline float cross_entropy_combine(const Tensor& row_max, const Tensor& sum_exp,
-                                   const Tensor& target_logit, const Tensor& targets, Tensor& lse,
-                                   int32_t ignore_index = kIgnoreIndex) {
-  return cross_entropy_combine(ExecContext::host(), row_max, sum_exp, target_logit, targets, lse,
-                               ignore_index);
-}
-inline int64_t count_targets(const Tensor& targets, int32_t ignore_index = kIgnoreIndex) {
-  return count_targets(ExecContext::host(), targets, ignore_index);
-}
-
 }  // namespace weft::kernels

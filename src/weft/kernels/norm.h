@@ -27,23 +27,4 @@ void rms_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamm
 void rms_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
                        const Tensor& gamma, const Tensor& rstd, Tensor& dx, Tensor& dgamma);
 
-// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
-inline void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                               Tensor& y, Tensor& mean, Tensor& rstd) {
-  layer_norm_forward(ExecContext::host(), x, gamma, beta, eps, y, mean, rstd);
-}
-inline void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
-                                Tensor& dbeta) {
-  layer_norm_backward(ExecContext::host(), dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
-}
-inline void rms_norm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& y,
-                             Tensor& rstd) {
-  rms_norm_forward(ExecContext::host(), x, gamma, eps, y, rstd);
-}
-inline void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                              const Tensor& rstd, Tensor& dx, Tensor& dgamma) {
-  rms_norm_backward(ExecContext::host(), dy, x, gamma, rstd, dx, dgamma);
-}
-
 }  // namespace weft::kernels

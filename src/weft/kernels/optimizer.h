@@ -40,11 +40,4 @@ void adamw_step(const ExecContext& ec, Tensor& params, const Tensor& grads, Tens
 // x (any shape) f32 -> Σ x², each square and sum in f64.
 double sum_of_squares(const ExecContext& ec, const Tensor& x);
 
-// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
-inline void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
-                       const AdamWConfig& cfg) {
-  adamw_step(ExecContext::host(), params, grads, m, v, cfg);
-}
-inline double sum_of_squares(const Tensor& x) { return sum_of_squares(ExecContext::host(), x); }
-
 }  // namespace weft::kernels

@@ -81,16 +81,4 @@ void dropout_forward(const ExecContext& ec, const Tensor& x, float p, uint64_t s
 void dropout_backward(const ExecContext& ec, const Tensor& dy, const Tensor& mask, float p,
                       Tensor& dx);
 
-// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
-inline void fill_uniform(uint64_t seed, uint64_t offset, Tensor& out) {
-  fill_uniform(ExecContext::host(), seed, offset, out);
-}
-inline void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t offset, Tensor& y,
-                            Tensor& mask) {
-  dropout_forward(ExecContext::host(), x, p, seed, offset, y, mask);
-}
-inline void dropout_backward(const Tensor& dy, const Tensor& mask, float p, Tensor& dx) {
-  dropout_backward(ExecContext::host(), dy, mask, p, dx);
-}
-
 }  // namespace weft::kernels

@@ -13,9 +13,4 @@ namespace weft::kernels {
 // out must not overlap in.
 void transpose01(const ExecContext& ec, const Tensor& in, Tensor& out);
 
-// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
-inline void transpose01(const Tensor& in, Tensor& out) {
-  transpose01(ExecContext::host(), in, out);
-}
-
 }  // namespace weft::kernels

@@ -102,7 +102,7 @@ Tensor MultiheadAttention::forward(Ctx& ctx, const Tensor& x) {
   Shape os = s.qkv.shape();
   os[2] /= 3;
   Tensor out = ec.empty(os, s.qkv.dtype(), MemoryTag::activations);
-  kernels::attention_forward(s.qkv, s.config, out, s.attention, workspace_);
+  kernels::attention_forward(pc_->exec, s.qkv, s.config, out, s.attention, workspace_);
   Tensor y = proj_.forward(ctx, out);
   // Replicated under sequence SP: keep this rank's rows.
   if (gathers_sequence()) y = parallel::forward(parallel::Mapping::scatter_to_sp, g, y);
@@ -122,7 +122,7 @@ Tensor MultiheadAttention::backward(Ctx& ctx, const Tensor& dy) {
   }
   Tensor dout = proj_.backward(ctx, g_out);
   Tensor dqkv = pc_->exec.empty(s.qkv.shape(), s.qkv.dtype(), MemoryTag::activations);
-  kernels::attention_backward(dout, s.qkv, s.attention, s.config, dqkv, workspace_);
+  kernels::attention_backward(pc_->exec, dout, s.qkv, s.attention, s.config, dqkv, workspace_);
   ctx.release(this);
   Tensor dx = qkv_->backward(ctx, dqkv);
   if (gathers_sequence()) dx = parallel::backward(parallel::Mapping::gather_from_sp, g, dx);

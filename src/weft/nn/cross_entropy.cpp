@@ -49,17 +49,17 @@ float vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, 
   Slice s = slice_of(logits, targets, cfg, "vocab_parallel_cross_entropy");
   comm::ProcessGroup* g = vocab_group(cfg);
   const int64_t rows = s.logits.size(0);
-  Tensor row_max = Tensor::empty({rows});
-  kernels::cross_entropy_row_max(s.logits, row_max, s.opt);
+  Tensor row_max = cfg.exec.empty({rows}, DType::f32, MemoryTag::activations);
+  kernels::cross_entropy_row_max(cfg.exec, s.logits, row_max, s.opt);
   if (g) g->all_reduce(row_max, comm::ReduceOp::max).wait();
   // The target logit and the sum of exponentials share one all-reduce.
-  Tensor sums = Tensor::empty({2, rows});
+  Tensor sums = cfg.exec.empty({2, rows}, DType::f32, MemoryTag::activations);
   Tensor target_logit = sums.narrow(0, 1).reshape({rows});
   Tensor sum_exp = sums.narrow(1, 1).reshape({rows});
-  kernels::cross_entropy_target_logit(s.logits, s.targets, target_logit, s.opt);
-  kernels::cross_entropy_sum_exp(s.logits, row_max, sum_exp, s.opt);
+  kernels::cross_entropy_target_logit(cfg.exec, s.logits, s.targets, target_logit, s.opt);
+  kernels::cross_entropy_sum_exp(cfg.exec, s.logits, row_max, sum_exp, s.opt);
   if (g) g->all_reduce(sums).wait();
-  return kernels::cross_entropy_combine(row_max, sum_exp, target_logit, s.targets, lse,
+  return kernels::cross_entropy_combine(cfg.exec, row_max, sum_exp, target_logit, s.targets, lse,
                                         cfg.ignore_index);
 }
 
@@ -71,7 +71,7 @@ void vocab_parallel_cross_entropy_backward(const Tensor& logits, const Tensor& t
              "vocab_parallel_cross_entropy_backward: dlogits {} must have the logits' shape {}",
              dlogits.shape(), logits.shape());
   Tensor d = dlogits.reshape(s.logits.shape());
-  kernels::cross_entropy_backward(s.logits, s.targets, lse, dloss, d, s.opt);
+  kernels::cross_entropy_backward(cfg.exec, s.logits, s.targets, lse, dloss, d, s.opt);
 }
 
 }  // namespace weft::nn

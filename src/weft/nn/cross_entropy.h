@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "weft/comm/process_group.h"
+#include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 #include "weft/kernels/loss.h"
 
@@ -30,6 +31,7 @@ struct CrossEntropyConfig {
   int64_t vocab = 0;                         // real vocabulary size V
   std::shared_ptr<comm::ProcessGroup> tp{};  // null: the logits hold the whole vocabulary
   int32_t ignore_index = kernels::kIgnoreIndex;
+  ExecContext exec{};  // where the kernels run
 };
 
 // logits (..., Vp/T) f32|bf16, this rank's vocabulary slice; targets (...) i32

@@ -90,16 +90,16 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
   Tensor ids = tokens;
   if (sequence_major()) {
     ids = ec.empty({seq, batch}, DType::i32, MemoryTag::activations);
-    kernels::transpose01(tokens, ids);
+    kernels::transpose01(pc_->exec, tokens, ids);
   }
   Tensor partial = ec.empty({ids.size(0), ids.size(1), cfg_.channels}, pc_->compute(),
                             MemoryTag::activations);
-  kernels::embedding_forward(ids, wte_.value, partial, opt);
+  kernels::embedding_forward(pc_->exec, ids, wte_.value, partial, opt);
   comm::ProcessGroup* g = pc_->tp_group();
   Tensor x = pc_->sequence_parallel()
                  ? parallel::reduce_scatter_rows(ec, g, partial, reduced_).get(ec)
                  : parallel::forward(Mapping::reduce_from_tp, g, partial);
-  kernels::position_embedding_forward(wpe_.value, x, shard_pos_offset(seq, pos_offset),
+  kernels::position_embedding_forward(pc_->exec, wpe_.value, x, shard_pos_offset(seq, pos_offset),
                                       sequence_major());
   Saved& s = ctx.saved<Saved>(this);
   s.tokens = ids;
@@ -114,14 +114,14 @@ Tensor VocabParallelEmbedding::backward(Ctx& ctx, const Tensor& dx) {
   const int64_t pos_offset = s.pos_offset;
   ctx.release(this);
   const int64_t seq = ids.size(sequence_major() ? 0 : 1);
-  kernels::position_embedding_backward(dx, wpe_.grad, shard_pos_offset(seq, pos_offset),
+  kernels::position_embedding_backward(pc_->exec, dx, wpe_.grad, shard_pos_offset(seq, pos_offset),
                                        sequence_major());
   const ExecContext& ec = pc_->exec;
   comm::ProcessGroup* g = pc_->tp_group();
   Tensor dfull = pc_->sequence_parallel()
                      ? parallel::all_gather_rows(ec, g, dx, gathered_grad_).get(ec)
                      : parallel::backward(Mapping::reduce_from_tp, g, dx);
-  kernels::embedding_backward(dfull, ids, wte_.grad,
+  kernels::embedding_backward(pc_->exec, dfull, ids, wte_.grad,
                               {.vocab_start = vocab_start(), .valid_vocab = cfg_.vocab});
   return {};
 }
@@ -152,7 +152,8 @@ float LmHead::forward_loss(Ctx& ctx, const Tensor& x, const Tensor& targets, int
                                                 MemoryTag::activations);
   const CrossEntropyConfig ce{.vocab = embedding_.config().vocab,
                               .tp = embedding_.context()->tp,
-                              .ignore_index = ignore_index};
+                              .ignore_index = ignore_index,
+                              .exec = embedding_.context()->exec};
   const float loss = vocab_parallel_cross_entropy(logits, targets, lse, ce);
   Saved& s = ctx.saved<Saved>(this);
   s.logits = logits;
@@ -168,7 +169,8 @@ Tensor LmHead::backward_loss(Ctx& ctx, float dloss) {
   Tensor dlogits = s.logits;
   const CrossEntropyConfig ce{.vocab = embedding_.config().vocab,
                               .tp = embedding_.context()->tp,
-                              .ignore_index = s.ignore_index};
+                              .ignore_index = s.ignore_index,
+                              .exec = embedding_.context()->exec};
   vocab_parallel_cross_entropy_backward(s.logits, s.targets, s.lse, dloss, dlogits, ce);
   s.logits = s.targets = s.lse = Tensor();
   return backward(ctx, dlogits);

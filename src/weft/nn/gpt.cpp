@@ -84,7 +84,7 @@ Tensor swap01(const ExecContext& ec, const Tensor& x) {
   Shape s = x.shape();
   std::swap(s[0], s[1]);
   Tensor out = ec.empty(s, x.dtype(), MemoryTag::activations);
-  kernels::transpose01(x, out);
+  kernels::transpose01(ec, x, out);
   return out;
 }
 

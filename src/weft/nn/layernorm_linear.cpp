@@ -48,7 +48,7 @@ Tensor LayerNormLinear::backward_both(Ctx& ctx, const Tensor& dy, const Tensor& 
     WEFT_CHECK(dnorm.shape() == dn.shape(), "{}: norm-output gradient {} for a norm output {}",
                cfg_.norm_name, dnorm.shape(), dn.shape());
     Tensor sum = linear_.context().exec.empty(dn.shape(), dn.dtype(), MemoryTag::activations);
-    kernels::add(dn, dnorm, sum);
+    kernels::add(linear_.context().exec, dn, dnorm, sum);
     dn = sum;
   }
   return norm_.backward(ctx, dn);

@@ -36,7 +36,7 @@ Tensor LayerNormMLP::forward(Ctx& ctx, const Tensor& x) {
   Saved& s = ctx.saved<Saved>(this);
   s.h = fc1_.forward(ctx, x);
   Tensor a = pc_->exec.empty(s.h.shape(), s.h.dtype(), MemoryTag::activations);
-  kernels::gelu_forward(s.h, a);
+  kernels::gelu_forward(pc_->exec, s.h, a);
   return fc2_.forward(ctx, a);
 }
 
@@ -47,7 +47,7 @@ Tensor LayerNormMLP::backward(Ctx& ctx, const Tensor& dy) {
   ctx.release(this);
   Tensor da = fc2_.backward(ctx, dy);
   Tensor dh = pc_->exec.empty(h.shape(), h.dtype(), MemoryTag::activations);
-  kernels::gelu_backward(da, h, dh);
+  kernels::gelu_backward(pc_->exec, da, h, dh);
   return fc1_.backward(ctx, dh);
 }
 

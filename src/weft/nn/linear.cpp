@@ -161,10 +161,14 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   const ExecContext& ec = pc_->exec;
   comm::ProcessGroup* g = group();
   const bool sp = pc_->sequence_parallel();
+  // Column under SP: the input shard's re-gather goes first, so that it is
+  // in flight while the dgrad GEMM runs.
+  const bool regather = cfg_.mode == Parallel::column && sp && g;
+  parallel::Pending xs = regather ? parallel::all_gather_rows(ec, g, x, regathered_)
+                                  : parallel::Pending{x, {}};
   const Tensor w = source_->weight_for_backward(ctx);
   Tensor dy = cfg_.gather_output ? parallel::backward(Mapping::gather_from_tp, g, dy_in) : dy_in;
   dy = parallel::gemm_input(ec, w.dtype(), dy, grad_cast_);
-  Tensor wgrad = source_->weight_grad(ctx);
   Tensor dx;
   if (cfg_.mode == Parallel::row) {
     // dx = gather(dy) · W, and the wgrad GEMM reads the same gathered dy.
@@ -173,10 +177,11 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
                   x.dtype(), MemoryTag::activations);
     parallel::scheduled_gemm(ec, {.schedule = schedule, .group = g}, dy, w, dx, dgrad_ws_);
     const Tensor dy_full = sp && g ? dgrad_ws_.gathered : dy;
-    kernels::gemm(dy_full, x, wgrad, {.trans_a = true, .accumulate = true});
+    Tensor wgrad = source_->weight_grad(ctx);
+    kernels::gemm(ec, dy_full, x, wgrad, {.trans_a = true, .accumulate = true});
     // The bias was added after the reduction: its gradient is this rank's
     // rows of dy (partial over the group under SP: grad_sum_group).
-    if (cfg_.bias) kernels::bias_backward(dy, bias_.grad);
+    if (cfg_.bias) kernels::bias_backward(ec, dy, bias_.grad);
     source_->finalize_weight_grad(ctx, wgrad);
     if (!cfg_.input_is_parallel) {
       // The dual of the input mapping: this rank's tokens, all features.
@@ -184,11 +189,8 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
     }
     return dx;
   }
-  // Column (and unpartitioned): re-gather the input while the dgrad GEMM runs,
-  // leave the dgrad collective in flight during the wgrad GEMM.
-  const bool regather = cfg_.mode == Parallel::column && sp && g;
-  parallel::Pending xs = regather ? parallel::all_gather_rows(ec, g, x, regathered_)
-                                  : parallel::Pending{x, {}};
+  // Column (and unpartitioned): the dgrad collective stays in flight during
+  // the wgrad GEMM; the re-gathered input is waited for only then.
   Schedule schedule = Schedule::plain;
   if (cfg_.mode == Parallel::column) {
     schedule = sp ? Schedule::gemm_reduce_scatter : Schedule::gemm_all_reduce;
@@ -198,9 +200,10 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   dx = ec.empty(dxs, dy.dtype(), MemoryTag::activations);
   comm::Work dgrad = parallel::scheduled_gemm(
       ec, {.schedule = schedule, .group = g, .async = true}, dy, w, dx, dgrad_ws_);
+  Tensor wgrad = source_->weight_grad(ctx);
   const Tensor x_full = xs.get(ec);
-  kernels::gemm(dy, x_full, wgrad, {.trans_a = true, .accumulate = true});
-  if (cfg_.bias) kernels::bias_backward(dy, bias_.grad);
+  kernels::gemm(ec, dy, x_full, wgrad, {.trans_a = true, .accumulate = true});
+  if (cfg_.bias) kernels::bias_backward(ec, dy, bias_.grad);
   source_->finalize_weight_grad(ctx, wgrad);
   dgrad.wait();  // TODO(ec)
   return dx;

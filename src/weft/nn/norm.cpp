@@ -42,9 +42,9 @@ Tensor Norm::forward(Ctx& ctx, const Tensor& x) {
   Tensor y = ec.empty(x.shape(), x.dtype(), MemoryTag::activations);
   if (kind_ == NormKind::layer) {
     s.mean = ec.empty({x.shape().rows()}, DType::f32, MemoryTag::activations);
-    kernels::layer_norm_forward(x, weight_.value, bias_.value, cfg_.eps, y, s.mean, s.rstd);
+    kernels::layer_norm_forward(pc_->exec, x, weight_.value, bias_.value, cfg_.eps, y, s.mean, s.rstd);
   } else {
-    kernels::rms_norm_forward(x, weight_.value, cfg_.eps, y, s.rstd);
+    kernels::rms_norm_forward(pc_->exec, x, weight_.value, cfg_.eps, y, s.rstd);
   }
   return y.to(pc_->compute());
 }
@@ -57,10 +57,10 @@ Tensor Norm::backward(Ctx& ctx, const Tensor& dy) {
   Tensor g = dy.to(s.x.dtype());
   Tensor dx = pc_->exec.empty(s.x.shape(), s.x.dtype(), MemoryTag::activations);
   if (kind_ == NormKind::layer) {
-    kernels::layer_norm_backward(g, s.x, weight_.value, s.mean, s.rstd, dx, weight_.grad,
+    kernels::layer_norm_backward(pc_->exec, g, s.x, weight_.value, s.mean, s.rstd, dx, weight_.grad,
                                  bias_.grad);
   } else {
-    kernels::rms_norm_backward(g, s.x, weight_.value, s.rstd, dx, weight_.grad);
+    kernels::rms_norm_backward(pc_->exec, g, s.x, weight_.value, s.rstd, dx, weight_.grad);
   }
   ctx.release(this);
   return dx;

@@ -10,7 +10,7 @@ namespace {
 // a + b in a's dtype (b converted): the residual-stream update.
 Tensor residual_add(const ExecContext& ec, const Tensor& a, const Tensor& b) {
   Tensor out = ec.empty(a.shape(), a.dtype(), MemoryTag::activations);
-  kernels::add(a, b.to(a.dtype()), out);
+  kernels::add(ec, a, b.to(a.dtype()), out);
   return out;
 }
 
@@ -57,14 +57,14 @@ Tensor TransformerLayer::residual_dropout(Ctx& ctx, const Tensor& branch, Tensor
   const ExecContext& ec = pc_->exec;
   Tensor y = ec.empty(branch.shape(), branch.dtype(), MemoryTag::activations);
   mask = ec.empty(branch.shape(), DType::u8, MemoryTag::activations);
-  kernels::dropout_forward(branch, cfg_.hidden_dropout, draw.seed, draw.offset, y, mask);
+  kernels::dropout_forward(pc_->exec, branch, cfg_.hidden_dropout, draw.seed, draw.offset, y, mask);
   return y;
 }
 
 Tensor TransformerLayer::residual_dropout_backward(const Tensor& dy, const Tensor& mask) const {
   if (!mask.defined()) return dy.to(pc_->compute());
   Tensor dx = pc_->exec.empty(dy.shape(), dy.dtype(), MemoryTag::activations);
-  kernels::dropout_backward(dy, mask, cfg_.hidden_dropout, dx);
+  kernels::dropout_backward(pc_->exec, dy, mask, cfg_.hidden_dropout, dx);
   return dx.to(pc_->compute());
 }
 

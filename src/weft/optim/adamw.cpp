@@ -14,6 +14,7 @@ void AdamW::step(float lr, float grad_scale) {
   ++step_;
   for (size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i];
+    ++p.version;  // weight sources recast it
     kernels::adamw_step(ec_, p.value, p.grad, m_[i], v_[i],
                         {.lr = lr,
                          .beta1 = options_.beta1,

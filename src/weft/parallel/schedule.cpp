@@ -60,19 +60,19 @@ comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Ten
   kernels::GemmOptions opt = call.options;
   Tensor c = out;
   switch (s) {
-    case Schedule::plain: kernels::gemm(x, b, c, opt); return {};
+    case Schedule::plain: kernels::gemm(ec, x, b, c, opt); return {};
     case Schedule::all_gather_gemm: {
       Tensor g = ec.reuse(ws.gathered, gathered_shape(x.shape(), call.group), x.dtype(),
                           MemoryTag::comm);
       call.group->all_gather(g, x).wait();  // TODO(ec)
-      kernels::gemm(g, b, c, opt);
+      kernels::gemm(ec, g, b, c, opt);
       return {};
     }
     case Schedule::gemm_reduce_scatter: {
       opt.bias = nullptr;
       Tensor p = ec.reuse(ws.partial, gathered_shape(out.shape(), call.group), out.dtype(),
                           MemoryTag::comm);
-      kernels::gemm(x, b, p, opt);
+      kernels::gemm(ec, x, b, p, opt);
       comm::Work w = call.group->reduce_scatter(out, p);
       if (call.async) return w;
       w.wait();  // TODO(ec)
@@ -80,14 +80,14 @@ comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Ten
     }
     case Schedule::gemm_all_reduce: {
       opt.bias = nullptr;
-      kernels::gemm(x, b, c, opt);
+      kernels::gemm(ec, x, b, c, opt);
       comm::Work w = call.group->all_reduce(out);
       if (call.async) return w;
       w.wait();  // TODO(ec)
       break;
     }
   }
-  if (call.options.bias) kernels::bias_add(c, *call.options.bias);
+  if (call.options.bias) kernels::bias_add(ec, c, *call.options.bias);
   return {};
 }
 

@@ -320,6 +320,7 @@ void load_hf(const std::string& file, nn::Module& model, bool allow_nonfinite) {
     WEFT_CHECK(t.shape() == global, "{}: {} has shape {}, but parameter {} needs {}", file, name,
                t.shape(), p->name, global);
     p->value.copy_from(nn::shard_of(p->spec, t));
+    ++p->version;  // weight sources recast it
   }
   for (const TensorInfo* info : f.tensors()) {
     const TensorInfo& ti = *info;

@@ -102,6 +102,8 @@ StepResult Trainer::step() {
   for (int64_t m = 0; m < accum; ++m) {
     Batch b = sampler_->next_batch(step_, 0, part(m));
     nn::Ctx ctx(&rng_, true);
+    // The microbatches of a step see the same weights: bf16 casts once a step.
+    ctx.set_reuse_weight_casts(true);
     sync_->set_sync(m == accum - 1);
     auto t = Clock::now();
     loss_sum += model_->forward_loss(ctx, b.inputs, b.targets);
