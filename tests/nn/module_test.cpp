@@ -724,5 +724,39 @@ TEST(WeightSource, CastsOncePerStep) {
   EXPECT_EQ(source.weight_for_backward(*std::make_unique<Ctx>()).item(0), 0.5f);
 }
 
+// Steady state: a Linear's forward and backward allocate their outputs (y and
+// dx) and nothing else — gathers, re-gathers, partial sums and weight casts
+// live in buffers reused across steps.
+TEST(WeightSource, SteadyStateAllocatesOnlyTheOutputs) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    for (Parallel mode : {Parallel::column, Parallel::row}) {
+      for (SequenceParallel sp : kAllSp) {
+        SCOPED_TRACE(format("{} {} {}", dtype_name(dt), mode == Parallel::column ? "column" : "row",
+                            sequence_parallel_name(sp)));
+        comm::run_local(2, [&](comm::ProcessGroup& world) {
+          comm::Grid grid(world, "tp-dp", {{"tp", 2}});
+          auto tp = grid.group_ptr("tp");
+          Linear lin(ctx_of(tp, sp, dt), {.name = "fc", .in = C, .out = 2 * C, .mode = mode});
+          Tensor x = local_tokens(input(), sp, *tp);
+          if (mode == Parallel::row) x = parallel::slice_along(in_layout(input(), sp), -1, 2, tp->rank());
+          x = x.to(dt);
+          auto pass = [&] {
+            Ctx ctx;
+            ctx.set_reuse_weight_casts(true);
+            Tensor y = lin.forward(ctx, x);
+            Tensor dy = y;  // same shape and dtype; read only
+            return lin.backward(ctx, dy);
+          };
+          pass();
+          pass();
+          const int64_t before = MemoryTracker::current().device(Device::cpu()).allocations;
+          pass();
+          EXPECT_EQ(MemoryTracker::current().device(Device::cpu()).allocations - before, 2);
+        });
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft::nn::testing

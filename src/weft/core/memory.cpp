@@ -32,6 +32,7 @@ int MemoryTracker::slot(Device d) {
 }
 
 void MemoryTracker::add(Counter& c, int64_t bytes) {
+  c.allocations.fetch_add(1, std::memory_order_relaxed);
   int64_t now = c.live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   int64_t peak = c.peak.load(std::memory_order_relaxed);
   while (now > peak && !c.peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
@@ -52,12 +53,12 @@ void MemoryTracker::on_free(Device d, MemoryTag tag, int64_t bytes) {
 
 MemoryStats MemoryTracker::device(Device d) const {
   const Counter& c = device_[slot(d)];
-  return {c.live.load(), c.peak.load()};
+  return {c.live.load(), c.peak.load(), c.allocations.load()};
 }
 
 MemoryStats MemoryTracker::tag(Device d, MemoryTag t) const {
   const Counter& c = tag_[slot(d)][static_cast<int>(t)];
-  return {c.live.load(), c.peak.load()};
+  return {c.live.load(), c.peak.load(), c.allocations.load()};
 }
 
 void MemoryTracker::reset_peaks() {

@@ -25,6 +25,7 @@ std::string_view memory_tag_name(MemoryTag tag);
 struct MemoryStats {
   int64_t live = 0;
   int64_t peak = 0;
+  int64_t allocations = 0;  // allocations made so far (tests check steady states make none)
 };
 
 class MemoryTracker {
@@ -50,6 +51,7 @@ class MemoryTracker {
   struct Counter {
     std::atomic<int64_t> live{0};
     std::atomic<int64_t> peak{0};
+    std::atomic<int64_t> allocations{0};
   };
   static int slot(Device d);
   static void add(Counter& c, int64_t bytes);
