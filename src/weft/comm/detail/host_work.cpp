@@ -1,47 +1,67 @@
-#include "weft/comm/work.h"
+#include "weft/comm/detail/host_work.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "weft/core/error.h"
 #include "weft/core/profile.h"
 
-namespace weft::comm {
+namespace weft::comm::detail {
 
-namespace detail {
-
-void WorkState::mark_started() {
-  std::lock_guard lock(mu);
-  started = true;
-  start_time = std::chrono::steady_clock::now();
+void ObserverSlot::set(CommObserver observer) {
+  std::shared_ptr<const CommObserver> next;
+  if (observer) next = std::make_shared<const CommObserver>(std::move(observer));
+  std::lock_guard lock(mu_);
+  active_.store(next != nullptr, std::memory_order_release);
+  observer_ = std::move(next);
 }
 
-void WorkState::finish(std::exception_ptr err) {
+void ObserverSlot::emit(CommEvent::Kind kind, OpKind op, int64_t index,
+                        const std::string& what) const {
+  if (!active()) return;
+  std::shared_ptr<const CommObserver> observer;
   {
-    std::lock_guard lock(mu);
-    done = true;
-    error = std::move(err);
-    keep_in = Tensor();
-    keep_out = Tensor();
+    std::lock_guard lock(mu_);
+    observer = observer_;
   }
-  cv.notify_all();
+  if (observer) (*observer)(CommEvent{.kind = kind, .op = op, .index = index, .what = what});
 }
 
-}  // namespace detail
+HostWork::HostWork(std::string what, OpKind kind, int64_t index, int rank,
+                   std::chrono::milliseconds group_timeout,
+                   std::shared_ptr<const ObserverSlot> observer)
+    : what_(std::move(what)),
+      kind_(kind),
+      index_(index),
+      rank_(rank),
+      group_timeout_(group_timeout),
+      observer_(std::move(observer)) {}
 
-bool Work::is_completed() const {
-  if (!state_) return true;
-  std::lock_guard lock(state_->mu);
-  return state_->done;
+void HostWork::mark_started() {
+  std::lock_guard lock(mu_);
+  started_ = true;
+  start_time_ = std::chrono::steady_clock::now();
 }
 
-std::exception_ptr Work::error() const {
-  if (!state_) return nullptr;
-  std::lock_guard lock(state_->mu);
-  return state_->error;
+void HostWork::finish(std::exception_ptr err) {
+  // Reported before the Work is done, so that no wait on it returns first.
+  observer_->emit(CommEvent::Kind::completed, kind_, index_, what_);
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+    error_ = std::move(err);
+  }
+  cv_.notify_all();
 }
 
-std::string Work::what() const { return state_ ? state_->what : std::string(); }
+bool HostWork::completed() const {
+  std::lock_guard lock(mu_);
+  return done_;
+}
+
+std::exception_ptr HostWork::error() const {
+  std::lock_guard lock(mu_);
+  return error_;
+}
 
 namespace {
 
@@ -49,59 +69,66 @@ std::string seconds(std::chrono::milliseconds ms) {
   return format("{} s", static_cast<double>(ms.count()) / 1000.0);
 }
 
-[[noreturn]] void throw_timeout(detail::WorkState& s, std::chrono::milliseconds waited) {
-  std::string who = s.stragglers ? s.stragglers() : std::string();
-  WEFT_FAIL("{} did not complete within {} on rank {}{}{}", s.what, seconds(waited), s.rank,
-            who.empty() ? "" : ": ", who);
-}
+// Reports wait_begin on construction and wait_end on destruction, also when
+// the wait throws.
+class WaitEvents {
+ public:
+  WaitEvents(const ObserverSlot& slot, OpKind kind, int64_t index, const std::string& what)
+      : slot_(slot.active() ? &slot : nullptr), kind_(kind), index_(index), what_(what) {
+    if (slot_) slot_->emit(CommEvent::Kind::wait_begin, kind_, index_, what_);
+  }
+  ~WaitEvents() {
+    if (slot_) slot_->emit(CommEvent::Kind::wait_end, kind_, index_, what_);
+  }
+  WaitEvents(const WaitEvents&) = delete;
+  WaitEvents& operator=(const WaitEvents&) = delete;
+
+ private:
+  const ObserverSlot* slot_;
+  OpKind kind_;
+  int64_t index_;
+  const std::string& what_;
+};
 
 }  // namespace
 
-void Work::wait() const {
-  if (!state_) return;
+void HostWork::throw_timeout(std::chrono::milliseconds waited) const {
+  std::string who = stragglers ? stragglers() : std::string();
+  WEFT_FAIL("{} did not complete within {} on rank {}{}{}", what_, seconds(waited), rank_,
+            who.empty() ? "" : ": ", who);
+}
+
+void HostWork::wait() const {
+  WaitEvents events(*observer_, kind_, index_, what_);
   profile::Scope blocked(profile::Category::comm);
-  detail::WorkState& s = *state_;
   // The worker enforces the group timeout on each operation it runs and fails
   // the Work itself with a richer message; the grace keeps that message first.
   const auto grace = std::chrono::seconds(5);
   const auto call = std::chrono::steady_clock::now();
-  std::unique_lock lock(s.mu);
+  std::unique_lock lock(mu_);
   for (;;) {
-    if (s.done) break;
-    auto deadline = call + s.group_timeout + grace;
-    if (s.started) deadline = std::max(deadline, s.start_time + s.group_timeout + grace);
-    if (s.cv.wait_until(lock, deadline) == std::cv_status::timeout && !s.done &&
+    if (done_) break;
+    auto deadline = call + group_timeout_ + grace;
+    if (started_) deadline = std::max(deadline, start_time_ + group_timeout_ + grace);
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !done_ &&
         std::chrono::steady_clock::now() >= deadline) {
       lock.unlock();
-      throw_timeout(s, std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::steady_clock::now() - call));
+      throw_timeout(std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - call));
     }
   }
-  if (s.error) std::rethrow_exception(s.error);
+  if (error_) std::rethrow_exception(error_);
 }
 
-void Work::wait(std::chrono::milliseconds timeout) const {
-  if (!state_) return;
+void HostWork::wait_for(std::chrono::milliseconds timeout) const {
+  WaitEvents events(*observer_, kind_, index_, what_);
   profile::Scope blocked(profile::Category::comm);
-  detail::WorkState& s = *state_;
-  std::unique_lock lock(s.mu);
-  if (!s.cv.wait_for(lock, timeout, [&] { return s.done; })) {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
     lock.unlock();
-    throw_timeout(s, timeout);
+    throw_timeout(timeout);
   }
-  if (s.error) std::rethrow_exception(s.error);
+  if (error_) std::rethrow_exception(error_);
 }
 
-void wait_all(const std::vector<Work>& works) {
-  std::exception_ptr first;
-  for (const Work& w : works) {
-    try {
-      w.wait();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
-}
-
-}  // namespace weft::comm
+}  // namespace weft::comm::detail
