@@ -167,8 +167,8 @@ class ProcessGroup {
 
   // Reports every operation's events (CommEvent) to `observer` from now on;
   // null removes it. For tests and tracing: the observer runs on the thread
-  // where the event happens, must be thread-safe, must not throw, and must not issue
-  // operations on this group. Events already being delivered on other
+  // where the event happens, must be thread-safe, must not throw and must not
+  // issue operations on this group. Events already being delivered on other
   // threads may finish after this returns. Without an observer an event
   // costs one atomic load.
   void set_observer(CommObserver observer);
@@ -205,7 +205,7 @@ class ProcessGroup {
 
   std::shared_ptr<detail::ObserverSlot> observer_;
   std::mutex issue_mu_;    // serializes issuing: numbering, the issued event, submit
-  mutable std::mutex mu_;  // stats
+  mutable std::mutex mu_;  // numbering and stats
   int64_t issued_ = 0;
   int64_t collectives_ = 0;
   CommStats stats_;
