@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
     nn::GptConfig cfg = nn::gpt_preset("tiny");
     cfg.layers = 2;
     cfg.seq = 64;
-    cfg.tp = grid.group_ptr("tp");
-    nn::Gpt model(cfg);
+    //    How it runs (groups, SP, precision, seed) is its parallel context.
+    nn::Gpt model(parallel::make_context(grid.group_ptr("tp")), cfg);
     // 4. Gradients averaged over the DP group in buckets, during backward.
     std::vector<nn::Parameter*> params = model.parameters();
     optim::GradSync sync(params, grid.group_ptr("dp"));

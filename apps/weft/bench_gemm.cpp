@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 #include "weft/core/threads.h"
 #include "weft/kernels/cpu_support.h"
@@ -128,6 +129,7 @@ int run(const std::vector<std::string>& args) {
     std::printf("%-5s %-6s %6s %6s %6s %-5s %-8s %10s %10s %10s %7s\n", "layer", "op", "m", "n",
                 "k", "dtype", "path", "ms", "GFLOP/s", "direct", "ratio");
   }
+  const ExecContext& ec = ExecContext::host();
   std::vector<DType> types;
   if (dtypes != "bf16") types.push_back(DType::f32);
   if (dtypes != "f32") types.push_back(DType::bf16);
@@ -135,13 +137,13 @@ int run(const std::vector<std::string>& args) {
     for (const Row& r : layer_rows(tokens, width)) {
       const bool wgrad = std::string(r.op) == "wgrad";
       const DType out = wgrad ? DType::f32 : dt;
-      Tensor a = r.trans_a ? Tensor::empty({r.k, r.m}, dt) : Tensor::empty({r.m, r.k}, dt);
-      Tensor b = r.trans_b ? Tensor::empty({r.n, r.k}, dt) : Tensor::empty({r.k, r.n}, dt);
-      Tensor c = Tensor::zeros({r.m, r.n}, out);
+      Tensor a = r.trans_a ? ec.empty({r.k, r.m}, dt) : ec.empty({r.m, r.k}, dt);
+      Tensor b = r.trans_b ? ec.empty({r.n, r.k}, dt) : ec.empty({r.k, r.n}, dt);
+      Tensor c = ec.zeros({r.m, r.n}, out);
       a.fill(0.01f);
       b.fill(0.02f);
       kernels::GemmOptions go{.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad};
-      auto weft_call = [&] { kernels::gemm(a, b, c, go); };
+      auto weft_call = [&] { kernels::gemm(ec, a, b, c, go); };
       // An emulated row's baseline is the direct f32 matmul it runs on.
       const bool emulated = dt == DType::bf16 && !kernels::cpu_support().native_bf16;
       const DType base_in = emulated ? DType::f32 : dt, base_out = emulated ? DType::f32 : out;

@@ -41,18 +41,14 @@ Timing run_layer(comm::ProcessGroup& world, const Setup& s, LayerRun r) {
   set_num_threads(s.threads);
   comm::Grid grid(world, "tp", {{"tp", r.tp}});
   auto tp = grid.group_ptr("tp");
-  nn::TransformerLayer layer({.name = "h.0",
-                              .width = s.width,
-                              .heads = s.heads,
-                              .layers = 12,
-                              .tp = tp,
-                              .sp = r.sp,
-                              .compute = s.dtype,
-                              .seed = 1});
-  Tensor x = Tensor::full({s.batch, s.seq, s.width}, 0.5f, s.dtype);
-  if (r.sp != nn::SequenceParallel::off) {
-    x = parallel::slice_along(x, nn::sp_dim(r.sp), r.tp, tp->rank());
-  }
+  nn::TransformerLayer layer(
+      parallel::make_context(tp, r.sp, parallel::Precision::of(s.dtype), 1),
+      {.name = "h.0", .width = s.width, .heads = s.heads, .layers = 12});
+  // The residual stream's layout: sequence-major under seq SP, this rank's rows under SP.
+  Tensor x = r.sp == nn::SequenceParallel::seq
+                 ? Tensor::full({s.seq, s.batch, s.width}, 0.5f, s.dtype)
+                 : Tensor::full({s.batch, s.seq, s.width}, 0.5f, s.dtype);
+  if (r.sp != nn::SequenceParallel::off) x = parallel::slice_along(x, 0, r.tp, tp->rank());
   Tensor dy = Tensor::full(x.shape(), 0.01f, s.dtype);
   auto step = [&] {
     nn::Ctx ctx;

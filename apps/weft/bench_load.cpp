@@ -77,15 +77,14 @@ int run(const std::vector<std::string>& args) {
     set_num_threads(0);
     comm::Grid grid(world, "tp-dp", {{"tp", 1}});
     nn::GptConfig cfg = nn::gpt_preset(opts.str("preset"));
-    cfg.tp = grid.group_ptr("tp");
-    nn::Gpt model(cfg);
+    nn::Gpt model(parallel::make_context(grid.group_ptr("tp")), cfg);
     optim::AdamW opt(model.parameters(), {});
     for (size_t i = 0; i < opt.parameters().size(); ++i) {
       opt.first_moments()[i].fill(1e-3f);
       opt.second_moments()[i].fill(1e-6f);
     }
     train::TrainState state;
-    state.rng = parallel::RngTracker(cfg.seed, 0).state();
+    state.rng = parallel::RngTracker(model.context()->seed, 0).state();
     state.config = train::model_shape_json(cfg);
     std::fprintf(stderr, "bench load: writing %s\n", dir.c_str());
     train::save_checkpoint(dir.string(), world, grid, model, &opt, state);

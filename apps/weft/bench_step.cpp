@@ -27,23 +27,23 @@ struct Measured {
 train::Dataset synthetic_data(const train::TrainConfig& cfg) {
   train::TokenData d;
   d.source = "random tokens";
-  const int64_t n = std::max<int64_t>(64 * (cfg.seq + 1), 1 << 16);
+  const int64_t n = std::max<int64_t>(64 * (cfg.model.seq + 1), 1 << 16);
   uint64_t x = 88172645463325252ull;
   for (int64_t i = 0; i < n; ++i) {
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    d.tokens.push_back(static_cast<int32_t>(x % static_cast<uint64_t>(cfg.vocab)));
+    d.tokens.push_back(static_cast<int32_t>(x % static_cast<uint64_t>(cfg.model.vocab)));
   }
-  return train::Dataset(std::move(d), cfg.seq, 0.1);
+  return train::Dataset(std::move(d), cfg.model.seq, 0.1);
 }
 
 // 6 FLOPs per parameter per token (forward 2, backward 4) for the GEMMs, plus
 // the attention scores and weighted sums (2·2·T·C per layer forward, ×3).
 double flops_per_token(const train::TrainConfig& c, int64_t params) {
-  const double wpe = static_cast<double>(c.seq * c.width);
+  const double wpe = static_cast<double>(c.model.seq * c.model.width);
   return 6.0 * (static_cast<double>(params) - wpe) +
-         12.0 * static_cast<double>(c.layers * c.seq * c.width);
+         12.0 * static_cast<double>(c.model.layers * c.model.seq * c.model.width);
 }
 
 Measured measure(train::TrainConfig cfg, int warmup, int steps) {
@@ -167,8 +167,8 @@ int bench_step(const std::vector<std::string>& args) {
     std::printf(
         "%s, %s, %lld layers, width %lld, context %lld, micro-batch %lld per DP rank; "
         "%d cores\n",
-        cfg.preset.c_str(), dtype, static_cast<long long>(cfg.layers),
-        static_cast<long long>(cfg.width), static_cast<long long>(cfg.seq),
+        cfg.preset.c_str(), dtype, static_cast<long long>(cfg.model.layers),
+        static_cast<long long>(cfg.model.width), static_cast<long long>(cfg.model.seq),
         static_cast<long long>(cfg.micro_batch), available_cores());
   }
   auto label = [](const train::TrainConfig& c) {

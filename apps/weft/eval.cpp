@@ -5,9 +5,10 @@
 #include <iostream>
 
 #include "cli.h"
+#include "weft/train/data.h"
 #include "weft/train/evaluate.h"
 #include "weft/train/json.h"
-#include "weft/train/trainer.h"
+#include "weft/train/load_model.h"
 
 namespace weft {
 namespace {

@@ -5,8 +5,8 @@
 
 #include "cli.h"
 #include "weft/train/json.h"
+#include "weft/train/load_model.h"
 #include "weft/train/tokenizer.h"
-#include "weft/train/trainer.h"
 
 namespace weft {
 namespace {

@@ -99,7 +99,7 @@ Resolved resolve(const cli::Options& opts) {
                             in_file("preset") || !resume.empty() || !init.empty();
   if (!vocab_chosen && !cfg.data.empty()) {
     const auto format = train::data_format(cfg.data);
-    if (format != train::TokenData::Format::text) cfg.vocab = train::tokenizer_vocab(format);
+    if (format != train::TokenData::Format::text) cfg.model.vocab = train::tokenizer_vocab(format);
   }
   cfg.overwrite = opts.flag_set("overwrite");
   cfg.reset_schedule = opts.flag_set("reset-schedule");
@@ -196,7 +196,7 @@ int train_command(const std::vector<std::string>& args) {
     out["val_loss"] = s.final_val_loss ? train::Json(*s.final_val_loss) : train::Json();
     out["seconds"] = s.seconds;
     out["tokens_per_s"] = s.tokens_per_s;
-    if (cfg.vocab == 256) out["sample"] = train::valid_utf8(s.sample);
+    if (cfg.model.vocab == 256) out["sample"] = train::valid_utf8(s.sample);
     train::Json ids = train::Json::array();
     for (int32_t id : s.sample_ids) ids.push_back(id);
     out["sample_ids"] = std::move(ids);
@@ -214,7 +214,7 @@ int train_command(const std::vector<std::string>& args) {
   }
   std::cout << "\n";
   if (!s.sample_ids.empty()) {
-    if (cfg.vocab == 256) {
+    if (cfg.model.vocab == 256) {
       std::cout << "sample:\n" << s.sample << "\n";
     } else {
       std::cout << "sample (token ids; weft has no BPE tokenizer to turn them into text):\n";

@@ -10,7 +10,7 @@
 #include "fixtures.h"
 #include "fuzz.h"
 #include "weft/train/checkpoint_format.h"
-#include "weft/train/trainer.h"
+#include "weft/train/load_model.h"
 
 namespace {
 
@@ -20,7 +20,8 @@ void load_at(const std::string& dir, int tp) {
   weft::comm::run_local(tp, [&](weft::comm::ProcessGroup& world) {
     weft::set_num_threads(1);
     weft::comm::Grid grid(world, "tp-dp", {{"tp", tp}});
-    weft::nn::Gpt model(wt::model_config(weft::fuzz::tiny_config(), grid.group_ptr("tp")));
+    weft::nn::Gpt model(wt::model_context(weft::fuzz::tiny_config(), grid.group_ptr("tp")),
+                        wt::model_config(weft::fuzz::tiny_config()));
     weft::optim::AdamW opt(model.parameters(), {});
     (void)wt::load_checkpoint(dir, world, grid, model, &opt);
   });

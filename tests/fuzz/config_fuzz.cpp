@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     wt::apply_settings(again, written, "to_json");
     if (!(again.to_json() == written)) std::abort();
     wt::validate(cfg);
-    (void)wt::model_config(cfg, nullptr);
+    (void)wt::model_config(cfg);
+    (void)wt::model_context(cfg, nullptr);
   });
   return 0;
 }

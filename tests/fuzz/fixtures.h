@@ -23,11 +23,11 @@ namespace weft::fuzz {
 inline train::TrainConfig tiny_config() {
   train::TrainConfig cfg;
   cfg.preset = "tiny";
-  cfg.layers = 1;
-  cfg.width = 8;
-  cfg.heads = 2;
-  cfg.seq = 8;
-  cfg.vocab = 20;
+  cfg.model.layers = 1;
+  cfg.model.width = 8;
+  cfg.model.heads = 2;
+  cfg.model.seq = 8;
+  cfg.model.vocab = 20;
   cfg.tp = 2;
   cfg.seed = 5;
   return cfg;
@@ -39,7 +39,7 @@ inline void save_tiny_checkpoint(const std::string& dir) {
     set_num_threads(1);
     const train::TrainConfig cfg = tiny_config();
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
-    nn::Gpt model(train::model_config(cfg, grid.group_ptr("tp")));
+    nn::Gpt model(train::model_context(cfg, grid.group_ptr("tp")), train::model_config(cfg));
     optim::AdamW opt(model.parameters(), {});
     opt.set_steps_taken(3);
     parallel::RngTracker rng(cfg.seed, grid.rank_in("tp"));

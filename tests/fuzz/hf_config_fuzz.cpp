@@ -11,7 +11,7 @@
 
 #include "fixtures.h"
 #include "fuzz.h"
-#include "weft/train/trainer.h"
+#include "weft/train/load_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace wt = weft::train;

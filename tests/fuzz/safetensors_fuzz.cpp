@@ -7,8 +7,8 @@
 
 #include "fuzz.h"
 #include "weft/core/threads.h"
+#include "weft/train/load_model.h"
 #include "weft/train/safetensors.h"
-#include "weft/train/trainer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace wt = weft::train;

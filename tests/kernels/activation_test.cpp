@@ -10,6 +10,9 @@
 namespace weft::kernels {
 namespace {
 
+// The host context: the calling thread's CPU threads.
+const ExecContext& ec = ExecContext::host();
+
 using weft::testing::close;
 using weft::testing::finite_difference;
 using weft::testing::kBF16;
@@ -25,7 +28,7 @@ double gelu_ref(double x) {
 TEST(Gelu, ForwardMatchesGpt2TanhFormula) {
   Tensor x = random_tensor({1000}, 1, -6, 6);
   Tensor y = Tensor::empty({1000});
-  gelu_forward(x, y);
+  gelu_forward(ec, x, y);
   std::vector<double> ref;
   for (float v : x.to_vector()) ref.push_back(gelu_ref(v));
   EXPECT_TRUE(close(ref, y.to_vector(), {1e-5, 1e-6}));
@@ -35,18 +38,18 @@ TEST(Gelu, BackwardMatchesFiniteDifferences) {
   Tensor x = random_tensor({64}, 2, -4, 4), w = random_tensor({64}, 3);
   auto loss = [&] {
     Tensor y = Tensor::empty({64});
-    gelu_forward(x, y);
+    gelu_forward(ec, x, y);
     return weighted_sum(y, w);
   };
   Tensor dx = Tensor::empty({64});
-  gelu_backward(w, x, dx);
+  gelu_backward(ec, w, x, dx);
   EXPECT_TRUE(close(finite_difference(x, loss), dx.to_vector(), {2e-3, 2e-3}));
 }
 
 TEST(Gelu, Bf16WithinTolerance) {
   Tensor x = random_tensor({512}, 4, -4, 4, DType::bf16);
   Tensor y = Tensor::empty({512}, DType::bf16);
-  gelu_forward(x, y);
+  gelu_forward(ec, x, y);
   std::vector<double> ref;
   for (float v : x.to_vector()) ref.push_back(gelu_ref(v));
   EXPECT_TRUE(close(ref, y.to_vector(), kBF16, 1e-2));
@@ -57,10 +60,10 @@ TEST(Gelu, Bf16WithinTolerance) {
 TEST(Gelu, CacheKeepsDtypesApartAtAnyThreadCount) {
   Tensor xb = random_tensor({64}, 7, -4, 4, DType::bf16), yb = Tensor::empty({64}, DType::bf16);
   set_num_threads(1);
-  gelu_forward(xb, yb);
+  gelu_forward(ec, xb, yb);
   Tensor x = random_tensor({64}, 8, -4, 4), y = Tensor::empty({64});
   set_num_threads(257);
-  gelu_forward(x, y);
+  gelu_forward(ec, x, y);
   set_num_threads(0);
   std::vector<double> ref;
   for (float v : x.to_vector()) ref.push_back(gelu_ref(v));
@@ -71,14 +74,14 @@ TEST(Bias, AddAndGradient) {
   const int64_t n = 130, c = 9;
   Tensor y = random_tensor({n, c}, 5), b = random_tensor({c}, 6);
   std::vector<float> before = y.to_vector(), bv = b.to_vector();
-  bias_add(y, b);
+  bias_add(ec, y, b);
   std::vector<float> after = y.to_vector();
   for (int64_t i = 0; i < n * c; ++i)
     EXPECT_FLOAT_EQ(after[static_cast<size_t>(i)],
                     before[static_cast<size_t>(i)] + bv[static_cast<size_t>(i % c)]);
   // d/db Σ w⊙(y + b) = Σ_rows w; backward accumulates.
   Tensor w = random_tensor({n, c}, 7), db = Tensor::full({c}, 1.0f);
-  bias_backward(w, db);
+  bias_backward(ec, w, db);
   std::vector<float> wv = w.to_vector();
   std::vector<double> ref(static_cast<size_t>(c), 1.0);
   for (int64_t i = 0; i < n * c; ++i) ref[static_cast<size_t>(i % c)] += wv[static_cast<size_t>(i)];
@@ -91,7 +94,7 @@ TEST(Bias, GradientIsThreadCountInvariant) {
   for (int t : {1, 2}) {
     set_num_threads(t);
     Tensor db = Tensor::zeros({33});
-    bias_backward(dy, db);
+    bias_backward(ec, dy, db);
     out.push_back(db.to_vector());
   }
   set_num_threads(0);
@@ -100,17 +103,17 @@ TEST(Bias, GradientIsThreadCountInvariant) {
 
 TEST(Elementwise, AddAxpyScale) {
   Tensor a = random_tensor({50}, 9), b = random_tensor({50}, 10), out = Tensor::empty({50});
-  add(a, b, out);
+  add(ec, a, b, out);
   std::vector<float> av = a.to_vector(), bv = b.to_vector();
   for (size_t i = 0; i < 50; ++i) EXPECT_EQ(out.to_vector()[i], av[i] + bv[i]);
-  axpy(2.0f, a, b);
+  axpy(ec, 2.0f, a, b);
   for (size_t i = 0; i < 50; ++i) EXPECT_FLOAT_EQ(b.to_vector()[i], bv[i] + 2 * av[i]);
-  scale(a, -0.5f);
+  scale(ec, a, -0.5f);
   for (size_t i = 0; i < 50; ++i) EXPECT_EQ(a.to_vector()[i], av[i] * -0.5f);
   Tensor wrong = Tensor::zeros({49});
-  EXPECT_THROW(add(a, wrong, out), Error);
+  EXPECT_THROW(add(ec, a, wrong, out), Error);
   Tensor i32 = Tensor::zeros({50}, DType::i32);
-  EXPECT_THROW(add(a, i32, out), Error);
+  EXPECT_THROW(add(ec, a, i32, out), Error);
 }
 
 }  // namespace

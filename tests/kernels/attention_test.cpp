@@ -15,6 +15,9 @@
 namespace weft::kernels {
 namespace {
 
+// The host context: the calling thread's CPU threads.
+const ExecContext& ec = ExecContext::host();
+
 using weft::testing::close;
 using weft::testing::finite_difference;
 using weft::testing::random_tensor;
@@ -159,10 +162,10 @@ Result run_attention(const Tensor& qkv, const AttentionConfig& cfg, const Tensor
   AttentionWorkspace ws;
   const Shape& s = qkv.shape();
   r.out = Tensor::empty({s[0], s[1], s[2] / 3}, qkv.dtype());
-  attention_forward(qkv, cfg, r.out, r.saved, ws);
+  attention_forward(ec, qkv, cfg, r.out, r.saved, ws);
   if (dout) {
     r.dqkv = Tensor::empty(s, qkv.dtype());
-    attention_backward(*dout, qkv, r.saved, cfg, r.dqkv, ws);
+    attention_backward(ec, *dout, qkv, r.saved, cfg, r.dqkv, ws);
   }
   return r;
 }
@@ -229,7 +232,7 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
   AttentionWorkspace ws;
   Tensor out = Tensor::empty(out_shape(c));
   auto loss = [&] {
-    attention_forward(qkv, cfg, out, saved, ws);
+    attention_forward(ec, qkv, cfg, out, saved, ws);
     return weighted_sum(out, w);
   };
   std::vector<double> fd = finite_difference(qkv, loss);
@@ -269,7 +272,7 @@ TEST(Attention, DropoutMatchesReferenceAndFiniteDifferences) {
   AttentionWorkspace ws;
   Tensor out = Tensor::empty(out_shape(c));
   auto loss = [&] {
-    attention_forward(qkv, cfg, out, saved, ws);
+    attention_forward(ec, qkv, cfg, out, saved, ws);
     return weighted_sum(out, w);
   };
   EXPECT_TRUE(close(finite_difference(qkv, loss), r.dqkv.to_vector(), kFiniteDifference));
@@ -360,6 +363,61 @@ TEST(Attention, Bf16MatchesF32) {
   }
 }
 
+// (A, B, W) -> (B, A, W) element by element (bf16 values survive the f32
+// round trip exactly): batch-major activations to sequence-major and back.
+Tensor swap01(const Tensor& t) {
+  const int64_t A = t.size(0), B = t.size(1), W = t.size(2);
+  std::vector<float> v = t.to_vector(), s(v.size());
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t w = 0; w < W; ++w) {
+        s[static_cast<size_t>((b * A + a) * W + w)] = v[static_cast<size_t>((a * B + b) * W + w)];
+      }
+  return Tensor::from({B, A, W}, s, t.dtype());
+}
+
+TEST(Attention, SequenceMajorEqualsBatchMajorOnTransposedData) {
+  for (const Case& c : {Case{3, 11, 2, 8}, Case{2, 64, 2, 32}})
+    for (DType dt : {DType::f32, DType::bf16})
+      for (float p : {0.0f, 0.2f})
+        for (bool causal : {true, false}) {
+          SCOPED_TRACE(::testing::Message() << "T " << c.T << " " << dtype_name(dt) << " dropout "
+                                            << p << " causal " << causal);
+          Tensor qkv = random_tensor(qkv_shape(c), 30, -2, 2, dt);
+          Tensor dout = random_tensor(out_shape(c), 31, -1, 1, dt);
+          const AttentionConfig cfg{
+              .heads = c.H, .dropout = p, .seed = 7, .offset = 3, .causal = causal};
+          AttentionConfig seq = cfg;
+          seq.sequence_major = true;
+          Result batch_major = run_attention(qkv, cfg, &dout);
+          Tensor qkv_t = swap01(qkv), dout_t = swap01(dout);
+          Result sequence_major = run_attention(qkv_t, seq, &dout_t);
+          ASSERT_EQ(sequence_major.out.shape(), (Shape{c.T, c.B, c.H * c.D}));
+          // The same products on the same numbers, read through other strides.
+          EXPECT_EQ(sequence_major.saved.probs.to_vector(), batch_major.saved.probs.to_vector());
+          if (p > 0) {
+            EXPECT_EQ(sequence_major.saved.mask.to_vector(), batch_major.saved.mask.to_vector());
+          }
+          EXPECT_EQ(swap01(sequence_major.out).to_vector(), batch_major.out.to_vector());
+          EXPECT_EQ(swap01(sequence_major.dqkv).to_vector(), batch_major.dqkv.to_vector());
+        }
+}
+
+TEST(Attention, SequenceMajorChecksItsShapes) {
+  AttentionSaved saved;
+  AttentionWorkspace ws;
+  const AttentionConfig seq{.heads = 2, .sequence_major = true};
+  Tensor qkv = Tensor::zeros({4, 3, 24});  // T = 4, B = 3
+  Tensor batch_major_out = Tensor::empty({3, 4, 8});
+  EXPECT_THROW(attention_forward(ec, qkv, seq, batch_major_out, saved, ws), Error);
+  Tensor out = Tensor::empty({4, 3, 8});
+  attention_forward(ec, qkv, seq, out, saved, ws);
+  EXPECT_EQ(saved.probs.shape(), (Shape{3, 2, 4, 4}));
+  Tensor dqkv = Tensor::empty({4, 3, 24});
+  EXPECT_THROW(attention_backward(ec, batch_major_out, qkv, saved, seq, dqkv, ws), Error);
+  EXPECT_NO_THROW(attention_backward(ec, out, qkv, saved, seq, dqkv, ws));
+}
+
 TEST(Attention, ReusesSavedStateAndWorkspace) {
   const Case c{2, 10, 2, 8};
   for (DType dt : {DType::f32, DType::bf16}) {
@@ -369,14 +427,14 @@ TEST(Attention, ReusesSavedStateAndWorkspace) {
     AttentionSaved saved;
     AttentionWorkspace ws;
     Tensor out = Tensor::empty(out_shape(c), dt), dqkv = Tensor::empty(qkv_shape(c), dt);
-    attention_forward(qkv, cfg, out, saved, ws);
-    attention_backward(dout, qkv, saved, cfg, dqkv, ws);
+    attention_forward(ec, qkv, cfg, out, saved, ws);
+    attention_backward(ec, dout, qkv, saved, cfg, dqkv, ws);
     std::vector<float> out1 = out.to_vector(), dqkv1 = dqkv.to_vector();
     const void* probs = saved.probs.raw();
     const void* mask = saved.mask.raw();
     const void* buffer = ws.buffer.raw();
-    attention_forward(qkv, cfg, out, saved, ws);
-    attention_backward(dout, qkv, saved, cfg, dqkv, ws);
+    attention_forward(ec, qkv, cfg, out, saved, ws);
+    attention_backward(ec, dout, qkv, saved, cfg, dqkv, ws);
     EXPECT_EQ(saved.probs.raw(), probs);
     EXPECT_EQ(saved.mask.raw(), mask);
     EXPECT_EQ(ws.buffer.raw(), buffer);
@@ -413,36 +471,36 @@ TEST(Attention, RejectsBadShapes) {
   // 3C = 30 is not divisible into 3 parts of 4 heads.
   Tensor qkv = Tensor::zeros({1, 4, 30});
   Tensor out = Tensor::empty({1, 4, 10});
-  EXPECT_THROW(attention_forward(qkv, {.heads = 4}, out, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, qkv, {.heads = 4}, out, saved, ws), Error);
   // Not a multiple of 3.
   Tensor ragged = Tensor::zeros({1, 4, 31});
-  EXPECT_THROW(attention_forward(ragged, {.heads = 1}, out, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, ragged, {.heads = 1}, out, saved, ws), Error);
   Tensor flat = Tensor::zeros({4, 24});
-  EXPECT_THROW(attention_forward(flat, {.heads = 2}, out, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, flat, {.heads = 2}, out, saved, ws), Error);
 
   Tensor good = Tensor::zeros({1, 4, 24});
   Tensor out8 = Tensor::empty({1, 4, 8});
-  EXPECT_THROW(attention_forward(good, {.heads = 0}, out8, saved, ws), Error);
-  EXPECT_THROW(attention_forward(good, {.heads = 2, .dropout = 1.0f}, out8, saved, ws), Error);
-  EXPECT_THROW(attention_forward(good, {.heads = 2}, out, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, good, {.heads = 0}, out8, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, good, {.heads = 2, .dropout = 1.0f}, out8, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, good, {.heads = 2}, out, saved, ws), Error);
   Tensor out_bf16 = Tensor::empty({1, 4, 8}, DType::bf16);
-  EXPECT_THROW(attention_forward(good, {.heads = 2}, out_bf16, saved, ws), Error);
+  EXPECT_THROW(attention_forward(ec, good, {.heads = 2}, out_bf16, saved, ws), Error);
 
-  attention_forward(good, {.heads = 2}, out8, saved, ws);
+  attention_forward(ec, good, {.heads = 2}, out8, saved, ws);
   Tensor dqkv = Tensor::empty({1, 4, 24});
   Tensor dout = Tensor::zeros({1, 4, 8});
   Tensor wrong_dout = Tensor::zeros({1, 3, 8});
-  EXPECT_THROW(attention_backward(wrong_dout, good, saved, {.heads = 2}, dqkv, ws), Error);
+  EXPECT_THROW(attention_backward(ec, wrong_dout, good, saved, {.heads = 2}, dqkv, ws), Error);
   Tensor wrong_dqkv = Tensor::empty({1, 4, 21});
-  EXPECT_THROW(attention_backward(dout, good, saved, {.heads = 2}, wrong_dqkv, ws), Error);
+  EXPECT_THROW(attention_backward(ec, dout, good, saved, {.heads = 2}, wrong_dqkv, ws), Error);
   // Saved from a forward without dropout cannot serve a backward with dropout.
-  EXPECT_THROW(attention_backward(dout, good, saved, {.heads = 2, .dropout = 0.1f}, dqkv, ws),
+  EXPECT_THROW(attention_backward(ec, dout, good, saved, {.heads = 2, .dropout = 0.1f}, dqkv, ws),
                Error);
   // Nor from another head count.
-  EXPECT_THROW(attention_backward(dout, good, saved, {.heads = 4}, dqkv, ws), Error);
+  EXPECT_THROW(attention_backward(ec, dout, good, saved, {.heads = 4}, dqkv, ws), Error);
   AttentionSaved empty;
-  EXPECT_THROW(attention_backward(dout, good, empty, {.heads = 2}, dqkv, ws), Error);
-  EXPECT_NO_THROW(attention_backward(dout, good, saved, {.heads = 2}, dqkv, ws));
+  EXPECT_THROW(attention_backward(ec, dout, good, empty, {.heads = 2}, dqkv, ws), Error);
+  EXPECT_NO_THROW(attention_backward(ec, dout, good, saved, {.heads = 2}, dqkv, ws));
 }
 
 }  // namespace

@@ -11,6 +11,9 @@
 namespace weft::kernels {
 namespace {
 
+// The host context: the calling thread's CPU threads.
+const ExecContext& ec = ExecContext::host();
+
 using weft::testing::close;
 using weft::testing::finite_difference;
 using weft::testing::kBF16;
@@ -44,7 +47,7 @@ TEST(Embedding, ForwardCopiesTableRows) {
   Tensor wte = random_tensor({10, 7}, 1);
   std::vector<int32_t> t = {3, 3, 0, 9, 5, 1};
   Tensor out = Tensor::empty({2, 3, 7});
-  embedding_forward(token_tensor(2, 3, t), wte, out);
+  embedding_forward(ec, token_tensor(2, 3, t), wte, out);
   std::vector<double> expected = reference_forward(t, 3, wte, nullptr, 0);
   std::vector<float> got = out.to_vector();
   ASSERT_EQ(got.size(), expected.size());
@@ -55,7 +58,7 @@ TEST(Embedding, Bf16OutputRoundsTheTable) {
   Tensor wte = random_tensor({10, 7}, 2);
   std::vector<int32_t> t = {1, 8, 4, 4};
   Tensor out = Tensor::empty({1, 4, 7}, DType::bf16);
-  embedding_forward(token_tensor(1, 4, t), wte, out);
+  embedding_forward(ec, token_tensor(1, 4, t), wte, out);
   std::vector<double> expected = reference_forward(t, 4, wte, nullptr, 0);
   std::vector<float> got = out.to_vector();
   for (size_t i = 0; i < got.size(); ++i) {
@@ -69,8 +72,8 @@ TEST(Embedding, PositionForwardAddsRowsFromTheOffset) {
   std::vector<int32_t> t = {0, 11, 2, 7, 7, 7};
   for (DType dtype : {DType::f32, DType::bf16}) {
     Tensor out = Tensor::empty({2, 3, 5}, dtype);
-    embedding_forward(token_tensor(2, 3, t), wte, out);
-    position_embedding_forward(wpe, out, 4);
+    embedding_forward(ec, token_tensor(2, 3, t), wte, out);
+    position_embedding_forward(ec, wpe, out, 4);
     EXPECT_TRUE(close(reference_forward(t, 3, wte, &wpe, 4), out.to_vector(),
                       dtype == DType::f32 ? kF32 : kBF16));
   }
@@ -92,10 +95,46 @@ TEST(Embedding, BackwardMatchesFp64Reference) {
       ewpe[static_cast<size_t>((offset + n % seq) * channels + c)] += g;
     }
   }
-  embedding_backward(dout, token_tensor(batch, seq, t), dwte);
-  position_embedding_backward(dout, dwpe, offset);
+  embedding_backward(ec, dout, token_tensor(batch, seq, t), dwte);
+  position_embedding_backward(ec, dout, dwpe, offset);
   EXPECT_TRUE(close(ewte, dwte.to_vector(), kF32));
   EXPECT_TRUE(close(ewpe, dwpe.to_vector(), kF32));
+}
+
+// (A, B, C) -> (B, A, C) element by element (bf16 values survive exactly).
+Tensor swap01(const Tensor& t) {
+  const int64_t A = t.size(0), B = t.size(1), C = t.size(2);
+  std::vector<float> v = t.to_vector(), s(v.size());
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t c = 0; c < C; ++c) {
+        s[static_cast<size_t>((b * A + a) * C + c)] = v[static_cast<size_t>((a * B + b) * C + c)];
+      }
+  return Tensor::from({B, A, C}, s, t.dtype());
+}
+
+TEST(Embedding, PositionsOfSequenceMajorRows) {
+  // (T, B, C): row i holds position i / B + pos_offset; the results are the
+  // batch-major ones, transposed, bit for bit.
+  const int64_t batch = 3, seq = 5, channels = 6, offset = 2;
+  Tensor wpe = random_tensor({9, channels}, 40);
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor x = random_tensor({batch, seq, channels}, 41, -1.0f, 1.0f, dtype);
+    Tensor batch_major = x.clone(), sequence_major = swap01(x);
+    position_embedding_forward(ec, wpe, batch_major, offset);
+    position_embedding_forward(ec, wpe, sequence_major, offset, true);
+    EXPECT_EQ(swap01(sequence_major).to_vector(), batch_major.to_vector());
+
+    Tensor dwpe_batch = random_tensor({9, channels}, 42), dwpe_seq = dwpe_batch.clone();
+    position_embedding_backward(ec, x, dwpe_batch, offset);
+    position_embedding_backward(ec, swap01(x), dwpe_seq, offset, true);
+    EXPECT_EQ(dwpe_seq.to_vector(), dwpe_batch.to_vector());
+  }
+  // The positions checked against the table are the sequence's, dimension 0.
+  Tensor long_seq = Tensor::zeros({8, 2, channels});
+  EXPECT_THROW(position_embedding_forward(ec, wpe, long_seq, 2, true), weft::Error);
+  EXPECT_NO_THROW(position_embedding_forward(ec, wpe, long_seq, 1, true));
 }
 
 TEST(Embedding, BackwardMatchesFiniteDifferences) {
@@ -106,16 +145,16 @@ TEST(Embedding, BackwardMatchesFiniteDifferences) {
   Tensor w = random_tensor({batch, seq, channels}, 10);
   Tensor out = Tensor::empty({batch, seq, channels});
   auto loss = [&] {
-    embedding_forward(tokens, wte, out);
-    position_embedding_forward(wpe, out, 1);
+    embedding_forward(ec, tokens, wte, out);
+    position_embedding_forward(ec, wpe, out, 1);
     return weighted_sum(out, w);
   };
   std::vector<double> numeric_wte = finite_difference(wte, loss);
   std::vector<double> numeric_wpe = finite_difference(wpe, loss);
   Tensor dwte = Tensor::zeros({vocab, channels});
   Tensor dwpe = Tensor::zeros({max_seq, channels});
-  embedding_backward(w, tokens, dwte);
-  position_embedding_backward(w, dwpe, 1);
+  embedding_backward(ec, w, tokens, dwte);
+  position_embedding_backward(ec, w, dwpe, 1);
   // The loss is linear in the tables: only f32 rounding of the sums remains.
   EXPECT_TRUE(close(numeric_wte, dwte.to_vector(), {1e-3, 1e-4}));
   EXPECT_TRUE(close(numeric_wpe, dwpe.to_vector(), {1e-3, 1e-4}));
@@ -125,7 +164,7 @@ TEST(Embedding, Bf16GradientMatchesReference) {
   std::vector<int32_t> t = {2, 2, 0, 1};
   Tensor dout = random_tensor({2, 2, 9}, 11, -1.0f, 1.0f, DType::bf16);
   Tensor dwte = Tensor::zeros({3, 9});
-  embedding_backward(dout, token_tensor(2, 2, t), dwte);
+  embedding_backward(ec, dout, token_tensor(2, 2, t), dwte);
   std::vector<float> d = dout.to_vector();
   std::vector<double> expected(27, 0.0);
   for (size_t n = 0; n < t.size(); ++n) {
@@ -143,21 +182,21 @@ TEST(Embedding, VocabSlicesSumToWhole) {
   Tensor wte = random_tensor({vocab, channels}, 12);
   Tensor dout = random_tensor({batch, seq, channels}, 13);
   Tensor whole = Tensor::empty({batch, seq, channels});
-  embedding_forward(tokens, wte, whole);
+  embedding_forward(ec, tokens, wte, whole);
   Tensor whole_grad = Tensor::zeros({vocab, channels});
-  embedding_backward(dout, tokens, whole_grad);
+  embedding_backward(ec, dout, tokens, whole_grad);
 
   std::vector<float> sum(static_cast<size_t>(batch * seq * channels), 0.0f);
   for (int64_t r = 0; r < ranks; ++r) {
     const EmbeddingOptions opt{.vocab_start = r * local, .valid_vocab = vocab};
     Tensor shard = wte.narrow(r * local, local);
     Tensor out = Tensor::full({batch, seq, channels}, 7.0f);
-    embedding_forward(tokens, shard, out, opt);
+    embedding_forward(ec, tokens, shard, out, opt);
     std::vector<float> o = out.to_vector();
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += o[i];
 
     Tensor grad = Tensor::zeros({local, channels});
-    embedding_backward(dout, tokens, grad, opt);
+    embedding_backward(ec, dout, tokens, grad, opt);
     EXPECT_EQ(grad.to_vector(), whole_grad.narrow(r * local, local).to_vector());
   }
   EXPECT_EQ(sum, whole.to_vector());
@@ -173,8 +212,8 @@ TEST(Embedding, BackwardIsTheSameForAnyThreadCount) {
     set_num_threads(threads);
     Tensor dwte = random_tensor({vocab, channels}, 15);
     Tensor dwpe = random_tensor({max_seq, channels}, 16);
-    embedding_backward(dout, tokens, dwte);
-    position_embedding_backward(dout, dwpe, 3);
+    embedding_backward(ec, dout, tokens, dwte);
+    position_embedding_backward(ec, dout, dwpe, 3);
     set_num_threads(0);
     std::vector<float> all = dwte.to_vector(), p = dwpe.to_vector();
     all.insert(all.end(), p.begin(), p.end());
@@ -190,7 +229,7 @@ TEST(Embedding, BadTokenIdsNamePositionAndId) {
   Tensor out = Tensor::empty({2, 2, 4});
   for (int32_t bad : {10, -1}) {
     try {
-      embedding_forward(token_tensor(2, 2, {0, 1, 2, bad}), wte, out);
+      embedding_forward(ec, token_tensor(2, 2, {0, 1, 2, bad}), wte, out);
       FAIL() << "token " << bad << " was accepted";
     } catch (const weft::Error& e) {
       std::string msg = e.what();
@@ -199,12 +238,12 @@ TEST(Embedding, BadTokenIdsNamePositionAndId) {
     }
   }
   Tensor dwte = Tensor::zeros({10, 4});
-  EXPECT_THROW(embedding_backward(out, token_tensor(2, 2, {0, 1, 2, 12}), dwte), weft::Error);
+  EXPECT_THROW(embedding_backward(ec, out, token_tensor(2, 2, {0, 1, 2, 12}), dwte), weft::Error);
 
   // In a vocab slice, ids of other ranks are legal; ids past the vocabulary are not.
   const EmbeddingOptions slice{.vocab_start = 10, .valid_vocab = 30};
-  EXPECT_NO_THROW(embedding_forward(token_tensor(2, 2, {0, 29, 15, 20}), wte, out, slice));
-  EXPECT_THROW(embedding_forward(token_tensor(2, 2, {0, 30, 15, 20}), wte, out, slice),
+  EXPECT_NO_THROW(embedding_forward(ec, token_tensor(2, 2, {0, 29, 15, 20}), wte, out, slice));
+  EXPECT_THROW(embedding_forward(ec, token_tensor(2, 2, {0, 30, 15, 20}), wte, out, slice),
                weft::Error);
 }
 
@@ -216,18 +255,18 @@ TEST(Embedding, RejectsBadShapesAndTypes) {
   Tensor wrong_channels = Tensor::empty({2, 2, 5});
   Tensor wrong_seq = Tensor::empty({2, 3, 4});
   Tensor bf16_table = wte.to(DType::bf16);
-  EXPECT_THROW(embedding_forward(tokens, wte, wrong_channels), weft::Error);
-  EXPECT_THROW(embedding_forward(tokens, wte, wrong_seq), weft::Error);
-  EXPECT_THROW(embedding_forward(Tensor::zeros({2, 2}), wte, out), weft::Error);
-  EXPECT_THROW(embedding_forward(tokens, bf16_table, out), weft::Error);
-  EXPECT_THROW(embedding_backward(out, tokens, bf16_table), weft::Error);
+  EXPECT_THROW(embedding_forward(ec, tokens, wte, wrong_channels), weft::Error);
+  EXPECT_THROW(embedding_forward(ec, tokens, wte, wrong_seq), weft::Error);
+  EXPECT_THROW(embedding_forward(ec, Tensor::zeros({2, 2}), wte, out), weft::Error);
+  EXPECT_THROW(embedding_forward(ec, tokens, bf16_table, out), weft::Error);
+  EXPECT_THROW(embedding_backward(ec, out, tokens, bf16_table), weft::Error);
   // Positions past the table (a sequence longer than the context).
-  EXPECT_THROW(position_embedding_forward(wpe, out, 2), weft::Error);
-  EXPECT_THROW(position_embedding_forward(wpe, out, -1), weft::Error);
-  EXPECT_NO_THROW(position_embedding_forward(wpe, out, 1));
+  EXPECT_THROW(position_embedding_forward(ec, wpe, out, 2), weft::Error);
+  EXPECT_THROW(position_embedding_forward(ec, wpe, out, -1), weft::Error);
+  EXPECT_NO_THROW(position_embedding_forward(ec, wpe, out, 1));
   Tensor dwpe = Tensor::zeros({3, 4});
-  EXPECT_THROW(position_embedding_backward(wrong_channels, dwpe, 0), weft::Error);
-  EXPECT_THROW(position_embedding_backward(out, dwpe, 2), weft::Error);
+  EXPECT_THROW(position_embedding_backward(ec, wrong_channels, dwpe, 0), weft::Error);
+  EXPECT_THROW(position_embedding_backward(ec, out, dwpe, 2), weft::Error);
 }
 
 }  // namespace

@@ -11,6 +11,9 @@
 namespace weft::kernels {
 namespace {
 
+// The host context: the calling thread's CPU threads.
+const ExecContext& ec = ExecContext::host();
+
 using weft::testing::close;
 using weft::testing::kBF16;
 using weft::testing::kF32;
@@ -51,7 +54,7 @@ TEST_P(GemmTranspose, MatchesFp64Reference) {
   Tensor a = ta ? random_tensor({k, m}, 1) : random_tensor({m, k}, 1);
   Tensor b = tb ? random_tensor({n, k}, 2) : random_tensor({k, n}, 2);
   Tensor c = Tensor::empty({m, n});
-  gemm(a, b, c, {.trans_a = ta, .trans_b = tb});
+  gemm(ec, a, b, c, {.trans_a = ta, .trans_b = tb});
   EXPECT_TRUE(close(reference(a, b, m, n, k, ta, tb), c.to_vector(), kF32, 1.0));
 }
 
@@ -65,11 +68,11 @@ TEST(Gemm, AccumulateAlphaAndBias) {
   Tensor bias = random_tensor({n}, 5);
   Tensor c = random_tensor({m, n}, 6);
   Tensor c0 = c.clone();
-  gemm(a, b, c, {.trans_b = true, .accumulate = true, .alpha = 0.5f});
+  gemm(ec, a, b, c, {.trans_b = true, .accumulate = true, .alpha = 0.5f});
   EXPECT_TRUE(
       close(reference(a, b, m, n, k, false, true, 0.5, nullptr, &c0), c.to_vector(), kF32, 1.0));
   Tensor d = Tensor::empty({m, n});
-  gemm(a, b, d, {.trans_b = true, .bias = &bias});
+  gemm(ec, a, b, d, {.trans_b = true, .bias = &bias});
   EXPECT_TRUE(close(reference(a, b, m, n, k, false, true, 1, &bias), d.to_vector(), kF32, 1.0));
 }
 
@@ -80,10 +83,10 @@ TEST(Gemm, Bf16InputsAccumulateInF32) {
   // The reference sees the same bf16-rounded inputs, so an f32 output must
   // agree to f32 accuracy: the products accumulate in f32, not bf16.
   Tensor c = Tensor::empty({m, n}, DType::f32);
-  gemm(a, b, c, {.trans_b = true});
+  gemm(ec, a, b, c, {.trans_b = true});
   EXPECT_TRUE(close(reference(a, b, m, n, k, false, true), c.to_vector(), {1e-5, 1e-5}, 1.0));
   Tensor cb = Tensor::empty({m, n}, DType::bf16);
-  gemm(a, b, cb, {.trans_b = true});
+  gemm(ec, a, b, cb, {.trans_b = true});
   EXPECT_TRUE(close(reference(a, b, m, n, k, false, true), cb.to_vector(), kBF16, 1.0));
 }
 
@@ -100,11 +103,11 @@ TEST(Gemm, Bf16IsTheF32ProductOfBf16ValuesRoundedOnce) {
   Tensor c_f32 = c.to(DType::f32);
   const GemmOptions opt{
       .trans_a = true, .trans_b = true, .accumulate = true, .alpha = 0.75f, .bias = &bias};
-  gemm(a, b, c, opt);
+  gemm(ec, a, b, c, opt);
   Tensor bias_f32 = bias.to(DType::f32);
   GemmOptions opt_f32 = opt;
   opt_f32.bias = &bias_f32;
-  gemm(a.to(DType::f32), b.to(DType::f32), c_f32, opt_f32);
+  gemm(ec, a.to(DType::f32), b.to(DType::f32), c_f32, opt_f32);
   const std::vector<float> got = c.to_vector(), want = c_f32.to(DType::bf16).to_vector();
   if (cpu_support().native_bf16) {
     EXPECT_TRUE(close(std::vector<double>(want.begin(), want.end()), got, kBF16, 1.0));
@@ -135,7 +138,7 @@ TEST(Gemm, Bf16BatchedStridedMatchesF32OfBf16Values) {
   auto product = [&](const Tensor& qq, const Tensor& kk, DType out) {
     Tensor c = Tensor::zeros({batch, rows, cols}, out);
     StridedMatrices sc = view(c, rows, cols, false);
-    batched_gemm(view(qq, rows, inner, false), view(kk, inner, cols, true), sc, 0.5f);
+    batched_gemm(ec, view(qq, rows, inner, false), view(kk, inner, cols, true), sc, 0.5f);
     return c;
   };
   const std::vector<float> got = product(q, kt, DType::bf16).to_vector();
@@ -152,7 +155,7 @@ TEST(Gemm, HigherRankTensorsAreViewedAsRows) {
   Tensor x = random_tensor({2, 3, 8}, 9);  // (B, T, C)
   Tensor w = random_tensor({5, 8}, 10);    // (out, in)
   Tensor y = Tensor::empty({2, 3, 5});
-  gemm(x, w, y, {.trans_b = true});
+  gemm(ec, x, w, y, {.trans_b = true});
   EXPECT_TRUE(close(reference(x, w, 6, 5, 8, false, true), y.to_vector(), kF32, 1.0));
 }
 
@@ -163,12 +166,12 @@ TEST(Gemm, BackwardIdentitiesMatchFiniteDifferences) {
   Tensor g = random_tensor({t, out}, 13);
   auto loss = [&] {
     Tensor y = Tensor::empty({t, out});
-    gemm(x, w, y, {.trans_b = true});
+    gemm(ec, x, w, y, {.trans_b = true});
     return weft::testing::weighted_sum(y, g);
   };
   Tensor dx = Tensor::empty({t, in}), dw = Tensor::zeros({out, in});
-  gemm(g, w, dx);
-  gemm(g, x, dw, {.trans_a = true, .accumulate = true});
+  gemm(ec, g, w, dx);
+  gemm(ec, g, x, dw, {.trans_a = true, .accumulate = true});
   EXPECT_TRUE(close(weft::testing::finite_difference(x, loss), dx.to_vector(), {2e-3, 2e-3}));
   EXPECT_TRUE(close(weft::testing::finite_difference(w, loss), dw.to_vector(), {2e-3, 2e-3}));
 }
@@ -176,15 +179,15 @@ TEST(Gemm, BackwardIdentitiesMatchFiniteDifferences) {
 TEST(Gemm, SteadyStateCreatesNothingNew) {
   Tensor a = random_tensor({64, 32}, 14), b = random_tensor({32, 48}, 15);
   Tensor c = Tensor::empty({64, 48});
-  gemm(a, b, c);
+  gemm(ec, a, b, c);
   const int64_t created = gemm_primitives_created();
   MemoryTracker tracker;
   ScopedMemoryTracker scope(tracker);
-  for (int i = 0; i < 5; ++i) gemm(a, b, c);
+  for (int i = 0; i < 5; ++i) gemm(ec, a, b, c);
   EXPECT_EQ(gemm_primitives_created(), created);
   EXPECT_EQ(tracker.device(Device::cpu()).peak, 0);
   Tensor c2 = Tensor::empty({64, 48});
-  gemm(a, b, c2, {.accumulate = true});
+  gemm(ec, a, b, c2, {.accumulate = true});
   EXPECT_EQ(gemm_primitives_created(), created + 1);
 }
 
@@ -200,7 +203,7 @@ TEST(Gemm, ConcurrentCallsFromSeveralThreads) {
       Tensor c = Tensor::empty({m, n});
       bool good = true;
       for (int it = 0; it < 20; ++it) {
-        gemm(a, b, c);
+        gemm(ec, a, b, c);
         good = good && close(reference(a, b, m, n, k, false, false), c.to_vector(), kF32, 1.0);
       }
       ok[static_cast<size_t>(r)] = good;
@@ -213,15 +216,15 @@ TEST(Gemm, ConcurrentCallsFromSeveralThreads) {
 TEST(Gemm, ShapeMismatchIsAClearError) {
   Tensor a = Tensor::zeros({4, 5}), b = Tensor::zeros({6, 7}), c = Tensor::zeros({4, 7});
   try {
-    gemm(a, b, c);
+    gemm(ec, a, b, c);
     FAIL() << "no throw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("inner dimensions"), std::string::npos) << e.what();
   }
   Tensor bb = Tensor::zeros({5, 7}, DType::bf16);
-  EXPECT_THROW(gemm(a, bb, c), Error);
+  EXPECT_THROW(gemm(ec, a, bb, c), Error);
   Tensor i = Tensor::zeros({4, 5}, DType::i32);
-  EXPECT_THROW(gemm(i, i, c), Error);
+  EXPECT_THROW(gemm(ec, i, i, c), Error);
 }
 
 TEST(BatchedGemm, HeadsInsidePackedBuffer) {
@@ -252,7 +255,7 @@ TEST(BatchedGemm, HeadsInsidePackedBuffer) {
                     .cols = T,
                     .row_stride = T,
                     .col_stride = 1};
-  batched_gemm(q, kt, s, 0.5f);
+  batched_gemm(ec, q, kt, s, 0.5f);
   std::vector<float> v = qkv.to_vector(), got = scores.to_vector();
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)

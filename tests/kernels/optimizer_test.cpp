@@ -11,6 +11,9 @@
 namespace weft::kernels {
 namespace {
 
+// The host context: the calling thread's CPU threads.
+const ExecContext& ec = ExecContext::host();
+
 using weft::testing::close;
 using weft::testing::kF32;
 using weft::testing::random_tensor;
@@ -49,7 +52,7 @@ TEST(AdamW, MatchesFp64ReferenceOverSeveralSteps) {
     Tensor g = random_tensor({10, 100}, static_cast<uint32_t>(100 + step), -2.0f, 2.0f);
     cfg.step = step;
     cfg.grad_scale = step == 4 ? 0.25f : 1.0f;
-    adamw_step(p, g, m, v, cfg);
+    adamw_step(ec, p, g, m, v, cfg);
     ref.step(g.to_vector(), cfg);
     EXPECT_TRUE(close(ref.p, p.to_vector(), kF32)) << "step " << step;
     EXPECT_TRUE(close(ref.m, m.to_vector(), kF32)) << "step " << step;
@@ -62,7 +65,7 @@ TEST(AdamW, FirstStepMovesEachWeightByLr) {
   Tensor p = Tensor::from({4}, std::vector<float>{1.0f, -2.0f, 0.5f, 0.0f});
   Tensor g = Tensor::from({4}, std::vector<float>{0.3f, -7.0f, 1e-3f, -0.02f});
   Tensor m = Tensor::zeros({4}), v = Tensor::zeros({4});
-  adamw_step(p, g, m, v, {.lr = 0.01f});
+  adamw_step(ec, p, g, m, v, {.lr = 0.01f});
   EXPECT_TRUE(close({0.99, -1.99, 0.49, 0.01}, p.to_vector(), kF32));
 }
 
@@ -71,7 +74,7 @@ TEST(AdamW, WeightDecayIsDecoupledFromTheGradient) {
   Tensor p = random_tensor({64}, 2);
   std::vector<float> before = p.to_vector();
   Tensor g = Tensor::zeros({64}), m = Tensor::zeros({64}), v = Tensor::zeros({64});
-  adamw_step(p, g, m, v, {.lr = 0.1f, .weight_decay = 0.5f, .step = 3});
+  adamw_step(ec, p, g, m, v, {.lr = 0.1f, .weight_decay = 0.5f, .step = 3});
   std::vector<double> expected;
   for (float x : before) expected.push_back(x * (1.0 - 0.1 * 0.5));
   EXPECT_TRUE(close(expected, p.to_vector(), kF32));
@@ -86,8 +89,8 @@ TEST(AdamW, GradScaleEqualsScaledGradient) {
   for (float& x : half) x *= 0.5f;  // exact: a power of two
   Tensor m1 = Tensor::zeros({300}), v1 = Tensor::zeros({300});
   Tensor m2 = Tensor::zeros({300}), v2 = Tensor::zeros({300});
-  adamw_step(p1, g, m1, v1, {.weight_decay = 0.01f, .grad_scale = 0.5f});
-  adamw_step(p2, Tensor::from({300}, half), m2, v2, {.weight_decay = 0.01f});
+  adamw_step(ec, p1, g, m1, v1, {.weight_decay = 0.01f, .grad_scale = 0.5f});
+  adamw_step(ec, p2, Tensor::from({300}, half), m2, v2, {.weight_decay = 0.01f});
   EXPECT_EQ(p1.to_vector(), p2.to_vector());
   EXPECT_EQ(m1.to_vector(), m2.to_vector());
   EXPECT_EQ(v1.to_vector(), v2.to_vector());
@@ -100,7 +103,7 @@ TEST(AdamW, IsTheSameForAnyThreadCount) {
     set_num_threads(threads);
     Tensor p = p0.clone(), m = Tensor::zeros({n}), v = Tensor::zeros({n});
     for (int64_t step = 1; step <= 3; ++step) {
-      adamw_step(p, g, m, v, {.lr = 3e-3f, .weight_decay = 0.1f, .step = step});
+      adamw_step(ec, p, g, m, v, {.lr = 3e-3f, .weight_decay = 0.1f, .step = step});
     }
     set_num_threads(0);
     std::vector<float> all = p.to_vector(), mv = m.to_vector(), vv = v.to_vector();
@@ -118,13 +121,13 @@ TEST(AdamW, RejectsBadInputs) {
   Tensor v = Tensor::zeros({8});
   Tensor short_v = Tensor::zeros({7});
   Tensor bf16_p = Tensor::zeros({8}, DType::bf16);
-  EXPECT_THROW(adamw_step(p, g, m, short_v, {}), weft::Error);
-  EXPECT_THROW(adamw_step(bf16_p, g, m, v, {}), weft::Error);
-  EXPECT_THROW(adamw_step(p, g.to(DType::bf16), m, v, {}), weft::Error);
-  EXPECT_THROW(adamw_step(p, g, m, v, {.step = 0}), weft::Error);
-  EXPECT_THROW(adamw_step(p, g, m, v, {.beta1 = 1.0f}), weft::Error);
-  EXPECT_THROW(adamw_step(p, g, m, v, {.lr = -1.0f}), weft::Error);
-  EXPECT_THROW(adamw_step(p, g, m, v, {.lr = NAN}), weft::Error);
+  EXPECT_THROW(adamw_step(ec, p, g, m, short_v, {}), weft::Error);
+  EXPECT_THROW(adamw_step(ec, bf16_p, g, m, v, {}), weft::Error);
+  EXPECT_THROW(adamw_step(ec, p, g.to(DType::bf16), m, v, {}), weft::Error);
+  EXPECT_THROW(adamw_step(ec, p, g, m, v, {.step = 0}), weft::Error);
+  EXPECT_THROW(adamw_step(ec, p, g, m, v, {.beta1 = 1.0f}), weft::Error);
+  EXPECT_THROW(adamw_step(ec, p, g, m, v, {.lr = -1.0f}), weft::Error);
+  EXPECT_THROW(adamw_step(ec, p, g, m, v, {.lr = NAN}), weft::Error);
 }
 
 TEST(SumOfSquares, MatchesFp64Reference) {
@@ -132,7 +135,7 @@ TEST(SumOfSquares, MatchesFp64Reference) {
     Tensor x = random_tensor({n}, static_cast<uint32_t>(n + 1), -3.0f, 3.0f);
     double expected = 0;
     for (float e : x.to_vector()) expected += static_cast<double>(e) * e;
-    EXPECT_NEAR(sum_of_squares(x), expected, 1e-12 * expected) << n << " elements";
+    EXPECT_NEAR(sum_of_squares(ec, x), expected, 1e-12 * expected) << n << " elements";
   }
 }
 
@@ -141,14 +144,14 @@ TEST(SumOfSquares, IsTheSameForAnyThreadCount) {
   std::vector<double> results;
   for (int threads : {1, 2, 3, 8}) {
     set_num_threads(threads);
-    results.push_back(sum_of_squares(x));
+    results.push_back(sum_of_squares(ec, x));
   }
   set_num_threads(0);
   for (double r : results) EXPECT_EQ(r, results[0]);
 }
 
 TEST(SumOfSquares, RejectsNonF32) {
-  EXPECT_THROW(sum_of_squares(Tensor::zeros({4}, DType::bf16)), weft::Error);
+  EXPECT_THROW(sum_of_squares(ec, Tensor::zeros({4}, DType::bf16)), weft::Error);
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
 namespace weft::kernels {
 namespace {
 
+// The host context: the calling thread's CPU threads.
+const ExecContext& ec = ExecContext::host();
+
 using weft::testing::random_tensor;
 
 // Restores the default thread count when a test ends, whatever it set.
@@ -58,7 +61,7 @@ TEST(Random, StreamElementsAreWordsOfBlocks) {
 
 TEST(Random, UniformRangeAndMoments) {
   Tensor u = Tensor::empty({100000});
-  fill_uniform(7, 0, u);
+  fill_uniform(ec, 7, 0, u);
   double sum = 0, sum_sq = 0;
   for (float v : u.to_vector()) {
     ASSERT_GE(v, 0.0f);
@@ -80,10 +83,10 @@ TEST(Random, FillMatchesUniformAtForAnySplit) {
   for (uint64_t offset : {0ull, 3ull, 1ull << 40}) {
     set_num_threads(1);
     Tensor one = Tensor::empty({n});
-    fill_uniform(42, offset, one);
+    fill_uniform(ec, 42, offset, one);
     set_num_threads(2);
     Tensor two = Tensor::empty({n});
-    fill_uniform(42, offset, two);
+    fill_uniform(ec, 42, offset, two);
     std::vector<float> a = one.to_vector(), b = two.to_vector();
     ASSERT_EQ(a, b);
     for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{16383}, int64_t{16384}, n - 1}) {
@@ -95,17 +98,17 @@ TEST(Random, FillMatchesUniformAtForAnySplit) {
 TEST(Random, OffsetShiftsTheStream) {
   const int64_t n = 1000;
   Tensor base = Tensor::empty({n + 8});
-  fill_uniform(99, 0, base);
+  fill_uniform(ec, 99, 0, base);
   std::vector<float> all = base.to_vector();
   for (int64_t k : {1, 2, 3, 4, 5, 8}) {
     Tensor shifted = Tensor::empty({n});
-    fill_uniform(99, static_cast<uint64_t>(k), shifted);
+    fill_uniform(ec, 99, static_cast<uint64_t>(k), shifted);
     EXPECT_EQ(shifted.to_vector(), std::vector<float>(all.begin() + k, all.begin() + k + n))
         << "offset " << k;
   }
   // Different seeds give different streams.
   Tensor other = Tensor::empty({n + 8});
-  fill_uniform(100, 0, other);
+  fill_uniform(ec, 100, 0, other);
   EXPECT_NE(other.to_vector(), all);
 }
 
@@ -115,7 +118,7 @@ TEST(Dropout, SameAcrossThreadCounts) {
   auto run = [&](int threads) {
     set_num_threads(threads);
     Tensor y = Tensor::empty(x.shape()), mask = Tensor::empty(x.shape(), DType::u8);
-    dropout_forward(x, 0.3f, 1234, 77, y, mask);
+    dropout_forward(ec, x, 0.3f, 1234, 77, y, mask);
     return std::make_pair(y.to_vector(), mask.to_vector());
   };
   auto [y1, m1] = run(1);
@@ -129,7 +132,7 @@ TEST(Dropout, ForwardKeepsAndScales) {
   for (DType dt : {DType::f32, DType::bf16}) {
     Tensor x = random_tensor({300, 41}, 2, -1, 1, dt);
     Tensor y = Tensor::empty(x.shape(), dt), mask = Tensor::empty(x.shape(), DType::u8);
-    dropout_forward(x, p, 5, 11, y, mask);
+    dropout_forward(ec, x, p, 5, 11, y, mask);
     std::vector<float> xs = x.to_vector(), ys = y.to_vector(), ms = mask.to_vector();
     for (size_t i = 0; i < xs.size(); ++i) {
       bool keep = uniform_at(5, 11, i) >= p;
@@ -146,7 +149,7 @@ TEST(Dropout, KeepRateWithinStatisticalBounds) {
   Tensor x = Tensor::full({n}, 1.0f);
   for (float p : {0.1f, 0.5f, 0.9f}) {
     Tensor y = Tensor::empty({n}), mask = Tensor::empty({n}, DType::u8);
-    dropout_forward(x, p, 2024, 0, y, mask);
+    dropout_forward(ec, x, p, 2024, 0, y, mask);
     double kept = 0, total = 0;
     for (float v : mask.to_vector()) kept += v;
     for (float v : y.to_vector()) total += v;
@@ -161,12 +164,12 @@ TEST(Dropout, OffsetShiftsTheMask) {
   const int64_t n = 4096;
   Tensor x = Tensor::full({n + 8}, 1.0f);
   Tensor y = Tensor::empty({n + 8}), full_mask = Tensor::empty({n + 8}, DType::u8);
-  dropout_forward(x, 0.5f, 3, 0, y, full_mask);
+  dropout_forward(ec, x, 0.5f, 3, 0, y, full_mask);
   std::vector<float> all = full_mask.to_vector();
   for (int64_t k : {1, 3, 4, 7}) {
     Tensor xs = Tensor::full({n}, 1.0f), ys = Tensor::empty({n});
     Tensor mask = Tensor::empty({n}, DType::u8);
-    dropout_forward(xs, 0.5f, 3, static_cast<uint64_t>(k), ys, mask);
+    dropout_forward(ec, xs, 0.5f, 3, static_cast<uint64_t>(k), ys, mask);
     EXPECT_EQ(mask.to_vector(), std::vector<float>(all.begin() + k, all.begin() + k + n))
         << "offset " << k;
   }
@@ -176,8 +179,8 @@ TEST(Dropout, SeedsDiffer) {
   Tensor x = Tensor::full({1000}, 1.0f);
   Tensor y = Tensor::empty({1000}), a = Tensor::empty({1000}, DType::u8),
          b = Tensor::empty({1000}, DType::u8);
-  dropout_forward(x, 0.5f, 1, 0, y, a);
-  dropout_forward(x, 0.5f, 2, 0, y, b);
+  dropout_forward(ec, x, 0.5f, 1, 0, y, a);
+  dropout_forward(ec, x, 0.5f, 2, 0, y, b);
   EXPECT_NE(a.to_vector(), b.to_vector());
 }
 
@@ -185,7 +188,7 @@ TEST(Dropout, ZeroProbabilityIsIdentity) {
   for (DType dt : {DType::f32, DType::bf16}) {
     Tensor x = random_tensor({33, 17}, 4, -1, 1, dt);
     Tensor y = Tensor::empty(x.shape(), dt), mask = Tensor::empty(x.shape(), DType::u8);
-    dropout_forward(x, 0.0f, 9, 0, y, mask);
+    dropout_forward(ec, x, 0.0f, 9, 0, y, mask);
     EXPECT_EQ(y.to_vector(), x.to_vector());
     EXPECT_EQ(mask.to_vector(), std::vector<float>(static_cast<size_t>(x.numel()), 1.0f));
   }
@@ -196,10 +199,10 @@ TEST(Dropout, BackwardIsMaskedScaledGradient) {
   for (DType dt : {DType::f32, DType::bf16}) {
     Tensor x = random_tensor({129, 65}, 5, -1, 1, dt);
     Tensor y = Tensor::empty(x.shape(), dt), mask = Tensor::empty(x.shape(), DType::u8);
-    dropout_forward(x, p, 8, 123, y, mask);
+    dropout_forward(ec, x, p, 8, 123, y, mask);
     Tensor dy = random_tensor(x.shape(), 6, -1, 1, dt);
     Tensor dx = Tensor::empty(x.shape(), dt);
-    dropout_backward(dy, mask, p, dx);
+    dropout_backward(ec, dy, mask, p, dx);
     std::vector<float> g = dy.to_vector(), m = mask.to_vector(), got = dx.to_vector();
     for (size_t i = 0; i < g.size(); ++i) {
       float expected = m[i] != 0 ? g[i] * (1.0f / (1 - p)) : 0.0f;
@@ -217,30 +220,30 @@ TEST(Dropout, BackwardMatchesFiniteDifferences) {
   Tensor w = random_tensor(x.shape(), 11);
   Tensor y = Tensor::empty(x.shape()), mask = Tensor::empty(x.shape(), DType::u8);
   auto loss = [&] {
-    dropout_forward(x, p, 77, 5, y, mask);
+    dropout_forward(ec, x, p, 77, 5, y, mask);
     return weft::testing::weighted_sum(y, w);
   };
   std::vector<double> fd = weft::testing::finite_difference(x, loss);
   loss();
   Tensor dx = Tensor::empty(x.shape());
-  dropout_backward(w, mask, p, dx);
+  dropout_backward(ec, w, mask, p, dx);
   EXPECT_TRUE(weft::testing::close(fd, dx.to_vector(), {1e-3, 1e-4}));
 }
 
 TEST(Dropout, RejectsBadArguments) {
   Tensor x = Tensor::full({10}, 1.0f);
   Tensor y = Tensor::empty({10}), mask = Tensor::empty({10}, DType::u8);
-  EXPECT_THROW(dropout_forward(x, 1.0f, 0, 0, y, mask), Error);
-  EXPECT_THROW(dropout_forward(x, -0.1f, 0, 0, y, mask), Error);
-  EXPECT_THROW(dropout_forward(x, std::nanf(""), 0, 0, y, mask), Error);
-  EXPECT_THROW(dropout_backward(y, mask, 1.5f, x), Error);
+  EXPECT_THROW(dropout_forward(ec, x, 1.0f, 0, 0, y, mask), Error);
+  EXPECT_THROW(dropout_forward(ec, x, -0.1f, 0, 0, y, mask), Error);
+  EXPECT_THROW(dropout_forward(ec, x, std::nanf(""), 0, 0, y, mask), Error);
+  EXPECT_THROW(dropout_backward(ec, y, mask, 1.5f, x), Error);
   Tensor wrong_mask = Tensor::empty({10});
-  EXPECT_THROW(dropout_forward(x, 0.1f, 0, 0, y, wrong_mask), Error);
+  EXPECT_THROW(dropout_forward(ec, x, 0.1f, 0, 0, y, wrong_mask), Error);
   Tensor short_y = Tensor::empty({9});
-  EXPECT_THROW(dropout_forward(x, 0.1f, 0, 0, short_y, mask), Error);
+  EXPECT_THROW(dropout_forward(ec, x, 0.1f, 0, 0, short_y, mask), Error);
   Tensor bf16_y = Tensor::empty({10}, DType::bf16);
-  EXPECT_THROW(dropout_forward(x, 0.1f, 0, 0, bf16_y, mask), Error);
-  EXPECT_THROW(dropout_backward(x, mask, 0.1f, short_y), Error);
+  EXPECT_THROW(dropout_forward(ec, x, 0.1f, 0, 0, bf16_y, mask), Error);
+  EXPECT_THROW(dropout_backward(ec, x, mask, 0.1f, short_y), Error);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // TP=1: the loss, and every parameter's gradient through its ShardSpec.
 #include <gtest/gtest.h>
 
+#include "contexts.h"
 #include "tp_cases.h"
 #include "tp_harness.h"
 #include "weft/comm/grid.h"
@@ -18,7 +19,6 @@ GptConfig small_config() {
   c.layers = 2;
   c.width = 16;
   c.heads = 4;
-  c.seed = 5;
   return c;
 }
 
@@ -38,15 +38,12 @@ void check_gpt(comm::ProcessGroup& world, int tp_size, SequenceParallel sp) {
   const int64_t B = 4, T = 8;
   Tensor tokens = random_tokens({B, T}, 61, 1), targets = random_tokens({B, T}, 61, 2);
 
-  Gpt ref(small_config());
+  Gpt ref(ctx_of(nullptr, SequenceParallel::off, DType::f32, 5), small_config());
   Ctx rctx;
   float ref_loss = ref.forward_loss(rctx, tokens, targets);
   ref.backward_loss(rctx);
 
-  GptConfig cfg = small_config();
-  cfg.tp = tp;
-  cfg.sp = sp;
-  Gpt model(cfg);
+  Gpt model(ctx_of(tp, sp, DType::f32, 5), small_config());
   Ctx ctx;
   // Batch SP: each rank passes its own samples.
   const bool own = sp == SequenceParallel::batch;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "contexts.h"
 #include "testing.h"
 #include "tp_cases.h"
 #include "tp_harness.h"
@@ -61,26 +62,23 @@ void expect_parameters(Module& mine, Module& ref, bool bf16) {
 
 // A module over (B, T, C) token activations whose input and output both lie
 // outside the TP region: this rank's tokens under SP, all of them otherwise.
-// Cfg has `tp` and `sp`; the reference is the same config without either.
+// The module runs on a context with the TP group and `sp`; the reference on
+// one without either (same seed and precision).
 template <typename M, typename Cfg>
-void check_tokens(comm::ProcessGroup& world, int tp_size, Cfg cfg, SequenceParallel sp,
-                  bool bf16 = false) {
+void check_tokens(comm::ProcessGroup& world, int tp_size, Cfg cfg, uint64_t seed,
+                  SequenceParallel sp, bool bf16 = false) {
+  const DType compute = bf16 ? DType::bf16 : DType::f32;
   comm::Grid grid(world, "tp-dp", {{"tp", tp_size}});
   auto tp = grid.group_ptr("tp");
   Tensor x = random_tensor({B, T, C}, 11);
   Tensor dy = random_tensor({B, T, C}, 12);
 
-  Cfg ref_cfg = cfg;
-  ref_cfg.tp = nullptr;
-  ref_cfg.sp = SequenceParallel::off;
-  M ref(ref_cfg);
+  M ref(ctx_of(nullptr, SequenceParallel::off, compute, seed), cfg);
   Ctx rctx;
   Tensor y_ref = ref.forward(rctx, x);
   Tensor dx_ref = ref.backward(rctx, dy);
 
-  cfg.tp = tp;
-  cfg.sp = sp;
-  M mod(cfg);
+  M mod(ctx_of(tp, sp, compute, seed), cfg);
   Ctx ctx;
   Tensor y = mod.forward(ctx, local_tokens(x, sp, *tp));
   EXPECT_TRUE(near(local_tokens(y_ref, sp, *tp), y, bf16));
@@ -92,12 +90,12 @@ void check_tokens(comm::ProcessGroup& world, int tp_size, Cfg cfg, SequenceParal
 // Two layers, h.0 and h.1, as the GPT model chains them.
 class LayerStack : public Module {
  public:
-  explicit LayerStack(TransformerLayerConfig cfg) : Module("h") {
+  LayerStack(parallel::ContextPtr context, TransformerLayerConfig cfg) : Module("h") {
     cfg.layers = 2;
     cfg.name = "h.0";
-    first_ = std::make_unique<TransformerLayer>(cfg);
+    first_ = std::make_unique<TransformerLayer>(context, cfg);
     cfg.name = "h.1";
-    second_ = std::make_unique<TransformerLayer>(cfg);
+    second_ = std::make_unique<TransformerLayer>(context, cfg);
   }
   Tensor forward(Ctx& ctx, const Tensor& x) override {
     return second_->forward(ctx, first_->forward(ctx, x));
@@ -133,7 +131,6 @@ void check_layernorm_linear(comm::ProcessGroup& world, int tp_size, Parallel mod
                             .out = out,
                             .mode = mode,
                             .norm = norm,
-                            .seed = 3,
                             .init_std = kStd,
                             .out_groups = groups,
                             .return_layernorm_output = true};
@@ -141,20 +138,18 @@ void check_layernorm_linear(comm::ProcessGroup& world, int tp_size, Parallel mod
   Tensor dy = random_tensor({B, T, out}, 22);
   Tensor dn = random_tensor({B, T, C}, 23);
 
-  LayerNormLinear ref(cfg);
+  LayerNormLinear ref(ctx_of(nullptr, SequenceParallel::off, DType::f32, 3), cfg);
   Ctx rctx;
   LayerNormLinear::Outputs r = ref.forward_both(rctx, x);
   Tensor dx_ref = ref.backward_both(rctx, dy, dn);
 
-  cfg.tp = tp;
-  cfg.sp = sp;
-  LayerNormLinear mod(cfg);
+  LayerNormLinear mod(ctx_of(tp, sp, DType::f32, 3), cfg);
   Ctx ctx;
   const bool split = mode == Parallel::column;
   // Partitioned: every token (gathered under SP), this rank's features.
   // Replicated: this rank's tokens, every feature.
   auto out_layout = [&](const Tensor& full) {
-    return split ? column_shard(full, groups, *tp) : local_tokens(full, sp, *tp);
+    return split ? column_shard(in_layout(full, sp), groups, *tp) : local_tokens(full, sp, *tp);
   };
   LayerNormLinear::Outputs o = mod.forward_both(ctx, local_tokens(x, sp, *tp));
   EXPECT_TRUE(near(out_layout(r.y), o.y, false));
@@ -169,24 +164,22 @@ void check_layernorm_linear(comm::ProcessGroup& world, int tp_size, Parallel mod
 void check_resharded(comm::ProcessGroup& world, int tp_size, SequenceParallel sp) {
   comm::Grid grid(world, "tp-dp", {{"tp", tp_size}});
   auto tp = grid.group_ptr("tp");
-  TransformerLayerConfig cfg{.name = "h.0", .width = C, .heads = H, .sp = sp, .init_std = kStd};
+  TransformerLayerConfig cfg{.name = "h.0", .width = C, .heads = H, .init_std = kStd};
   auto load_weights = [](Module& m) {
     uint32_t seed = 100;
     for (Parameter* p : m.parameters())
       p->value.copy_from(random_tensor(p->value.shape(), ++seed, -0.4f, 0.4f));
   };
   Tensor x = random_tensor({B, T, C}, 31), dy = random_tensor({B, T, C}, 32);
-  TransformerLayerConfig ref_cfg = cfg;
-  ref_cfg.sp = SequenceParallel::off;
-  TransformerLayer ref(ref_cfg);
+  TransformerLayer ref(ctx_of(nullptr, SequenceParallel::off), cfg);
   load_weights(ref);
   Ctx rctx;
   Tensor y_ref = ref.forward(rctx, x), dx_ref = ref.backward(rctx, dy);
 
-  auto m = std::make_unique<TransformerLayer>(cfg);
+  auto m = std::make_unique<TransformerLayer>(ctx_of(nullptr, sp), cfg);
   load_weights(*m);
-  set_tensor_parallel_group(m, tp);
-  EXPECT_EQ(m->config().tp, tp);
+  set_tensor_parallel_group(m, ctx_of(tp, sp));
+  EXPECT_EQ(m->context().tp, tp);
   Ctx ctx;
   EXPECT_TRUE(near(local_tokens(y_ref, sp, *tp), m->forward(ctx, local_tokens(x, sp, *tp)), false));
   EXPECT_TRUE(
@@ -201,7 +194,6 @@ LayerNormMLPConfig mlp_config(Partition p) {
           .norm_name = "h.0.ln_2",
           .width = C,
           .partition = p,
-          .seed = 5,
           .init_std = kStd,
           .layers = 2};
 }
@@ -212,20 +204,17 @@ MultiheadAttentionConfig attention_config(Partition p, bool input_norm) {
           .width = C,
           .heads = H,
           .partition = p,
-          .seed = 6,
           .init_std = kStd,
           .layers = 2};
 }
 
-TransformerLayerConfig layer_config(const std::string& plan, NormKind norm = NormKind::layer,
-                                    DType compute = DType::f32) {
+// Built with seed 9.
+TransformerLayerConfig layer_config(const std::string& plan, NormKind norm = NormKind::layer) {
   return {.name = "h.0",
           .width = C,
           .heads = H,
           .layers = 2,
           .norm = norm,
-          .compute = compute,
-          .seed = 9,
           .init_std = kStd,
           .plan = PartitionPlan::parse(plan)};
 }
@@ -240,8 +229,8 @@ std::vector<TpCase> layer_cases() {
   using Check = std::function<void(comm::ProcessGroup&, int, SequenceParallel)>;
   const std::pair<const char*, Check> checks[] = {
       {"layernorm",
-       [](auto& w, int t, auto sp) { check_tokens<LayerNorm>(w, t, norm_config(), sp); }},
-      {"rmsnorm", [](auto& w, int t, auto sp) { check_tokens<RMSNorm>(w, t, norm_config(), sp); }},
+       [](auto& w, int t, auto sp) { check_tokens<LayerNorm>(w, t, norm_config(), 0, sp); }},
+      {"rmsnorm", [](auto& w, int t, auto sp) { check_tokens<RMSNorm>(w, t, norm_config(), 0, sp); }},
       {"layernorm_linear_qkv",
        [](auto& w, int t, auto sp) {
          check_layernorm_linear(w, t, Parallel::column, NormKind::layer, 3, sp);
@@ -256,46 +245,45 @@ std::vector<TpCase> layer_cases() {
        }},
       {"layernorm_mlp",
        [](auto& w, int t, auto sp) {
-         check_tokens<LayerNormMLP>(w, t, mlp_config(Partition::tensor), sp);
+         check_tokens<LayerNormMLP>(w, t, mlp_config(Partition::tensor), 5, sp);
        }},
       {"layernorm_mlp_replicated",
        [](auto& w, int t, auto sp) {
-         check_tokens<LayerNormMLP>(w, t, mlp_config(Partition::replicate), sp);
+         check_tokens<LayerNormMLP>(w, t, mlp_config(Partition::replicate), 5, sp);
        }},
       {"attention",
        [](auto& w, int t, auto sp) {
-         check_tokens<MultiheadAttention>(w, t, attention_config(Partition::tensor, false), sp);
+         check_tokens<MultiheadAttention>(w, t, attention_config(Partition::tensor, false), 6, sp);
        }},
       {"attention_input_norm",
        [](auto& w, int t, auto sp) {
-         check_tokens<MultiheadAttention>(w, t, attention_config(Partition::tensor, true), sp);
+         check_tokens<MultiheadAttention>(w, t, attention_config(Partition::tensor, true), 6, sp);
        }},
       {"attention_replicated",
        [](auto& w, int t, auto sp) {
-         check_tokens<MultiheadAttention>(w, t, attention_config(Partition::replicate, true), sp);
+         check_tokens<MultiheadAttention>(w, t, attention_config(Partition::replicate, true), 6, sp);
        }},
       {"transformer_layer",
-       [](auto& w, int t, auto sp) { check_tokens<TransformerLayer>(w, t, layer_config(""), sp); }},
+       [](auto& w, int t, auto sp) { check_tokens<TransformerLayer>(w, t, layer_config(""), 9, sp); }},
       {"transformer_layer_rmsnorm",
        [](auto& w, int t, auto sp) {
-         check_tokens<TransformerLayer>(w, t, layer_config("", NormKind::rms), sp);
+         check_tokens<TransformerLayer>(w, t, layer_config("", NormKind::rms), 9, sp);
        }},
       {"transformer_layer_mlp_replicated",
        [](auto& w, int t, auto sp) {
-         check_tokens<TransformerLayer>(w, t, layer_config("h.*.mlp=replicate"), sp);
+         check_tokens<TransformerLayer>(w, t, layer_config("h.*.mlp=replicate"), 9, sp);
        }},
       {"transformer_layer_replicated",
        [](auto& w, int t, auto sp) {
-         check_tokens<TransformerLayer>(w, t, layer_config("*=replicate"), sp);
+         check_tokens<TransformerLayer>(w, t, layer_config("*=replicate"), 9, sp);
        }},
       {"transformer_layer_bf16",
        [](auto& w, int t, auto sp) {
-         check_tokens<TransformerLayer>(w, t, layer_config("", NormKind::layer, DType::bf16), sp,
-                                        true);
+         check_tokens<TransformerLayer>(w, t, layer_config("", NormKind::layer), 9, sp, true);
        }},
       {"transformer_layer_resharded", check_resharded},
       {"transformer_stack",
-       [](auto& w, int t, auto sp) { check_tokens<LayerStack>(w, t, layer_config(""), sp); }},
+       [](auto& w, int t, auto sp) { check_tokens<LayerStack>(w, t, layer_config(""), 9, sp); }},
   };
   for (const auto& [sp_name, sp] : sps) {
     for (const auto& [name, check] : checks) {

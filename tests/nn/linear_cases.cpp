@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "contexts.h"
 #include "testing.h"
 #include "tp_cases.h"
 #include "tp_harness.h"
@@ -26,25 +27,20 @@ void check_linear(comm::ProcessGroup& world, int tp_size, LinearCase lc, Sequenc
                    .in = IN,
                    .out = OUT,
                    .mode = lc.mode,
-                   .tp = nullptr,
                    .gather_output = lc.gather_output,
-                   .input_is_parallel = lc.input_is_parallel,
-                   .sp = sp,
-                   .seed = 7};
+                   .input_is_parallel = lc.input_is_parallel};
   Tensor x = random_tensor({B, T, IN}, 1);
   Tensor dy = random_tensor({B, T, OUT}, 2);
 
   LinearConfig ref_cfg = cfg;
   ref_cfg.mode = Parallel::none;
-  ref_cfg.sp = SequenceParallel::off;
   ref_cfg.gather_output = false;
-  Linear ref(ref_cfg);
+  Linear ref(ctx_of(nullptr, SequenceParallel::off, DType::f32, 7), ref_cfg);
   Ctx rctx;
   Tensor y_ref = ref.forward(rctx, x);
   Tensor dx_ref = ref.backward(rctx, dy);
 
-  cfg.tp = tp;
-  Linear lin(cfg);
+  Linear lin(ctx_of(tp, sp, DType::f32, 7), cfg);
   Ctx ctx;
   const bool split_in = lc.mode == Parallel::row && lc.input_is_parallel;
   const bool split_out = lc.mode == Parallel::column && !lc.gather_output;
@@ -53,14 +49,17 @@ void check_linear(comm::ProcessGroup& world, int tp_size, LinearCase lc, Sequenc
   };
   // Under SP a row-parallel layer whose input is parallel sees every token
   // (the column layer before it gathered them); otherwise its own tokens.
-  Tensor x_in = features(split_in ? x : local_tokens(x, sp, *tp), split_in);
+  // Every token is in the residual stream's layout (sequence-major under seq SP).
+  Tensor x_in = features(split_in ? in_layout(x, sp) : local_tokens(x, sp, *tp), split_in);
   Tensor y = lin.forward(ctx, x_in);
-  Tensor y_expect =
-      features(lc.mode == Parallel::column ? y_ref : local_tokens(y_ref, sp, *tp), split_out);
+  Tensor y_expect = features(
+      lc.mode == Parallel::column ? in_layout(y_ref, sp) : local_tokens(y_ref, sp, *tp), split_out);
   EXPECT_TRUE(close(y_expect, y, kF32, 1.0));
-  Tensor dy_in = features(lc.mode == Parallel::column ? dy : local_tokens(dy, sp, *tp), split_out);
+  Tensor dy_in = features(
+      lc.mode == Parallel::column ? in_layout(dy, sp) : local_tokens(dy, sp, *tp), split_out);
   Tensor dx = lin.backward(ctx, dy_in);
-  Tensor dx_expect = features(split_in ? dx_ref : local_tokens(dx_ref, sp, *tp), split_in);
+  Tensor dx_expect =
+      features(split_in ? in_layout(dx_ref, sp) : local_tokens(dx_ref, sp, *tp), split_in);
   EXPECT_TRUE(close(dx_expect, dx, kF32, 1.0));
   expect_same_parameters(lin, ref);
 }
@@ -72,16 +71,14 @@ void check_linear_pair(comm::ProcessGroup& world, int tp_size, SequenceParallel 
   auto tp = grid.group_ptr("tp");
   Tensor x = random_tensor({B, T, IN}, 3);
   Tensor dy = random_tensor({B, T, IN}, 4);
-  Linear ref1({.name = "a", .in = IN, .out = OUT, .seed = 1});
-  Linear ref2({.name = "b", .in = OUT, .out = IN, .seed = 1});
+  Linear ref1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1), {.name = "a", .in = IN, .out = OUT});
+  Linear ref2(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1), {.name = "b", .in = OUT, .out = IN});
   Ctx rctx;
   Tensor y_ref = ref2.forward(rctx, ref1.forward(rctx, x));
   Tensor dx_ref = ref1.backward(rctx, ref2.backward(rctx, dy));
 
-  Linear l1(
-      {.name = "a", .in = IN, .out = OUT, .mode = Parallel::column, .tp = tp, .sp = sp, .seed = 1});
-  Linear l2(
-      {.name = "b", .in = OUT, .out = IN, .mode = Parallel::row, .tp = tp, .sp = sp, .seed = 1});
+  Linear l1(ctx_of(tp, sp, DType::f32, 1), {.name = "a", .in = IN, .out = OUT, .mode = Parallel::column});
+  Linear l2(ctx_of(tp, sp, DType::f32, 1), {.name = "b", .in = OUT, .out = IN, .mode = Parallel::row});
   Ctx ctx;
   Tensor y = l2.forward(ctx, l1.forward(ctx, local_tokens(x, sp, *tp)));
   EXPECT_TRUE(close(local_tokens(y_ref, sp, *tp), y, kF32, 1.0));

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include "contexts.h"
 #include "testing.h"
 #include "tp_harness.h"
 #include "weft/comm/grid.h"
@@ -91,7 +92,7 @@ void expect_gradients_match_finite_differences(Module& m, Tensor x, uint64_t rng
 Tensor input() { return random_tensor({B, T, C}, 5); }
 
 TEST_F(ModuleGradients, LayerNorm) {
-  LayerNorm m({.name = "ln", .width = C});
+  LayerNorm m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "ln", .width = C});
   // Non-trivial gamma and beta, so their gradients reach every term.
   m.weight().value.copy_from(random_tensor({C}, 1, 0.5f, 1.5f));
   m.bias()->value.copy_from(random_tensor({C}, 2));
@@ -99,21 +100,14 @@ TEST_F(ModuleGradients, LayerNorm) {
 }
 
 TEST_F(ModuleGradients, RMSNorm) {
-  RMSNorm m({.name = "ln", .width = C});
+  RMSNorm m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "ln", .width = C});
   m.weight().value.copy_from(random_tensor({C}, 1, 0.5f, 1.5f));
   EXPECT_EQ(m.bias(), nullptr);
   expect_gradients_match_finite_differences(m, input());
 }
 
 TEST_F(ModuleGradients, LayerNormLinearWithNormOutput) {
-  LayerNormLinear m({.name = "qkv",
-                     .norm_name = "ln",
-                     .in = C,
-                     .out = 3 * C,
-                     .seed = 1,
-                     .init_std = 0.3f,
-                     .out_groups = 3,
-                     .return_layernorm_output = true});
+  LayerNormLinear m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1), {.name = "qkv", .norm_name = "ln", .in = C, .out = 3 * C, .init_std = 0.3f, .out_groups = 3, .return_layernorm_output = true});
   Tensor x = input();
   Ctx ctx;
   LayerNormLinear::Outputs o = m.forward_both(ctx, x);
@@ -133,69 +127,51 @@ TEST_F(ModuleGradients, LayerNormLinearWithNormOutput) {
 }
 
 TEST_F(ModuleGradients, LayerNormLinear) {
-  LayerNormLinear m(
-      {.name = "fc", .norm_name = "ln", .in = C, .out = 12, .norm = NormKind::rms, .seed = 2});
+  LayerNormLinear m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 2), {.name = "fc", .norm_name = "ln", .in = C, .out = 12, .norm = NormKind::rms});
   expect_gradients_match_finite_differences(m, input());
 }
 
 TEST_F(ModuleGradients, LayerNormMLP) {
-  LayerNormMLP m(
-      {.name = "mlp", .norm_name = "ln_2", .width = C, .seed = 3, .init_std = 0.3f, .layers = 2});
+  LayerNormMLP m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3), {.name = "mlp", .norm_name = "ln_2", .width = C, .init_std = 0.3f, .layers = 2});
   expect_gradients_match_finite_differences(m, input());
 }
 
 TEST_F(ModuleGradients, MultiheadAttention) {
-  MultiheadAttention m({.name = "attn", .width = C, .heads = H, .seed = 4, .init_std = 0.3f});
+  MultiheadAttention m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 4), {.name = "attn", .width = C, .heads = H, .init_std = 0.3f});
   expect_gradients_match_finite_differences(m, input());
 }
 
 TEST_F(ModuleGradients, MultiheadAttentionWithInputNormAndDropout) {
-  MultiheadAttention m({.name = "attn",
-                        .input_norm = "ln_1",
-                        .width = C,
-                        .heads = H,
-                        .dropout = 0.25f,
-                        .seed = 4,
-                        .init_std = 0.3f});
+  MultiheadAttention m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 4), {.name = "attn", .input_norm = "ln_1", .width = C, .heads = H, .dropout = 0.25f, .init_std = 0.3f});
   expect_gradients_match_finite_differences(m, input(), 17);
 }
 
 TEST_F(ModuleGradients, TransformerLayer) {
-  TransformerLayer m(
-      {.name = "h.0", .width = C, .heads = H, .layers = 2, .seed = 5, .init_std = 0.3f});
+  TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 5), {.name = "h.0", .width = C, .heads = H, .layers = 2, .init_std = 0.3f});
   expect_gradients_match_finite_differences(m, input());
 }
 
 TEST_F(ModuleGradients, TransformerLayerWithDropout) {
-  TransformerLayer m({.name = "h.0",
-                      .width = C,
-                      .heads = H,
-                      .attention_dropout = 0.2f,
-                      .hidden_dropout = 0.3f,
-                      .norm = NormKind::rms,
-                      .seed = 5,
-                      .init_std = 0.3f});
+  TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 5), {.name = "h.0", .width = C, .heads = H, .attention_dropout = 0.2f, .hidden_dropout = 0.3f, .norm = NormKind::rms, .init_std = 0.3f});
   expect_gradients_match_finite_differences(m, input(), 23);
 }
 
 // ---------------------------------------------------------------------------
 // Dropout.
 
-TransformerLayerConfig dropout_layer(SequenceParallel sp = SequenceParallel::off,
-                                     const std::string& plan = "") {
+// Built with seed 8.
+TransformerLayerConfig dropout_layer(const std::string& plan = "") {
   return {.name = "h.0",
           .width = C,
           .heads = H,
           .attention_dropout = 0.3f,
           .hidden_dropout = 0.3f,
-          .sp = sp,
-          .seed = 8,
           .init_std = 0.3f,
           .plan = PartitionPlan::parse(plan)};
 }
 
 TEST(Dropout, SameSeedSameMasksAndOutputs) {
-  TransformerLayer m(dropout_layer());
+  TransformerLayer m(ctx_of(nullptr, SequenceParallel::off, DType::f32, 8), dropout_layer());
   Tensor x = input();
   auto run = [&](uint64_t seed) {
     parallel::RngTracker rng(seed, 0);
@@ -222,9 +198,9 @@ TEST(Dropout, SameSeedSameMasksAndOutputs) {
 
 TEST(Dropout, OffInEvaluationWithoutRngOrAtZero) {
   TransformerLayerConfig cfg = dropout_layer();
-  TransformerLayer m(cfg);
+  TransformerLayer m(ctx_of(nullptr, SequenceParallel::off, DType::f32, 8), cfg);
   cfg.attention_dropout = cfg.hidden_dropout = 0.0f;
-  TransformerLayer plain(cfg);
+  TransformerLayer plain(ctx_of(nullptr, SequenceParallel::off, DType::f32, 8), cfg);
   Tensor x = input();
   Ctx ref;
   std::vector<float> expected = plain.forward(ref, x).to_vector();
@@ -248,17 +224,17 @@ struct RankDropout {
   uint64_t default_drawn = 0, model_parallel_drawn = 0;
 };
 
-std::vector<RankDropout> dropout_at_tp2(TransformerLayerConfig cfg) {
+std::vector<RankDropout> dropout_at_tp2(TransformerLayerConfig cfg,
+                                        SequenceParallel sp = SequenceParallel::off) {
   std::vector<RankDropout> out(2);
   comm::run_local(2, [&](comm::ProcessGroup& world) {
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
-    TransformerLayerConfig c = cfg;
-    c.tp = grid.group_ptr("tp");
-    TransformerLayer m(c);
-    parallel::RngTracker rng(77, c.tp->rank());
+    auto tp = grid.group_ptr("tp");
+    TransformerLayer m(ctx_of(tp, sp, DType::f32, 8), cfg);
+    parallel::RngTracker rng(77, tp->rank());
     Ctx ctx(&rng);
-    RankDropout& r = out[static_cast<size_t>(c.tp->rank())];
-    r.y = m.forward(ctx, local_tokens(input(), c.sp, *c.tp)).to_vector();
+    RankDropout& r = out[static_cast<size_t>(tp->rank())];
+    r.y = m.forward(ctx, local_tokens(input(), sp, *tp)).to_vector();
     r.attn_mask = m.attn().dropout_mask(ctx).to_vector();
     r.residual_masks = m.dropout_masks(ctx).attn.to_vector();
     std::vector<float> more = m.dropout_masks(ctx).mlp.to_vector();
@@ -290,7 +266,7 @@ TEST(Dropout, TpRanksDifferInsideTpRegionsAndAgreeOutside) {
 TEST(Dropout, SequenceParallelLayerUsesTheModelParallelStream) {
   for (SequenceParallel sp : {SequenceParallel::seq, SequenceParallel::batch}) {
     SCOPED_TRACE(sequence_parallel_name(sp));
-    std::vector<RankDropout> r = dropout_at_tp2(dropout_layer(sp));
+    std::vector<RankDropout> r = dropout_at_tp2(dropout_layer(), sp);
     EXPECT_NE(r[0].residual_masks, r[1].residual_masks);
     for (const RankDropout& rank : r) {
       EXPECT_EQ(rank.default_drawn, 0u);
@@ -302,7 +278,7 @@ TEST(Dropout, SequenceParallelLayerUsesTheModelParallelStream) {
 }
 
 TEST(Dropout, ReplicatedAttentionWithoutSpAgreesAcrossRanks) {
-  std::vector<RankDropout> r = dropout_at_tp2(dropout_layer(SequenceParallel::off, "*=replicate"));
+  std::vector<RankDropout> r = dropout_at_tp2(dropout_layer("*=replicate"));
   ASSERT_EQ(r[0].attn_mask.size(), static_cast<size_t>(B * H * T * T));
   EXPECT_EQ(r[0].attn_mask, r[1].attn_mask);
   EXPECT_EQ(r[0].y, r[1].y);
@@ -336,21 +312,19 @@ void expect_counts(const comm::CommStats& s, const Counts& e, int64_t bytes_each
 // collective (all of them move one (B, T, C) activation).
 template <typename M, typename Cfg>
 void check_collectives(int tp_size, const Cfg& cfg, SequenceParallel sp, Expected e,
-                       int64_t bytes_each = -1) {
+                       int64_t bytes_each = -1, DType compute = DType::f32) {
   SCOPED_TRACE(format("tp {} sp {}", tp_size, sequence_parallel_name(sp)));
   comm::run_local(tp_size, [&](comm::ProcessGroup& world) {
     comm::Grid grid(world, "tp-dp", {{"tp", tp_size}});
-    Cfg c = cfg;
-    c.tp = grid.group_ptr("tp");
-    c.sp = sp;
-    M m(c);
+    auto tp = grid.group_ptr("tp");
+    M m(ctx_of(tp, sp, compute), cfg);
     Ctx ctx;
-    c.tp->reset_stats();
-    Tensor y = m.forward(ctx, local_tokens(input(), sp, *c.tp));
-    expect_counts(c.tp->stats(), e.forward, bytes_each);
-    c.tp->reset_stats();
+    tp->reset_stats();
+    Tensor y = m.forward(ctx, local_tokens(input(), sp, *tp));
+    expect_counts(tp->stats(), e.forward, bytes_each);
+    tp->reset_stats();
     m.backward(ctx, random_tensor(y.shape(), 3));
-    expect_counts(c.tp->stats(), e.backward, bytes_each);
+    expect_counts(tp->stats(), e.backward, bytes_each);
   });
 }
 
@@ -358,10 +332,12 @@ constexpr Expected kNone{};
 constexpr Counts kOneAllReduce{.all_reduce = 1};
 constexpr Counts kGatherAndScatter{.all_gather = 1, .reduce_scatter = 1};
 
-// A column-parallel layer then a row-parallel one (MLP, attention).
+// A column-parallel layer then a row-parallel one (MLP, attention). Under SP
+// backward gathers twice: the row layer's output gradient, and the column
+// layer's input again (it saved only its shard), as Megatron does.
 Expected megatron_pair(SequenceParallel sp) {
   if (sp == SequenceParallel::off) return {kOneAllReduce, kOneAllReduce};
-  return {kGatherAndScatter, kGatherAndScatter};
+  return {kGatherAndScatter, {.all_gather = 2, .reduce_scatter = 1}};
 }
 
 const SequenceParallel kAllSp[] = {SequenceParallel::off, SequenceParallel::seq,
@@ -378,10 +354,11 @@ TEST(Collectives, LayerNormLinear) {
   LayerNormLinearConfig cfg{.name = "qkv", .norm_name = "ln", .in = C, .out = 3 * C};
   for (int tp : {2, 4}) {
     check_collectives<LayerNormLinear>(tp, cfg, SequenceParallel::off, {{}, kOneAllReduce});
+    // Backward under SP: the input shard is gathered again for wgrad.
     check_collectives<LayerNormLinear>(tp, cfg, SequenceParallel::seq,
-                                       {{.all_gather = 1}, {.reduce_scatter = 1}});
+                                       {{.all_gather = 1}, kGatherAndScatter});
     check_collectives<LayerNormLinear>(tp, cfg, SequenceParallel::batch,
-                                       {{.all_gather = 1}, {.reduce_scatter = 1}});
+                                       {{.all_gather = 1}, kGatherAndScatter});
   }
   cfg.mode = Parallel::none;
   for (SequenceParallel sp : kAllSp) check_collectives<LayerNormLinear>(2, cfg, sp, kNone);
@@ -419,16 +396,16 @@ TEST(Collectives, MultiheadAttention) {
 
 TEST(Collectives, TransformerLayer) {
   for (DType dt : {DType::f32, DType::bf16}) {
-    TransformerLayerConfig cfg{.name = "h.0", .width = C, .heads = kHeads4, .compute = dt};
+    TransformerLayerConfig cfg{.name = "h.0", .width = C, .heads = kHeads4};
     const int64_t bytes = B * T * C * (dt == DType::f32 ? 4 : 2);
     for (int tp : {2, 4}) {
       check_collectives<TransformerLayer>(tp, cfg, SequenceParallel::off,
-                                          {{.all_reduce = 2}, {.all_reduce = 2}}, bytes);
+                                          {{.all_reduce = 2}, {.all_reduce = 2}}, bytes, dt);
       for (SequenceParallel sp : {SequenceParallel::seq, SequenceParallel::batch}) {
         check_collectives<TransformerLayer>(
             tp, cfg, sp,
-            {{.all_gather = 2, .reduce_scatter = 2}, {.all_gather = 2, .reduce_scatter = 2}},
-            bytes);
+            {{.all_gather = 2, .reduce_scatter = 2}, {.all_gather = 4, .reduce_scatter = 2}},
+            bytes, dt);
       }
     }
   }
@@ -458,11 +435,7 @@ TEST(Collectives, NoneAtTp1) {
 TEST(Parameters, TransformerLayerNamesAndSpecs) {
   comm::run_local(2, [](comm::ProcessGroup& world) {
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
-    TransformerLayer m({.name = "h.3",
-                        .width = C,
-                        .heads = H,
-                        .tp = grid.group_ptr("tp"),
-                        .sp = SequenceParallel::seq});
+    TransformerLayer m(ctx_of(grid.group_ptr("tp"), SequenceParallel::seq, DType::f32, 0), {.name = "h.3", .width = C, .heads = H});
     std::vector<std::string> names;
     for (Parameter* p : m.parameters()) names.push_back(p->name);
     EXPECT_EQ(names, (std::vector<std::string>{
@@ -494,7 +467,7 @@ TEST(Parameters, TransformerLayerNamesAndSpecs) {
 }
 
 TEST(Parameters, NormsStartAtOneAndZero) {
-  LayerNorm ln({.name = "ln", .width = C});
+  LayerNorm ln(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "ln", .width = C});
   EXPECT_EQ(ln.weight().value.to_vector(), std::vector<float>(C, 1.0f));
   EXPECT_EQ(ln.bias()->value.to_vector(), std::vector<float>(C, 0.0f));
   EXPECT_EQ(ln.weight().spec.replicated_over, std::vector<std::string>{"dp"});
@@ -514,7 +487,7 @@ double sample_std(const Tensor& t) {
 
 TEST(Parameters, ResidualProjectionsAreScaledByDepth) {
   const int64_t width = 64, layers = 12;
-  TransformerLayer m({.name = "h.0", .width = width, .heads = 4, .layers = layers});
+  TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "h.0", .width = width, .heads = 4, .layers = layers});
   const double residual = 0.02 / std::sqrt(2.0 * layers);
   EXPECT_NEAR(sample_std(m.attn().qkv().weight().value), 0.02, 0.02 * 0.05);
   EXPECT_NEAR(sample_std(m.mlp().fc1().linear().weight().value), 0.02, 0.02 * 0.05);
@@ -527,10 +500,9 @@ TEST(Parameters, ResidualProjectionsAreScaledByDepth) {
 // bf16 compute against f32 at TP=1.
 
 TEST(Bf16, TransformerLayerMatchesF32) {
-  TransformerLayerConfig cfg{.name = "h.0", .width = C, .heads = H, .seed = 2, .init_std = 0.3f};
-  TransformerLayer f32(cfg);
-  cfg.compute = DType::bf16;
-  TransformerLayer bf16(cfg);
+  TransformerLayerConfig cfg{.name = "h.0", .width = C, .heads = H, .init_std = 0.3f};
+  TransformerLayer f32(ctx_of(nullptr, SequenceParallel::off, DType::f32, 2), cfg);
+  TransformerLayer bf16(ctx_of(nullptr, SequenceParallel::off, DType::bf16, 2), cfg);
   Tensor x = input(), dy = random_tensor({B, T, C}, 8);
   Ctx a, b;
   Tensor y32 = f32.forward(a, x), y16 = bf16.forward(b, x);
@@ -548,7 +520,7 @@ TEST(Bf16, TransformerLayerMatchesF32) {
 }
 
 TEST(Bf16, NormComputesInInputDtypeAndOutputsComputeDtype) {
-  LayerNorm ln({.name = "ln", .width = C, .compute = DType::bf16});
+  LayerNorm ln(ctx_of(nullptr, parallel::SequenceParallel::off, DType::bf16, 0), {.name = "ln", .width = C});
   Ctx ctx;
   Tensor x = input();
   Tensor y = ln.forward(ctx, x);
@@ -581,12 +553,7 @@ TEST(PartitionPlan, ReplicatedMlpInsideATpGroup) {
   comm::run_local(2, [](comm::ProcessGroup& world) {
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
     auto tp = grid.group_ptr("tp");
-    TransformerLayer m({.name = "h.1",
-                        .width = C,
-                        .heads = H,
-                        .tp = tp,
-                        .sp = SequenceParallel::batch,
-                        .plan = PartitionPlan::parse("h.1.mlp=replicate")});
+    TransformerLayer m(ctx_of(tp, SequenceParallel::batch, DType::f32, 0), {.name = "h.1", .width = C, .heads = H, .plan = PartitionPlan::parse("h.1.mlp=replicate")});
     EXPECT_TRUE(m.attn().partitioned());
     EXPECT_TRUE(m.attn().qkv().weight().spec.is_split());
     for (Parameter* p : m.mlp().parameters()) {
@@ -602,8 +569,8 @@ TEST(PartitionPlan, ReshardingNeedsWholeParameters) {
   comm::run_local(2, [&](comm::ProcessGroup& world) {
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
     auto m = std::make_unique<TransformerLayer>(
-        TransformerLayerConfig{.name = "h.0", .width = C, .heads = H, .tp = grid.group_ptr("tp")});
-    std::string err = error_of([&] { set_tensor_parallel_group(m, grid.group_ptr("tp")); });
+        ctx_of(grid.group_ptr("tp")), TransformerLayerConfig{.name = "h.0", .width = C, .heads = H});
+    std::string err = error_of([&] { set_tensor_parallel_group(m, ctx_of(grid.group_ptr("tp"))); });
     EXPECT_NE(err.find("already split"), std::string::npos) << err;
   });
 }
@@ -615,38 +582,30 @@ TEST(Errors, HeadsNotDivisibleByTp) {
   comm::run_local(4, [](comm::ProcessGroup& world) {
     comm::Grid grid(world, "tp-dp", {{"tp", 4}});
     std::string err = error_of([&] {
-      MultiheadAttention m(
-          {.name = "h.0.attn", .width = 24, .heads = 6, .tp = grid.group_ptr("tp")});
+      MultiheadAttention m(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 0), {.name = "h.0.attn", .width = 24, .heads = 6});
     });
     EXPECT_NE(err.find("6 attention heads"), std::string::npos) << err;
     EXPECT_NE(err.find("tensor-parallel size 4"), std::string::npos) << err;
     // Replicated attention keeps whole heads anyway.
-    MultiheadAttention ok({.name = "h.0.attn",
-                           .width = 24,
-                           .heads = 6,
-                           .partition = Partition::replicate,
-                           .tp = grid.group_ptr("tp")});
+    MultiheadAttention ok(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 0), {.name = "h.0.attn", .width = 24, .heads = 6, .partition = Partition::replicate});
   });
 }
 
 TEST(Errors, Configuration) {
   std::string err = error_of([] {
-    LayerNormLinear m({.name = "fc", .norm_name = "ln", .in = C, .out = C, .mode = Parallel::row});
+    LayerNormLinear m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "fc", .norm_name = "ln", .in = C, .out = C, .mode = Parallel::row});
   });
   EXPECT_NE(err.find("column-parallel only"), std::string::npos) << err;
-  err = error_of([] { LayerNormLinear m({.name = "fc", .in = C, .out = C}); });
+  err = error_of([] { LayerNormLinear m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "fc", .in = C, .out = C}); });
   EXPECT_NE(err.find("norm_name"), std::string::npos) << err;
-  err = error_of([] { MultiheadAttention m({.name = "a", .width = 10, .heads = 4}); });
+  err = error_of([] { MultiheadAttention m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "a", .width = 10, .heads = 4}); });
   EXPECT_NE(err.find("not divisible by the 4 heads"), std::string::npos) << err;
   err = error_of([] {
-    TransformerLayer m({.name = "h.0",
-                        .width = C,
-                        .heads = H,
-                        .plan = PartitionPlan::parse("h.*.attn.proj=replicate")});
+    TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "h.0", .width = C, .heads = H, .plan = PartitionPlan::parse("h.*.attn.proj=replicate")});
   });
   EXPECT_NE(err.find("must be partitioned together"), std::string::npos) << err;
   err = error_of(
-      [] { TransformerLayer m({.name = "h", .width = C, .heads = H, .hidden_dropout = 1}); });
+      [] { TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "h", .width = C, .heads = H, .hidden_dropout = 1}); });
   EXPECT_NE(err.find("hidden dropout"), std::string::npos) << err;
   err = error_of([] { PartitionPlan::parse("h.*.mlp"); });
   EXPECT_NE(err.find("pattern=tensor"), std::string::npos) << err;
@@ -655,13 +614,13 @@ TEST(Errors, Configuration) {
   EXPECT_NE(error_of([] { parse_partition("tensr"); }).find("unknown partition"),
             std::string::npos);
   err = error_of([] {
-    LayerNorm ln({.name = "ln", .width = C});
+    LayerNorm ln(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "ln", .width = C});
     Ctx ctx;
     ln.forward(ctx, Tensor::zeros({2, 5}));
   });
   EXPECT_NE(err.find("normalized width 8"), std::string::npos) << err;
   err = error_of([] {
-    TransformerLayer m({.name = "h.0", .width = C, .heads = H});
+    TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "h.0", .width = C, .heads = H});
     Ctx ctx;
     m.backward(ctx, input());
   });

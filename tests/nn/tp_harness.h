@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "testing.h"
+#include "contexts.h"
 #include "weft/comm/process_group.h"
+#include "weft/kernels/transpose.h"
 #include "weft/nn/linear.h"
 #include "weft/nn/module.h"
 #include "weft/parallel/mappings.h"
@@ -16,10 +18,22 @@ using weft::testing::kBF16;
 using weft::testing::kF32;
 using weft::testing::random_tensor;
 
-// This rank's share of a full activation under sequence parallelism.
+// A full (B, T, ...) activation in the residual stream's token order:
+// sequence-major (T, B, ...) under seq SP (parallel/context.h).
+inline Tensor in_layout(const Tensor& full, SequenceParallel sp) {
+  if (sp != SequenceParallel::seq) return full;
+  Shape s = full.shape();
+  std::swap(s[0], s[1]);
+  Tensor out = Tensor::empty(s, full.dtype());
+  kernels::transpose01(full, out);
+  return out;
+}
+
+// This rank's share of a full (B, T, ...) activation under sequence
+// parallelism: its block of rows in the residual-stream layout.
 inline Tensor local_tokens(const Tensor& full, SequenceParallel sp, comm::ProcessGroup& tp) {
   if (sp == SequenceParallel::off) return full;
-  return parallel::slice_along(full, sp_dim(sp), tp.size(), tp.rank());
+  return parallel::slice_along(in_layout(full, sp), 0, tp.size(), tp.rank());
 }
 
 // Compares every parameter's value and gradient with the TP=1 module's,

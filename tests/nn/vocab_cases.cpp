@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "contexts.h"
 #include "testing.h"
 #include "tp_cases.h"
 #include "tp_harness.h"
@@ -39,9 +40,9 @@ Tensor random_ids(int64_t vocab, uint32_t seed, int ignore_every = 0) {
   return Tensor::from_i32({B, T}, ids);
 }
 
-EmbeddingConfig embedding_config(Vocab v, SequenceParallel sp) {
-  return {
-      .vocab = v.size, .max_seq = MAX_T, .channels = C, .vocab_pad = v.pad, .sp = sp, .seed = 5};
+// Built with seed 5.
+EmbeddingConfig embedding_config(Vocab v) {
+  return {.vocab = v.size, .max_seq = MAX_T, .channels = C, .vocab_pad = v.pad};
 }
 
 // This rank's columns of full logits (..., Vp) or rows of a (Vp, C) table.
@@ -79,14 +80,13 @@ void check_embedding(comm::ProcessGroup& world, int tp_size, Vocab v, SequencePa
   Tensor tokens = random_ids(v.size, 11);
   Tensor dy = random_tensor({B, T, C}, 12);
 
-  VocabParallelEmbedding ref(embedding_config(v, SequenceParallel::off));
+  VocabParallelEmbedding ref(ctx_of(nullptr, SequenceParallel::off, DType::f32, 5),
+                             embedding_config(v));
   Ctx rctx;
   Tensor y_ref = ref.forward(rctx, tokens, pos_offset);
   ref.backward(rctx, dy);
 
-  EmbeddingConfig cfg = embedding_config(v, sp);
-  cfg.tp = tp;
-  VocabParallelEmbedding emb(cfg);
+  VocabParallelEmbedding emb(ctx_of(tp, sp, DType::f32, 5), embedding_config(v));
   EXPECT_EQ(emb.padded_vocab(), ref.padded_vocab());
   EXPECT_EQ(emb.vocab_start(), tp->rank() * emb.padded_vocab() / tp->size());
   EXPECT_EQ(emb.wte().spec.valid_rows, v.size);
@@ -108,7 +108,8 @@ void check_lm_loss(comm::ProcessGroup& world, int tp_size, Vocab v, SequencePara
   Tensor tokens = random_ids(v.size, 21);
   Tensor targets = random_ids(v.size, 22, 5).reshape({B * T});
 
-  VocabParallelEmbedding ref_emb(embedding_config(v, SequenceParallel::off));
+  VocabParallelEmbedding ref_emb(ctx_of(nullptr, SequenceParallel::off, DType::f32, 5),
+                                 embedding_config(v));
   LmHead ref_head(ref_emb);
   const CrossEntropyConfig ref_ce{.vocab = v.size};
   Ctx rctx;
@@ -123,27 +124,27 @@ void check_lm_loss(comm::ProcessGroup& world, int tp_size, Vocab v, SequencePara
   Tensor dx_ref = ref_head.backward(rctx, dlogits_ref);
   ref_emb.backward(rctx, dx_ref);
 
-  EmbeddingConfig cfg = embedding_config(v, sp);
-  cfg.tp = tp;
-  VocabParallelEmbedding emb(cfg);
+  VocabParallelEmbedding emb(ctx_of(tp, sp, DType::f32, 5), embedding_config(v));
   LmHead head(emb);
+  // Logits and targets are in the residual stream's token order.
+  const Tensor my_targets = in_layout(targets.reshape({B, T}), sp);
   EXPECT_TRUE(head.parameters().empty());  // tied: wte is listed by the embedding only
   Ctx ctx;
   Tensor x = emb.forward(ctx, tokens);
   float loss = 0;
   Tensor dx;
   if (fused) {
-    loss = head.forward_loss(ctx, x, targets.reshape({B, T}), kIgnore);
+    loss = head.forward_loss(ctx, x, my_targets, kIgnore);
     dx = head.backward_loss(ctx);
   } else {
     const CrossEntropyConfig ce{.vocab = v.size, .tp = tp, .ignore_index = kIgnore};
     Tensor logits = head.forward(ctx, x);
-    EXPECT_TRUE(close(vocab_slice(logits_ref, -1, *tp), logits, kF32, 1.0));
+    EXPECT_TRUE(close(vocab_slice(in_layout(logits_ref, sp), -1, *tp), logits, kF32, 1.0));
     Tensor lse = Tensor::empty({B * T});
-    loss = vocab_parallel_cross_entropy(logits, targets.reshape({B, T}), lse, ce);
+    loss = vocab_parallel_cross_entropy(logits, my_targets, lse, ce);
     Tensor dlogits = Tensor::empty(logits.shape());
-    vocab_parallel_cross_entropy_backward(logits, targets.reshape({B, T}), lse, 1.0f, dlogits, ce);
-    EXPECT_TRUE(close(vocab_slice(dlogits_ref, -1, *tp), dlogits, kF32, 1.0));
+    vocab_parallel_cross_entropy_backward(logits, my_targets, lse, 1.0f, dlogits, ce);
+    EXPECT_TRUE(close(vocab_slice(in_layout(dlogits_ref, sp), -1, *tp), dlogits, kF32, 1.0));
     dx = head.backward(ctx, dlogits);
   }
   EXPECT_NEAR(loss, loss_ref, 1e-5 * std::abs(loss_ref));

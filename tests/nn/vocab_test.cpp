@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "contexts.h"
 #include "testing.h"
 #include "weft/comm/grid.h"
 #include "weft/comm/local.h"
@@ -26,8 +27,13 @@ constexpr weft::testing::Tolerance kFd{2e-2, 2e-3};
 
 EmbeddingConfig small_config(int64_t vocab = 10, int64_t pad = 8) {
   // std 1 so that the loss depends visibly on every weight.
-  return {
-      .vocab = vocab, .max_seq = 6, .channels = 4, .vocab_pad = pad, .seed = 3, .init_std = 1.0f};
+  return {.vocab = vocab, .max_seq = 6, .channels = 4, .vocab_pad = pad, .init_std = 1.0f};
+}
+
+// The tests' models are built with seed 3.
+parallel::ContextPtr ctx3(std::shared_ptr<comm::ProcessGroup> tp = nullptr,
+                          SequenceParallel sp = SequenceParallel::off, DType dt = DType::f32) {
+  return ctx_of(std::move(tp), sp, dt, 3);
 }
 
 Tensor ids(const Shape& shape, std::vector<int32_t> v) { return Tensor::from_i32(shape, v); }
@@ -47,7 +53,7 @@ TEST(VocabPadding, PadsToTheMultipleOnly) {
 }
 
 TEST(VocabParallelEmbedding, RealRowsAreTheMasterAndPaddingIsZero) {
-  VocabParallelEmbedding emb(small_config(10, 8));
+  VocabParallelEmbedding emb(ctx3(), small_config(10, 8));
   EXPECT_EQ(emb.wte().name, "wte.weight");
   EXPECT_EQ(emb.wpe().name, "wpe.weight");
   EXPECT_EQ(emb.wte().value.shape(), Shape({16, 4}));
@@ -61,20 +67,20 @@ TEST(VocabParallelEmbedding, RealRowsAreTheMasterAndPaddingIsZero) {
   EXPECT_EQ(emb.wpe().value.to_vector(),
             parallel::normal_init({6, 4}, 3, "wpe.weight", 1.0f).to_vector());
   // Another padding multiple changes the number of zero rows only.
-  VocabParallelEmbedding wide(small_config(10, 128));
+  VocabParallelEmbedding wide(ctx3(), small_config(10, 128));
   std::vector<float> wide_wte = wide.wte().value.to_vector();
   EXPECT_EQ(wide.padded_vocab(), 128);
   EXPECT_EQ(std::vector<float>(wide_wte.begin(), wide_wte.begin() + 40), master);
   // A named embedding prefixes its parameters.
   EmbeddingConfig named = small_config();
   named.name = "embed";
-  VocabParallelEmbedding e2(named);
+  VocabParallelEmbedding e2(ctx3(), named);
   EXPECT_EQ(e2.wte().name, "embed.wte.weight");
   EXPECT_EQ(e2.wpe().name, "embed.wpe.weight");
 }
 
 TEST(VocabParallelEmbedding, ForwardIsTokenRowPlusPosition) {
-  VocabParallelEmbedding emb(small_config());
+  VocabParallelEmbedding emb(ctx3(), small_config());
   Ctx ctx;
   Tensor tokens = ids({1, 3}, {9, 0, 4});
   Tensor x = emb.forward(ctx, tokens, 2);
@@ -90,7 +96,7 @@ TEST(VocabParallelEmbedding, ForwardIsTokenRowPlusPosition) {
 }
 
 TEST(VocabParallelEmbedding, Errors) {
-  VocabParallelEmbedding emb(small_config(10, 8));
+  VocabParallelEmbedding emb(ctx3(), small_config(10, 8));
   Ctx ctx;
   // Ids in the padding are not tokens.
   EXPECT_NE(error_of([&] {
@@ -104,13 +110,13 @@ TEST(VocabParallelEmbedding, Errors) {
             std::string::npos);
   EXPECT_THROW(emb.backward(ctx, Tensor::zeros({1, 2, 4})), Error);
   EXPECT_THROW(emb.forward(ctx, Tensor::zeros({1, 2})), Error);  // f32 tokens
-  EXPECT_THROW(VocabParallelEmbedding(small_config(0, 8)), Error);
+  EXPECT_THROW(VocabParallelEmbedding(ctx3(), small_config(0, 8)), Error);
   // 16 padded rows cannot be split over 3 ranks: the message names the fix.
   std::string msg = error_of([] {
     comm::run_local(3, [](comm::ProcessGroup& world) {
       EmbeddingConfig cfg = small_config(10, 8);
-      cfg.tp = std::shared_ptr<comm::ProcessGroup>(&world, [](comm::ProcessGroup*) {});
-      VocabParallelEmbedding e(cfg);
+      VocabParallelEmbedding e(
+          ctx3(std::shared_ptr<comm::ProcessGroup>(&world, [](comm::ProcessGroup*) {})), cfg);
     });
   });
   EXPECT_NE(msg.find("tp size 3"), std::string::npos) << msg;
@@ -119,7 +125,7 @@ TEST(VocabParallelEmbedding, Errors) {
 
 // loss(wte, wpe) = CE(x · wteᵀ, targets) with x = wte[tokens] + wpe.
 struct LmFixture {
-  VocabParallelEmbedding emb{small_config()};
+  VocabParallelEmbedding emb{ctx3(), small_config()};
   LmHead head{emb};
   Tensor tokens = ids({2, 4}, {1, 9, 3, 3, 0, 7, 2, 5});
   Tensor targets = ids({2, 4}, {9, 3, 3, -100, 7, 2, 5, 8});
@@ -198,9 +204,8 @@ TEST(LmHead, LossMatchesTheSeparateCalls) {
 TEST(LmHead, Bf16ComputeIsCloseToF32) {
   EmbeddingConfig cfg = small_config();
   cfg.init_std = 0.02f;
-  VocabParallelEmbedding emb32(cfg);
-  cfg.compute = DType::bf16;
-  VocabParallelEmbedding emb16(cfg);
+  VocabParallelEmbedding emb32(ctx3(), cfg);
+  VocabParallelEmbedding emb16(ctx3(nullptr, SequenceParallel::off, DType::bf16), cfg);
   LmHead h32(emb32), h16(emb16);
   LmFixture f;
   Ctx a, b;
@@ -295,12 +300,12 @@ TEST(VocabCollectives, PerForwardAndBackward) {
         auto g = grid.group_ptr("tp");
         EmbeddingConfig cfg = small_config(10, 8);
         cfg.max_seq = t;
-        cfg.tp = g;
-        cfg.sp = sp;
-        VocabParallelEmbedding emb(cfg);
+        VocabParallelEmbedding emb(ctx3(g, sp), cfg);
         LmHead head(emb);
         Tensor tokens = Tensor::from_i32({b, t}, std::vector<int32_t>(n, 3));
-        Tensor targets = Tensor::from_i32({b, t}, std::vector<int32_t>(n, 7));
+        // In the residual stream's token order: (T, B) under seq SP.
+        Tensor targets = Tensor::from_i32(sp == SequenceParallel::seq ? Shape{t, b} : Shape{b, t},
+                                          std::vector<int32_t>(n, 7));
         g->reset_stats();
         Ctx ctx;
         Tensor x = emb.forward(ctx, tokens);
@@ -317,10 +322,12 @@ TEST(VocabCollectives, PerForwardAndBackward) {
         vocab_parallel_cross_entropy_backward(logits, targets, lse, 1.0f, logits, ce);
         expect_calls(*g, {}, "cross-entropy backward");
         Tensor dx = head.backward(ctx, logits);
-        expect_calls(
-            *g,
-            on ? Calls{.reduce_scatter = 1, .bytes = act} : Calls{.all_reduce = 1, .bytes = act},
-            "lm head backward");
+        // Under SP the head saved only its input shard: backward re-gathers it
+        // (Megatron) besides reduce-scattering the input gradient.
+        expect_calls(*g,
+                     on ? Calls{.all_gather = 1, .reduce_scatter = 1, .bytes = 2 * act}
+                        : Calls{.all_reduce = 1, .bytes = act},
+                     "lm head backward");
         emb.backward(ctx, dx);
         expect_calls(*g, on ? Calls{.all_gather = 1, .bytes = act} : Calls{}, "embedding backward");
         // The fused loss: the head's collectives plus the cross-entropy's.
@@ -330,10 +337,10 @@ TEST(VocabCollectives, PerForwardAndBackward) {
                         : Calls{.all_reduce = 2, .bytes = 3 * row},
                      "forward_loss");
         head.backward_loss(ctx);
-        expect_calls(
-            *g,
-            on ? Calls{.reduce_scatter = 1, .bytes = act} : Calls{.all_reduce = 1, .bytes = act},
-            "backward_loss");
+        expect_calls(*g,
+                     on ? Calls{.all_gather = 1, .reduce_scatter = 1, .bytes = 2 * act}
+                        : Calls{.all_reduce = 1, .bytes = act},
+                     "backward_loss");
       });
     }
   }

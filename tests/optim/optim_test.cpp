@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "contexts.h"
 #include "testing.h"
 #include "weft/comm/grid.h"
 #include "weft/comm/local.h"
@@ -41,7 +42,7 @@ TEST(AdamW, MatchesTheKernelStepByStep) {
   for (int s = 1; s <= 3; ++s) {
     w.grad.copy_from(Tensor::from({3}, std::vector<float>{0.1f * s, -0.2f, 0.3f}));
     opt.step(0.01f, 0.5f);
-    kernels::adamw_step(ref, w.grad, m, v,
+    kernels::adamw_step(ExecContext::host(), ref, w.grad, m, v,
                         {.lr = 0.01f, .weight_decay = 0.1f, .step = s, .grad_scale = 0.5f});
   }
   EXPECT_EQ(w.value.to_vector(), ref.to_vector());
@@ -54,9 +55,8 @@ void check_norm(comm::ProcessGroup& world, int tp_size) {
   comm::Grid grid(world, "tp-dp", {{"tp", tp_size}});
   Tensor x = random_tensor({4, 8}, 1), dy = random_tensor({4, 8}, 2);
   auto run = [&](std::shared_ptr<comm::ProcessGroup> tp, Groups groups) {
-    nn::Linear a(
-        {.name = "a", .in = 8, .out = 12, .mode = nn::Parallel::column, .tp = tp, .seed = 3});
-    nn::Linear b({.name = "b", .in = 12, .out = 8, .mode = nn::Parallel::row, .tp = tp, .seed = 3});
+    nn::Linear a(ctx_of(tp, parallel::SequenceParallel::off, DType::f32, 3), {.name = "a", .in = 8, .out = 12, .mode = nn::Parallel::column});
+    nn::Linear b(ctx_of(tp, parallel::SequenceParallel::off, DType::f32, 3), {.name = "b", .in = 12, .out = 8, .mode = nn::Parallel::row});
     nn::Ctx ctx;
     b.forward(ctx, a.forward(ctx, x));
     a.backward(ctx, b.backward(ctx, dy));

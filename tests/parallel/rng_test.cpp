@@ -1,4 +1,5 @@
 // RngTracker streams, forks and state; TP-invariant initialization.
+#include "contexts.h"
 #include "weft/parallel/rng.h"
 
 #include <gtest/gtest.h>
@@ -121,7 +122,7 @@ TEST(RngTracker, StreamsAgreeOrDifferAcrossTpRanks) {
       Tensor x = Tensor::full({256}, 1.0f), y = Tensor::empty({256});
       Tensor mask = Tensor::empty({256}, DType::u8);
       Stream s = rng.take(256);
-      kernels::dropout_forward(x, 0.5f, s.seed, s.offset, y, mask);
+      kernels::dropout_forward(ExecContext::host(), x, 0.5f, s.seed, s.offset, y, mask);
       return y.to_vector();
     };
     by_default[static_cast<size_t>(world.rank())] = draw();
@@ -173,15 +174,10 @@ class TpInvariantInit : public ::testing::TestWithParam<int> {};
 
 TEST_P(TpInvariantInit, ShardsAreSlicesOfTheTp1Tensor) {
   const int tp = GetParam();
-  nn::Linear col1({.name = "c", .in = 8, .out = 12, .mode = nn::Parallel::column, .seed = 3});
-  nn::Linear row1({.name = "r", .in = 8, .out = 12, .mode = nn::Parallel::row, .seed = 3});
-  nn::Linear qkv1({.name = "qkv",
-                   .in = 8,
-                   .out = 24,
-                   .mode = nn::Parallel::column,
-                   .seed = 3,
-                   .out_groups = 3});
-  nn::VocabParallelEmbedding emb1({.vocab = 50, .max_seq = 4, .channels = 8, .seed = 3});
+  nn::Linear col1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3), {.name = "c", .in = 8, .out = 12, .mode = nn::Parallel::column});
+  nn::Linear row1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3), {.name = "r", .in = 8, .out = 12, .mode = nn::Parallel::row});
+  nn::Linear qkv1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3), {.name = "qkv", .in = 8, .out = 24, .mode = nn::Parallel::column, .out_groups = 3});
+  nn::VocabParallelEmbedding emb1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3), {.vocab = 50, .max_seq = 4, .channels = 8});
   const Tensor c_full = col1.weight().value, r_full = row1.weight().value;
   const Tensor q_full = qkv1.weight().value, e_full = emb1.wte().value;
   EXPECT_EQ(c_full.to_vector(), normal_init({12, 8}, 3, "c.weight", 0.02f).to_vector());
@@ -189,18 +185,10 @@ TEST_P(TpInvariantInit, ShardsAreSlicesOfTheTp1Tensor) {
     comm::Grid grid(world, "tp-dp", {{"tp", tp}});
     auto g = grid.group_ptr("tp");
     const int r = g->rank();
-    nn::Linear col(
-        {.name = "c", .in = 8, .out = 12, .mode = nn::Parallel::column, .tp = g, .seed = 3});
-    nn::Linear row(
-        {.name = "r", .in = 8, .out = 12, .mode = nn::Parallel::row, .tp = g, .seed = 3});
-    nn::Linear qkv({.name = "qkv",
-                    .in = 8,
-                    .out = 24,
-                    .mode = nn::Parallel::column,
-                    .tp = g,
-                    .seed = 3,
-                    .out_groups = 3});
-    nn::VocabParallelEmbedding emb({.vocab = 50, .max_seq = 4, .channels = 8, .tp = g, .seed = 3});
+    nn::Linear col(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3), {.name = "c", .in = 8, .out = 12, .mode = nn::Parallel::column});
+    nn::Linear row(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3), {.name = "r", .in = 8, .out = 12, .mode = nn::Parallel::row});
+    nn::Linear qkv(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3), {.name = "qkv", .in = 8, .out = 24, .mode = nn::Parallel::column, .out_groups = 3});
+    nn::VocabParallelEmbedding emb(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3), {.vocab = 50, .max_seq = 4, .channels = 8});
     EXPECT_EQ(col.weight().value.to_vector(), slice_along(c_full, 0, tp, r).to_vector());
     EXPECT_EQ(row.weight().value.to_vector(), slice_along(r_full, 1, tp, r).to_vector());
     EXPECT_EQ(emb.wte().value.to_vector(), slice_along(e_full, 0, tp, r).to_vector());

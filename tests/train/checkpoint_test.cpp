@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "contexts.h"
 #include "testing.h"
 #include "weft/comm/local.h"
 #include "weft/core/threads.h"
@@ -56,7 +57,6 @@ nn::GptConfig small_config(int64_t width = 16, int64_t layers = 2) {
   c.layers = layers;
   c.width = width;
   c.heads = 4;
-  c.seed = kSeed;
   return c;
 }
 
@@ -113,8 +113,7 @@ void save_at(const std::string& dir, int world_size, int tp, nn::GptConfig base 
     set_num_threads(1);
     comm::Grid grid(world, "tp-dp", {{"tp", tp}});
     nn::GptConfig cfg = base;
-    cfg.tp = grid.group_ptr("tp");
-    nn::Gpt model(cfg);
+    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed), cfg);
     optim::AdamW opt(model.parameters(), {});
     fill(model, &opt);
     TrainState state;
@@ -134,8 +133,7 @@ std::vector<TrainState> load_at(const std::string& dir, int world_size, int tp) 
     set_num_threads(1);
     comm::Grid grid(world, "tp-dp", {{"tp", tp}});
     nn::GptConfig cfg = small_config();
-    cfg.tp = grid.group_ptr("tp");
-    nn::Gpt model(cfg);
+    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed), cfg);
     optim::AdamW opt(model.parameters(), {});
     states[static_cast<size_t>(world.rank())] = load_checkpoint(dir, world, grid, model, &opt);
     expect_filled(model, &opt);
@@ -370,14 +368,13 @@ TEST(Checkpoint, HfExportLoadsBackAtAnyLayout) {
       set_num_threads(1);
       comm::Grid grid(world, "tp-dp", {{"tp", tp}});
       nn::GptConfig cfg = small_config();
-      cfg.tp = grid.group_ptr("tp");
-      nn::Gpt model(cfg);
+      nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed), cfg);
       load_hf(file, model);
       expect_filled(model, nullptr);
     });
   }
   // Another shape: the field is named.
-  nn::Gpt wide(small_config(32));
+  nn::Gpt wide(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, kSeed), small_config(32));
   const std::string message = error_of([&] { load_hf(file, wide); });
   EXPECT_NE(message.find("width 16"), std::string::npos) << message;
 }
@@ -388,7 +385,7 @@ TEST(Checkpoint, HfFilesWithoutPrefixOrConfigLoad) {
   TempDir tmp;
   nn::GptConfig cfg = small_config(64, 1);
   cfg.heads = 1;
-  nn::Gpt source(cfg);
+  nn::Gpt source(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, kSeed), cfg);
   std::vector<NamedTensor> tensors;
   for (nn::Parameter* p : source.parameters()) {
     Tensor t = p->value;
@@ -412,8 +409,7 @@ TEST(Checkpoint, HfFilesWithoutPrefixOrConfigLoad) {
   EXPECT_EQ(hf_config(file).at("heads").as_int(), 1);
 
   nn::GptConfig other = cfg;
-  other.seed = kSeed + 1;
-  nn::Gpt loaded(other);
+  nn::Gpt loaded(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, kSeed + 1), other);
   load_hf(file, loaded);
   for (size_t i = 0; i < source.parameters().size(); ++i) {
     EXPECT_EQ(loaded.parameters()[i]->value.to_vector(), source.parameters()[i]->value.to_vector())
@@ -433,8 +429,7 @@ TEST(Checkpoint, ImportedFileResumesAtTp2WithAFreshOptimizer) {
     set_num_threads(1);
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
     nn::GptConfig cfg = small_config();
-    cfg.tp = grid.group_ptr("tp");
-    nn::Gpt model(cfg);
+    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed), cfg);
     optim::AdamW opt(model.parameters(), {});
     fill(model, &opt);
     const TrainState s = load_checkpoint(imported, world, grid, model, &opt);

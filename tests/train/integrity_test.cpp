@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "contexts.h"
 #include "testing.h"
 #include "weft/comm/local.h"
 #include "weft/core/threads.h"
@@ -40,7 +41,6 @@ nn::GptConfig config() {
   c.layers = 1;
   c.width = 16;
   c.heads = 4;
-  c.seed = 3;
   return c;
 }
 
@@ -52,8 +52,7 @@ void save(const std::string& dir, int world_size = 1,
     set_num_threads(1);
     comm::Grid grid(world, "tp-dp", {{"tp", world_size}});
     nn::GptConfig cfg = config();
-    cfg.tp = grid.group_ptr("tp");
-    nn::Gpt model(cfg);
+    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 3), cfg);
     optim::AdamW opt(model.parameters(), {});
     for (size_t i = 0; i < opt.parameters().size(); ++i) {
       opt.first_moments()[i].fill(0.25f);
@@ -62,7 +61,7 @@ void save(const std::string& dir, int world_size = 1,
     if (poison) poison(model, opt);
     TrainState state;
     state.step = 3;
-    state.rng = parallel::RngTracker(cfg.seed, grid.rank_in("tp")).state();
+    state.rng = parallel::RngTracker(3, grid.rank_in("tp")).state();
     state.config = model_shape_json(config());
     save_checkpoint(dir, world, grid, model, &opt, state);
   });
@@ -74,8 +73,7 @@ void load(const std::string& dir, int world_size = 1, ReadOptions options = {}) 
     set_num_threads(1);
     comm::Grid grid(world, "tp-dp", {{"tp", world_size}});
     nn::GptConfig cfg = config();
-    cfg.tp = grid.group_ptr("tp");
-    nn::Gpt model(cfg);
+    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 3), cfg);
     optim::AdamW opt(model.parameters(), {});
     load_checkpoint(dir, world, grid, model, &opt, options);
   });
@@ -282,12 +280,11 @@ TEST(SaveFaults, RankThatHangsWhileOthersSaveTimesOutAndTheLastCheckpointStays) 
     world.set_timeout(milliseconds(500));
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
     nn::GptConfig cfg = config();
-    cfg.tp = grid.group_ptr("tp");
-    nn::Gpt model(cfg);
+    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 3), cfg);
     optim::AdamW opt(model.parameters(), {});
     Stalling saved(model, milliseconds(world.rank() == 1 ? 3000 : 0));
     TrainState state;
-    state.rng = parallel::RngTracker(cfg.seed, grid.rank_in("tp")).state();
+    state.rng = parallel::RngTracker(3, grid.rank_in("tp")).state();
     const auto t0 = std::chrono::steady_clock::now();
     try {
       save_checkpoint(dir, world, grid, saved, &opt, state);

@@ -59,11 +59,10 @@ int main(int argc, char** argv) {
     cfg.layers = 1;
     cfg.width = 16;
     cfg.heads = 2;
-    cfg.tp = grid.group_ptr("tp");
-    weft::nn::Gpt model(cfg);
+    weft::nn::Gpt model(weft::parallel::make_context(grid.group_ptr("tp")), cfg);
     weft::optim::AdamW opt(model.parameters(), {});
     weft::train::TrainState state;
-    state.rng = weft::parallel::RngTracker(cfg.seed, grid.rank_in("tp")).state();
+    state.rng = weft::parallel::RngTracker(model.context()->seed, grid.rank_in("tp")).state();
     state.config = weft::train::model_shape_json(cfg);
     for (int64_t step : {2, 4}) {
       state.step = step;

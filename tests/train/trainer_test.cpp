@@ -39,11 +39,11 @@ TokenData test_text() {
 
 TrainConfig tiny_config() {
   TrainConfig c;
-  c.layers = 2;
-  c.width = 32;
-  c.heads = 4;
-  c.seq = 16;
-  c.vocab = 256;
+  c.model.layers = 2;
+  c.model.width = 32;
+  c.model.heads = 4;
+  c.model.seq = 16;
+  c.model.vocab = 256;
   c.tp = 1;
   c.micro_batch = 4;
   c.steps = 4;
@@ -211,7 +211,7 @@ TEST_F(TrainerTest, GradientAccumulationWithDataParallelism) {
 TEST_F(TrainerTest, SameSeedGivesBitwiseSameLosses) {
   TrainConfig c = tiny_config();
   c.tp = 2;
-  c.dropout = 0.1f;
+  c.model.dropout = 0.1f;
   RunResult a = run(c, data_, 2), b = run(c, data_, 2);
   EXPECT_EQ(a.losses, b.losses);
   c.seed += 1;
@@ -224,7 +224,7 @@ TEST_F(TrainerTest, ResumeContinuesBitwiseIdentically) {
   TrainConfig c = tiny_config();
   c.tp = 2;
   c.steps = 20;
-  c.dropout = 0.1f;
+  c.model.dropout = 0.1f;
   const RunResult straight = run(c, data_, 1);
 
   std::vector<double> losses;
@@ -355,8 +355,8 @@ TEST(TrainConfigTest, SettingsLayerAndNameTheBadKey) {
   TrainConfig c;
   apply_settings(c, parse_json(R"({"preset": "gpt2-124m", "layers": 2, "micro_batch": "3"})"),
                  "run.json");
-  EXPECT_EQ(c.width, 768);
-  EXPECT_EQ(c.layers, 2);
+  EXPECT_EQ(c.model.width, 768);
+  EXPECT_EQ(c.model.layers, 2);
   EXPECT_EQ(c.micro_batch, 3);
   try {
     apply_settings(c, parse_json(R"({"stpes": 3})"), "run.json");
@@ -406,16 +406,52 @@ TEST(TrainConfigTest, RelativePathsResolveAgainstTheirFile) {
   EXPECT_EQ(resolve_paths(stored, "runs/ck/step-000004").at("save").as_string(), "../ck");
 }
 
+// The error validate(c) raises ("no error" when none).
+std::string validation_error(const TrainConfig& c) {
+  try {
+    validate(c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 TEST(TrainConfigTest, ValidationNamesTheOption) {
   TrainConfig c;
   c.tp = 3;
+  std::string err = validation_error(c);
+  EXPECT_TRUE(contains(err, "--heads 4 is not divisible by --tp 3")) << err;
+  c.model.heads = 3;
+  c.model.width = 129;
+  err = validation_error(c);
+  EXPECT_TRUE(contains(err, "is not divisible by --tp 3: set --vocab-pad to a multiple of 3"))
+      << err;
+  c = TrainConfig();
+  c.model.width = 130;
+  err = validation_error(c);
+  EXPECT_TRUE(contains(err, "--width 130 is not divisible by --heads 4")) << err;
+  c = TrainConfig();
+  c.model.dropout = 1;
+  err = validation_error(c);
+  EXPECT_TRUE(contains(err, "--dropout must be in [0, 1)")) << err;
+}
+
+// The model's shape rules live in nn, which names its fields, not options.
+TEST(TrainConfigTest, ModelValidationNamesTheFields) {
+  nn::GptConfig g;
+  g.width = 130;
+  std::string err = "no error";
   try {
-    validate(c);
-    FAIL() << "no error";
+    nn::validate(g, 1);
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--heads 4 is not divisible by --tp 3"), std::string::npos)
-        << e.what();
+    err = e.what();
   }
+  EXPECT_TRUE(contains(err, "width 130 is not divisible by heads 4")) << err;
+  EXPECT_FALSE(contains(err, "--")) << err;
 }
 
 }  // namespace

@@ -1,198 +1,50 @@
 #include "weft/kernels/activation.h"
 
-#include <unordered_map>
-#include <vector>
-
-#include "weft/core/threads.h"
-#include "weft/kernels/cpu/onednn.h"
-#include "weft/kernels/elementwise.h"
+#include "weft/kernels/cpu/activation.h"
+#include "weft/kernels/dispatch.h"
 
 namespace weft::kernels {
 
-namespace {
-
-using detail::from_f32;
-using detail::ptr;
-using detail::to_f32;
-using dnnl::memory;
-
-constexpr int64_t kBlockRows = 64;
-
-// GELU forward and backward primitives, cached per (size, dtype, threads).
-struct GeluEntry {
-  dnnl::eltwise_forward fwd;
-  dnnl::eltwise_backward bwd;
-  memory src, dst, diff_dst, diff_src;
-};
-
-// (elements, dtype, threads): a key of three fields, so no thread count can
-// collide with another dtype's entry.
-struct GeluKey {
-  int64_t n;
-  DType dtype;
-  int threads;
-  bool operator==(const GeluKey&) const = default;
-};
-
-struct GeluKeyHash {
-  size_t operator()(const GeluKey& k) const {
-    return std::hash<int64_t>()(k.n) * 31 + static_cast<size_t>(k.dtype) * 7919 +
-           static_cast<size_t>(k.threads);
-  }
-};
-
-GeluEntry& gelu_entry(int64_t n, DType dt) {
-  thread_local std::unordered_map<GeluKey, GeluEntry, GeluKeyHash> cache;
-  const GeluKey key{n, dt, cpu::apply_thread_budget()};
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  memory::desc md({n}, cpu::to_dnnl(dt), memory::format_tag::a);
-  auto alg = dnnl::algorithm::eltwise_gelu_tanh;
-  dnnl::eltwise_forward::primitive_desc fpd({dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f},
-                                            cpu::engine());
-  dnnl::eltwise_backward::primitive_desc bpd({alg, md, md, 0.f, 0.f}, cpu::engine(), fpd);
-  GeluEntry e{dnnl::eltwise_forward(fpd),         dnnl::eltwise_backward(bpd),
-              memory(md, cpu::engine(), nullptr), memory(md, cpu::engine(), nullptr),
-              memory(md, cpu::engine(), nullptr), memory(md, cpu::engine(), nullptr)};
-  return cache.emplace(key, std::move(e)).first->second;
+void gelu_forward(const ExecContext& ec, const Tensor& x, Tensor& y) {
+  const Device device = detail::kernel_device(ec, "gelu_forward", {&x, &y});
+  if (device.is_cpu()) return cpu::gelu_forward(ec, x, y);
+  detail::no_kernel("gelu_forward", device);
 }
 
-void execute(const dnnl::primitive& p, const dnnl_exec_arg_t* args, int n) {
-  dnnl_status_t st = dnnl_primitive_execute(p.get(), cpu::stream().get(), n, args);
-  WEFT_CHECK(st == dnnl_success, "oneDNN eltwise failed with status {}", static_cast<int>(st));
-  cpu::stream().wait();
+void gelu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x, Tensor& dx) {
+  const Device device = detail::kernel_device(ec, "gelu_backward", {&dy, &x, &dx});
+  if (device.is_cpu()) return cpu::gelu_backward(ec, dy, x, dx);
+  detail::no_kernel("gelu_backward", device);
 }
 
-void check_same(const Tensor& a, const Tensor& b, const char* op) {
-  detail::check_float(a, op);
-  detail::check_float(b, op);
-  WEFT_CHECK(a.numel() == b.numel() && a.dtype() == b.dtype(),
-             "{}: tensors differ ({} {} vs {} {})", op, dtype_name(a.dtype()), a.shape(),
-             dtype_name(b.dtype()), b.shape());
+void bias_add(const ExecContext& ec, Tensor& y, const Tensor& bias) {
+  const Device device = detail::kernel_device(ec, "bias_add", {&y, &bias});
+  if (device.is_cpu()) return cpu::bias_add(ec, y, bias);
+  detail::no_kernel("bias_add", device);
 }
 
-}  // namespace
-
-void gelu_forward(const Tensor& x, Tensor& y) {
-  check_same(x, y, "gelu_forward");
-  const int64_t n = x.numel();
-  if (n == 0) return;
-  // Without native bf16 eltwise, the f32 primitive on the widened values, one
-  // rounding at the end, as the native bf16 primitive computes.
-  const bool emulate = x.dtype() == DType::bf16 && cpu::emulate_bf16();
-  GeluEntry& e = gelu_entry(n, emulate ? DType::f32 : x.dtype());
-  float* xs = emulate ? cpu::staging(0, n) : nullptr;
-  float* ys = emulate ? cpu::staging(1, n) : nullptr;
-  if (emulate) cpu::widen_bf16(x.bf16_data(), xs, n);
-  e.src.set_data_handle(emulate ? xs : x.raw());
-  e.dst.set_data_handle(emulate ? ys : y.raw());
-  dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, e.src.get()}, {DNNL_ARG_DST, e.dst.get()}};
-  execute(e.fwd, args, 2);
-  if (emulate) cpu::narrow_to_bf16(ys, y.bf16_data(), n);
+void bias_backward(const ExecContext& ec, const Tensor& dy, Tensor& dbias) {
+  const Device device = detail::kernel_device(ec, "bias_backward", {&dy, &dbias});
+  if (device.is_cpu()) return cpu::bias_backward(ec, dy, dbias);
+  detail::no_kernel("bias_backward", device);
 }
 
-void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
-  check_same(x, dy, "gelu_backward");
-  check_same(dy, dx, "gelu_backward");
-  const int64_t n = x.numel();
-  if (n == 0) return;
-  const bool emulate = x.dtype() == DType::bf16 && cpu::emulate_bf16();
-  GeluEntry& e = gelu_entry(n, emulate ? DType::f32 : x.dtype());
-  float* xs = emulate ? cpu::staging(0, n) : nullptr;
-  float* dys = emulate ? cpu::staging(1, n) : nullptr;
-  float* dxs = emulate ? cpu::staging(2, n) : nullptr;
-  if (emulate) {
-    cpu::widen_bf16(x.bf16_data(), xs, n);
-    cpu::widen_bf16(dy.bf16_data(), dys, n);
-  }
-  e.src.set_data_handle(emulate ? xs : x.raw());
-  e.diff_dst.set_data_handle(emulate ? dys : dy.raw());
-  e.diff_src.set_data_handle(emulate ? dxs : dx.raw());
-  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e.src.get()},
-                             {DNNL_ARG_DIFF_DST, e.diff_dst.get()},
-                             {DNNL_ARG_DIFF_SRC, e.diff_src.get()}};
-  execute(e.bwd, args, 3);
-  if (emulate) cpu::narrow_to_bf16(dxs, dx.bf16_data(), n);
+void add(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& out) {
+  const Device device = detail::kernel_device(ec, "add", {&a, &b, &out});
+  if (device.is_cpu()) return cpu::add(ec, a, b, out);
+  detail::no_kernel("add", device);
 }
 
-void bias_add(Tensor& y, const Tensor& bias) {
-  detail::check_float(y, "bias_add output");
-  const int64_t n = y.shape().rows(), c = y.shape().last();
-  WEFT_CHECK(bias.dtype() == DType::f32 && bias.numel() == c,
-             "bias_add: bias must be f32 with {} elements (last dimension of {}), got {} {}", c,
-             y.shape(), dtype_name(bias.dtype()), bias.shape());
-  const float* b = bias.data<float>();
-  detail::dispatch_float(y.dtype(), [&]<typename T>() {
-    T* yp = ptr<T>(y);
-#pragma omp parallel for num_threads(num_threads()) schedule(static)
-    for (int64_t r = 0; r < n; ++r) {
-      T* row = yp + r * c;
-      for (int64_t j = 0; j < c; ++j) row[j] = from_f32<T>(to_f32(row[j]) + b[j]);
-    }
-  });
+void axpy(const ExecContext& ec, float alpha, const Tensor& x, Tensor& y) {
+  const Device device = detail::kernel_device(ec, "axpy", {&x, &y});
+  if (device.is_cpu()) return cpu::axpy(ec, alpha, x, y);
+  detail::no_kernel("axpy", device);
 }
 
-void bias_backward(const Tensor& dy, Tensor& dbias) {
-  detail::check_float(dy, "bias_backward input");
-  const int64_t n = dy.shape().rows(), c = dy.shape().last();
-  WEFT_CHECK(dbias.dtype() == DType::f32 && dbias.numel() == c,
-             "bias_backward: dbias must be f32 with {} elements, got {} {}", c,
-             dtype_name(dbias.dtype()), dbias.shape());
-  const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
-  thread_local std::vector<float> part;
-  if (part.size() < static_cast<size_t>(nblocks * c)) part.resize(static_cast<size_t>(nblocks * c));
-  float* partial = part.data();
-  detail::dispatch_float(dy.dtype(), [&]<typename T>() {
-    const T* dp = ptr<T>(dy);
-#pragma omp parallel for num_threads(num_threads()) schedule(static)
-    for (int64_t b = 0; b < nblocks; ++b) {
-      float* pb = partial + b * c;
-      for (int64_t j = 0; j < c; ++j) pb[j] = 0.f;
-      for (int64_t r = b * kBlockRows; r < std::min(n, (b + 1) * kBlockRows); ++r)
-        for (int64_t j = 0; j < c; ++j) pb[j] += to_f32(dp[r * c + j]);
-    }
-  });
-  float* db = dbias.data<float>();
-  for (int64_t b = 0; b < nblocks; ++b)
-    for (int64_t j = 0; j < c; ++j) db[j] += partial[b * c + j];
-}
-
-void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  check_same(a, b, "add");
-  check_same(a, out, "add");
-  const int64_t n = a.numel();
-  detail::dispatch_float(a.dtype(), [&]<typename T>() {
-    const T* ap = ptr<T>(a);
-    const T* bp = ptr<T>(b);
-    T* op = ptr<T>(out);
-#pragma omp parallel for num_threads(num_threads()) schedule(static)
-    for (int64_t i = 0; i < n; ++i) op[i] = from_f32<T>(to_f32(ap[i]) + to_f32(bp[i]));
-  });
-}
-
-void axpy(float alpha, const Tensor& x, Tensor& y) {
-  detail::check_float(x, "axpy input");
-  detail::check_float(y, "axpy output");
-  WEFT_CHECK(x.numel() == y.numel(), "axpy: x has {} elements, y {}", x.numel(), y.numel());
-  const int64_t n = x.numel();
-  detail::dispatch_float(x.dtype(), [&]<typename TX>() {
-    detail::dispatch_float(y.dtype(), [&]<typename TY>() {
-      const TX* xp = ptr<TX>(x);
-      TY* yp = ptr<TY>(y);
-#pragma omp parallel for num_threads(num_threads()) schedule(static)
-      for (int64_t i = 0; i < n; ++i) yp[i] = from_f32<TY>(to_f32(yp[i]) + alpha * to_f32(xp[i]));
-    });
-  });
-}
-
-void scale(Tensor& y, float alpha) {
-  detail::check_float(y, "scale");
-  const int64_t n = y.numel();
-  detail::dispatch_float(y.dtype(), [&]<typename T>() {
-    T* yp = ptr<T>(y);
-#pragma omp parallel for num_threads(num_threads()) schedule(static)
-    for (int64_t i = 0; i < n; ++i) yp[i] = from_f32<T>(to_f32(yp[i]) * alpha);
-  });
+void scale(const ExecContext& ec, Tensor& y, float alpha) {
+  const Device device = detail::kernel_device(ec, "scale", {&y});
+  if (device.is_cpu()) return cpu::scale(ec, y, alpha);
+  detail::no_kernel("scale", device);
 }
 
 }  // namespace weft::kernels

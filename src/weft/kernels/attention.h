@@ -4,8 +4,11 @@
 //
 // with Q, K, V read in place from a packed qkv activation: row (b, t) holds
 // [q (C) | k (C) | v (C)], C = H·D, head h at columns h·D .. h·D+D-1 of each
-// part. qkv, out and their gradients are f32 or bf16 (all the same); scores,
-// softmax and every product accumulate in f32.
+// part. The rows are batch-major, (B, T, ·) with token (b, t) at row b·T + t,
+// or sequence-major, (T, B, ·) with it at row t·B + b (the residual stream
+// under sequence parallelism); the layout changes only where rows are read
+// and written, so both give the same results. qkv, out and their gradients are f32 or bf16 (all the
+// same); scores, softmax and every product accumulate in f32.
 //
 // Masked (future) positions have probability exactly 0. Dropout on P uses
 // the counter-based stream (seed, offset + ((b·H + h)·T + t)·T + j) for entry
@@ -15,6 +18,7 @@
 
 #include <cstdint>
 
+#include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 
 namespace weft::kernels {
@@ -27,6 +31,8 @@ struct AttentionConfig {
   uint64_t offset = 0;
   // Each position attends only to itself and earlier positions.
   bool causal = true;
+  // qkv, out and their gradients are (T, B, ·) instead of (B, T, ·).
+  bool sequence_major = false;
 };
 
 // What forward leaves for backward; the caller owns it, one per call in
@@ -51,11 +57,24 @@ struct AttentionWorkspace {
 };
 
 // qkv (B,T,3C) -> out (B,T,C); saved.probs (B,H,T,T) [, saved.mask, saved.weights]
-void attention_forward(const Tensor& qkv, const AttentionConfig& config, Tensor& out,
-                       AttentionSaved& saved, AttentionWorkspace& workspace);
+// (qkv (T,B,3C) -> out (T,B,C) when sequence_major)
+void attention_forward(const ExecContext& ec, const Tensor& qkv, const AttentionConfig& config,
+                       Tensor& out, AttentionSaved& saved, AttentionWorkspace& workspace);
 // dout (B,T,C), qkv (B,T,3C), saved from the forward of the same qkv and config
-//   -> dqkv (B,T,3C) (overwritten)
-void attention_backward(const Tensor& dout, const Tensor& qkv, const AttentionSaved& saved,
-                        const AttentionConfig& config, Tensor& dqkv, AttentionWorkspace& workspace);
+//   -> dqkv (B,T,3C) (overwritten); (T,B,·) when sequence_major
+void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
+                        const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
+                        AttentionWorkspace& workspace);
+
+// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
+inline void attention_forward(const Tensor& qkv, const AttentionConfig& config, Tensor& out,
+                              AttentionSaved& saved, AttentionWorkspace& workspace) {
+  attention_forward(ExecContext::host(), qkv, config, out, saved, workspace);
+}
+inline void attention_backward(const Tensor& dout, const Tensor& qkv, const AttentionSaved& saved,
+                               const AttentionConfig& config, Tensor& dqkv,
+                               AttentionWorkspace& workspace) {
+  attention_backward(ExecContext::host(), dout, qkv, saved, config, dqkv, workspace);
+}
 
 }  // namespace weft::kernels

@@ -1,173 +1,38 @@
 #include "weft/kernels/embedding.h"
 
-#include <algorithm>
-
-#include "weft/core/threads.h"
-#include "weft/kernels/elementwise.h"
+#include "weft/kernels/cpu/embedding.h"
+#include "weft/kernels/dispatch.h"
 
 namespace weft::kernels {
 
-namespace {
-
-using detail::load;
-using detail::store;
-using detail::with_floats;
-
-void check_table(const Tensor& table, const char* op, const char* name) {
-  WEFT_CHECK(table.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op,
-             name, table.device());
-  WEFT_CHECK(table.dim() == 2 && table.dtype() == DType::f32,
-             "{}: {} must be an f32 table (rows, C), got {} {}", op, name,
-             dtype_name(table.dtype()), table.shape());
-}
-
-// Checks that act is (B,T,C) for the table's C.
-void check_activation(const Tensor& act, int64_t channels, const char* op, const char* name) {
-  WEFT_CHECK(act.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op, name,
-             act.device());
-  WEFT_CHECK(act.dim() == 3 && act.size(2) == channels &&
-                 (act.dtype() == DType::f32 || act.dtype() == DType::bf16),
-             "{}: {} must be f32 or bf16 of shape (B, T, {}), got {} {}", op, name, channels,
-             dtype_name(act.dtype()), act.shape());
-}
-
-// The table (rows, C) and the activation (B, T, C) of one kernel, checked.
-// (Copied into plain variables, not structured bindings: clang 14, which the
-// fuzz build uses, cannot capture bindings in the kernels' lambdas.)
-struct Shapes {
-  int64_t table_rows, channels, batch, seq;
-};
-Shapes checked_shapes(const Tensor& table, const Tensor& act, const char* op,
-                      const char* table_name, const char* act_name) {
-  check_table(table, op, table_name);
-  check_activation(act, table.size(1), op, act_name);
-  return {table.size(0), table.size(1), act.size(0), act.size(1)};
-}
-
-// Validates tokens (B,T) against the vocabulary before any parallel loop runs
-// (an exception cannot leave an OpenMP region).
-void check_tokens(const Tensor& tokens, int64_t batch, int64_t seq, int64_t table_rows,
-                  const EmbeddingOptions& opt, const char* op) {
-  WEFT_CHECK(tokens.device().is_cpu(), "{}: tokens live on {}, but this kernel runs on the cpu", op,
-             tokens.device());
-  WEFT_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::i32 && tokens.size(0) == batch &&
-                 tokens.size(1) == seq,
-             "{}: tokens must be i32 of shape ({}, {}), got {} {}", op, batch, seq,
-             dtype_name(tokens.dtype()), tokens.shape());
-  WEFT_CHECK(opt.vocab_start >= 0, "{}: vocab_start must be >= 0, got {}", op, opt.vocab_start);
-  WEFT_CHECK(opt.valid_vocab >= 0, "{}: valid_vocab must be >= 0 (0 = all rows), got {}", op,
-             opt.valid_vocab);
-  const int64_t valid_vocab = opt.valid_vocab > 0 ? opt.valid_vocab : opt.vocab_start + table_rows;
-  const int32_t* tok = tokens.data<int32_t>();
-  for (int64_t i = 0; i < tokens.numel(); ++i) {
-    WEFT_CHECK(tok[i] >= 0 && tok[i] < valid_vocab,
-               "{}: token id {} at (batch {}, position {}) is outside the vocabulary [0, {}); "
-               "check the data's token ids against the model's vocab_size",
-               op, tok[i], i / seq, i % seq, valid_vocab);
-  }
-}
-
-void check_positions(int64_t seq, int64_t table_rows, int64_t pos_offset, const char* op) {
-  WEFT_CHECK(pos_offset >= 0 && pos_offset + seq <= table_rows,
-             "{}: positions [{}, {}) do not fit the position table of {} rows; the sequence is "
-             "longer than the model's context length",
-             op, pos_offset, pos_offset + seq, table_rows);
-}
-
-}  // namespace
-
-void embedding_forward(const Tensor& tokens, const Tensor& wte, Tensor& out,
+void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor& wte, Tensor& out,
                        const EmbeddingOptions& opt) {
-  constexpr const char* op = "embedding_forward";
-  const Shapes shapes = checked_shapes(wte, out, op, "wte", "out");
-  const int64_t vocab = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
-                seq = shapes.seq;
-  check_tokens(tokens, batch, seq, vocab, opt, op);
-  const int32_t* tok = tokens.data<int32_t>();
-  const float* table = wte.data<float>();
-  const int64_t rows = batch * seq;
-  with_floats(out, [&](auto* y) {
-#pragma omp parallel for num_threads(weft::num_threads()) schedule(static)
-    for (int64_t n = 0; n < rows; ++n) {
-      const int64_t local = tok[n] - opt.vocab_start;
-      auto* dst = y + n * channels;
-      if (local < 0 || local >= vocab) {
-        for (int64_t c = 0; c < channels; ++c) store(dst, c, 0.0f);
-        continue;
-      }
-      const float* src = table + local * channels;
-      for (int64_t c = 0; c < channels; ++c) store(dst, c, src[c]);
-    }
-  });
+  const Device device = detail::kernel_device(ec, "embedding_forward", {&tokens, &wte, &out});
+  if (device.is_cpu()) return cpu::embedding_forward(ec, tokens, wte, out, opt);
+  detail::no_kernel("embedding_forward", device);
 }
 
-void embedding_backward(const Tensor& dout, const Tensor& tokens, Tensor& dwte,
-                        const EmbeddingOptions& opt) {
-  constexpr const char* op = "embedding_backward";
-  const Shapes shapes = checked_shapes(dwte, dout, op, "dwte", "dout");
-  const int64_t vocab = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
-                seq = shapes.seq;
-  check_tokens(tokens, batch, seq, vocab, opt, op);
-  const int32_t* tok = tokens.data<int32_t>();
-  float* grad = dwte.data<float>();
-  const int64_t rows = batch * seq;
-  // Repeated tokens add into the same row, so threads split the columns
-  // rather than the tokens: each column block is owned by one thread, which
-  // walks the tokens in order. No two threads touch one element, and every
-  // element sums its contributions in token order for any thread count.
-  constexpr int64_t kBlock = 16;  // one 64-byte cache line of f32
-  const int64_t blocks = (channels + kBlock - 1) / kBlock;
-  with_floats(dout, [&](const auto* dy) {
-#pragma omp parallel for num_threads(weft::num_threads()) schedule(static)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t c0 = b * kBlock, c1 = std::min(channels, c0 + kBlock);
-      for (int64_t n = 0; n < rows; ++n) {
-        const int64_t local = tok[n] - opt.vocab_start;
-        if (local < 0 || local >= vocab) continue;
-        float* g = grad + local * channels;
-        const auto* d = dy + n * channels;
-        for (int64_t c = c0; c < c1; ++c) g[c] += load(d, c);
-      }
-    }
-  });
+void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor& tokens,
+                        Tensor& dwte, const EmbeddingOptions& opt) {
+  const Device device = detail::kernel_device(ec, "embedding_backward", {&dout, &tokens, &dwte});
+  if (device.is_cpu()) return cpu::embedding_backward(ec, dout, tokens, dwte, opt);
+  detail::no_kernel("embedding_backward", device);
 }
 
-void position_embedding_forward(const Tensor& wpe, Tensor& out, int64_t pos_offset) {
-  constexpr const char* op = "position_embedding_forward";
-  const Shapes shapes = checked_shapes(wpe, out, op, "wpe", "out");
-  const int64_t positions = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
-                seq = shapes.seq;
-  check_positions(seq, positions, pos_offset, op);
-  const float* table = wpe.data<float>() + pos_offset * channels;
-  const int64_t rows = batch * seq;
-  with_floats(out, [&](auto* y) {
-#pragma omp parallel for num_threads(weft::num_threads()) schedule(static)
-    for (int64_t n = 0; n < rows; ++n) {
-      const float* src = table + (n % seq) * channels;
-      auto* dst = y + n * channels;
-      for (int64_t c = 0; c < channels; ++c) store(dst, c, load(dst, c) + src[c]);
-    }
-  });
+void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor& out,
+                                int64_t pos_offset, bool sequence_major) {
+  const Device device = detail::kernel_device(ec, "position_embedding_forward", {&wpe, &out});
+  if (device.is_cpu())
+    return cpu::position_embedding_forward(ec, wpe, out, pos_offset, sequence_major);
+  detail::no_kernel("position_embedding_forward", device);
 }
 
-void position_embedding_backward(const Tensor& dout, Tensor& dwpe, int64_t pos_offset) {
-  constexpr const char* op = "position_embedding_backward";
-  const Shapes shapes = checked_shapes(dwpe, dout, op, "dwpe", "dout");
-  const int64_t positions = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
-                seq = shapes.seq;
-  check_positions(seq, positions, pos_offset, op);
-  float* grad = dwpe.data<float>() + pos_offset * channels;
-  with_floats(dout, [&](const auto* dy) {
-  // One thread per position row, summing the batch in order: deterministic.
-#pragma omp parallel for num_threads(weft::num_threads()) schedule(static)
-    for (int64_t t = 0; t < seq; ++t) {
-      float* g = grad + t * channels;
-      for (int64_t b = 0; b < batch; ++b) {
-        const auto* d = dy + (b * seq + t) * channels;
-        for (int64_t c = 0; c < channels; ++c) g[c] += load(d, c);
-      }
-    }
-  });
+void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tensor& dwpe,
+                                 int64_t pos_offset, bool sequence_major) {
+  const Device device = detail::kernel_device(ec, "position_embedding_backward", {&dout, &dwpe});
+  if (device.is_cpu())
+    return cpu::position_embedding_backward(ec, dout, dwpe, pos_offset, sequence_major);
+  detail::no_kernel("position_embedding_backward", device);
 }
 
 }  // namespace weft::kernels

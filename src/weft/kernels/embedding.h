@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 
 namespace weft::kernels {
@@ -30,16 +31,39 @@ struct EmbeddingOptions {
 // tokens (B,T) i32, wte (V,C) f32 -> out (B,T,C) f32|bf16 = wte[tokens - vocab_start],
 // zero rows for tokens outside [vocab_start, vocab_start + V). Token ids
 // outside [0, valid_vocab) throw weft::Error naming the position and the id.
-void embedding_forward(const Tensor& tokens, const Tensor& wte, Tensor& out,
+void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor& wte, Tensor& out,
                        const EmbeddingOptions& opt = {});
 // dout (B,T,C) f32|bf16, tokens (B,T) -> dwte (V,C) f32 += dout rows scattered to their tokens
-void embedding_backward(const Tensor& dout, const Tensor& tokens, Tensor& dwte,
-                        const EmbeddingOptions& opt = {});
+void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor& tokens,
+                        Tensor& dwte, const EmbeddingOptions& opt = {});
 
 // wpe (maxT,C) f32 -> out (B,T,C) f32|bf16 += wpe[pos_offset + t]
 // pos_offset is the position of the first token (generation continuing a prefix).
-void position_embedding_forward(const Tensor& wpe, Tensor& out, int64_t pos_offset = 0);
+// With sequence_major, out is (T,B,C) (the residual stream under sequence
+// parallelism): row i holds position i / B + pos_offset.
+void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor& out,
+                                int64_t pos_offset = 0, bool sequence_major = false);
 // dout (B,T,C) f32|bf16 -> dwpe (maxT,C) f32: dwpe[pos_offset + t] += Σ_b dout[b,t]
-void position_embedding_backward(const Tensor& dout, Tensor& dwpe, int64_t pos_offset = 0);
+// ((T,B,C) with sequence_major; the batch is summed in order b = 0, 1, ... either way)
+void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tensor& dwpe,
+                                 int64_t pos_offset = 0, bool sequence_major = false);
+
+// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
+inline void embedding_forward(const Tensor& tokens, const Tensor& wte, Tensor& out,
+                              const EmbeddingOptions& opt = {}) {
+  embedding_forward(ExecContext::host(), tokens, wte, out, opt);
+}
+inline void embedding_backward(const Tensor& dout, const Tensor& tokens, Tensor& dwte,
+                               const EmbeddingOptions& opt = {}) {
+  embedding_backward(ExecContext::host(), dout, tokens, dwte, opt);
+}
+inline void position_embedding_forward(const Tensor& wpe, Tensor& out, int64_t pos_offset = 0,
+                                       bool sequence_major = false) {
+  position_embedding_forward(ExecContext::host(), wpe, out, pos_offset, sequence_major);
+}
+inline void position_embedding_backward(const Tensor& dout, Tensor& dwpe, int64_t pos_offset = 0,
+                                        bool sequence_major = false) {
+  position_embedding_backward(ExecContext::host(), dout, dwpe, pos_offset, sequence_major);
+}
 
 }  // namespace weft::kernels

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 
 namespace weft::kernels {
@@ -25,7 +26,8 @@ struct GemmOptions {
   const Tensor* bias = nullptr;
 };
 
-void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& opt = {});
+void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
+          const GemmOptions& opt = {});
 
 // A batch of matrices inside a buffer, described by strides (in elements), so
 // that e.g. attention heads can be multiplied in place inside a (B, T, 3C)
@@ -43,11 +45,20 @@ struct StridedMatrices {
 // c[i] = alpha * a[i] · b[i] (+ c[i] if accumulate) for every batch entry; the
 // shapes (rows, cols) must agree as for a plain product; a transposed operand
 // is expressed with strides (row_stride 1, col_stride = leading dimension).
-void batched_gemm(const StridedMatrices& a, const StridedMatrices& b, const StridedMatrices& c,
-                  float alpha = 1.0f, bool accumulate = false);
+void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
+                  const StridedMatrices& c, float alpha = 1.0f, bool accumulate = false);
 
 // Number of primitives created so far by the calling thread (tests check that
 // repeated calls of one shape create nothing new).
 int64_t gemm_primitives_created();
+
+// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
+inline void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& opt = {}) {
+  gemm(ExecContext::host(), a, b, c, opt);
+}
+inline void batched_gemm(const StridedMatrices& a, const StridedMatrices& b,
+                         const StridedMatrices& c, float alpha = 1.0f, bool accumulate = false) {
+  batched_gemm(ExecContext::host(), a, b, c, alpha, accumulate);
+}
 
 }  // namespace weft::kernels

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 
+#include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 
 namespace weft::kernels {
@@ -51,8 +52,8 @@ struct CrossEntropyOptions {
 // over the counted rows (0 when every row is ignored). Needs the whole
 // vocabulary (vocab_start 0). Targets outside [0, valid_vocab) other than
 // ignore_index throw weft::Error naming the row and the value.
-float cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
-                            const CrossEntropyOptions& opt = {});
+float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
+                            Tensor& lse, const CrossEntropyOptions& opt = {});
 
 // logits (N,V), targets (N), lse (N) -> dlogits (N,V) f32|bf16
 //   = (exp(logits - lse) - onehot(targets - vocab_start)) · dloss / count
@@ -60,32 +61,66 @@ float cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor&
 // number of counted rows, and when it is 0 the whole gradient is 0. lse is
 // the global one (from cross_entropy_forward or cross_entropy_combine).
 // dlogits may be logits itself (same dtype), which saves an (N,V) buffer.
-void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
-                            float dloss, Tensor& dlogits, const CrossEntropyOptions& opt = {});
+void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
+                            const Tensor& lse, float dloss, Tensor& dlogits,
+                            const CrossEntropyOptions& opt = {});
 
 // logits (N,V) -> row_max (N) f32 = max over the valid columns of the slice
 // (-inf when the slice holds only padding, the identity of a max all-reduce).
-void cross_entropy_row_max(const Tensor& logits, Tensor& row_max,
+void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& row_max,
                            const CrossEntropyOptions& opt = {});
 
 // logits (N,V), targets (N) -> target_logit (N) f32 = logits[n, targets[n] - vocab_start]
 // when the target falls in this slice, else 0 (ignored rows, other ranks' ids),
 // so that summing over the ranks gives the target logit.
-void cross_entropy_target_logit(const Tensor& logits, const Tensor& targets, Tensor& target_logit,
-                                const CrossEntropyOptions& opt = {});
+void cross_entropy_target_logit(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
+                                Tensor& target_logit, const CrossEntropyOptions& opt = {});
 
 // logits (N,V), row_max (N) -> sum_exp (N) f32 = Σ_valid exp(logits - row_max)
 // row_max is the global maximum, so that the per-rank sums add up.
-void cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max, Tensor& sum_exp,
-                           const CrossEntropyOptions& opt = {});
+void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Tensor& row_max,
+                           Tensor& sum_exp, const CrossEntropyOptions& opt = {});
 
 // row_max (N), sum_exp (N), target_logit (N), targets (N) -> lse (N) = row_max + log(sum_exp);
 // returns the mean of lse - target_logit over the counted rows (0 if none).
-float cross_entropy_combine(const Tensor& row_max, const Tensor& sum_exp,
+float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const Tensor& sum_exp,
                             const Tensor& target_logit, const Tensor& targets, Tensor& lse,
                             int32_t ignore_index = kIgnoreIndex);
 
 // targets (N) -> how many are not ignore_index.
-int64_t count_targets(const Tensor& targets, int32_t ignore_index = kIgnoreIndex);
+int64_t count_targets(const ExecContext& ec, const Tensor& targets,
+                      int32_t ignore_index = kIgnoreIndex);
+
+// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
+inline float cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& lse,
+                                   const CrossEntropyOptions& opt = {}) {
+  return cross_entropy_forward(ExecContext::host(), logits, targets, lse, opt);
+}
+inline void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& lse,
+                                   float dloss, Tensor& dlogits,
+                                   const CrossEntropyOptions& opt = {}) {
+  cross_entropy_backward(ExecContext::host(), logits, targets, lse, dloss, dlogits, opt);
+}
+inline void cross_entropy_row_max(const Tensor& logits, Tensor& row_max,
+                                  const CrossEntropyOptions& opt = {}) {
+  cross_entropy_row_max(ExecContext::host(), logits, row_max, opt);
+}
+inline void cross_entropy_target_logit(const Tensor& logits, const Tensor& targets,
+                                       Tensor& target_logit, const CrossEntropyOptions& opt = {}) {
+  cross_entropy_target_logit(ExecContext::host(), logits, targets, target_logit, opt);
+}
+inline void cross_entropy_sum_exp(const Tensor& logits, const Tensor& row_max, Tensor& sum_exp,
+                                  const CrossEntropyOptions& opt = {}) {
+  cross_entropy_sum_exp(ExecContext::host(), logits, row_max, sum_exp, opt);
+}
+inline float cross_entropy_combine(const Tensor& row_max, const Tensor& sum_exp,
+                                   const Tensor& target_logit, const Tensor& targets, Tensor& lse,
+                                   int32_t ignore_index = kIgnoreIndex) {
+  return cross_entropy_combine(ExecContext::host(), row_max, sum_exp, target_logit, targets, lse,
+                               ignore_index);
+}
+inline int64_t count_targets(const Tensor& targets, int32_t ignore_index = kIgnoreIndex) {
+  return count_targets(ExecContext::host(), targets, ignore_index);
+}
 
 }  // namespace weft::kernels

@@ -1,100 +1,21 @@
 #include "weft/kernels/optimizer.h"
 
-#include <algorithm>
-#include <cmath>
-#include <vector>
-
-#include "weft/core/threads.h"
+#include "weft/kernels/cpu/optimizer.h"
+#include "weft/kernels/dispatch.h"
 
 namespace weft::kernels {
 
-namespace {
-
-// Below this many elements a parallel region costs more than it saves; the
-// results do not depend on it.
-constexpr int64_t kParallelMin = 1 << 15;
-
-void check_f32(const Tensor& t, int64_t numel, const char* op, const char* name) {
-  WEFT_CHECK(t.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op, name,
-             t.device());
-  WEFT_CHECK(t.dtype() == DType::f32 && t.numel() == numel,
-             "{}: {} must be f32 with {} elements (like params), got {} {}", op, name, numel,
-             dtype_name(t.dtype()), t.shape());
+void adamw_step(const ExecContext& ec, Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
+                const AdamWConfig& cfg) {
+  const Device device = detail::kernel_device(ec, "adamw_step", {&params, &grads, &m, &v});
+  if (device.is_cpu()) return cpu::adamw_step(ec, params, grads, m, v, cfg);
+  detail::no_kernel("adamw_step", device);
 }
 
-}  // namespace
-
-void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamWConfig& cfg) {
-  constexpr const char* op = "adamw_step";
-  const int64_t n = params.numel();
-  check_f32(params, n, op, "params");
-  check_f32(grads, n, op, "grads");
-  check_f32(m, n, op, "m");
-  check_f32(v, n, op, "v");
-  WEFT_CHECK(cfg.step >= 1, "{}: step is 1-based (the first step is 1), got {}", op, cfg.step);
-  WEFT_CHECK(cfg.lr >= 0.0f && cfg.eps >= 0.0f && cfg.weight_decay >= 0.0f,
-             "{}: lr, eps and weight_decay must be >= 0, got lr {} eps {} weight_decay {}", op,
-             cfg.lr, cfg.eps, cfg.weight_decay);
-  WEFT_CHECK(cfg.beta1 >= 0.0f && cfg.beta1 < 1.0f && cfg.beta2 >= 0.0f && cfg.beta2 < 1.0f,
-             "{}: betas must lie in [0, 1), got beta1 {} beta2 {}", op, cfg.beta1, cfg.beta2);
-
-  // Per-step constants in f64, rounded once; the same formulation as PyTorch.
-  const double bias1 = 1.0 - std::pow(static_cast<double>(cfg.beta1), cfg.step);
-  const double bias2 = 1.0 - std::pow(static_cast<double>(cfg.beta2), cfg.step);
-  const float decay = static_cast<float>(1.0 - static_cast<double>(cfg.lr) * cfg.weight_decay);
-  const float step_size = static_cast<float>(cfg.lr / bias1);
-  const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
-  const float b1 = cfg.beta1, b2 = cfg.beta2, a1 = 1.0f - cfg.beta1, a2 = 1.0f - cfg.beta2;
-  const float scale = cfg.grad_scale, eps = cfg.eps;
-
-  float* p = params.data<float>();
-  const float* g = grads.data<float>();
-  float* mp = m.data<float>();
-  float* vp = v.data<float>();
-#pragma omp parallel for num_threads(weft::num_threads()) schedule(static) if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] * scale;
-    const float mi = b1 * mp[i] + a1 * gi;
-    const float vi = b2 * vp[i] + a2 * gi * gi;
-    mp[i] = mi;
-    vp[i] = vi;
-    p[i] = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bias2 + eps);
-  }
-}
-
-double sum_of_squares(const Tensor& x) {
-  constexpr const char* op = "sum_of_squares";
-  const int64_t n = x.numel();
-  check_f32(x, n, op, "x");
-  // Fixed blocks, each summed in a fixed order of 8 lanes, then the block sums
-  // added in block order: the same result for any thread count.
-  constexpr int64_t kBlock = 1 << 16;
-  constexpr int kLanes = 8;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> partial(static_cast<size_t>(blocks));
-  const float* p = x.data<float>();
-#pragma omp parallel for num_threads(weft::num_threads()) schedule(static) if (blocks > 1)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
-    double lane[kLanes] = {};
-    int64_t i = begin;
-    for (; i + kLanes <= end; i += kLanes) {
-      for (int l = 0; l < kLanes; ++l) {
-        const double xi = p[i + l];
-        lane[l] += xi * xi;
-      }
-    }
-    for (int l = 0; i < end; ++i, ++l) {
-      const double xi = p[i];
-      lane[l] += xi * xi;
-    }
-    double s = 0.0;
-    for (double part : lane) s += part;
-    partial[static_cast<size_t>(b)] = s;
-  }
-  double total = 0.0;
-  for (double s : partial) total += s;
-  return total;
+double sum_of_squares(const ExecContext& ec, const Tensor& x) {
+  const Device device = detail::kernel_device(ec, "sum_of_squares", {&x});
+  if (device.is_cpu()) return cpu::sum_of_squares(ec, x);
+  detail::no_kernel("sum_of_squares", device);
 }
 
 }  // namespace weft::kernels

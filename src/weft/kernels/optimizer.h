@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 
 namespace weft::kernels {
@@ -33,9 +34,17 @@ struct AdamWConfig {
 //   m  = beta1 · m + (1 - beta1) · g
 //   v  = beta2 · v + (1 - beta2) · g²
 //   p -= lr · (m / (1 - beta1^step)) / (sqrt(v / (1 - beta2^step)) + eps)
-void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v, const AdamWConfig& cfg);
+void adamw_step(const ExecContext& ec, Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
+                const AdamWConfig& cfg);
 
 // x (any shape) f32 -> Σ x², each square and sum in f64.
-double sum_of_squares(const Tensor& x);
+double sum_of_squares(const ExecContext& ec, const Tensor& x);
+
+// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
+inline void adamw_step(Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
+                       const AdamWConfig& cfg) {
+  adamw_step(ExecContext::host(), params, grads, m, v, cfg);
+}
+inline double sum_of_squares(const Tensor& x) { return sum_of_squares(ExecContext::host(), x); }
 
 }  // namespace weft::kernels

@@ -1,100 +1,28 @@
 #include "weft/kernels/random.h"
 
-#include <algorithm>
-
-#include "weft/core/threads.h"
-#include "weft/kernels/elementwise.h"
+#include "weft/kernels/cpu/random.h"
+#include "weft/kernels/dispatch.h"
 
 namespace weft::kernels {
 
-namespace {
-
-using detail::from_f32;
-using detail::ptr;
-using detail::to_f32;
-
-// Elements per parallel task: large enough to amortize scheduling, a multiple
-// of 4 so that tasks do not split Philox blocks (the numbers would be the same
-// either way; only the work would be repeated).
-constexpr int64_t kChunk = 1 << 14;
-
-// Calls body(begin, end) over [0, n) in chunks spread across the caller's threads.
-template <typename Body>
-void parallel_chunks(int64_t n, Body&& body) {
-  int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for num_threads(weft::num_threads()) schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) body(c * kChunk, std::min(n, (c + 1) * kChunk));
+void fill_uniform(const ExecContext& ec, uint64_t seed, uint64_t offset, Tensor& out) {
+  const Device device = detail::kernel_device(ec, "fill_uniform", {&out});
+  if (device.is_cpu()) return cpu::fill_uniform(ec, seed, offset, out);
+  detail::no_kernel("fill_uniform", device);
 }
 
-void check_p(float p) {
-  WEFT_CHECK(p >= 0.0f && p < 1.0f,
-             "dropout probability must lie in [0, 1), got {} (use 0 to disable dropout)", p);
+void dropout_forward(const ExecContext& ec, const Tensor& x, float p, uint64_t seed,
+                     uint64_t offset, Tensor& y, Tensor& mask) {
+  const Device device = detail::kernel_device(ec, "dropout_forward", {&x, &y, &mask});
+  if (device.is_cpu()) return cpu::dropout_forward(ec, x, p, seed, offset, y, mask);
+  detail::no_kernel("dropout_forward", device);
 }
 
-}  // namespace
-
-void fill_uniform(uint64_t seed, uint64_t offset, Tensor& out) {
-  WEFT_CHECK(out.dtype() == DType::f32, "fill_uniform writes f32, got a {} tensor of shape {}",
-             dtype_name(out.dtype()), out.shape());
-  float* o = out.data<float>();
-  parallel_chunks(out.numel(), [&](int64_t begin, int64_t end) {
-    for_each_uniform(seed, offset + static_cast<uint64_t>(begin), end - begin,
-                     [&](int64_t i, float u) { o[begin + i] = u; });
-  });
-}
-
-void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t offset, Tensor& y,
-                     Tensor& mask) {
-  check_p(p);
-  detail::check_float(x, "dropout input");
-  WEFT_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(),
-             "dropout output is {} {} but the input is {} {}", dtype_name(y.dtype()), y.shape(),
-             dtype_name(x.dtype()), x.shape());
-  WEFT_CHECK(mask.shape() == x.shape() && mask.dtype() == DType::u8,
-             "dropout mask must be u8 of the input's shape {}, got {} {}", x.shape(),
-             dtype_name(mask.dtype()), mask.shape());
-  uint8_t* m = mask.data<uint8_t>();
-  if (p == 0.0f) {
-    y.copy_from(x);
-    std::fill(m, m + mask.numel(), uint8_t{1});
-    return;
-  }
-  const float scale = 1.0f / (1.0f - p);
-  detail::dispatch_float(x.dtype(), [&]<typename T>() {
-    const T* xs = ptr<T>(x);
-    T* ys = ptr<T>(y);
-    parallel_chunks(x.numel(), [&](int64_t begin, int64_t end) {
-      for_each_uniform(seed, offset + static_cast<uint64_t>(begin), end - begin,
-                       [&](int64_t i, float u) {
-                         int64_t k = begin + i;
-                         bool keep = u >= p;
-                         m[k] = keep;
-                         ys[k] = from_f32<T>(keep ? to_f32(xs[k]) * scale : 0.0f);
-                       });
-    });
-  });
-}
-
-void dropout_backward(const Tensor& dy, const Tensor& mask, float p, Tensor& dx) {
-  check_p(p);
-  detail::check_float(dy, "dropout output gradient");
-  WEFT_CHECK(dx.shape() == dy.shape() && dx.dtype() == dy.dtype(),
-             "dropout input gradient is {} {} but the output gradient is {} {}",
-             dtype_name(dx.dtype()), dx.shape(), dtype_name(dy.dtype()), dy.shape());
-  WEFT_CHECK(mask.shape() == dy.shape() && mask.dtype() == DType::u8,
-             "dropout mask must be u8 of the gradient's shape {}, got {} {}", dy.shape(),
-             dtype_name(mask.dtype()), mask.shape());
-  const float scale = 1.0f / (1.0f - p);
-  const uint8_t* m = mask.data<uint8_t>();
-  detail::dispatch_float(dy.dtype(), [&]<typename T>() {
-    const T* g = ptr<T>(dy);
-    T* out = ptr<T>(dx);
-    parallel_chunks(dy.numel(), [&](int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        out[k] = from_f32<T>(m[k] ? to_f32(g[k]) * scale : 0.0f);
-      }
-    });
-  });
+void dropout_backward(const ExecContext& ec, const Tensor& dy, const Tensor& mask, float p,
+                      Tensor& dx) {
+  const Device device = detail::kernel_device(ec, "dropout_backward", {&dy, &mask, &dx});
+  if (device.is_cpu()) return cpu::dropout_backward(ec, dy, mask, p, dx);
+  detail::no_kernel("dropout_backward", device);
 }
 
 }  // namespace weft::kernels

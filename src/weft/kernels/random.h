@@ -15,6 +15,7 @@
 #include <array>
 #include <cstdint>
 
+#include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 
 namespace weft::kernels {
@@ -68,15 +69,28 @@ void for_each_uniform(uint64_t seed, uint64_t offset, int64_t count, F&& f) {
 }
 
 // out (N) f32: out[i] = uniform_at(seed, offset, i)
-void fill_uniform(uint64_t seed, uint64_t offset, Tensor& out);
+void fill_uniform(const ExecContext& ec, uint64_t seed, uint64_t offset, Tensor& out);
 
 // Inverted dropout, f32 or bf16 (x and y the same dtype). Element i is kept
 // when uniform_at(seed, offset, i) >= p, so a call consumes x.numel() numbers.
 // x (N) -> y (N) = x·mask/(1-p), mask (N) u8 (1 kept, 0 dropped)
 // p must lie in [0, 1); p = 0 copies x and sets every mask byte to 1.
-void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t offset, Tensor& y,
-                     Tensor& mask);
+void dropout_forward(const ExecContext& ec, const Tensor& x, float p, uint64_t seed,
+                     uint64_t offset, Tensor& y, Tensor& mask);
 // dy (N), mask (N) u8 -> dx (N) = dy·mask/(1-p)
-void dropout_backward(const Tensor& dy, const Tensor& mask, float p, Tensor& dx);
+void dropout_backward(const ExecContext& ec, const Tensor& dy, const Tensor& mask, float p,
+                      Tensor& dx);
+
+// Transition: the forms without a context, until nn/ and parallel/ are migrated (issue 11).
+inline void fill_uniform(uint64_t seed, uint64_t offset, Tensor& out) {
+  fill_uniform(ExecContext::host(), seed, offset, out);
+}
+inline void dropout_forward(const Tensor& x, float p, uint64_t seed, uint64_t offset, Tensor& y,
+                            Tensor& mask) {
+  dropout_forward(ExecContext::host(), x, p, seed, offset, y, mask);
+}
+inline void dropout_backward(const Tensor& dy, const Tensor& mask, float p, Tensor& dx) {
+  dropout_backward(ExecContext::host(), dy, mask, p, dx);
+}
 
 }  // namespace weft::kernels

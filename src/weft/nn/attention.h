@@ -1,6 +1,6 @@
 // MultiheadAttention: GPT-2 causal self-attention, heads split over the TP group.
 //
-//   x (B, T, C) [SP: this rank's tokens]
+//   x (B, T, C) [SP: this rank's tokens; sequence-major (T, B, C) under seq SP]
 //     -> [input norm] -> copy_to_tp [SP: gather_from_sp]
 //     -> qkv (C -> 3C/T, column-parallel, out_groups = 3: each rank holds the
 //        q, k and v rows of its own H/T heads, laid out [q | k | v])
@@ -53,25 +53,23 @@ struct MultiheadAttentionConfig {
   NormKind norm = NormKind::layer;
   float eps = 1e-5f;
   Partition partition = Partition::tensor;
-  std::shared_ptr<comm::ProcessGroup> tp{};  // null: no tensor parallelism
-  SequenceParallel sp = SequenceParallel::off;
-  DType compute = DType::f32;  // f32 or bf16
-  uint64_t seed = 0;
   float init_std = 0.02f;
   int64_t layers = 1;  // proj's std is init_std/√(2·layers)
 };
 
 class MultiheadAttention : public Module {
  public:
-  explicit MultiheadAttention(MultiheadAttentionConfig cfg);
+  MultiheadAttention(ContextPtr context, MultiheadAttentionConfig cfg);
 
-  // x (B, T, C) -> y (B, T, C) in the compute dtype
+  // x (B, T, C) [sequence-major under seq SP: (T, B, C)] -> y, the same
+  // layout, in the compute dtype
   Tensor forward(Ctx& ctx, const Tensor& x) override;
-  // dy (B, T, C) -> dx (B, T, C) in x's dtype
+  // dy -> dx in x's dtype
   Tensor backward(Ctx& ctx, const Tensor& dy) override;
   std::vector<Module*> children() override { return {qkv_.get(), &proj_}; }
 
   const MultiheadAttentionConfig& config() const { return cfg_; }
+  const ParallelContext& context() const { return *pc_; }
   bool partitioned() const;
   int64_t local_heads() const;
   Linear& qkv() { return *qkv_linear_; }
@@ -82,16 +80,16 @@ class MultiheadAttention : public Module {
 
  private:
   struct Saved {
-    Tensor qkv;  // (B, T, 3C/T) in the compute dtype
-    DType x_dtype = DType::f32;
+    Tensor qkv;  // (B, T, 3C/T) [or (T, B, 3C/T)] in the compute dtype
     kernels::AttentionSaved attention;
     kernels::AttentionConfig config;
   };
-  static MultiheadAttentionConfig checked(MultiheadAttentionConfig cfg);
-  int tp_size() const { return cfg_.tp ? cfg_.tp->size() : 1; }
+  static MultiheadAttentionConfig checked(MultiheadAttentionConfig cfg, int tp_size);
+  int tp_size() const { return pc_->tp_size(); }
   // Replicated attention under sequence SP: gathers the sequence itself.
   bool gathers_sequence() const;
 
+  ContextPtr pc_;
   MultiheadAttentionConfig cfg_;
   std::unique_ptr<Module> qkv_;  // LayerNormLinear with an input norm, else Linear
   Linear* qkv_linear_ = nullptr;

@@ -36,7 +36,6 @@
 #include <memory>
 #include <string>
 
-#include "weft/comm/process_group.h"
 #include "weft/kernels/loss.h"
 #include "weft/nn/linear.h"
 #include "weft/nn/module.h"
@@ -56,18 +55,15 @@ struct EmbeddingConfig {
   int64_t max_seq = 0;   // rows of wpe (the context length)
   int64_t channels = 0;  // C
   int64_t vocab_pad = kDefaultVocabPad;
-  std::shared_ptr<comm::ProcessGroup> tp{};  // null: no tensor parallelism
-  SequenceParallel sp = SequenceParallel::off;
-  DType compute = DType::f32;  // dtype of the output (f32 or bf16)
-  uint64_t seed = 0;
   float init_std = 0.02f;
 };
 
 class VocabParallelEmbedding : public Module {
  public:
-  explicit VocabParallelEmbedding(EmbeddingConfig cfg);
+  VocabParallelEmbedding(ContextPtr context, EmbeddingConfig cfg);
 
-  // tokens (B, T) i32 -> x (B, T, C) [SP: this rank's shard]
+  // tokens (B, T) i32 -> x in the context's compute dtype and token layout:
+  // (B, T, C), or (T, B, C) under seq SP; [SP: this rank's rows]
   Tensor forward(Ctx& ctx, const Tensor& tokens) override;
   // pos_offset: the position of the first token (generation continuing a prefix).
   Tensor forward(Ctx& ctx, const Tensor& tokens, int64_t pos_offset);
@@ -76,9 +72,12 @@ class VocabParallelEmbedding : public Module {
   std::vector<Parameter*> own_parameters() override { return {&wte_, &wpe_}; }
 
   const EmbeddingConfig& config() const { return cfg_; }
+  const ContextPtr& context() const { return pc_; }
   Parameter& wte() { return wte_; }
   Parameter& wpe() { return wpe_; }
-  int tp_size() const { return cfg_.tp ? cfg_.tp->size() : 1; }
+  // wte as the tied LM head's GEMMs read it.
+  const std::shared_ptr<parallel::WeightSource>& wte_source() const { return wte_source_; }
+  int tp_size() const { return pc_->tp_size(); }
   int64_t padded_vocab() const { return padded_vocab_; }
   // Vocabulary id of this rank's first row, and its number of rows.
   int64_t vocab_start() const { return wte_.spec.is_split() ? wte_.spec.offset : 0; }
@@ -86,22 +85,25 @@ class VocabParallelEmbedding : public Module {
 
  private:
   struct Saved {
-    Tensor tokens;
+    Tensor tokens;  // in the token layout: (B, T) or (T, B)
     int64_t pos_offset = 0;
   };
-  comm::ProcessGroup* group() const { return tp_size() > 1 ? cfg_.tp.get() : nullptr; }
   // Position of the first token this rank holds after the SP split.
   int64_t shard_pos_offset(int64_t seq, int64_t pos_offset) const;
+  bool sequence_major() const;
 
+  ContextPtr pc_;
   EmbeddingConfig cfg_;
   int64_t padded_vocab_ = 0;
   Parameter wte_, wpe_;
+  std::shared_ptr<parallel::WeightSource> wte_source_;
+  Tensor reduced_, gathered_grad_;  // buffers reused across steps
 };
 
 // LmHead: the output projection tied to an embedding's token table,
-// logits = x · wteᵀ on this rank's vocabulary slice (a column-parallel layer
-// over the vocabulary without bias). The TP group, SP mode and compute dtype
-// are the embedding's. It owns no parameter: its weight gradient accumulates
+// logits = x · wteᵀ on this rank's vocabulary slice: a column-parallel Linear
+// without bias over the embedding's weight source (wte). The parallel context
+// is the embedding's. It owns no parameter: its weight gradient accumulates
 // into the embedding's wte.grad, and the embedding lists wte once.
 //
 //   x (B, T, C) -> copy_to_tp  [SP: gather_from_sp] -> logits (B, T, Vp/T)
@@ -119,30 +121,33 @@ class LmHead : public Module {
  public:
   explicit LmHead(VocabParallelEmbedding& embedding, std::string name = "lm_head");
 
-  // x (B, T, C) [SP: shard] -> logits (B, T, Vp/T) of this rank's vocabulary slice
+  // x (B, T, C) [layout and SP shard as the embedding's output] -> logits
+  // (B, T, Vp/T) [(T, B, Vp/T) under seq SP] of this rank's vocabulary slice,
+  // for the TP group's tokens
   Tensor forward(Ctx& ctx, const Tensor& x) override;
-  // dlogits (B, T, Vp/T) -> dx (B, T, C) [SP: shard]; wte.grad += dlogitsᵀ · x
+  // dlogits -> dx [SP: shard]; wte.grad += dlogitsᵀ · x
   Tensor backward(Ctx& ctx, const Tensor& dlogits) override;
+  std::vector<Module*> children() override { return {&linear_}; }
 
-  // x, targets (B, T) i32 (the group's full targets) -> the mean cross-entropy
-  // over the tokens whose target is not ignore_index, the same on every rank.
+  // x, targets (the group's full targets, in the token layout: (B, T) or
+  // (T, B)) i32 -> the mean cross-entropy over the tokens whose target is not
+  // ignore_index, the same on every rank.
   float forward_loss(Ctx& ctx, const Tensor& x, const Tensor& targets,
                      int32_t ignore_index = kernels::kIgnoreIndex);
   // -> dx of dloss · loss (see backward); the saved logits become their gradient.
   Tensor backward_loss(Ctx& ctx, float dloss = 1.0f);
 
   VocabParallelEmbedding& embedding() { return embedding_; }
+  Linear& linear() { return linear_; }
 
  private:
   struct Saved {
-    Tensor x;  // the GEMM input (gathered under SP)
     Tensor logits, targets, lse;
     int32_t ignore_index = kernels::kIgnoreIndex;
   };
-  comm::ProcessGroup* group() const;
 
   VocabParallelEmbedding& embedding_;
-  Tensor weight_compute_;  // wte in the compute dtype (a bf16 copy, or wte itself)
+  Linear linear_;  // column-parallel over the vocabulary, no bias, on wte's source
 };
 
 }  // namespace weft::nn

@@ -36,10 +36,8 @@ struct GptConfig {
   int64_t heads = 4;
   float dropout = 0.0f;  // attention-probability and residual dropout
   int64_t vocab_pad = kDefaultVocabPad;
-  std::shared_ptr<comm::ProcessGroup> tp{};
-  SequenceParallel sp = SequenceParallel::off;
-  DType compute = DType::f32;
-  uint64_t seed = 1337;
+  float init_std = 0.02f;
+  // Which attention and MLP blocks are tensor-parallel (partition.h).
   PartitionPlan plan{};
 };
 
@@ -47,16 +45,19 @@ struct GptConfig {
 // visibly in minutes on two cores) and "gpt2-124m" (12 layers, width 768, 12
 // heads, context 1024, vocabulary 50257). Throws for other names.
 GptConfig gpt_preset(const std::string& name);
-// Checks the shape options against each other and the TP size; the error says
-// which option to change.
-void validate(const GptConfig& cfg);
+// Checks the shape against itself and the tensor-parallel size `tp` (what a
+// model of this shape needs to be split over tp ranks); the error names the
+// fields to change (width, heads, vocab_pad, dropout, ..., and tp).
+void validate(const GptConfig& cfg, int tp = 1);
 
 class Gpt : public Module {
  public:
-  explicit Gpt(GptConfig cfg);
+  // The parallel context (tp, sp, precision, seed, ...) is shared by every module.
+  Gpt(ContextPtr context, GptConfig cfg);
 
   // tokens (B, T) -> logits (B, T, Vp/tp): this rank's vocabulary slice for
-  // the TP group's whole batch (generation and evaluation).
+  // the TP group's whole batch (generation and evaluation), batch-major
+  // whatever the residual stream's layout.
   Tensor forward(Ctx& ctx, const Tensor& tokens) override;
   // dlogits -> nothing (tokens are not differentiable); gradients accumulate.
   Tensor backward(Ctx& ctx, const Tensor& dlogits) override;
@@ -72,6 +73,7 @@ class Gpt : public Module {
 
   std::vector<Module*> children() override;
   const GptConfig& config() const { return cfg_; }
+  const ContextPtr& context() const { return pc_; }
   VocabParallelEmbedding& embedding() { return embedding_; }
   int64_t num_parameters_global();
 
@@ -79,6 +81,7 @@ class Gpt : public Module {
   Tensor tokens_for_group(const Tensor& tokens) const;
   Tensor forward_hidden(Ctx& ctx, const Tensor& tokens);
 
+  ContextPtr pc_;
   GptConfig cfg_;
   VocabParallelEmbedding embedding_;
   std::vector<std::unique_ptr<TransformerLayer>> layers_;

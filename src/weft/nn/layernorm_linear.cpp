@@ -16,28 +16,19 @@ LayerNormLinearConfig LayerNormLinear::checked(LayerNormLinearConfig cfg) {
   return cfg;
 }
 
-LayerNormLinear::LayerNormLinear(LayerNormLinearConfig cfg)
+LayerNormLinear::LayerNormLinear(ContextPtr context, LayerNormLinearConfig cfg)
     : Module(cfg.name),
       cfg_(checked(std::move(cfg))),
-      norm_(cfg_.norm, {.name = cfg_.norm_name,
-                        .width = cfg_.in,
-                        .eps = cfg_.eps,
-                        .tp = cfg_.tp,
-                        .sp = cfg_.sp,
-                        .compute = cfg_.compute}),
-      linear_({.name = cfg_.name,
-               .in = cfg_.in,
-               .out = cfg_.out,
-               .mode = cfg_.mode,
-               .bias = cfg_.bias,
-               .tp = cfg_.tp,
-               .gather_output = false,
-               .input_is_parallel = true,
-               .sp = cfg_.sp,
-               .compute = cfg_.compute,
-               .seed = cfg_.seed,
-               .init_std = cfg_.init_std,
-               .out_groups = cfg_.out_groups}) {}
+      norm_(cfg_.norm, context, {.name = cfg_.norm_name, .width = cfg_.in, .eps = cfg_.eps}),
+      linear_(context, {.name = cfg_.name,
+                        .in = cfg_.in,
+                        .out = cfg_.out,
+                        .mode = cfg_.mode,
+                        .bias = cfg_.bias,
+                        .gather_output = false,
+                        .input_is_parallel = true,
+                        .init_std = cfg_.init_std,
+                        .out_groups = cfg_.out_groups}) {}
 
 LayerNormLinear::Outputs LayerNormLinear::forward_both(Ctx& ctx, const Tensor& x) {
   Tensor n = norm_.forward(ctx, x);
@@ -56,8 +47,8 @@ Tensor LayerNormLinear::backward_both(Ctx& ctx, const Tensor& dy, const Tensor& 
                cfg_.norm_name);
     WEFT_CHECK(dnorm.shape() == dn.shape(), "{}: norm-output gradient {} for a norm output {}",
                cfg_.norm_name, dnorm.shape(), dn.shape());
-    Tensor sum = Tensor::empty(dn.shape(), dn.dtype(), Device::cpu(), MemoryTag::activations);
-    kernels::add(dn, dnorm.to(dn.dtype()), sum);
+    Tensor sum = linear_.context().exec.empty(dn.shape(), dn.dtype(), MemoryTag::activations);
+    kernels::add(dn, dnorm, sum);
     dn = sum;
   }
   return norm_.backward(ctx, dn);

@@ -23,7 +23,6 @@
 #include <memory>
 #include <string>
 
-#include "weft/comm/process_group.h"
 #include "weft/nn/linear.h"
 #include "weft/nn/module.h"
 #include "weft/nn/norm.h"
@@ -38,10 +37,6 @@ struct LayerNormLinearConfig {
   bool bias = true;
   NormKind norm = NormKind::layer;
   float eps = 1e-5f;
-  std::shared_ptr<comm::ProcessGroup> tp{};  // null: no tensor parallelism
-  SequenceParallel sp = SequenceParallel::off;
-  DType compute = DType::f32;  // f32 or bf16
-  uint64_t seed = 0;
   float init_std = 0.02f;
   int64_t out_groups = 1;  // fused QKV: 3
   bool return_layernorm_output = false;
@@ -49,7 +44,7 @@ struct LayerNormLinearConfig {
 
 class LayerNormLinear : public Module {
  public:
-  explicit LayerNormLinear(LayerNormLinearConfig cfg);
+  LayerNormLinear(ContextPtr context, LayerNormLinearConfig cfg);
 
   struct Outputs {
     Tensor y;     // (..., out/T)

@@ -14,31 +14,28 @@ LayerNormMLPConfig LayerNormMLP::checked(LayerNormMLPConfig cfg) {
   return cfg;
 }
 
-LayerNormMLP::LayerNormMLP(LayerNormMLPConfig cfg)
+LayerNormMLP::LayerNormMLP(ContextPtr context, LayerNormMLPConfig cfg)
     : Module(cfg.name),
+      pc_(std::move(context)),
       cfg_(checked(std::move(cfg))),
-      fc1_({.name = cfg_.name + ".fc1",
+      fc1_(pc_, {.name = cfg_.name + ".fc1",
             .norm_name = cfg_.norm_name,
             .in = cfg_.width,
             .out = cfg_.hidden,
             .mode = cfg_.partition == Partition::tensor ? Parallel::column : Parallel::none,
             .bias = true,
-            .norm = cfg_.norm,
-            .eps = cfg_.eps,
-            .tp = cfg_.tp,
-            .sp = cfg_.sp,
-            .compute = cfg_.compute,
-            .seed = cfg_.seed,
-            .init_std = cfg_.init_std,
-            .out_groups = 1,
-            .return_layernorm_output = false}),
-      fc2_(residual_projection(cfg_, cfg_.partition == Partition::tensor, cfg_.name + ".fc2",
-                               cfg_.hidden, cfg_.width)) {}
+                 .norm = cfg_.norm,
+                 .eps = cfg_.eps,
+                 .init_std = cfg_.init_std,
+                 .out_groups = 1,
+                 .return_layernorm_output = false}),
+      fc2_(pc_, residual_projection(cfg_.partition == Partition::tensor, cfg_.name + ".fc2",
+                                    cfg_.hidden, cfg_.width, cfg_.init_std, cfg_.layers)) {}
 
 Tensor LayerNormMLP::forward(Ctx& ctx, const Tensor& x) {
   Saved& s = ctx.saved<Saved>(this);
   s.h = fc1_.forward(ctx, x);
-  Tensor a = Tensor::empty(s.h.shape(), s.h.dtype(), Device::cpu(), MemoryTag::activations);
+  Tensor a = pc_->exec.empty(s.h.shape(), s.h.dtype(), MemoryTag::activations);
   kernels::gelu_forward(s.h, a);
   return fc2_.forward(ctx, a);
 }
@@ -48,8 +45,8 @@ Tensor LayerNormMLP::backward(Ctx& ctx, const Tensor& dy) {
   WEFT_CHECK(s.h.defined(), "{}: backward without a forward in this context", cfg_.name);
   Tensor h = s.h;
   ctx.release(this);
-  Tensor da = fc2_.backward(ctx, dy.to(cfg_.compute)).to(h.dtype());
-  Tensor dh = Tensor::empty(h.shape(), h.dtype(), Device::cpu(), MemoryTag::activations);
+  Tensor da = fc2_.backward(ctx, dy);
+  Tensor dh = pc_->exec.empty(h.shape(), h.dtype(), MemoryTag::activations);
   kernels::gelu_backward(da, h, dh);
   return fc1_.backward(ctx, dh);
 }

@@ -33,17 +33,13 @@ struct LayerNormMLPConfig {
   NormKind norm = NormKind::layer;
   float eps = 1e-5f;
   Partition partition = Partition::tensor;
-  std::shared_ptr<comm::ProcessGroup> tp{};  // null: no tensor parallelism
-  SequenceParallel sp = SequenceParallel::off;
-  DType compute = DType::f32;  // f32 or bf16
-  uint64_t seed = 0;
   float init_std = 0.02f;
   int64_t layers = 1;  // fc2's std is init_std/√(2·layers)
 };
 
 class LayerNormMLP : public Module {
  public:
-  explicit LayerNormMLP(LayerNormMLPConfig cfg);
+  LayerNormMLP(ContextPtr context, LayerNormMLPConfig cfg);
 
   // x (..., C) -> y (..., C) in the compute dtype
   Tensor forward(Ctx& ctx, const Tensor& x) override;
@@ -52,6 +48,7 @@ class LayerNormMLP : public Module {
   std::vector<Module*> children() override { return {&fc1_, &fc2_}; }
 
   const LayerNormMLPConfig& config() const { return cfg_; }
+  const ParallelContext& context() const { return *pc_; }
   LayerNormLinear& fc1() { return fc1_; }
   Linear& fc2() { return fc2_; }
 
@@ -61,6 +58,7 @@ class LayerNormMLP : public Module {
   };
   static LayerNormMLPConfig checked(LayerNormMLPConfig cfg);
 
+  ContextPtr pc_;
   LayerNormMLPConfig cfg_;
   LayerNormLinear fc1_;
   Linear fc2_;

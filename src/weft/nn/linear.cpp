@@ -2,42 +2,47 @@
 
 #include "weft/kernels/activation.h"
 #include "weft/kernels/gemm.h"
-#include "weft/parallel/mappings.h"
 
 namespace weft::nn {
 
 using parallel::Mapping;
+using parallel::Schedule;
 
-const char* sequence_parallel_name(SequenceParallel sp) {
-  switch (sp) {
-    case SequenceParallel::off: return "off";
-    case SequenceParallel::seq: return "seq";
-    case SequenceParallel::batch: return "batch";
-  }
-  return "?";
+LinearConfig residual_projection(bool partitioned, std::string name, int64_t in, int64_t out,
+                                 float init_std, int64_t layers) {
+  return {.name = std::move(name),
+          .in = in,
+          .out = out,
+          .mode = partitioned ? Parallel::row : Parallel::none,
+          .bias = true,
+          .gather_output = false,
+          .input_is_parallel = true,
+          .init_std = init_std / std::sqrt(2.0f * static_cast<float>(layers)),
+          .out_groups = 1};
 }
 
-SequenceParallel parse_sequence_parallel(const std::string& s) {
-  if (s == "off") return SequenceParallel::off;
-  if (s == "seq") return SequenceParallel::seq;
-  if (s == "batch") return SequenceParallel::batch;
-  WEFT_FAIL("unknown sequence parallelism '{}': use off, seq or batch", s);
+Linear::Linear(ContextPtr context, LinearConfig cfg)
+    : Module(cfg.name), pc_(std::move(context)), cfg_(std::move(cfg)) {
+  init(true);
 }
 
-int sp_dim(SequenceParallel sp) { return sp == SequenceParallel::batch ? 0 : 1; }
+Linear::Linear(ContextPtr context, LinearConfig cfg, std::shared_ptr<parallel::WeightSource> source)
+    : Module(cfg.name), pc_(std::move(context)), cfg_(std::move(cfg)), source_(std::move(source)) {
+  WEFT_CHECK(source_ != nullptr, "{}: Linear over a null weight source", cfg_.name);
+  init(false);
+}
 
-Linear::Linear(LinearConfig cfg) : Module(cfg.name), cfg_(std::move(cfg)) {
+void Linear::init(bool own_weight) {
+  WEFT_CHECK(pc_ != nullptr, "{}: Linear needs a parallel context", cfg_.name);
   WEFT_CHECK(cfg_.in > 0 && cfg_.out > 0, "{}: Linear needs positive sizes, got in={} out={}",
              cfg_.name, cfg_.in, cfg_.out);
-  WEFT_CHECK(cfg_.compute == DType::f32 || cfg_.compute == DType::bf16,
-             "{}: compute dtype must be f32 or bf16, got {}", cfg_.name, dtype_name(cfg_.compute));
   const int t = tp_size();
-  const int r = cfg_.tp ? cfg_.tp->rank() : 0;
+  const int r = pc_->tp_rank();
   if (cfg_.mode == Parallel::none || t == 1) {
     WEFT_CHECK(!cfg_.gather_output || cfg_.mode == Parallel::column,
                "{}: gather_output applies to column-parallel layers", cfg_.name);
   }
-  WEFT_CHECK(!(cfg_.gather_output && cfg_.sp != SequenceParallel::off),
+  WEFT_CHECK(!(cfg_.gather_output && pc_->sequence_parallel()),
              "{}: gather_output cannot be combined with sequence parallelism; follow the "
              "column-parallel layer with a row-parallel one instead",
              cfg_.name);
@@ -47,32 +52,44 @@ Linear::Linear(LinearConfig cfg) : Module(cfg.name), cfg_(std::move(cfg)) {
   WEFT_CHECK(cfg_.mode != Parallel::row || cfg_.in % t == 0,
              "{}: row-parallel input size {} is not divisible by tp size {}", cfg_.name, cfg_.in,
              t);
-  Tensor full =
-      parallel::normal_init({cfg_.out, cfg_.in}, cfg_.seed, cfg_.name + ".weight", cfg_.init_std);
   const bool split = cfg_.mode != Parallel::none && t > 1;
-  weight_ = sharded_parameter(cfg_.name + ".weight", full, cfg_.mode == Parallel::row ? 1 : 0,
-                              split ? r : 0, split ? t : 1, cfg_.out_groups, true);
+  const bool sp = pc_->sequence_parallel();
+  if (own_weight) {
+    Tensor full =
+        parallel::normal_init({cfg_.out, cfg_.in}, pc_->seed, cfg_.name + ".weight", cfg_.init_std);
+    weight_ = sharded_parameter(cfg_.name + ".weight", full, cfg_.mode == Parallel::row ? 1 : 0,
+                                split ? r : 0, split ? t : 1, cfg_.out_groups, true);
+    source_ = std::make_shared<parallel::LocalShardSource>(weight_, pc_->precision, pc_->exec);
+  }
+  WEFT_CHECK(source_->shape() == (Shape{local_out(), local_in()}),
+             "{}: the weight source holds a {} weight, the layer needs ({}, {})", cfg_.name,
+             source_->shape(), local_out(), local_in());
   if (cfg_.bias) {
     Tensor zeros = Tensor::zeros({cfg_.out});
     const bool split_bias = split && cfg_.mode == Parallel::column;
     bias_ = sharded_parameter(cfg_.name + ".bias", zeros, 0, split_bias ? r : 0, split_bias ? t : 1,
                               cfg_.out_groups, false);
   }
+  std::vector<Parameter*> mine = own_parameters();
   if (split) {
-    weight_.spec.replicated_over = {"dp"};
+    if (own_weight) weight_.spec.replicated_over = {"dp"};
     if (cfg_.bias && cfg_.mode == Parallel::row) {
       bias_.spec.replicated_over = {"tp", "dp"};
-      if (cfg_.sp != SequenceParallel::off) bias_.grad_sum_group = cfg_.tp;
+      if (sp) bias_.grad_sum_group = pc_->tp;
     }
-  } else if (cfg_.tp && t > 1) {
+  } else if (t > 1) {
     // Unpartitioned inside a TP group: every rank holds the whole layer.
     // Under SP each rank feeds it different tokens, so its gradients are
     // partial sums over the group.
-    for (Parameter* p : own_parameters()) {
+    for (Parameter* p : mine) {
       p->spec.replicated_over = {"tp", "dp"};
-      if (cfg_.sp != SequenceParallel::off) p->grad_sum_group = cfg_.tp;
+      if (sp) p->grad_sum_group = pc_->tp;
     }
   }
+}
+
+comm::ProcessGroup* Linear::group() const {
+  return cfg_.mode == Parallel::none ? nullptr : pc_->tp_group();
 }
 
 int64_t Linear::local_in() const {
@@ -83,106 +100,110 @@ int64_t Linear::local_out() const {
 }
 
 std::vector<Parameter*> Linear::own_parameters() {
-  if (cfg_.bias) return {&weight_, &bias_};
-  return {&weight_};
+  std::vector<Parameter*> out;
+  if (source_ && &source_->parameter() == &weight_) out.push_back(&weight_);
+  if (cfg_.bias) out.push_back(&bias_);
+  return out;
 }
 
-Tensor Linear::gemm_forward(const Tensor& x) {
-  WEFT_CHECK(x.shape().last() == local_in(), "{}: input has {} features (shape {}), expected {}",
-             cfg_.name, x.shape().last(), x.shape(), local_in());
-  if (cfg_.compute == DType::f32) {
-    weight_compute_ = weight_.value;
-  } else {
-    if (!weight_compute_.defined() || weight_compute_.dtype() != cfg_.compute) {
-      weight_compute_ = Tensor::empty(weight_.value.shape(), cfg_.compute);
-    }
-    weight_compute_.copy_from(weight_.value);
+namespace {
+
+Shape with_last(Shape s, int64_t last) {
+  s[s.rank() - 1] = last;
+  return s;
+}
+
+}  // namespace
+
+Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
+  const int64_t expected = cfg_.mode == Parallel::row && !cfg_.input_is_parallel ? cfg_.in
+                                                                                  : local_in();
+  WEFT_CHECK(x.dim() >= 1 && x.shape().last() == expected,
+             "{}: input has {} features (shape {}), expected {}", cfg_.name, x.shape().last(),
+             x.shape(), expected);
+  const ExecContext& ec = pc_->exec;
+  comm::ProcessGroup* g = group();
+  const bool sp = pc_->sequence_parallel();
+  const Tensor w = source_->weight_for_forward(ctx);
+  Tensor xin = x;
+  if (cfg_.mode == Parallel::row && !cfg_.input_is_parallel) {
+    // Own tokens, all features -> all tokens (under SP), this rank's features.
+    xin = parallel::forward(sp ? Mapping::sp_to_tp : Mapping::scatter_to_tp, g, x);
   }
-  Tensor xin = x.to(cfg_.compute);
-  Shape ys = x.shape();
-  ys[ys.rank() - 1] = local_out();
-  Tensor y = Tensor::empty(ys, cfg_.compute, Device::cpu(), MemoryTag::activations);
-  const bool add_bias = cfg_.bias && !(cfg_.mode == Parallel::row && tp_size() > 1);
-  kernels::gemm(xin, weight_compute_, y,
-                {.trans_b = true, .bias = add_bias ? &bias_.value : nullptr});
+  xin = parallel::gemm_input(ec, w.dtype(), xin, input_cast_);
+  ctx.saved<Saved>(this).x = xin;
+  const DType out_dtype = pc_->compute();
+  parallel::GemmCall call{.options = {.trans_b = true, .bias = bias_ptr()}};
+  call.group = g;
+  Shape ys = with_last(xin.shape(), local_out());
+  switch (cfg_.mode) {
+    case Parallel::column:
+      call.schedule = sp ? Schedule::all_gather_gemm : Schedule::plain;
+      ys = parallel::gathered_shape(ys, sp ? g : nullptr);
+      break;
+    case Parallel::row:
+      call.schedule = sp ? Schedule::gemm_reduce_scatter : Schedule::gemm_all_reduce;
+      ys = sp ? parallel::scattered_shape(ys, g) : ys;
+      break;
+    case Parallel::none: call.schedule = Schedule::plain; break;
+  }
+  Tensor y = ec.empty(ys, out_dtype, MemoryTag::activations);
+  parallel::scheduled_gemm(ec, call, xin, w, y, forward_ws_);
+  if (cfg_.gather_output) y = parallel::forward(Mapping::gather_from_tp, g, y);
   return y;
 }
 
-Tensor Linear::gemm_backward(const Tensor& dy, const Tensor& x, bool need_dx) {
-  Tensor g = dy.to(cfg_.compute);
-  Tensor xin = x.to(cfg_.compute);
-  // dW (out, in) += dyᵀ · x ; db += Σ dy (column/none: local bias)
-  kernels::gemm(g, xin, weight_.grad, {.trans_a = true, .accumulate = true});
-  if (cfg_.bias && !(cfg_.mode == Parallel::row && tp_size() > 1)) {
-    kernels::bias_backward(g, bias_.grad);
-  }
-  if (!need_dx) return {};
-  Shape xs = dy.shape();
-  xs[xs.rank() - 1] = local_in();
-  Tensor dx = Tensor::empty(xs, cfg_.compute, Device::cpu(), MemoryTag::activations);
-  kernels::gemm(g, weight_compute_, dx);
-  return dx;
-}
-
-Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
-  comm::ProcessGroup* g = tp_size() > 1 && cfg_.mode != Parallel::none ? group() : nullptr;
-  const bool sp = cfg_.sp != SequenceParallel::off;
-  const int d = sp_dim(cfg_.sp);
-  Saved& s = ctx.saved<Saved>(this);
-  if (cfg_.mode == Parallel::column) {
-    Tensor xin = sp ? parallel::forward(Mapping::gather_from_sp, g, x, d)
-                    : parallel::forward(Mapping::copy_to_tp, g, x);
-    s.x = xin;
-    Tensor y = gemm_forward(xin);
-    return cfg_.gather_output ? parallel::forward(Mapping::gather_from_tp, g, y) : y;
-  }
-  if (cfg_.mode == Parallel::row) {
-    Tensor xin = x;
-    if (!cfg_.input_is_parallel) {
-      // Own tokens, all features -> all tokens (under SP), this rank's features.
-      if (sp) xin = parallel::forward(Mapping::gather_from_sp, g, xin, d);
-      xin = parallel::forward(Mapping::scatter_to_tp, g, xin);
-    }
-    s.x = xin;
-    Tensor partial = gemm_forward(xin);
-    Tensor y = sp ? parallel::forward(Mapping::reduce_scatter_to_sp, g, partial, d)
-                  : parallel::forward(Mapping::reduce_from_tp, g, partial);
-    if (cfg_.bias && g) kernels::bias_add(y, bias_.value);
-    return y;
-  }
-  s.x = x;
-  return gemm_forward(x);
-}
-
-Tensor Linear::backward(Ctx& ctx, const Tensor& dy) {
-  comm::ProcessGroup* g = tp_size() > 1 && cfg_.mode != Parallel::none ? group() : nullptr;
-  const bool sp = cfg_.sp != SequenceParallel::off;
-  const int d = sp_dim(cfg_.sp);
+Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   Saved& s = ctx.saved<Saved>(this);
   WEFT_CHECK(s.x.defined(), "{}: backward without a forward in this context", cfg_.name);
-  Tensor x = s.x;
+  const Tensor x = s.x;
   ctx.release(this);
-  if (cfg_.mode == Parallel::column) {
-    Tensor dy_local = cfg_.gather_output ? parallel::backward(Mapping::gather_from_tp, g, dy) : dy;
-    Tensor dx = gemm_backward(dy_local, x);
-    return sp ? parallel::backward(Mapping::gather_from_sp, g, dx, d)
-              : parallel::backward(Mapping::copy_to_tp, g, dx);
-  }
+  const ExecContext& ec = pc_->exec;
+  comm::ProcessGroup* g = group();
+  const bool sp = pc_->sequence_parallel();
+  const Tensor w = source_->weight_for_backward(ctx);
+  Tensor dy = cfg_.gather_output ? parallel::backward(Mapping::gather_from_tp, g, dy_in) : dy_in;
+  dy = parallel::gemm_input(ec, w.dtype(), dy, grad_cast_);
+  Tensor wgrad = source_->weight_grad(ctx);
+  Tensor dx;
   if (cfg_.mode == Parallel::row) {
-    if (cfg_.bias && g) kernels::bias_backward(dy, bias_.grad);
-    Tensor dfull = sp ? parallel::backward(Mapping::reduce_scatter_to_sp, g, dy, d)
-                      : parallel::backward(Mapping::reduce_from_tp, g, dy);
-    Tensor dx = gemm_backward(dfull, x);
+    // dx = gather(dy) · W, and the wgrad GEMM reads the same gathered dy.
+    const Schedule schedule = sp ? Schedule::all_gather_gemm : Schedule::plain;
+    dx = ec.empty(with_last(parallel::gathered_shape(dy.shape(), sp ? g : nullptr), local_in()),
+                  x.dtype(), MemoryTag::activations);
+    parallel::scheduled_gemm(ec, {.schedule = schedule, .group = g}, dy, w, dx, dgrad_ws_);
+    const Tensor dy_full = sp && g ? dgrad_ws_.gathered : dy;
+    kernels::gemm(dy_full, x, wgrad, {.trans_a = true, .accumulate = true});
+    // The bias was added after the reduction: its gradient is this rank's
+    // rows of dy (partial over the group under SP: grad_sum_group).
+    if (cfg_.bias) kernels::bias_backward(dy, bias_.grad);
+    source_->finalize_weight_grad(ctx, wgrad);
     if (!cfg_.input_is_parallel) {
-      // The all-gather of features already gives every rank the full gradient
-      // of every token: keep this rank's tokens (summing them would count
-      // each contribution T times).
-      dx = parallel::backward(Mapping::scatter_to_tp, g, dx);
-      if (sp) dx = parallel::forward(Mapping::scatter_to_sp, g, dx, d);
+      // The dual of the input mapping: this rank's tokens, all features.
+      dx = parallel::backward(sp ? Mapping::sp_to_tp : Mapping::scatter_to_tp, g, dx);
     }
     return dx;
   }
-  return gemm_backward(dy, x);
+  // Column (and unpartitioned): re-gather the input while the dgrad GEMM runs,
+  // leave the dgrad collective in flight during the wgrad GEMM.
+  const bool regather = cfg_.mode == Parallel::column && sp && g;
+  parallel::Pending xs = regather ? parallel::all_gather_rows(ec, g, x, regathered_)
+                                  : parallel::Pending{x, {}};
+  Schedule schedule = Schedule::plain;
+  if (cfg_.mode == Parallel::column) {
+    schedule = sp ? Schedule::gemm_reduce_scatter : Schedule::gemm_all_reduce;
+  }
+  Shape dxs = with_last(dy.shape(), local_in());
+  if (schedule == Schedule::gemm_reduce_scatter) dxs = parallel::scattered_shape(dxs, g);
+  dx = ec.empty(dxs, dy.dtype(), MemoryTag::activations);
+  comm::Work dgrad = parallel::scheduled_gemm(
+      ec, {.schedule = schedule, .group = g, .async = true}, dy, w, dx, dgrad_ws_);
+  const Tensor x_full = xs.get(ec);
+  kernels::gemm(dy, x_full, wgrad, {.trans_a = true, .accumulate = true});
+  if (cfg_.bias) kernels::bias_backward(dy, bias_.grad);
+  source_->finalize_weight_grad(ctx, wgrad);
+  dgrad.wait();  // TODO(ec)
+  return dx;
 }
 
 }  // namespace weft::nn

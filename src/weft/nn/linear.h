@@ -1,14 +1,28 @@
-// Linear: y = x·Wᵀ + b with W (out, in), optionally tensor-parallel.
+// Linear: y = x·Wᵀ + b with W (out, in), optionally tensor-parallel — a weight
+// source, a GEMM schedule and an epilogue (the bias).
 //
 //   none    every rank holds W; no communication.
 //   column  W split by output rows: each rank holds out/T rows (and that part
 //           of b); x -> copy_to_tp -> local GEMM -> [gather_from_tp].
 //   row     W split by input columns: each rank holds in/T columns; x (local
 //           features) -> local GEMM -> reduce_from_tp -> + b (replicated).
-// Sequence parallelism (seq: dim 1 of (B, T, C); batch: dim 0) replaces the
-// TP-boundary mappings: column gathers its input along the SP dimension
-// (gather_from_sp) and row reduce-scatters its output (reduce_scatter_to_sp),
-// so activations outside the pair stay sharded.
+// Under sequence parallelism (the context's sp) activations outside the pair
+// are this rank's block of rows (tokens, see parallel/context.h): column
+// runs all-gather→GEMM, row runs GEMM→reduce-scatter, on the tensors
+// themselves.
+//
+// The weight comes from a parallel::WeightSource (weight_for_forward,
+// weight_for_backward, weight_grad + finalize_weight_grad): by default the
+// local shard of this layer's own parameter; LmHead passes the embedding's.
+// The schedule (parallel/schedule.h) runs the GEMM with its collective and
+// applies the bias rule.
+//
+// Backward, Megatron's order. Column under SP saves only the local input
+// (1/T of the gathered one): it re-gathers it asynchronously while the dgrad
+// GEMM runs, issues the dgrad reduce-scatter asynchronously, runs the wgrad
+// GEMM, then waits (without SP the dgrad all-reduce overlaps the wgrad GEMM
+// the same way). Row all-gathers the output gradient (under SP) before its
+// dgrad GEMM and reuses it for wgrad.
 //
 // Initialization is TP-invariant: every rank draws the full master weight from
 // (seed, name) and keeps its slice, so shards are bit-identical to slices of
@@ -21,37 +35,39 @@
 #include <memory>
 #include <string>
 
-#include "weft/comm/process_group.h"
 #include "weft/nn/module.h"
+#include "weft/parallel/context.h"
+#include "weft/parallel/mappings.h"
+#include "weft/parallel/schedule.h"
+#include "weft/parallel/weight_source.h"
 
 namespace weft::nn {
 
-enum class Parallel { none, column, row };
-enum class SequenceParallel { off, seq, batch };
+using parallel::ContextPtr;
+using parallel::ParallelContext;
+using parallel::parse_sequence_parallel;
+using parallel::sequence_parallel_name;
+using parallel::SequenceParallel;
 
-const char* sequence_parallel_name(SequenceParallel sp);
-SequenceParallel parse_sequence_parallel(const std::string& s);  // "off", "seq", "batch"
-// The activation dimension SP splits: 1 for seq, 0 for batch.
-int sp_dim(SequenceParallel sp);
+enum class Parallel { none, column, row };
 
 struct LinearConfig {
   std::string name{};  // parameters become <name>.weight / <name>.bias
   int64_t in = 0, out = 0;
   Parallel mode = Parallel::none;
   bool bias = true;
-  std::shared_ptr<comm::ProcessGroup> tp{};  // null: no tensor parallelism
-  bool gather_output = false;                // column: return full output features
-  bool input_is_parallel = true;             // row: input holds this rank's in/T features
-  SequenceParallel sp = SequenceParallel::off;
-  DType compute = DType::f32;  // f32 or bf16 (weights cast per call, f32 master)
-  uint64_t seed = 0;
+  bool gather_output = false;     // column: return full output features
+  bool input_is_parallel = true;  // row: input holds this rank's in/T features
   float init_std = 0.02f;
   int64_t out_groups = 1;
 };
 
 class Linear : public Module {
  public:
-  explicit Linear(LinearConfig cfg);
+  Linear(ContextPtr context, LinearConfig cfg);
+  // A Linear over a weight another module owns (the source's parameter is not
+  // one of this module's parameters).
+  Linear(ContextPtr context, LinearConfig cfg, std::shared_ptr<parallel::WeightSource> source);
 
   // x (..., in or in/T) -> y (..., out or out/T)
   Tensor forward(Ctx& ctx, const Tensor& x) override;
@@ -59,52 +75,37 @@ class Linear : public Module {
   std::vector<Parameter*> own_parameters() override;
 
   const LinearConfig& config() const { return cfg_; }
-  Parameter& weight() { return weight_; }
+  const ParallelContext& context() const { return *pc_; }
+  Parameter& weight() { return source_->parameter(); }
   Parameter* bias() { return cfg_.bias ? &bias_ : nullptr; }
-  int tp_size() const { return cfg_.tp ? cfg_.tp->size() : 1; }
+  parallel::WeightSource& source() { return *source_; }
+  int tp_size() const { return pc_->tp_size(); }
   int64_t local_in() const;
   int64_t local_out() const;
 
-  // The GEMM parts alone, for modules that run their own mappings (LayerNormLinear):
-  // x (N, local_in) -> y (N, local_out), bias added unless row-parallel.
-  Tensor gemm_forward(const Tensor& x);
-  // dy (N, local_out), x (N, local_in) -> dx (N, local_in); dW, db accumulate.
-  Tensor gemm_backward(const Tensor& dy, const Tensor& x, bool need_dx = true);
-
  private:
   struct Saved {
-    Tensor x;  // the GEMM input (gathered under SP)
+    Tensor x;  // the GEMM input: this rank's rows (column under SP: before the gather)
   };
-  comm::ProcessGroup* group() const { return cfg_.tp.get(); }
+  void init(bool own_weight);
+  // The TP group this layer communicates over: null when unpartitioned.
+  comm::ProcessGroup* group() const;
+  const Tensor* bias_ptr() const { return cfg_.bias ? &bias_.value : nullptr; }
 
+  ContextPtr pc_;
   LinearConfig cfg_;
-  Parameter weight_, bias_;
-  // The weight in the compute dtype: the master itself for f32, a bf16 copy
-  // made by forward (weights do not change between forward and backward).
-  Tensor weight_compute_;
+  Parameter weight_, bias_;  // weight_ is unused over an external source
+  std::shared_ptr<parallel::WeightSource> source_;
+  // Buffers reused across steps: steady state allocates nothing here.
+  parallel::GemmWorkspace forward_ws_, dgrad_ws_;
+  Tensor input_cast_, grad_cast_, regathered_;
 };
 
 // The Linear that closes a residual branch of a block (attention's proj, the
-// MLP's fc2): row-parallel over the block's tp when the block is partitioned,
-// so that it takes the split hidden state as it is, and initialized with
-// std/√(2·layers) as in GPT-2. Block: a config with tp, sp, compute, seed,
-// init_std and layers.
-template <typename Block>
-LinearConfig residual_projection(const Block& block, bool partitioned, std::string name, int64_t in,
-                                 int64_t out) {
-  return {.name = std::move(name),
-          .in = in,
-          .out = out,
-          .mode = partitioned ? Parallel::row : Parallel::none,
-          .bias = true,
-          .tp = block.tp,
-          .gather_output = false,
-          .input_is_parallel = true,
-          .sp = block.sp,
-          .compute = block.compute,
-          .seed = block.seed,
-          .init_std = block.init_std / std::sqrt(2.0f * static_cast<float>(block.layers)),
-          .out_groups = 1};
-}
+// MLP's fc2): row-parallel when the block is partitioned, so that it takes
+// the split hidden state as it is, and initialized with std/√(2·layers) as
+// in GPT-2.
+LinearConfig residual_projection(bool partitioned, std::string name, int64_t in, int64_t out,
+                                 float init_std, int64_t layers);
 
 }  // namespace weft::nn

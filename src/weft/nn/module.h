@@ -16,21 +16,18 @@
 
 #include "weft/core/tensor.h"
 #include "weft/nn/parameter.h"
-#include "weft/parallel/rng.h"
+#include "weft/parallel/pass.h"
 
 namespace weft::nn {
 
 class Module;
 
-class Ctx {
+class Ctx : public parallel::PassContext {
  public:
   explicit Ctx(parallel::RngTracker* rng = nullptr, bool training = true)
-      : rng_(rng), training_(training) {}
+      : PassContext(rng, training) {}
   Ctx(const Ctx&) = delete;
   Ctx& operator=(const Ctx&) = delete;
-
-  bool training() const { return training_; }
-  parallel::RngTracker* rng() const { return rng_; }
 
   // The state `owner` saved in forward; created (default-constructed) on
   // first use.
@@ -44,8 +41,6 @@ class Ctx {
   void release(const Module* owner) { saved_.erase(owner); }
 
  private:
-  parallel::RngTracker* rng_;
-  bool training_;
   std::unordered_map<const Module*, std::shared_ptr<void>> saved_;
 };
 

@@ -6,22 +6,22 @@ namespace weft::nn {
 
 const char* norm_kind_name(NormKind k) { return k == NormKind::layer ? "layernorm" : "rmsnorm"; }
 
-Norm::Norm(NormKind kind, NormConfig cfg) : Module(cfg.name), kind_(kind), cfg_(std::move(cfg)) {
+Norm::Norm(NormKind kind, ContextPtr context, NormConfig cfg)
+    : Module(cfg.name), kind_(kind), pc_(std::move(context)), cfg_(std::move(cfg)) {
+  WEFT_CHECK(pc_ != nullptr, "{}: {} needs a parallel context", cfg_.name, norm_kind_name(kind_));
   WEFT_CHECK(cfg_.width > 0, "{}: {} needs a positive width, got {}", cfg_.name,
              norm_kind_name(kind_), cfg_.width);
   WEFT_CHECK(cfg_.eps > 0.0f, "{}: {} needs a positive eps, got {}", cfg_.name,
              norm_kind_name(kind_), cfg_.eps);
-  WEFT_CHECK(cfg_.compute == DType::f32 || cfg_.compute == DType::bf16,
-             "{}: compute dtype must be f32 or bf16, got {}", cfg_.name, dtype_name(cfg_.compute));
   weight_ =
       sharded_parameter(cfg_.name + ".weight", Tensor::full({cfg_.width}, 1.0f), 0, 0, 1, 1, false);
   if (kind_ == NormKind::layer) {
     bias_ = sharded_parameter(cfg_.name + ".bias", Tensor::zeros({cfg_.width}), 0, 0, 1, 1, false);
   }
-  if (cfg_.tp && cfg_.tp->size() > 1) {
+  if (pc_->tp_size() > 1) {
     for (Parameter* p : own_parameters()) {
       p->spec.replicated_over = {"tp", "dp"};
-      if (cfg_.sp != SequenceParallel::off) p->grad_sum_group = cfg_.tp;
+      if (pc_->sequence_parallel()) p->grad_sum_group = pc_->tp;
     }
   }
 }
@@ -37,15 +37,16 @@ Tensor Norm::forward(Ctx& ctx, const Tensor& x) {
              cfg_.width);
   Saved& s = ctx.saved<Saved>(this);
   s.x = x;
-  s.rstd = Tensor::empty({x.shape().rows()}, DType::f32, Device::cpu(), MemoryTag::activations);
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), Device::cpu(), MemoryTag::activations);
+  const ExecContext& ec = pc_->exec;
+  s.rstd = ec.empty({x.shape().rows()}, DType::f32, MemoryTag::activations);
+  Tensor y = ec.empty(x.shape(), x.dtype(), MemoryTag::activations);
   if (kind_ == NormKind::layer) {
-    s.mean = Tensor::empty({x.shape().rows()}, DType::f32, Device::cpu(), MemoryTag::activations);
+    s.mean = ec.empty({x.shape().rows()}, DType::f32, MemoryTag::activations);
     kernels::layer_norm_forward(x, weight_.value, bias_.value, cfg_.eps, y, s.mean, s.rstd);
   } else {
     kernels::rms_norm_forward(x, weight_.value, cfg_.eps, y, s.rstd);
   }
-  return y.to(cfg_.compute);
+  return y.to(pc_->compute());
 }
 
 Tensor Norm::backward(Ctx& ctx, const Tensor& dy) {
@@ -54,7 +55,7 @@ Tensor Norm::backward(Ctx& ctx, const Tensor& dy) {
   WEFT_CHECK(dy.shape() == s.x.shape(), "{}: gradient of shape {} for an output of shape {}",
              cfg_.name, dy.shape(), s.x.shape());
   Tensor g = dy.to(s.x.dtype());
-  Tensor dx = Tensor::empty(s.x.shape(), s.x.dtype(), Device::cpu(), MemoryTag::activations);
+  Tensor dx = pc_->exec.empty(s.x.shape(), s.x.dtype(), MemoryTag::activations);
   if (kind_ == NormKind::layer) {
     kernels::layer_norm_backward(g, s.x, weight_.value, s.mean, s.rstd, dx, weight_.grad,
                                  bias_.grad);

@@ -8,14 +8,14 @@
 // and summing before use keeps the replicas from ever drifting apart.
 //
 // The statistics and the arithmetic are f32 (the kernel's), computed in the
-// input's dtype; the output is cast to the compute dtype (the dtype the GEMM
-// after the norm reads), and backward returns dx in the input's dtype.
+// input's dtype. A norm is where a branch reads the residual stream: its
+// output is in the context's compute dtype (what the GEMM after it reads) and
+// backward returns dx in the stream's dtype (the input's).
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "weft/comm/process_group.h"
 #include "weft/nn/linear.h"
 #include "weft/nn/module.h"
 
@@ -28,14 +28,11 @@ struct NormConfig {
   std::string name{};  // parameters <name>.weight [, <name>.bias]
   int64_t width = 0;   // C, the normalized (last) dimension
   float eps = 1e-5f;
-  std::shared_ptr<comm::ProcessGroup> tp{};  // the TP group the parameters are replicated over
-  SequenceParallel sp = SequenceParallel::off;
-  DType compute = DType::f32;  // dtype of the output (f32 or bf16)
 };
 
 class Norm : public Module {
  public:
-  Norm(NormKind kind, NormConfig cfg);
+  Norm(NormKind kind, ContextPtr context, NormConfig cfg);
 
   // x (..., C) -> y (..., C) in the compute dtype
   Tensor forward(Ctx& ctx, const Tensor& x) override;
@@ -45,6 +42,7 @@ class Norm : public Module {
 
   NormKind kind() const { return kind_; }
   const NormConfig& config() const { return cfg_; }
+  const ParallelContext& context() const { return *pc_; }
   Parameter& weight() { return weight_; }
   Parameter* bias() { return kind_ == NormKind::layer ? &bias_ : nullptr; }
 
@@ -54,18 +52,21 @@ class Norm : public Module {
   };
 
   NormKind kind_;
+  ContextPtr pc_;
   NormConfig cfg_;
   Parameter weight_, bias_;
 };
 
 class LayerNorm : public Norm {
  public:
-  explicit LayerNorm(NormConfig cfg) : Norm(NormKind::layer, std::move(cfg)) {}
+  LayerNorm(ContextPtr context, NormConfig cfg)
+      : Norm(NormKind::layer, std::move(context), std::move(cfg)) {}
 };
 
 class RMSNorm : public Norm {
  public:
-  explicit RMSNorm(NormConfig cfg) : Norm(NormKind::rms, std::move(cfg)) {}
+  RMSNorm(ContextPtr context, NormConfig cfg)
+      : Norm(NormKind::rms, std::move(context), std::move(cfg)) {}
 };
 
 }  // namespace weft::nn

@@ -34,6 +34,7 @@
 
 #include "weft/comm/process_group.h"
 #include "weft/nn/module.h"
+#include "weft/parallel/context.h"
 
 namespace weft::nn {
 
@@ -83,15 +84,13 @@ class PartitionPlan {
 void load_full_parameters(Module& sharded, Module& full);
 
 // Replaces `module` (built without a TP group, or with a group of one rank)
-// by the same module built with `tp`, holding the slices of its current
-// parameters: call it before training starts (gradients start at zero).
-// M needs `const Config& config() const` with a `tp` member and a
-// constructor from that config (every module in nn/ has both).
+// by the same module built on `context` (its TP group), holding the slices of
+// its current parameters: call it before training starts (gradients start at
+// zero). M needs `const Config& config() const` and a constructor from a
+// context and that config (every module in nn/ has both).
 template <typename M>
-void set_tensor_parallel_group(std::unique_ptr<M>& module, std::shared_ptr<comm::ProcessGroup> tp) {
-  auto cfg = module->config();
-  cfg.tp = std::move(tp);
-  auto sharded = std::make_unique<M>(std::move(cfg));
+void set_tensor_parallel_group(std::unique_ptr<M>& module, parallel::ContextPtr context) {
+  auto sharded = std::make_unique<M>(std::move(context), module->config());
   load_full_parameters(*sharded, *module);
   module = std::move(sharded);
 }

@@ -7,19 +7,20 @@ namespace weft::nn {
 
 namespace {
 
-// a + b in a's dtype (b converted), a new tensor.
-Tensor residual_add(const Tensor& a, const Tensor& b) {
-  Tensor out = Tensor::empty(a.shape(), a.dtype(), Device::cpu(), MemoryTag::activations);
+// a + b in a's dtype (b converted): the residual-stream update.
+Tensor residual_add(const ExecContext& ec, const Tensor& a, const Tensor& b) {
+  Tensor out = ec.empty(a.shape(), a.dtype(), MemoryTag::activations);
   kernels::add(a, b.to(a.dtype()), out);
   return out;
 }
 
 }  // namespace
 
-TransformerLayer::TransformerLayer(TransformerLayerConfig cfg)
+TransformerLayer::TransformerLayer(ContextPtr context, TransformerLayerConfig cfg)
     : Module(cfg.name),
+      pc_(std::move(context)),
       cfg_(std::move(cfg)),
-      attn_({.name = cfg_.name + ".attn",
+      attn_(pc_, {.name = cfg_.name + ".attn",
              .input_norm = cfg_.name + ".ln_1",
              .width = cfg_.width,
              .heads = cfg_.heads,
@@ -27,58 +28,52 @@ TransformerLayer::TransformerLayer(TransformerLayerConfig cfg)
              .norm = cfg_.norm,
              .eps = cfg_.eps,
              .partition = cfg_.plan.lookup_together(cfg_.name + ".attn", {"qkv", "proj"}),
-             .tp = cfg_.tp,
-             .sp = cfg_.sp,
-             .compute = cfg_.compute,
-             .seed = cfg_.seed,
              .init_std = cfg_.init_std,
              .layers = cfg_.layers}),
-      mlp_({.name = cfg_.name + ".mlp",
+      mlp_(pc_, {.name = cfg_.name + ".mlp",
             .norm_name = cfg_.name + ".ln_2",
             .width = cfg_.width,
             .hidden = cfg_.hidden,
             .norm = cfg_.norm,
             .eps = cfg_.eps,
             .partition = cfg_.plan.lookup_together(cfg_.name + ".mlp", {"fc1", "fc2"}),
-            .tp = cfg_.tp,
-            .sp = cfg_.sp,
-            .compute = cfg_.compute,
-            .seed = cfg_.seed,
             .init_std = cfg_.init_std,
             .layers = cfg_.layers}) {
   WEFT_CHECK(cfg_.hidden_dropout >= 0.0f && cfg_.hidden_dropout < 1.0f,
              "{}: hidden dropout must lie in [0, 1), got {}", cfg_.name, cfg_.hidden_dropout);
 }
 
-Tensor TransformerLayer::residual_dropout(Ctx& ctx, const Tensor& branch, DType dtype,
-                                          Tensor& mask) const {
+Tensor TransformerLayer::residual_dropout(Ctx& ctx, const Tensor& branch, Tensor& mask) const {
   parallel::RngTracker* rng = ctx.rng();
   if (!rng || !ctx.training() || cfg_.hidden_dropout == 0.0f) {
     mask = {};
-    return branch.to(dtype);
+    return branch;
   }
   // Without SP the TP ranks hold the same activations and must agree; under
   // SP each holds its own tokens.
-  auto scope = rng->fork(cfg_.sp == SequenceParallel::off ? parallel::kDefaultStream
-                                                          : parallel::kModelParallelStream);
+  auto scope = rng->fork(pc_->sequence_parallel() ? parallel::kModelParallelStream
+                                                 : parallel::kDefaultStream);
   parallel::RngTracker::Stream draw = rng->take(static_cast<uint64_t>(branch.numel()));
-  Tensor y = Tensor::empty(branch.shape(), branch.dtype(), Device::cpu(), MemoryTag::activations);
-  mask = Tensor::empty(branch.shape(), DType::u8, Device::cpu(), MemoryTag::activations);
+  const ExecContext& ec = pc_->exec;
+  Tensor y = ec.empty(branch.shape(), branch.dtype(), MemoryTag::activations);
+  mask = ec.empty(branch.shape(), DType::u8, MemoryTag::activations);
   kernels::dropout_forward(branch, cfg_.hidden_dropout, draw.seed, draw.offset, y, mask);
-  return y.to(dtype);
+  return y;
 }
 
 Tensor TransformerLayer::residual_dropout_backward(const Tensor& dy, const Tensor& mask) const {
-  if (!mask.defined()) return dy.to(cfg_.compute);
-  Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), Device::cpu(), MemoryTag::activations);
+  if (!mask.defined()) return dy.to(pc_->compute());
+  Tensor dx = pc_->exec.empty(dy.shape(), dy.dtype(), MemoryTag::activations);
   kernels::dropout_backward(dy, mask, cfg_.hidden_dropout, dx);
-  return dx.to(cfg_.compute);
+  return dx.to(pc_->compute());
 }
 
 Tensor TransformerLayer::forward(Ctx& ctx, const Tensor& x) {
   Saved& s = ctx.saved<Saved>(this);
-  Tensor h = residual_add(x, residual_dropout(ctx, attn_.forward(ctx, x), x.dtype(), s.attn_mask));
-  return residual_add(h, residual_dropout(ctx, mlp_.forward(ctx, h), x.dtype(), s.mlp_mask));
+  const ExecContext& ec = pc_->exec;
+  Tensor h =
+      residual_add(ec, x, residual_dropout(ctx, attn_.forward(ctx, x), s.attn_mask));
+  return residual_add(ec, h, residual_dropout(ctx, mlp_.forward(ctx, h), s.mlp_mask));
 }
 
 Tensor TransformerLayer::backward(Ctx& ctx, const Tensor& dy) {
@@ -86,9 +81,10 @@ Tensor TransformerLayer::backward(Ctx& ctx, const Tensor& dy) {
   Tensor attn_mask = s.attn_mask, mlp_mask = s.mlp_mask;
   ctx.release(this);
   // y = h + drop(mlp(h)):  dh = dy + mlp'(drop'(dy))
-  Tensor dh = residual_add(dy, mlp_.backward(ctx, residual_dropout_backward(dy, mlp_mask)));
+  const ExecContext& ec = pc_->exec;
+  Tensor dh = residual_add(ec, dy, mlp_.backward(ctx, residual_dropout_backward(dy, mlp_mask)));
   // h = x + drop(attn(x)): dx = dh + attn'(drop'(dh))
-  return residual_add(dh, attn_.backward(ctx, residual_dropout_backward(dh, attn_mask)));
+  return residual_add(ec, dh, attn_.backward(ctx, residual_dropout_backward(dh, attn_mask)));
 }
 
 TransformerLayer::DropoutMasks TransformerLayer::dropout_masks(Ctx& ctx) {

@@ -4,9 +4,11 @@
 //   h = x + dropout(attn(ln_1(x)))      MultiheadAttention with ln_1 fused in
 //   y = h + dropout(mlp(ln_2(h)))       LayerNormMLP
 //
-// The residual stream keeps x's dtype; the sub-modules compute in the compute
-// dtype (bf16: weights cast per call from the f32 masters, norms and softmax
-// in f32). Parameters, in Hugging Face GPT-2 order:
+// The residual stream keeps x's dtype; the sub-modules compute in the
+// context's compute dtype (bf16: weights cast from the f32 masters once per
+// step, norms and softmax in f32). The residual adds are where the stream is
+// updated: the branch is converted to the stream's dtype there, and the
+// stream's gradient to the compute dtype on the way back. Parameters, in Hugging Face GPT-2 order:
 //   <name>.ln_1.{weight,bias}  <name>.attn.qkv.{weight,bias}  <name>.attn.proj.{weight,bias}
 //   <name>.ln_2.{weight,bias}  <name>.mlp.fc1.{weight,bias}   <name>.mlp.fc2.{weight,bias}
 //
@@ -41,17 +43,13 @@ struct TransformerLayerConfig {
   float hidden_dropout = 0.0f;     // on each residual branch
   NormKind norm = NormKind::layer;
   float eps = 1e-5f;
-  std::shared_ptr<comm::ProcessGroup> tp{};  // null: no tensor parallelism
-  SequenceParallel sp = SequenceParallel::off;
-  DType compute = DType::f32;  // f32 or bf16
-  uint64_t seed = 0;
   float init_std = 0.02f;
   PartitionPlan plan{};  // which of <name>.attn and <name>.mlp are partitioned
 };
 
 class TransformerLayer : public Module {
  public:
-  explicit TransformerLayer(TransformerLayerConfig cfg);
+  TransformerLayer(ContextPtr context, TransformerLayerConfig cfg);
 
   // x (B, T, C) -> y (B, T, C), both in x's dtype
   Tensor forward(Ctx& ctx, const Tensor& x) override;
@@ -59,6 +57,7 @@ class TransformerLayer : public Module {
   std::vector<Module*> children() override { return {&attn_, &mlp_}; }
 
   const TransformerLayerConfig& config() const { return cfg_; }
+  const ParallelContext& context() const { return *pc_; }
   MultiheadAttention& attn() { return attn_; }
   LayerNormMLP& mlp() { return mlp_; }
 
@@ -73,11 +72,12 @@ class TransformerLayer : public Module {
   struct Saved {
     Tensor attn_mask, mlp_mask;
   };
-  // branch (compute dtype) -> dropout(branch) in `dtype`; mask set when it ran.
-  Tensor residual_dropout(Ctx& ctx, const Tensor& branch, DType dtype, Tensor& mask) const;
+  // branch -> dropout(branch); mask set when it ran.
+  Tensor residual_dropout(Ctx& ctx, const Tensor& branch, Tensor& mask) const;
   // dy -> the gradient of the branch before dropout, in the compute dtype.
   Tensor residual_dropout_backward(const Tensor& dy, const Tensor& mask) const;
 
+  ContextPtr pc_;
   TransformerLayerConfig cfg_;
   MultiheadAttention attn_;
   LayerNormMLP mlp_;

@@ -2,11 +2,11 @@
 
 namespace weft::optim {
 
-AdamW::AdamW(std::vector<nn::Parameter*> params, AdamWOptions options)
-    : params_(std::move(params)), options_(options) {
+AdamW::AdamW(std::vector<nn::Parameter*> params, AdamWOptions options, const ExecContext& ec)
+    : params_(std::move(params)), options_(options), ec_(ec) {
   for (nn::Parameter* p : params_) {
-    m_.push_back(Tensor::zeros(p->value.shape(), DType::f32, Device::cpu(), MemoryTag::optimizer));
-    v_.push_back(Tensor::zeros(p->value.shape(), DType::f32, Device::cpu(), MemoryTag::optimizer));
+    m_.push_back(ec_.zeros(p->value.shape(), DType::f32, MemoryTag::optimizer));
+    v_.push_back(ec_.zeros(p->value.shape(), DType::f32, MemoryTag::optimizer));
   }
 }
 
@@ -14,7 +14,7 @@ void AdamW::step(float lr, float grad_scale) {
   ++step_;
   for (size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i];
-    kernels::adamw_step(p.value, p.grad, m_[i], v_[i],
+    kernels::adamw_step(ec_, p.value, p.grad, m_[i], v_[i],
                         {.lr = lr,
                          .beta1 = options_.beta1,
                          .beta2 = options_.beta2,

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 #include "weft/kernels/optimizer.h"
 #include "weft/nn/parameter.h"
@@ -19,7 +20,9 @@ struct AdamWOptions {
 
 class AdamW {
  public:
-  AdamW(std::vector<nn::Parameter*> params, AdamWOptions options);
+  // The moments are allocated on `ec`, and the steps run on it.
+  AdamW(std::vector<nn::Parameter*> params, AdamWOptions options,
+        const ExecContext& ec = ExecContext::host());
 
   // One update with learning rate `lr`; grad_scale multiplies every gradient
   // first (clipping). Advances the step counter.
@@ -35,6 +38,7 @@ class AdamW {
  private:
   std::vector<nn::Parameter*> params_;
   AdamWOptions options_;
+  ExecContext ec_;
   std::vector<Tensor> m_, v_;
   int64_t step_ = 0;
 };

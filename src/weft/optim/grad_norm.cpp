@@ -7,7 +7,8 @@
 
 namespace weft::optim {
 
-double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups& groups) {
+double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups& groups,
+                        const ExecContext& ec) {
   double local = 0;
   for (const nn::Parameter* p : params) {
     bool owner = true;
@@ -15,7 +16,7 @@ double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups&
       auto it = groups.find(name);
       if (it != groups.end() && it->second && it->second->rank() != 0) owner = false;
     }
-    if (owner) local += kernels::sum_of_squares(p->grad);
+    if (owner) local += kernels::sum_of_squares(ec, p->grad);
   }
   // One f64 per group: each rank's partial sum keeps all its bits.
   Tensor t = Tensor::empty({1}, DType::f64);

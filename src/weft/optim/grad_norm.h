@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "weft/comm/process_group.h"
+#include "weft/core/exec_context.h"
 #include "weft/nn/parameter.h"
 
 namespace weft::optim {
@@ -22,7 +23,9 @@ using Groups = std::map<std::string, std::shared_ptr<comm::ProcessGroup>>;
 
 // groups: the layout's groups by name ("tp", "dp", ...); a name a spec refers
 // to but missing here counts as a group of one.
-double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups& groups);
+// The local sums of squares run on `ec`.
+double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups& groups,
+                        const ExecContext& ec = ExecContext::host());
 
 // max_norm / norm when the norm exceeds max_norm, else 1 (0 disables clipping).
 float clip_scale(double norm, double max_norm);

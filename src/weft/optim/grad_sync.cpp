@@ -10,7 +10,7 @@ bool active(const std::shared_ptr<comm::ProcessGroup>& g) { return g && g->size(
 }  // namespace
 
 GradSync::GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<comm::ProcessGroup> dp,
-                   int64_t bucket_bytes)
+                   int64_t bucket_bytes, const ExecContext& ec)
     : params_(std::move(params)), dp_(std::move(dp)) {
   WEFT_CHECK(bucket_bytes > 0, "gradient bucket size must be positive, got {}", bucket_bytes);
   // Group parameters (reverse order) into buckets of about bucket_bytes.
@@ -28,7 +28,7 @@ GradSync::GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<comm::Pro
     int64_t n = 0;
     for (nn::Parameter* p : group) n += p->grad.numel();
     Bucket b;
-    b.flat = Tensor::zeros({n}, DType::f32, Device::cpu(), MemoryTag::grads);
+    b.flat = ec.zeros({n}, DType::f32, MemoryTag::grads);
     int64_t off = 0;
     for (nn::Parameter* p : group) {
       Tensor view = b.flat.narrow(off, p->grad.numel()).reshape(p->grad.shape());

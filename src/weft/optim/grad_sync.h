@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "weft/comm/process_group.h"
+#include "weft/core/exec_context.h"
 #include "weft/nn/parameter.h"
 
 namespace weft::optim {
@@ -30,8 +31,9 @@ namespace weft::optim {
 class GradSync {
  public:
   // dp may be null or of size 1: then only the grad_sum_group sums run.
+  // The buckets are allocated on `ec`.
   GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<comm::ProcessGroup> dp,
-           int64_t bucket_bytes = 25 << 20);
+           int64_t bucket_bytes = 25 << 20, const ExecContext& ec = ExecContext::host());
 
   void set_sync(bool on) { sync_ = on; }
   bool sync() const { return sync_; }

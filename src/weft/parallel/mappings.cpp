@@ -43,6 +43,39 @@ void move_blocks(char* packed, char* strided, int64_t outer, int64_t block_bytes
   }
 }
 
+// x (rows, C) viewed as `parts` column blocks -> (parts, rows, C/parts): block
+// p of every row, contiguous per p.
+Tensor slice_blocks_rank_major(const Tensor& x, int parts) {
+  Tensor out = Tensor::empty({x.numel()}, x.dtype(), x.device(), MemoryTag::comm);
+  const int64_t rows = x.shape().rows();
+  const int64_t block = x.nbytes() / rows / parts;
+  const char* src = static_cast<const char*>(x.raw());
+  char* dst = static_cast<char*>(out.raw());
+  for (int p = 0; p < parts; ++p) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(dst + (p * rows + r) * block, src + (r * parts + p) * block,
+                  static_cast<size_t>(block));
+    }
+  }
+  return out;
+}
+
+// The inverse: (parts, rows, C/parts) flat -> a tensor of shape `s` (rows, C).
+Tensor unslice_blocks_rank_major(const Tensor& flat, const Shape& s, int parts) {
+  Tensor out = Tensor::empty(s, flat.dtype(), flat.device(), MemoryTag::activations);
+  const int64_t rows = out.shape().rows();
+  const int64_t block = out.nbytes() / rows / parts;
+  const char* src = static_cast<const char*>(flat.raw());
+  char* dst = static_cast<char*>(out.raw());
+  for (int p = 0; p < parts; ++p) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(dst + (r * parts + p) * block, src + (p * rows + r) * block,
+                  static_cast<size_t>(block));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor slice_along(const Tensor& x, int dim, int parts, int index) {
@@ -114,6 +147,79 @@ Tensor all_reduce_sum(comm::ProcessGroup& g, const Tensor& x) {
   return out;
 }
 
+Tensor Pending::get(const ExecContext&) const {
+  work.wait();  // TODO(ec)
+  return tensor;
+}
+
+Pending all_gather_rows(const ExecContext& ec, comm::ProcessGroup* g, const Tensor& x,
+                        Tensor& buffer) {
+  if (trivial(g)) return {x, {}};
+  WEFT_CHECK(x.dim() >= 1, "all-gather of rows needs a tensor of rank >= 1");
+  Shape s = x.shape();
+  s[0] *= g->size();
+  Tensor out = ec.reuse(buffer, s, x.dtype(), MemoryTag::comm);
+  return {out, g->all_gather(out, x)};
+}
+
+Pending reduce_scatter_rows(const ExecContext& ec, comm::ProcessGroup* g, const Tensor& x,
+                            Tensor& buffer) {
+  if (trivial(g)) return {x, {}};
+  WEFT_CHECK(x.dim() >= 1 && x.size(0) % g->size() == 0,
+             "reduce-scatter: {} rows (shape {}) do not split evenly over the {} ranks of group "
+             "'{}'",
+             x.dim() ? x.size(0) : 0, x.shape(), g->size(), g->name());
+  Shape s = x.shape();
+  s[0] /= g->size();
+  Tensor out = ec.reuse(buffer, s, x.dtype(), MemoryTag::activations);
+  return {out, g->reduce_scatter(out, x)};
+}
+
+namespace {
+
+// x (n, ..., C) [this rank's rows, all features] -> (n·size, ..., C/size)
+// [every rank's rows, this rank's features], as one all-to-all: the features
+// of x are regrouped rank-major (block p: the columns rank p keeps), so that
+// block p of the result holds rank p's rows.
+Tensor rows_to_features(comm::ProcessGroup& g, const Tensor& x) {
+  const int n = g.size();
+  const int64_t c = x.shape().last();
+  WEFT_CHECK(c % n == 0, "cannot split {} features (shape {}) over the {} ranks of group '{}'", c,
+             x.shape(), n, g.name());
+  Tensor stage = slice_blocks_rank_major(x, n);
+  Shape s = x.shape();
+  s[0] *= n;
+  s[s.rank() - 1] = c / n;
+  Tensor out = Tensor::empty(s, x.dtype(), x.device(), MemoryTag::activations);
+  g.all_to_all(out.reshape({out.numel()}), stage.reshape({stage.numel()})).wait();
+  return out;
+}
+
+// The dual: dy (n·size, ..., C/size) -> (n, ..., C): block p (rank p's
+// rows, this rank's features) goes to rank p; the blocks received (this
+// rank's rows, rank p's features) are put back at columns p.
+Tensor features_to_rows(comm::ProcessGroup& g, const Tensor& dy) {
+  const int n = g.size();
+  Tensor recv = Tensor::empty({dy.numel()}, dy.dtype(), dy.device(), MemoryTag::comm);
+  g.all_to_all(recv, dy.reshape({dy.numel()})).wait();
+  Shape s = dy.shape();
+  s[0] /= n;
+  s[s.rank() - 1] *= n;
+  return unslice_blocks_rank_major(recv, s, n);
+}
+
+// This rank's block along `dim`: a view of its rows for dimension 0.
+Tensor own_rows(const Tensor& x, int dim, comm::ProcessGroup& g) {
+  if (normalize(x, dim) != 0) return slice_along(x, dim, g.size(), g.rank());
+  WEFT_CHECK(x.size(0) % g.size() == 0,
+             "cannot split dimension 0 of size {} (shape {}) into {} equal parts", x.size(0),
+             x.shape(), g.size());
+  const int64_t n = x.size(0) / g.size();
+  return x.narrow(g.rank() * n, n);
+}
+
+}  // namespace
+
 Tensor forward(Mapping m, comm::ProcessGroup* g, const Tensor& x, int sp_dim) {
   if (trivial(g)) return x;
   const int last = x.dim() - 1;
@@ -122,9 +228,10 @@ Tensor forward(Mapping m, comm::ProcessGroup* g, const Tensor& x, int sp_dim) {
     case Mapping::reduce_from_tp: return all_reduce_sum(*g, x);
     case Mapping::scatter_to_tp: return slice_along(x, last, g->size(), g->rank());
     case Mapping::gather_from_tp: return all_gather_along(*g, x, last);
-    case Mapping::scatter_to_sp: return slice_along(x, sp_dim, g->size(), g->rank());
+    case Mapping::scatter_to_sp: return own_rows(x, sp_dim, *g);
     case Mapping::gather_from_sp: return all_gather_along(*g, x, sp_dim);
     case Mapping::reduce_scatter_to_sp: return reduce_scatter_along(*g, x, sp_dim);
+    case Mapping::sp_to_tp: return rows_to_features(*g, x);
   }
   return x;
 }
@@ -140,6 +247,7 @@ Tensor backward(Mapping m, comm::ProcessGroup* g, const Tensor& dy, int sp_dim) 
     case Mapping::scatter_to_sp: return all_gather_along(*g, dy, sp_dim);
     case Mapping::gather_from_sp: return reduce_scatter_along(*g, dy, sp_dim);
     case Mapping::reduce_scatter_to_sp: return all_gather_along(*g, dy, sp_dim);
+    case Mapping::sp_to_tp: return features_to_rows(*g, dy);
   }
   return dy;
 }

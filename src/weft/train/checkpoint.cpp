@@ -211,7 +211,7 @@ Json build_index(const fs::path& tmp, const comm::ProcessGroup& world, const com
   layout["order"] = grid.layout().order();
   for (const std::string& dim : grid.layout().names()) layout[dim] = grid.size(dim);
   auto* gpt = dynamic_cast<nn::Gpt*>(&model);
-  if (gpt) layout["sp"] = nn::sequence_parallel_name(gpt->config().sp);
+  if (gpt) layout["sp"] = nn::sequence_parallel_name(gpt->context()->sp);
   index["layout"] = std::move(layout);
   if (gpt) index["model"] = model_shape_json(gpt->config());
   index["config"] = state.config;

@@ -1,12 +1,15 @@
 #include "weft/train/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <limits>
 #include <optional>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace weft::train {
@@ -93,38 +96,49 @@ PresetSchedule preset_schedule(const std::string& preset) {
 }
 
 void apply_preset(TrainConfig& c, const std::string& name) {
-  nn::GptConfig p = nn::gpt_preset(name);
+  nn::GptConfig shape = nn::gpt_preset(name);
+  // A preset is a shape: the dropout and partition plan set elsewhere stay.
+  shape.dropout = c.model.dropout;
+  shape.plan = c.model.plan;
   c.preset = name;
-  c.layers = p.layers;
-  c.width = p.width;
-  c.heads = p.heads;
-  c.seq = p.seq;
-  c.vocab = p.vocab;
-  c.vocab_pad = p.vocab_pad;
+  c.model = std::move(shape);
 }
 
-// Integer key with a lower bound, stored in member `m`.
+// The keys reach their members through std::invoke: a member pointer of
+// TrainConfig, or model_field(&nn::GptConfig::m) for a member of its model.
 template <typename T>
-KeyDef int_key(ConfigKey key, T TrainConfig::*m, int64_t lo) {
-  return {std::move(key),
-          [m, lo](TrainConfig& c, const Json& v, const Where& w) {
-            const int64_t n = at_least(to_int(v, w), lo, w);
-            // A value the setting cannot hold (--tp 4294967298 into an int)
-            // is refused, not wrapped around.
-            WEFT_CHECK(std::in_range<T>(n), "{} must be at most {}, got {}", w.label(),
-                       std::numeric_limits<T>::max(), n);
-            c.*m = static_cast<T>(n);
-          },
-          [m](const TrainConfig& c) { return Json(static_cast<int64_t>(c.*m)); }};
+auto model_field(T nn::GptConfig::*m) {
+  return [m](auto& c) -> auto& { return c.model.*m; };
+}
+template <typename Field>
+using FieldType = std::remove_cvref_t<std::invoke_result_t<Field, TrainConfig&>>;
+
+// Integer key with a lower bound, stored in `field`.
+template <typename Field>
+KeyDef int_key(ConfigKey key, Field field, int64_t lo) {
+  using T = FieldType<Field>;
+  return {
+      std::move(key),
+      [field, lo](TrainConfig& c, const Json& v, const Where& w) {
+        const int64_t n = at_least(to_int(v, w), lo, w);
+        // A value the setting cannot hold (--tp 4294967298 into an int)
+        // is refused, not wrapped around.
+        WEFT_CHECK(std::in_range<T>(n), "{} must be at most {}, got {}", w.label(),
+                   std::numeric_limits<T>::max(), n);
+        std::invoke(field, c) = static_cast<T>(n);
+      },
+      [field](const TrainConfig& c) { return Json(static_cast<int64_t>(std::invoke(field, c))); }};
 }
 
-template <typename T>
-KeyDef number_key(ConfigKey key, T TrainConfig::*m) {
-  return {std::move(key),
-          [m](TrainConfig& c, const Json& v, const Where& w) {
-            c.*m = static_cast<T>(non_negative(to_double(v, w), w));
-          },
-          [m](const TrainConfig& c) { return Json(static_cast<double>(c.*m)); }};
+template <typename Field>
+KeyDef number_key(ConfigKey key, Field field) {
+  using T = FieldType<Field>;
+  return {
+      std::move(key),
+      [field](TrainConfig& c, const Json& v, const Where& w) {
+        std::invoke(field, c) = static_cast<T>(non_negative(to_double(v, w), w));
+      },
+      [field](const TrainConfig& c) { return Json(static_cast<double>(std::invoke(field, c))); }};
 }
 
 // A key that may be unset (null: the default its help text names), an
@@ -169,19 +183,20 @@ const std::vector<KeyDef>& key_defs() {
            apply_preset(c, to_choice(v, w, {"tiny", "gpt2-124m"}));
          },
          [](const TrainConfig& c) { return Json(c.preset); }});
-    d.push_back(int_key({"layers", "N", "preset", "transformer layers"}, &TrainConfig::layers, 1));
-    d.push_back(
-        int_key({"width", "C", "preset", "model width (channels)"}, &TrainConfig::width, 1));
+    d.push_back(int_key({"layers", "N", "preset", "transformer layers"},
+                        model_field(&nn::GptConfig::layers), 1));
+    d.push_back(int_key({"width", "C", "preset", "model width (channels)"},
+                        model_field(&nn::GptConfig::width), 1));
     d.push_back(int_key({"heads", "H", "preset", "attention heads (a multiple of --tp)"},
-                        &TrainConfig::heads, 1));
+                        model_field(&nn::GptConfig::heads), 1));
     d.push_back(int_key({"seq", "T", "preset", "context length (tokens per sample)"},
-                        &TrainConfig::seq, 1));
+                        model_field(&nn::GptConfig::seq), 1));
     d.push_back(int_key({"vocab", "V", "preset", "vocabulary size (256 for byte-level text)"},
-                        &TrainConfig::vocab, 2));
+                        model_field(&nn::GptConfig::vocab), 2));
     d.push_back(int_key({"vocab-pad", "N", "", "pad the token table to a multiple of N rows"},
-                        &TrainConfig::vocab_pad, 1));
+                        model_field(&nn::GptConfig::vocab_pad), 1));
     d.push_back(number_key({"dropout", "P", "", "attention and residual dropout probability"},
-                           &TrainConfig::dropout));
+                           model_field(&nn::GptConfig::dropout)));
     d.push_back({{"dtype", "f32|bf16", "", "compute type (master weights stay f32)"},
                  [](TrainConfig& c, const Json& v, const Where& w) {
                    c.dtype = parse_dtype(to_choice(v, w, {"f32", "bf16"}));
@@ -443,16 +458,50 @@ Json shape_settings(const Json& settings) {
   return out;
 }
 
+namespace {
+
+// `message` (nn::validate's) with each field it names that an option sets
+// written as the option: "heads 4 is not divisible by tp 3" -> "--heads 4 is
+// not divisible by --tp 3".
+std::string with_option_names(const std::string& message) {
+  static constexpr std::pair<std::string_view, std::string_view> kOptions[] = {
+      {"vocab_pad", "--vocab-pad"}, {"vocab", "--vocab"}, {"seq", "--seq"},
+      {"layers", "--layers"},       {"width", "--width"}, {"heads", "--heads"},
+      {"dropout", "--dropout"},     {"tp", "--tp"}};
+  auto word_char = [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+  };
+  std::string out;
+  size_t i = 0;
+  while (i < message.size()) {
+    if (!word_char(message[i])) {
+      out += message[i++];
+      continue;
+    }
+    size_t end = i;
+    while (end < message.size() && word_char(message[end])) ++end;
+    const std::string_view word(message.data() + i, end - i);
+    // "tp-dp" or "--tp" are not a field's name.
+    const bool alone =
+        (i == 0 || message[i - 1] != '-') && (end == message.size() || message[end] != '-');
+    const auto* option = std::find_if(std::begin(kOptions), std::end(kOptions),
+                                      [&](const auto& o) { return o.first == word; });
+    out += alone && option != std::end(kOptions) ? option->second : word;
+    i = end;
+  }
+  return out;
+}
+
+}  // namespace
+
 void validate(const TrainConfig& c) {
-  WEFT_CHECK(c.width % c.heads == 0, "--width {} is not divisible by --heads {}", c.width, c.heads);
-  WEFT_CHECK(c.heads % c.tp == 0,
-             "--heads {} is not divisible by --tp {}: choose a TP size that divides the heads",
-             c.heads, c.tp);
-  WEFT_CHECK(nn::padded_vocab_size(c.vocab, c.vocab_pad) % c.tp == 0,
-             "the padded vocabulary ({} rows) is not divisible by --tp {}: set --vocab-pad to a "
-             "multiple of {}",
-             nn::padded_vocab_size(c.vocab, c.vocab_pad), c.tp, c.tp);
-  WEFT_CHECK(c.dropout < 1.0f, "--dropout must be below 1, got {}", c.dropout);
+  // The model's shape rules are nn::validate's; they name the fields, the
+  // user sets them with options.
+  try {
+    nn::validate(c.model, c.tp);
+  } catch (const Error& e) {
+    throw Error(with_option_names(e.what()), e.where());
+  }
   WEFT_CHECK(c.lr_value() > 0, "--lr must be positive, got {}", c.lr_value());
   WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr_value(), "--min-lr {} is above --lr {}", *c.min_lr,
              c.lr_value());
@@ -470,10 +519,10 @@ void validate(const TrainConfig& c) {
                c.micro_batch, c.tp);
   }
   if (c.sp == nn::SequenceParallel::seq) {
-    WEFT_CHECK(c.seq % c.tp == 0,
+    WEFT_CHECK(c.model.seq % c.tp == 0,
                "--sp seq splits the sequence over the TP ranks: --seq {} must be a multiple of "
                "--tp {}",
-               c.seq, c.tp);
+               c.model.seq, c.tp);
   }
   WEFT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every {} needs --save DIR",
              c.save_every);
@@ -481,20 +530,10 @@ void validate(const TrainConfig& c) {
              "--init starts a new run from weights and --resume continues one: pass only one");
 }
 
-nn::GptConfig model_config(const TrainConfig& c, std::shared_ptr<comm::ProcessGroup> tp) {
-  nn::GptConfig g;
-  g.vocab = c.vocab;
-  g.seq = c.seq;
-  g.layers = c.layers;
-  g.width = c.width;
-  g.heads = c.heads;
-  g.dropout = c.dropout;
-  g.vocab_pad = c.vocab_pad;
-  g.tp = std::move(tp);
-  g.sp = c.sp;
-  g.compute = c.dtype;
-  g.seed = c.seed;
-  return g;
+parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::ProcessGroup> tp) {
+  return parallel::make_context(std::move(tp), c.sp, parallel::Precision::of(c.dtype), c.seed);
 }
+
+nn::GptConfig model_config(const TrainConfig& c) { return c.model; }
 
 }  // namespace weft::train

@@ -26,16 +26,13 @@
 namespace weft::train {
 
 struct TrainConfig {
-  // Model.
+  // Model: the preset it started from and its shape (vocab, seq, layers,
+  // width, heads, dropout, vocab_pad). The model's tp, sp, compute and seed
+  // are not set here: they are the run's (tp, sp, dtype, seed below), and
+  // model_config() puts them in.
   std::string preset = "tiny";
-  int64_t layers = 4;
-  int64_t width = 128;
-  int64_t heads = 4;
-  int64_t seq = 128;
-  int64_t vocab = 256;
-  int64_t vocab_pad = nn::kDefaultVocabPad;
-  float dropout = 0.0f;
-  DType dtype = DType::f32;
+  nn::GptConfig model = nn::gpt_preset("tiny");
+  DType dtype = DType::f32;  // compute type
   // Layout: world = tp · dp ranks.
   int tp = 2;
   int dp = 0;  // 0: the world size / tp (1 on the local backend)
@@ -144,14 +141,20 @@ Json resolve_paths(const Json& settings, const std::string& base);
 // rewritten relative to `base`: what a checkpoint in `base` stores.
 Json relative_paths(const Json& settings, const std::string& base);
 
-// Checks the settings against each other; the message names the option to change.
+// Checks the settings against each other; the message names the option to
+// change. The model-shape rules are nn::validate's (its field names become
+// the options: "--heads 4 is not divisible by --tp 3").
 void validate(const TrainConfig& cfg);
 
 // The model-shape members of `settings` (layers, width, heads, seq, vocab,
 // vocab-pad): what --init takes from the weights it starts from.
 Json shape_settings(const Json& settings);
 
-// The model of `cfg` with the TP group `tp` (null: TP=1), as nn::Gpt takes it.
-nn::GptConfig model_config(const TrainConfig& cfg, std::shared_ptr<comm::ProcessGroup> tp);
+// The model shape of `cfg` (cfg.model), as nn::Gpt takes it.
+nn::GptConfig model_config(const TrainConfig& cfg);
+// The parallel context of the run's model over its TP group (null: TP=1):
+// the run's sequence parallelism, precision and seed. The one place a run's
+// parallel options reach the model.
+parallel::ContextPtr model_context(const TrainConfig& cfg, std::shared_ptr<comm::ProcessGroup> tp);
 
 }  // namespace weft::train

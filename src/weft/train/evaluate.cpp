@@ -31,8 +31,9 @@ double window_loss(nn::Gpt& model, std::span<const int32_t> tokens,
 EvalResult evaluate_tokens(nn::Gpt& model, std::span<const int32_t> tokens, int64_t batch,
                            const std::function<void(int64_t, int64_t)>& progress) {
   const nn::GptConfig& cfg = model.config();
-  const int tp = cfg.tp ? cfg.tp->size() : 1;
-  WEFT_CHECK(cfg.sp != nn::SequenceParallel::batch || tp == 1,
+  const parallel::ParallelContext& pc = *model.context();
+  const int tp = pc.tp_size();
+  WEFT_CHECK(pc.sp != nn::SequenceParallel::batch || tp == 1,
              "evaluation passes the same tokens to every TP rank: build the model without "
              "--sp batch");
   WEFT_CHECK(batch >= 1, "the evaluation batch must hold at least one window, got {}", batch);
@@ -58,7 +59,7 @@ EvalResult evaluate_tokens(nn::Gpt& model, std::span<const int32_t> tokens, int6
   }
   if (rem > 0) {
     int64_t padded = rem;
-    if (cfg.sp == nn::SequenceParallel::seq) padded = (rem + tp - 1) / tp * tp;
+    if (pc.sp == nn::SequenceParallel::seq) padded = (rem + tp - 1) / tp * tp;
     sum += window_loss(model, tokens, {full * seq}, rem, padded) * static_cast<double>(rem);
     done += rem;
     if (progress) progress(done, total);

@@ -30,12 +30,13 @@ class Random {
 // Logits over the real vocabulary at the last position of `window`.
 std::vector<float> next_logits(nn::Gpt& model, std::span<const int32_t> window) {
   const nn::GptConfig& cfg = model.config();
-  const int tp = cfg.tp ? cfg.tp->size() : 1;
+  const parallel::ParallelContext& pc = *model.context();
+  const int tp = pc.tp_size();
   const int64_t len = static_cast<int64_t>(window.size());
   // Sequence parallelism splits the sequence evenly: pad on the right, which
   // causal attention never lets the earlier positions see.
   int64_t padded = len;
-  if (cfg.sp == nn::SequenceParallel::seq) padded = (len + tp - 1) / tp * tp;
+  if (pc.sp == nn::SequenceParallel::seq) padded = (len + tp - 1) / tp * tp;
   std::vector<int32_t> ids(static_cast<size_t>(padded), 0);
   std::copy(window.begin(), window.end(), ids.begin());
   nn::Ctx ctx(nullptr, false);
@@ -43,7 +44,7 @@ std::vector<float> next_logits(nn::Gpt& model, std::span<const int32_t> window) 
   Tensor logits = model.forward(ctx, Tensor::from_i32({1, padded}, ids));
   // The vocabulary is split over the TP ranks along the last dimension.
   const Tensor row = logits.rows(len - 1, 1).to(DType::f32);
-  const Tensor full = parallel::forward(parallel::Mapping::gather_from_tp, cfg.tp.get(), row);
+  const Tensor full = parallel::forward(parallel::Mapping::gather_from_tp, pc.tp.get(), row);
   std::vector<float> v = full.to_vector();
   v.resize(static_cast<size_t>(cfg.vocab));
   return v;

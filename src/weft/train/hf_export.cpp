@@ -341,10 +341,9 @@ void load_hf(const std::string& file, nn::Module& model, bool allow_nonfinite) {
 void import_hf(const std::string& file, const std::string& dir, uint64_t seed) {
   const Json shape = hf_config(file);
   nn::GptConfig cfg = apply_model_shape(nn::GptConfig{}, shape);
-  cfg.seed = seed;
   auto world = comm::local_world_of_one();
   comm::Grid grid(*world, "tp-dp", {{"tp", 1}});
-  nn::Gpt model(cfg);
+  nn::Gpt model(parallel::make_context(nullptr, nn::SequenceParallel::off, {}, seed), cfg);
   load_hf(file, model);
   TrainState state;
   state.data_seed = seed;

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "weft/train/json.h"
-#include "weft/train/trainer.h"
+#include "weft/train/run_loop.h"
 
 namespace weft::train {
 

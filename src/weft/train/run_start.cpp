@@ -6,6 +6,7 @@
 
 #include "weft/train/checkpoint.h"
 #include "weft/train/checkpoint_dir.h"
+#include "weft/train/run_loop.h"
 
 namespace weft::train {
 
@@ -141,6 +142,53 @@ int64_t truncate_metrics(const std::string& path, int64_t step) {
   fs::rename(tmp, path, ec);
   WEFT_CHECK(!ec, "cannot replace the --metrics file {}: {}", path, ec.message());
   return dropped;
+}
+
+std::string describe_run(Trainer& t, const Dataset& data) {
+  const TrainConfig& c = t.config();
+  const comm::Grid& g = t.grid();
+  const double params = static_cast<double>(t.model().num_parameters_global()) / 1e6;
+  const nn::GptConfig p = nn::gpt_preset(c.preset);
+  const bool is_preset = p.layers == c.model.layers && p.width == c.model.width &&
+                         p.heads == c.model.heads && p.seq == c.model.seq &&
+                         p.vocab == c.model.vocab;
+  return format(
+      "model {}: {} layers, width {}, {} heads, context {}, vocab {} ({:.2f}M parameters), {}\n"
+      "data  {}: {} tokens ({} train, {} validation)\n"
+      "ranks {} on the {} backend: tp {} x dp {}, sp {}\n"
+      "steps {}: {} sequences x {} tokens per step (micro-batch {} x dp {} x accum {}), lr {:g} "
+      "(warmup {}, cosine {}to {:g})",
+      is_preset ? c.preset : "(custom)", c.model.layers, c.model.width, c.model.heads, c.model.seq,
+      c.model.vocab, params, dtype_name(c.dtype), data.data().source, data.data().size(),
+      data.train().size(), data.val().size(), t.world().size(), t.world().backend(), g.size("tp"),
+      g.size("dp"), nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(g.size("dp")),
+      c.model.seq, c.micro_batch, g.size("dp"), c.grad_accum, c.lr_value(), c.warmup_steps(),
+      c.schedule_total() == c.steps ? std::string() : format("over {} steps ", c.schedule_total()),
+      c.min_lr_value());
+}
+
+std::vector<std::string> resume_notes(const TrainConfig& run, const Dataset& data,
+                                      int64_t first_step, int dp) {
+  std::vector<std::string> notes;
+  notes.push_back(format("resumed from {} at step {}", run.resume, first_step));
+  const Json saved_config = read_checkpoint_config(resolve_checkpoint(run.resume));
+  const Json* saved = saved_config.find(kFingerprintKey);
+  if (saved && saved->is_string() &&
+      saved->as_string() != std::to_string(data.data().fingerprint())) {
+    notes.push_back(
+        format("note: {} is not the data {} was trained on; the batches differ from those "
+               "the saved run would have seen",
+               data.data().source, run.resume));
+  }
+  const Json* batch = saved_config.find(kBatchKey);
+  const int64_t now = run.sequences_per_step(dp);
+  if (batch && batch->is_integer() && batch->as_int() != now) {
+    notes.push_back(
+        format("note: {} trained on {} sequences per step, this run on {} (micro-batch {} x "
+               "dp {} x accum {}): set --micro-batch or --grad-accum to keep the batch",
+               run.resume, batch->as_int(), now, run.micro_batch, dp, run.grad_accum));
+  }
+  return notes;
 }
 
 }  // namespace weft::train

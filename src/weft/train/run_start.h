@@ -1,5 +1,6 @@
-// Where a training run starts, decided before its world starts, and what a
-// resumed run does to its metrics file (run_training in trainer.h).
+// Where a training run starts, decided before its world starts, what a
+// resumed run does to its metrics file, and the lines a run starts with
+// (run_training in trainer.h).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,8 @@
 #include "weft/train/data.h"
 
 namespace weft::train {
+
+class Trainer;
 
 // Saved with a checkpoint's settings (Trainer::save), to tell a resumed run
 // what changed and whether --save holds the same run.
@@ -29,5 +32,15 @@ std::vector<std::string> plan_start(TrainConfig& run, const Dataset& data);
 // resumed run never writes a step twice; the file is replaced atomically.
 // Returns how many went.
 int64_t truncate_metrics(const std::string& path, int64_t step);
+
+// What is being trained on which layout: the model, the data, the ranks and
+// the steps, a few lines.
+std::string describe_run(Trainer& trainer, const Dataset& data);
+
+// What a run resumed from run.resume at `first_step` says: where it resumed,
+// and whether the data or the sequences per step (at data-parallel size
+// `dp`) differ from the saved run's.
+std::vector<std::string> resume_notes(const TrainConfig& run, const Dataset& data,
+                                      int64_t first_step, int dp);
 
 }  // namespace weft::train

@@ -1,73 +1,15 @@
 #include "weft/train/trainer.h"
 
 #include <atomic>
-#include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <optional>
 
 #include "weft/comm/world.h"
-#include "weft/core/memory.h"
-#include "weft/core/profile.h"
-#include "weft/optim/grad_norm.h"
-#include "weft/train/checkpoint.h"
-#include "weft/train/checkpoint_dir.h"
-#include "weft/train/generate.h"
-#include "weft/train/hf_export.h"
-#include "weft/train/hf_files.h"
+#include "weft/train/launch.h"
 #include "weft/train/metrics.h"
 #include "weft/train/run_start.h"
-#include "weft/train/schedule.h"
 #include "weft/train/stop_signal.h"
 #include "weft/train/tokenizer.h"
 
 namespace weft::train {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-}  // namespace
-
-void load_weights(const std::string& given, comm::ProcessGroup& world, const comm::Grid& grid,
-                  nn::Gpt& model, ReadOptions options) {
-  namespace fs = std::filesystem;
-  const std::string path = resolve_checkpoint(given);
-  std::error_code ec;
-  if (fs::is_directory(path, ec) && !is_hf_directory(path)) {
-    load_checkpoint(path, world, grid, model, nullptr, options);
-    return;
-  }
-  WEFT_CHECK(fs::exists(path, ec),
-             "{} does not exist: give a checkpoint directory (weft train --save), a GPT-2 "
-             ".safetensors file or a Hugging Face model directory (weft checkpoint export)",
-             path);
-  load_hf(path, model, options.allow_nonfinite);
-}
-
-InferenceModel load_for_inference(const std::string& given, DType compute, ReadOptions options) {
-  const std::string path = resolve_checkpoint(given);
-  InferenceModel m;
-  const Json config = read_checkpoint_config(path);
-  TrainConfig cfg;
-  apply_settings(cfg, shape_settings(config), path);
-  cfg.tp = 1;
-  cfg.dtype = compute;
-  m.world = comm::init_world();
-  WEFT_CHECK(m.world->size() == 1,
-             "evaluation and generation run on one process: start weft without mpirun");
-  m.grid = std::make_unique<comm::Grid>(
-      *m.world, "tp-dp", std::vector<std::pair<std::string, int>>{{"tp", 1}, {"dp", 1}});
-  m.model = std::make_unique<nn::Gpt>(model_config(cfg, nullptr));
-  load_weights(path, *m.world, *m.grid, *m.model, options);
-  return m;
-}
 
 Dataset load_dataset(const TrainConfig& cfg) {
   TokenData data = cfg.data.empty() ? default_corpus() : load_token_files(cfg.data);
@@ -75,264 +17,40 @@ Dataset load_dataset(const TrainConfig& cfg) {
   if (!cfg.val_data.empty()) val = load_token_files(cfg.val_data);
   for (const TokenData* d : {&data, val ? &*val : nullptr}) {
     if (!d) continue;
-    WEFT_CHECK(d->vocab_needed() <= cfg.vocab,
+    WEFT_CHECK(d->vocab_needed() <= cfg.model.vocab,
                "{} holds token id {}, but the model's vocabulary is {}: pass --vocab {} (GPT-2 "
                "tokens: --preset gpt2-124m)",
-               d->source, d->vocab_needed() - 1, cfg.vocab, d->vocab_needed());
+               d->source, d->vocab_needed() - 1, cfg.model.vocab, d->vocab_needed());
   }
-  if (val) return Dataset(std::move(data), std::move(*val), cfg.seq);
-  return Dataset(std::move(data), cfg.seq, cfg.val_fraction);
-}
-
-Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Dataset& data)
-    : cfg_(cfg), world_(world), data_(data), data_seed_(cfg.seed) {
-  validate(cfg_);
-  WEFT_CHECK(world.size() % cfg_.tp == 0,
-             "the world of {} ranks is not divisible by --tp {}: start a multiple of {} ranks",
-             world.size(), cfg_.tp, cfg_.tp);
-  const int dp = world.size() / cfg_.tp;
-  WEFT_CHECK(cfg_.dp == 0 || cfg_.dp == dp,
-             "--dp {} does not match the world: {} ranks at --tp {} make dp {}", cfg_.dp,
-             world.size(), cfg_.tp, dp);
-  WEFT_CHECK(data.seq_len() == cfg_.seq,
-             "the dataset is split for windows of {}, the model's context is {}", data.seq_len(),
-             cfg_.seq);
-  grid_ = std::make_unique<comm::Grid>(
-      world, "tp-dp", std::vector<std::pair<std::string, int>>{{"tp", cfg_.tp}, {"dp", dp}});
-  const int tp_rank = grid_->rank_in("tp");
-  rng_ = parallel::RngTracker(cfg_.seed, tp_rank);
-  model_ = std::make_unique<nn::Gpt>(model_config(cfg_, grid_->group_ptr("tp")));
-  params_ = model_->parameters();
-  const auto bucket = static_cast<int64_t>(cfg_.bucket_mb * (1 << 20));
-  sync_ = std::make_unique<optim::GradSync>(params_, grid_->group_ptr("dp"),
-                                            std::max<int64_t>(bucket, 1));
-  optimizer_ = std::make_unique<optim::AdamW>(
-      params_, optim::AdamWOptions{.weight_decay = static_cast<float>(cfg_.weight_decay)});
-  const bool batch_sp = cfg_.sp == nn::SequenceParallel::batch;
-  slice_ = {.dp_rank = grid_->rank_in("dp"),
-            .dp_size = dp,
-            .sub_rank = batch_sp ? tp_rank : 0,
-            .sub_size = batch_sp ? cfg_.tp : 1};
-  if (!cfg_.init.empty()) load_weights(cfg_.init, world, *grid_, *model_);
-  if (!cfg_.resume.empty()) {
-    const std::string dir = resolve_checkpoint(cfg_.resume);
-    TrainState state = load_checkpoint(dir, world, *grid_, *model_, optimizer_.get());
-    step_ = state.step;
-    if (!cfg_.save.empty() && in_run_dir(dir, cfg_.save)) saved_step_ = step_;
-    data_seed_ = state.data_seed;
-    rng_.set_state(state.rng);
-    WEFT_CHECK(step_ < cfg_.steps,
-               "the checkpoint in {} is at step {} and --steps is {}: pass a larger --steps to "
-               "continue training",
-               cfg_.resume, step_, cfg_.steps);
-  }
-  sampler_ = std::make_unique<Sampler>(data_, data_seed_, cfg_.sequences_per_step(dp));
-}
-
-Trainer::~Trainer() = default;
-
-void Trainer::check_finite(double loss, double norm) const {
-  const bool loss_bad = !std::isfinite(loss);
-  WEFT_CHECK(!loss_bad && std::isfinite(norm),
-             "step {}: the {} is not finite ({}); training stopped before this step's update{}. "
-             "Lower --lr, keep --grad-clip on, or resume from an earlier checkpoint",
-             step_ + 1, loss_bad ? "training loss" : "gradient norm", loss_bad ? loss : norm,
-             saved_step_ < 0
-                 ? std::string()
-                 : format(" (the checkpoint of step {} in {} is kept)", saved_step_, cfg_.save));
-}
-
-StepResult Trainer::step() {
-  const auto t0 = Clock::now();
-  const profile::Totals p0 = profile::totals();
-  StepResult r;
-  const int64_t accum = cfg_.grad_accum;
-  auto ready = [this](const std::vector<nn::Parameter*>& ps) {
-    for (const nn::Parameter* p : ps) sync_->mark_ready(p);
-  };
-  double loss_sum = 0;
-  for (int64_t m = 0; m < accum; ++m) {
-    Batch b = sampler_->next_batch(step_, 0, part(m));
-    nn::Ctx ctx(&rng_, true);
-    sync_->set_sync(m == accum - 1);
-    auto t = Clock::now();
-    loss_sum += model_->forward_loss(ctx, b.inputs, b.targets);
-    r.times.forward += seconds_since(t);
-    t = Clock::now();
-    model_->backward_loss(ctx, 1.0f / static_cast<float>(accum), ready);
-    r.times.backward += seconds_since(t);
-  }
-  auto t = Clock::now();
-  sync_->finish();
-  r.times.backward += seconds_since(t);
-
-  t = Clock::now();
-  Tensor loss = Tensor::from({1}, std::vector<float>{static_cast<float>(loss_sum / accum)});
-  grid_->group("dp").all_reduce(loss, comm::ReduceOp::avg).wait();
-  r.loss = loss.item(0);
-  r.grad_norm = optim::global_grad_norm(
-      params_, {{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}});
-  check_finite(r.loss, r.grad_norm);
-  LrSchedule schedule{.lr = cfg_.lr_value(),
-                      .warmup = cfg_.warmup_steps(),
-                      .total = cfg_.schedule_total(),
-                      .min_lr = cfg_.min_lr};
-  r.lr = schedule.at(step_);
-  optimizer_->step(static_cast<float>(r.lr), optim::clip_scale(r.grad_norm, cfg_.grad_clip));
-  model_->zero_grad();
-  r.times.optimizer = seconds_since(t);
-
-  ++step_;
-  r.step = step_;
-  r.tokens = cfg_.sequences_per_step(grid_->size("dp")) * cfg_.seq;
-  const profile::Totals p1 = profile::totals();
-  r.times.comm = p1.comm - p0.comm;
-  r.times.gemm = p1.gemm - p0.gemm;
-  r.times.total = seconds_since(t0);
-  return r;
-}
-
-BatchSlice Trainer::part(int64_t micro) const {
-  BatchSlice s = slice_;
-  s.dp_rank = static_cast<int>(micro) * slice_.dp_size + slice_.dp_rank;
-  s.dp_size = static_cast<int>(cfg_.grad_accum) * slice_.dp_size;
-  return s;
-}
-
-double Trainer::evaluate() {
-  const int64_t batch = cfg_.sequences_per_step(grid_->size("dp"));
-  const int64_t n = data_.val_batches(batch, cfg_.eval_batches);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t m = 0; m < cfg_.grad_accum; ++m) {
-      Batch b = data_.val_batch(i, batch, part(m));
-      nn::Ctx ctx(nullptr, false);
-      sum += model_->forward_loss(ctx, b.inputs, b.targets);
-    }
-  }
-  const double local = sum / static_cast<double>(n * cfg_.grad_accum);
-  Tensor mean = Tensor::from({1}, std::vector<float>{static_cast<float>(local)});
-  grid_->group("dp").all_reduce(mean, comm::ReduceOp::avg).wait();
-  return mean.item(0);
-}
-
-void Trainer::save(const std::string& dir) {
-  // Relative paths are stored relative to the checkpoint, as they are read.
-  Json config = relative_paths(cfg_.to_json(), dir);
-  config[kPathsKey] = kPathsRelativeToCheckpoint;
-  config[kFingerprintKey] = std::to_string(data_.data().fingerprint());
-  config[kBatchKey] = cfg_.sequences_per_step(grid_->size("dp"));
-  TrainState state{.step = step_, .data_seed = data_seed_, .rng = rng_.state(), .config = config};
-  save_checkpoint(dir, world_, *grid_, *model_, optimizer_.get(), state);
-  if (dir == cfg_.save) saved_step_ = step_;
-}
-
-std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int64_t tokens,
-                                     uint64_t seed) {
-  return generate(*model_, prompt, {.tokens = tokens, .seed = seed});
-}
-
-std::string Trainer::checkpoint(bool drop_others) {
-  const std::string dir = (std::filesystem::path(cfg_.save) / step_dir_name(step_)).string();
-  save(dir);
-  publish_checkpoint(cfg_.save, step_, cfg_.keep, drop_others, world_);
-  saved_step_ = step_;
-  return dir;
-}
-
-std::vector<int64_t> Trainer::peak_memory() { return exchange_status(0).peak_memory; }
-
-Trainer::WorldStatus Trainer::exchange_status(int stop_signal) {
-  // One all-gather a step: each rank's peak (two 31-bit halves) and signal.
-  constexpr int64_t kFields = 3;
-  const int64_t peak = MemoryTracker::current().device(Device::cpu()).peak;
-  std::vector<int32_t> mine{static_cast<int32_t>(peak >> 31),
-                            static_cast<int32_t>(peak & 0x7fffffff), stop_signal};
-  Tensor in = Tensor::from_i32({kFields}, mine);
-  Tensor all = Tensor::empty({kFields * static_cast<int64_t>(world_.size())}, DType::i32);
-  world_.all_gather(all, in).wait();
-  WorldStatus out;
-  const int32_t* v = all.data<int32_t>();
-  for (int r = 0; r < world_.size(); ++r) {
-    const int32_t* f = v + kFields * r;
-    out.peak_memory.push_back((static_cast<int64_t>(f[0]) << 31) | static_cast<int64_t>(f[1]));
-    out.stop_signal = std::max(out.stop_signal, static_cast<int>(f[2]));
-  }
-  return out;
+  if (val) return Dataset(std::move(data), std::move(*val), cfg.model.seq);
+  return Dataset(std::move(data), cfg.model.seq, cfg.val_fraction);
 }
 
 namespace {
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-std::string describe(Trainer& t, const Dataset& data) {
-  const TrainConfig& c = t.config();
-  const comm::Grid& g = t.grid();
-  const double params = static_cast<double>(t.model().num_parameters_global()) / 1e6;
-  const nn::GptConfig p = nn::gpt_preset(c.preset);
-  const bool is_preset = p.layers == c.layers && p.width == c.width && p.heads == c.heads &&
-                         p.seq == c.seq && p.vocab == c.vocab;
-  return format(
-      "model {}: {} layers, width {}, {} heads, context {}, vocab {} ({}M parameters), {}\n"
-      "data  {}: {} tokens ({} train, {} validation)\n"
-      "ranks {} on the {} backend: tp {} x dp {}, sp {}\n"
-      "steps {}: {} sequences x {} tokens per step (micro-batch {} x dp {} x accum {}), lr {:g} "
-      "(warmup {}, cosine {}to {:g})",
-      is_preset ? c.preset : "(custom)", c.layers, c.width, c.heads, c.seq, c.vocab,
-      fixed(params, 2), dtype_name(c.dtype), data.data().source, data.data().size(),
-      data.train().size(), data.val().size(), t.world().size(), t.world().backend(), g.size("tp"),
-      g.size("dp"), nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(g.size("dp")),
-      c.seq, c.micro_batch, g.size("dp"), c.grad_accum, c.lr_value(), c.warmup_steps(),
-      c.schedule_total() == c.steps ? std::string() : format("over {} steps ", c.schedule_total()),
-      c.min_lr_value());
-}
-
 // The prompt of the end-of-run sample: text through the byte tokenizer for
 // byte vocabularies, else GPT-2's <|endoftext|> (or id 0).
 std::vector<int32_t> sample_prompt(const TrainConfig& c) {
-  if (c.vocab == ByteTokenizer::kVocabSize) {
+  if (c.model.vocab == ByteTokenizer::kVocabSize) {
     return ByteTokenizer().encode(c.sample_prompt.empty() ? "\n" : c.sample_prompt);
   }
-  return {c.vocab == 50257 ? 50256 : 0};
+  return {c.model.vocab == 50257 ? 50256 : 0};
 }
 
 }  // namespace
 
 TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
   validate(cfg);
-  const bool under_mpi = comm::launched_by_mpi();
-  WEFT_CHECK(cfg.backend != "mpi" || under_mpi,
-             "--backend mpi runs one process per rank: start it with `mpirun -np N weft train "
-             "...`");
-  WEFT_CHECK(cfg.backend != "local" || !under_mpi,
-             "--backend local runs the ranks as threads of one process: start weft without "
-             "mpirun, or use --backend mpi");
-  if (under_mpi) {
-    // Checked before MPI starts, so every process ends with this error alone.
-    const int world = comm::launcher_world_size();
-    WEFT_CHECK(world <= 0 || world % cfg.tp == 0,
-               "mpirun started {} processes, not a multiple of --tp {}: use mpirun -np {}", world,
-               cfg.tp, (world / cfg.tp + 1) * cfg.tp);
-    WEFT_CHECK(
-        world <= 0 || cfg.dp == 0 || cfg.dp * cfg.tp == world,
-        "--tp {} x --dp {} needs {} processes, mpirun started {}: leave --dp out to infer it",
-        cfg.tp, cfg.dp, cfg.tp * cfg.dp, world);
-  }
+  const Launch launch = plan_launch(cfg);
   Dataset data = load_dataset(cfg);
   TrainConfig run = cfg;
-  apply_global_batch(
-      run, under_mpi ? std::max(1, comm::launcher_world_size() / cfg.tp) : (cfg.dp ? cfg.dp : 1));
+  apply_global_batch(run, launch.dp);
   const std::vector<std::string> plan = plan_start(run, data);
   validate(run);
-  const int local_ranks = run.tp * (run.dp ? run.dp : 1);
   TrainSummary summary;
   std::atomic<int> stopped_by{0};
   const StopSignals signals;
-  comm::run_world(local_ranks, [&](comm::ProcessGroup& world) {
+  comm::run_world(launch.local_ranks, [&](comm::ProcessGroup& world) {
     Trainer trainer(run, world, data);
     const bool lead = world.rank() == 0;
     auto note = [&](const std::string& s) {
@@ -350,87 +68,38 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
                                             .tensorboard = run.tensorboard,
                                             .log_every = run.log_every})
                               : MetricsLog();
-    if (lead && cb.on_start) cb.on_start(describe(trainer, data));
+    if (lead && cb.on_start) cb.on_start(describe_run(trainer, data));
     for (const std::string& line : plan) note(line);
     TrainSummary s;
     s.first_step = trainer.steps_done();
     if (!run.resume.empty()) {
-      note(format("resumed from {} at step {}", run.resume, s.first_step));
-      const Json saved_config = read_checkpoint_config(resolve_checkpoint(run.resume));
-      const Json* saved = saved_config.find(kFingerprintKey);
-      if (saved && saved->is_string() &&
-          saved->as_string() != std::to_string(data.data().fingerprint())) {
-        note(
-            format("note: {} is not the data {} was trained on; the batches differ from those "
-                   "the saved run would have seen",
-                   data.data().source, run.resume));
-      }
-      const Json* batch = saved_config.find(kBatchKey);
-      const int64_t now = run.sequences_per_step(trainer.grid().size("dp"));
-      if (batch && batch->is_integer() && batch->as_int() != now) {
-        note(
-            format("note: {} trained on {} sequences per step, this run on {} (micro-batch {} x "
-                   "dp {} x accum {}): set --micro-batch or --grad-accum to keep the batch",
-                   run.resume, batch->as_int(), now, run.micro_batch, trainer.grid().size("dp"),
-                   run.grad_accum));
+      for (const std::string& line :
+           resume_notes(run, data, s.first_step, trainer.grid().size("dp"))) {
+        note(line);
       }
     }
     WEFT_CHECK(run.stop_at == 0 || run.stop_at > s.first_step,
                "--stop-at {} is not after the checkpoint's step {}: pass a later step", run.stop_at,
                s.first_step);
     s.first_val_loss = trainer.evaluate();
-    note(format("step {}: val loss {}", s.first_step, fixed(*s.first_val_loss, 4)));
-    const auto start = Clock::now();
-    int64_t tokens = 0;
-    double step_seconds = 0;
-    bool first_checkpoint = true;
-    while (trainer.steps_done() < run.last_step()) {
-      StepReport rep;
-      rep.result = trainer.step();
-      const int64_t step = rep.result.step;
-      const bool last = step == run.last_step();
-      // Every rank learns here whether any rank was signalled: all stop after this step.
-      const Trainer::WorldStatus status = trainer.exchange_status(StopSignals::pending());
-      const int stop = status.stop_signal;
-      tokens += rep.result.tokens;
-      step_seconds += rep.result.times.total;
-      if ((run.eval_every > 0 && step % run.eval_every == 0 && !stop) || last) {
-        rep.val_loss = trainer.evaluate();
-        s.final_val_loss = rep.val_loss;
-      }
-      rep.peak_memory = status.peak_memory;
-      rep.total_steps = run.last_step();
-      rep.steps_this_run = step - s.first_step;
-      rep.elapsed_s = seconds_since(start);
-      rep.tokens_per_s = static_cast<double>(rep.result.tokens) / rep.result.times.total;
-      s.final_loss = rep.result.loss;
-      metrics.write(rep);
-      if (lead && cb.on_step) cb.on_step(rep);
-      std::string written;
-      if (!run.save.empty() &&
-          ((run.save_every > 0 && step % run.save_every == 0) || last || stop)) {
-        written = trainer.checkpoint(run.overwrite && first_checkpoint);
-        first_checkpoint = false;
-      }
-      if (stop) {
-        metrics.close();
-        note(written.empty()
-                 ? format("stopped at step {} by {}: no checkpoint written (no --save)", step,
-                          signal_name(stop))
-                 : format("stopped at step {}: checkpoint written to {}", step, written));
-        s.stop_signal = stop;
-        stopped_by.store(stop);
-        break;
-      }
-      if (!written.empty()) note(format("step {}: checkpoint written to {}", step, written));
-    }
-    metrics.close();
+    note(format("step {}: val loss {:.4f}", s.first_step, *s.first_val_loss));
+    const StepsDone done = run_steps(
+        trainer, s.first_step, metrics,
+        [&](const StepReport& rep) {
+          if (lead && cb.on_step) cb.on_step(rep);
+        },
+        note);
+    s.final_loss = done.final_loss;
+    s.final_val_loss = done.final_val_loss;
+    s.stop_signal = done.stop_signal;
+    if (done.stop_signal) stopped_by.store(done.stop_signal);
     s.steps = trainer.steps_done();
-    s.seconds = seconds_since(start);
-    s.tokens_per_s = step_seconds > 0 ? static_cast<double>(tokens) / step_seconds : 0;
+    s.seconds = done.seconds;
+    s.tokens_per_s = done.tokens_per_s;
     if (run.sample_tokens > 0 && !s.stop_signal) {
       s.sample_ids = trainer.sample(sample_prompt(run), run.sample_tokens, run.seed);
-      if (run.vocab == ByteTokenizer::kVocabSize) s.sample = ByteTokenizer().decode(s.sample_ids);
+      if (run.model.vocab == ByteTokenizer::kVocabSize)
+        s.sample = ByteTokenizer().decode(s.sample_ids);
     }
     if (lead) {
       s.reporter = true;

@@ -1,174 +1,23 @@
-// Trainer: one rank's part of a data- and tensor-parallel GPT training run.
-//
-// Layout. The world's ranks form a "tp-dp" grid (TP fastest: with 4 ranks
-// and tp 2, TP groups [0,1] [2,3], DP groups [0,2] [1,3]). Each rank seeds
-// its RNG tracker with (seed, tp_rank), builds its shard of the model with
-// the TP group, wraps the gradients in a bucketed GradSync over the DP group
-// and steps an AdamW over its parameters.
-//
-// One optimizer step (step() below):
-//   the step's global batch: micro_batch · D · A sequences (D = dp,
-//   A = grad_accum), a function of (data seed, step) only
-//   for micro-batch m < A:
-//     DP rank r takes part m·D + r of the A·D equal parts of the global
-//     batch; under --sp batch each TP rank takes its share of that part,
-//     otherwise every TP rank of a group passes the same rows. So DP=2 at
-//     micro-batch b, DP=1 at 2b and 2 accumulated micro-batches of b all
-//     train on the same sequences
-//     forward_loss, backward_loss(1/grad_accum); GradSync issues each bucket's
-//     all-reduce as soon as its gradients are final, on the last micro-batch
-//     only (the others accumulate locally)
-//   sync.finish()
-//   loss = mean over micro-batches, averaged over DP: the same on every rank
-//   norm = global grad norm over {tp, dp}, each element counted once
-//   a loss or norm that is not finite stops the run (weft::Error naming the step)
-//   AdamW step at lr(step) with the clipping factor as its gradient scale
-//
-// A step's batch is a pure function of (data seed, step), so the same
-// configuration and seed give bitwise-identical losses, and a run
-// resumed from a checkpoint (step, data seed, RNG offsets, optimizer state)
-// continues bitwise-identically.
+// run_training: the whole job of `weft train` (its parts: launch.h, run_start.h,
+// run_loop.h, metrics.h, load_model.h).
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "weft/comm/grid.h"
-#include "weft/nn/gpt.h"
-#include "weft/optim/adamw.h"
-#include "weft/optim/grad_sync.h"
-#include "weft/parallel/rng.h"
-#include "weft/train/checkpoint_format.h"
 #include "weft/train/config.h"
 #include "weft/train/data.h"
+#include "weft/train/run_loop.h"
 
 namespace weft::train {
-
-// Where one step's time went on this rank, in seconds. comm and gemm are the
-// profile totals (time waiting for collectives, time in GEMMs) and overlap
-// the phases.
-struct StepTimes {
-  double forward = 0;
-  double backward = 0;  // includes the wait for the DP gradient sync
-  double optimizer = 0;
-  double comm = 0;
-  double gemm = 0;
-  double total = 0;
-};
-
-struct StepResult {
-  int64_t step = 0;      // optimizer steps done, this one included
-  double loss = 0;       // mean training loss of the global batch, the same on every rank
-  double lr = 0;         // learning rate of this step
-  double grad_norm = 0;  // global gradient norm before clipping
-  int64_t tokens = 0;    // tokens of the global batch
-  StepTimes times{};
-};
 
 // The training data `cfg` names (its --data file, or the fortunes corpus),
 // split for its context length; a weft::Error when the model's vocabulary
 // cannot hold the data's tokens.
 Dataset load_dataset(const TrainConfig& cfg);
-
-class Trainer {
- public:
-  // Collective over `world` (tp · dp ranks). Builds the grid, the model, the
-  // gradient sync and the optimizer, and loads cfg.resume when set. `data`
-  // must outlive the trainer.
-  Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Dataset& data);
-  ~Trainer();
-  Trainer(const Trainer&) = delete;
-  Trainer& operator=(const Trainer&) = delete;
-
-  // One optimizer step (collective).
-  StepResult step();
-  // Mean loss over the first eval_batches validation batches of a step's
-  // global batch size, sliced as training batches are: the same on every
-  // rank, and for every layout of the same global batch.
-  double evaluate();
-  // Writes a checkpoint of this step to `dir` (collective).
-  void save(const std::string& dir);
-  // Writes a checkpoint of this step to the run directory --save names
-  // (DIR/step-NNNNNN, then DIR/latest and --keep; checkpoint_dir.h) and
-  // returns its path (collective). drop_others: this is the first checkpoint
-  // of a run that replaces another's (--overwrite); the others go.
-  std::string checkpoint(bool drop_others);
-  // Text continuing `prompt` (ids), the same on every rank (collective).
-  std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int64_t tokens, uint64_t seed);
-  // Peak CPU bytes of every world rank so far, in world-rank order (collective).
-  std::vector<int64_t> peak_memory();
-  // What every rank knows after a step (collective): the peak memory of each
-  // and the largest stop signal any rank received (0: none), so all ranks
-  // agree to stop after the same step. `stop_signal`: this rank's.
-  struct WorldStatus {
-    std::vector<int64_t> peak_memory{};
-    int stop_signal = 0;
-  };
-  WorldStatus exchange_status(int stop_signal);
-
-  // Optimizer steps taken (counting those before a resume).
-  int64_t steps_done() const { return step_; }
-  const TrainConfig& config() const { return cfg_; }
-  const comm::Grid& grid() const { return *grid_; }
-  nn::Gpt& model() { return *model_; }
-  optim::AdamW& optimizer() { return *optimizer_; }
-  parallel::RngTracker& rng() { return rng_; }
-  comm::ProcessGroup& world() { return world_; }
-
- private:
-  void check_finite(double loss, double norm) const;
-  // The rows of micro-batch `micro` this rank takes: part m·D + r of the
-  // A·D equal parts of a global batch.
-  BatchSlice part(int64_t micro) const;
-
-  TrainConfig cfg_;
-  comm::ProcessGroup& world_;
-  const Dataset& data_;
-  std::unique_ptr<comm::Grid> grid_;
-  parallel::RngTracker rng_;
-  std::unique_ptr<nn::Gpt> model_;
-  std::vector<nn::Parameter*> params_;
-  std::unique_ptr<optim::GradSync> sync_;
-  std::unique_ptr<optim::AdamW> optimizer_;
-  std::unique_ptr<Sampler> sampler_;
-  BatchSlice slice_{};
-  int64_t step_ = 0;
-  // The step of the checkpoint that --save holds (-1: none written yet).
-  int64_t saved_step_ = -1;
-  uint64_t data_seed_ = 0;
-};
-
-// Loads weights into `model` (collective over `world`, any layout): a
-// checkpoint directory (parameters only) or a GPT-2 .safetensors file.
-// options.allow_nonfinite lets NaN and infinite values through.
-void load_weights(const std::string& path, comm::ProcessGroup& world, const comm::Grid& grid,
-                  nn::Gpt& model, ReadOptions options = {});
-
-// A model restored for evaluation or generation: TP=1 on the calling thread
-// (all of this process's cores), its shape read from the checkpoint.
-struct InferenceModel {
-  std::shared_ptr<comm::ProcessGroup> world{};
-  std::unique_ptr<comm::Grid> grid{};
-  std::unique_ptr<nn::Gpt> model{};
-};
-// `path`: a checkpoint directory or a GPT-2 .safetensors file.
-InferenceModel load_for_inference(const std::string& path, DType compute = DType::f32,
-                                  ReadOptions options = {});
-
-// What a run reports to its caller, on world rank 0.
-struct StepReport {
-  StepResult result{};
-  std::optional<double> val_loss{};    // on evaluation steps
-  std::vector<int64_t> peak_memory{};  // bytes per world rank
-  int64_t total_steps = 0;
-  int64_t steps_this_run = 0;  // steps since the start (or resume) of this run
-  double tokens_per_s = 0;
-  double elapsed_s = 0;  // since the first step of this run
-};
 
 struct TrainCallbacks {
   // Once, before the first step: what is being trained, on which layout.

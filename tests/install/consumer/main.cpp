@@ -19,8 +19,7 @@ int main() {
     weft::nn::GptConfig cfg = weft::nn::gpt_preset("tiny");
     cfg.layers = 1;
     cfg.seq = 8;
-    cfg.tp = grid.group_ptr("tp");
-    weft::nn::Gpt model(cfg);
+    weft::nn::Gpt model(weft::parallel::make_context(grid.group_ptr("tp")), cfg);
     weft::optim::AdamW adamw(model.parameters(), {});
     std::vector<int32_t> ids(16);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>('a' + i);

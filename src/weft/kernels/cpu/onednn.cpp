@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "weft/core/error.h"
-#include "weft/core/threads.h"
 #include "weft/kernels/cpu_support.h"
 
 namespace weft::kernels::cpu {
@@ -21,9 +20,9 @@ dnnl::stream& stream() {
   return s;
 }
 
-int apply_thread_budget() {
+int apply_thread_budget(const ExecContext& ec) {
   thread_local int applied = 0;
-  int n = num_threads();
+  const int n = ec.threads();
   if (n != applied) {
     omp_set_num_threads(n);
     applied = n;
@@ -51,13 +50,13 @@ float* staging(int slot, int64_t n) {
   return b.data();
 }
 
-void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
-#pragma omp parallel for num_threads(num_threads()) schedule(static)
+void widen_bf16(const ExecContext& ec, const uint16_t* src, float* dst, int64_t n) {
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }
 
-void narrow_to_bf16(const float* src, uint16_t* dst, int64_t n) {
-#pragma omp parallel for num_threads(num_threads()) schedule(static)
+void narrow_to_bf16(const ExecContext& ec, const float* src, uint16_t* dst, int64_t n) {
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 

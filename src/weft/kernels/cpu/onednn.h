@@ -1,20 +1,21 @@
 // Shared oneDNN plumbing for the CPU kernels: the engine, the calling thread's
-// stream, and keeping oneDNN's OpenMP thread count equal to weft's budget for
-// the calling thread. Include only from kernels/cpu/*.cpp and kernel .cpp
+// stream, and keeping oneDNN's OpenMP thread count equal to the thread team of
+// the execution context a kernel runs on. Include only from kernels/cpu/*.cpp and kernel .cpp
 // files: dnnl.hpp is a heavy header.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "weft/core/dtype.h"
+#include "weft/core/exec_context.h"
 
 namespace weft::kernels::cpu {
 
 dnnl::engine& engine();
 dnnl::stream& stream();
-// Applies weft::num_threads() to the calling thread's OpenMP team size and
-// returns it.
-int apply_thread_budget();
+// Applies ec.threads() to the calling thread's OpenMP team size (which oneDNN
+// primitives run on) and returns it.
+int apply_thread_budget(const ExecContext& ec);
 dnnl::memory::data_type to_dnnl(DType t);
 
 // Whether bf16 work must be emulated (no native bf16 primitives on this ISA;
@@ -26,8 +27,8 @@ bool emulate_bf16();
 // the emulated bf16 path's copy of its operands.
 float* staging(int slot, int64_t n);
 
-// bf16 <-> f32 over n contiguous elements, on the thread budget.
-void widen_bf16(const uint16_t* src, float* dst, int64_t n);
-void narrow_to_bf16(const float* src, uint16_t* dst, int64_t n);
+// bf16 <-> f32 over n contiguous elements, on the context's threads.
+void widen_bf16(const ExecContext& ec, const uint16_t* src, float* dst, int64_t n);
+void narrow_to_bf16(const ExecContext& ec, const float* src, uint16_t* dst, int64_t n);
 
 }  // namespace weft::kernels::cpu

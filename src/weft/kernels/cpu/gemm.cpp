@@ -1,0 +1,327 @@
+#include "weft/kernels/cpu/gemm.h"
+
+#include <algorithm>
+#include <array>
+#include <unordered_map>
+
+#include "weft/core/exec_context.h"
+#include "weft/core/profile.h"
+#include "weft/kernels/cpu/onednn.h"
+
+namespace weft::kernels::cpu {
+
+namespace {
+
+using dnnl::memory;
+
+// One operand as oneDNN sees it: up to 4 dims with strides (elements).
+struct Operand {
+  int ndims = 2;
+  std::array<int64_t, 4> dims{};
+  std::array<int64_t, 4> strides{};
+  DType dtype = DType::f32;
+  void* ptr = nullptr;
+
+  memory::desc desc() const {
+    memory::dims d(dims.begin(), dims.begin() + ndims);
+    memory::dims s(strides.begin(), strides.begin() + ndims);
+    return memory::desc(d, to_dnnl(dtype), s);
+  }
+};
+
+// Everything that selects a primitive: shapes, strides, types, options and
+// the thread count it was created for.
+using Key = std::array<int64_t, 3 * 9 + 6>;
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+struct Entry {
+  dnnl::matmul prim;
+  memory a, b, c, bias, scratch;
+};
+
+struct Cache {
+  std::unordered_map<Key, Entry, KeyHash> entries;
+  int64_t created = 0;
+};
+
+Cache& cache() {
+  thread_local Cache c;
+  return c;
+}
+
+void put(Key& key, size_t& i, const Operand& op) {
+  key[i++] = op.ndims;
+  for (int d = 0; d < 4; ++d) key[i++] = op.dims[static_cast<size_t>(d)];
+  for (int d = 0; d < 4; ++d) key[i++] = op.strides[static_cast<size_t>(d)];
+}
+
+// Runs the primitive for these operands, creating and caching it on first use.
+// bias (if any) is a vector of c's last dimension.
+void execute_matmul(const ExecContext& ec, const Operand& a, const Operand& b, const Operand& c,
+                    const Operand* bias, float alpha, bool accumulate) {
+  const int threads = apply_thread_budget(ec);
+  Key key{};
+  size_t i = 0;
+  put(key, i, a);
+  put(key, i, b);
+  put(key, i, c);
+  key[i++] = static_cast<int64_t>(a.dtype) | static_cast<int64_t>(b.dtype) << 8 |
+             static_cast<int64_t>(c.dtype) << 16;
+  key[i++] = bias ? 1 + static_cast<int64_t>(bias->dtype) : 0;
+  key[i++] = accumulate;
+  key[i++] = static_cast<int64_t>(f32_to_bits(alpha));
+  key[i++] = threads;
+
+  Cache& cc = cache();
+  auto it = cc.entries.find(key);
+  if (it == cc.entries.end()) {
+    try {
+      memory::desc bias_md;
+      if (bias) {
+        memory::dims bd(static_cast<size_t>(c.ndims), 1);
+        bd.back() = c.dims[static_cast<size_t>(c.ndims - 1)];
+        memory::dims bs(static_cast<size_t>(c.ndims), bd.back());
+        bs.back() = 1;
+        bias_md = memory::desc(bd, to_dnnl(bias->dtype), bs);
+      }
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      if (accumulate) {
+        dnnl::post_ops po;
+        po.append_sum(1.0f);
+        attr.set_post_ops(po);
+      }
+      if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+      dnnl::matmul::desc desc(a.desc(), b.desc(), bias_md, c.desc());
+      dnnl::matmul::primitive_desc pd(desc, attr, engine());
+      Entry e;
+      e.prim = dnnl::matmul(pd);
+      e.a = memory(pd.src_desc(), engine(), nullptr);
+      e.b = memory(pd.weights_desc(), engine(), nullptr);
+      e.c = memory(pd.dst_desc(), engine(), nullptr);
+      if (bias) e.bias = memory(pd.bias_desc(), engine(), nullptr);
+      e.scratch = memory(pd.scratchpad_desc(), engine());
+      it = cc.entries.emplace(key, std::move(e)).first;
+      ++cc.created;
+    } catch (const dnnl::error& err) {
+      WEFT_FAIL("oneDNN cannot build a matmul for {}x{} · {}x{} ({}): {}",
+                a.dims[static_cast<size_t>(a.ndims - 2)], a.dims[static_cast<size_t>(a.ndims - 1)],
+                b.dims[static_cast<size_t>(b.ndims - 2)], b.dims[static_cast<size_t>(b.ndims - 1)],
+                dtype_name(a.dtype), err.what());
+    }
+  }
+  Entry& e = it->second;
+  e.a.set_data_handle(a.ptr);
+  e.b.set_data_handle(b.ptr);
+  e.c.set_data_handle(c.ptr);
+  // A fixed argument array through the C API: the C++ execute() takes an
+  // unordered_map, which would allocate on every call.
+  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, e.a.get()},
+                             {DNNL_ARG_WEIGHTS, e.b.get()},
+                             {DNNL_ARG_DST, e.c.get()},
+                             {DNNL_ARG_SCRATCHPAD, e.scratch.get()},
+                             {DNNL_ARG_BIAS, nullptr}};
+  int nargs = 4;
+  if (bias) {
+    e.bias.set_data_handle(bias->ptr);
+    args[4].memory = e.bias.get();
+    nargs = 5;
+  }
+  dnnl_status_t st = dnnl_primitive_execute(e.prim.get(), stream().get(), nargs, args);
+  WEFT_CHECK(st == dnnl_success, "oneDNN matmul failed with status {}", static_cast<int>(st));
+  stream().wait();
+}
+
+// The operand's elements in their memory order, packed densely: `order` lists
+// the dimensions from the largest stride to the smallest, and `dense` gives
+// the strides of the packed copy, which keeps that order (a transposed operand
+// stays transposed).
+struct Packing {
+  std::array<int, 4> order{};
+  std::array<int64_t, 4> dense{};
+  int64_t numel = 1;
+};
+
+Packing packing(const Operand& op) {
+  Packing p;
+  const auto nd = static_cast<size_t>(op.ndims);
+  for (size_t d = 0; d < nd; ++d) p.order[d] = static_cast<int>(d);
+  std::stable_sort(p.order.begin(), p.order.begin() + op.ndims, [&](int x, int y) {
+    return op.strides[static_cast<size_t>(x)] > op.strides[static_cast<size_t>(y)];
+  });
+  for (size_t j = nd; j-- > 0;) {
+    const auto d = static_cast<size_t>(p.order[j]);
+    p.dense[d] = p.numel;
+    p.numel *= op.dims[d];
+  }
+  return p;
+}
+
+// Calls f(offset, packed_offset, n, step) for every run along the innermost
+// dimension: n elements at offset + k·step in the operand and packed_offset + k
+// in its packed copy.
+template <typename F>
+void for_each_run(const ExecContext& ec, const Operand& op, const Packing& p, F&& f) {
+  const int nd = op.ndims;
+  const auto inner = static_cast<size_t>(p.order[static_cast<size_t>(nd - 1)]);
+  const int64_t n = op.dims[inner], step = op.strides[inner];
+  const int64_t outer = n == 0 ? 0 : p.numel / n;
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t rest = o, at = 0, packed = 0;
+    for (int j = nd - 2; j >= 0; --j) {
+      const auto d = static_cast<size_t>(p.order[static_cast<size_t>(j)]);
+      const int64_t idx = rest % op.dims[d];
+      rest /= op.dims[d];
+      at += idx * op.strides[d];
+      packed += idx * p.dense[d];
+    }
+    f(at, packed, n, step);
+  }
+}
+
+// An f32 copy of a bf16 operand in staging buffer `slot` (its values only
+// when `values`; an output that is overwritten needs just the layout).
+Operand widened(const ExecContext& ec, const Operand& op, int slot, bool values) {
+  const Packing p = packing(op);
+  Operand w = op;
+  w.dtype = DType::f32;
+  w.strides = p.dense;
+  auto* dst = staging(slot, p.numel);
+  w.ptr = dst;
+  if (values) {
+    const auto* src = static_cast<const uint16_t*>(op.ptr);
+    for_each_run(ec, op, p, [&](int64_t at, int64_t packed, int64_t n, int64_t step) {
+      for (int64_t k = 0; k < n; ++k) dst[packed + k] = bf16_to_f32(src[at + k * step]);
+    });
+  }
+  return w;
+}
+
+// Rounds the f32 copy made by widened() back into the bf16 operand.
+void narrow_back(const ExecContext& ec, const Operand& w, const Operand& op) {
+  const auto* src = static_cast<const float*>(w.ptr);
+  auto* dst = static_cast<uint16_t*>(op.ptr);
+  for_each_run(ec, op, packing(op), [&](int64_t at, int64_t packed, int64_t n, int64_t step) {
+    for (int64_t k = 0; k < n; ++k) dst[at + k * step] = f32_to_bf16(src[packed + k]);
+  });
+}
+
+// bf16 semantics without bf16 kernels: operands widened to f32 (exactly), the
+// f32 matmul accumulating in f32, a bf16 output rounded once at the end — what
+// a native bf16 matmul computes, up to the order of the f32 sums.
+void emulated_matmul(const ExecContext& ec, const Operand& a, const Operand& b, const Operand& c,
+                     const Operand* bias, float alpha, bool accumulate) {
+  auto widen = [&](const Operand& op, int slot) {
+    return op.dtype == DType::bf16 ? widened(ec, op, slot, true) : op;
+  };
+  const Operand wa = widen(a, 0), wb = widen(b, 1);
+  Operand wbias;
+  if (bias) wbias = widen(*bias, 3);
+  if (c.dtype == DType::f32) {
+    execute_matmul(ec, wa, wb, c, bias ? &wbias : nullptr, alpha, accumulate);
+    return;
+  }
+  const Operand wc = widened(ec, c, 2, accumulate);
+  execute_matmul(ec, wa, wb, wc, bias ? &wbias : nullptr, alpha, accumulate);
+  narrow_back(ec, wc, c);
+}
+
+void run_matmul(const ExecContext& ec, const Operand& a, const Operand& b, const Operand& c,
+                const Operand* bias, float alpha, bool accumulate) {
+  profile::Scope timed(profile::Category::gemm);
+  const bool bf16 = a.dtype == DType::bf16 || b.dtype == DType::bf16 || c.dtype == DType::bf16 ||
+                    (bias && bias->dtype == DType::bf16);
+  if (bf16 && emulate_bf16()) {
+    emulated_matmul(ec, a, b, c, bias, alpha, accumulate);
+  } else {
+    execute_matmul(ec, a, b, c, bias, alpha, accumulate);
+  }
+}
+
+void check_inputs(DType a, DType b, DType c) {
+  WEFT_CHECK(a == b, "gemm operands must have the same dtype, got {} and {}", dtype_name(a),
+             dtype_name(b));
+  WEFT_CHECK(a == DType::f32 || a == DType::bf16, "gemm supports f32 and bf16 inputs, got {}",
+             dtype_name(a));
+  WEFT_CHECK(c == DType::f32 || c == DType::bf16, "gemm writes f32 or bf16, got {}", dtype_name(c));
+}
+
+// A (rows x cols) matrix stored row-major, optionally read transposed.
+Operand matrix(const Tensor& t, bool transposed) {
+  Operand op;
+  int64_t r = t.shape().rows(), c = t.shape().last();
+  op.dims = {transposed ? c : r, transposed ? r : c, 0, 0};
+  op.strides = {transposed ? 1 : c, transposed ? c : 1, 0, 0};
+  op.dtype = t.dtype();
+  op.ptr = t.raw();
+  return op;
+}
+
+}  // namespace
+
+void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
+          const GemmOptions& opt) {
+  check_inputs(a.dtype(), b.dtype(), c.dtype());
+  Operand oa = matrix(a, opt.trans_a), ob = matrix(b, opt.trans_b), oc = matrix(c, false);
+  int64_t m = oa.dims[0], k = oa.dims[1], n = ob.dims[1];
+  WEFT_CHECK(ob.dims[0] == k, "gemm inner dimensions differ: op(a) is {}x{}, op(b) is {}x{}", m, k,
+             ob.dims[0], n);
+  WEFT_CHECK(oc.dims[0] == m && oc.dims[1] == n,
+             "gemm output is {}x{} but op(a)·op(b) is {}x{} (a {}, b {}, c {})", oc.dims[0],
+             oc.dims[1], m, n, a.shape(), b.shape(), c.shape());
+  if (opt.bias) {
+    WEFT_CHECK(opt.bias->numel() == n, "gemm bias has {} elements, expected {}", opt.bias->numel(),
+               n);
+  }
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!opt.accumulate) c.zero();
+    WEFT_CHECK(!opt.bias, "gemm with k = 0 and a bias is not supported");
+    return;
+  }
+  Operand bias;
+  if (opt.bias) {
+    bias.ndims = 1;
+    bias.dims = {n, 0, 0, 0};
+    bias.strides = {1, 0, 0, 0};
+    bias.dtype = opt.bias->dtype();
+    bias.ptr = opt.bias->raw();
+  }
+  run_matmul(ec, oa, ob, oc, opt.bias ? &bias : nullptr, opt.alpha, opt.accumulate);
+}
+
+void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
+                  const StridedMatrices& c, float alpha, bool accumulate) {
+  check_inputs(a.dtype, b.dtype, c.dtype);
+  auto operand = [](const StridedMatrices& s) {
+    Operand op;
+    op.ndims = 4;
+    op.dims = {s.batch[0], s.batch[1], s.rows, s.cols};
+    op.strides = {s.batch_stride[0], s.batch_stride[1], s.row_stride, s.col_stride};
+    op.dtype = s.dtype;
+    op.ptr = s.data;
+    return op;
+  };
+  WEFT_CHECK(a.cols == b.rows && c.rows == a.rows && c.cols == b.cols,
+             "batched gemm shapes disagree: a {}x{}, b {}x{}, c {}x{}", a.rows, a.cols, b.rows,
+             b.cols, c.rows, c.cols);
+  for (int d = 0; d < 2; ++d) {
+    WEFT_CHECK(a.batch[d] == c.batch[d] && b.batch[d] == c.batch[d],
+               "batched gemm batch dimension {} disagrees: a {}, b {}, c {}", d, a.batch[d],
+               b.batch[d], c.batch[d]);
+  }
+  if (c.rows == 0 || c.cols == 0 || c.batch[0] == 0 || c.batch[1] == 0) return;
+  run_matmul(ec, operand(a), operand(b), operand(c), nullptr, alpha, accumulate);
+}
+
+int64_t primitives_created() { return cache().created; }
+
+}  // namespace weft::kernels::cpu

@@ -1,0 +1,280 @@
+#include "weft/kernels/cpu/loss.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "weft/core/exec_context.h"
+#include "weft/kernels/elementwise.h"
+
+namespace weft::kernels::cpu {
+
+namespace {
+
+using detail::exp_in_range;
+using detail::load;
+using detail::store;
+using detail::with_floats;
+
+// The logits as the kernels see them, with the padding resolved.
+struct Vocab {
+  int64_t rows = 0;         // N
+  int64_t cols = 0;         // V, columns of this slice
+  int64_t start = 0;        // vocabulary id of column 0
+  int64_t valid_vocab = 0;  // ids >= this are padding
+  int64_t valid_cols = 0;   // columns [0, valid_cols) of the slice are real
+};
+
+Vocab check_logits(const Tensor& logits, const CrossEntropyOptions& opt, const char* op) {
+  WEFT_CHECK(logits.device().is_cpu(), "{}: logits live on {}, but this kernel runs on the cpu", op,
+             logits.device());
+  WEFT_CHECK(logits.dim() == 2, "{}: logits must be (N,V), got shape {}", op, logits.shape());
+  WEFT_CHECK(logits.dtype() == DType::f32 || logits.dtype() == DType::bf16,
+             "{}: logits must be f32 or bf16, got {}", op, dtype_name(logits.dtype()));
+  WEFT_CHECK(opt.vocab_start >= 0, "{}: vocab_start must be >= 0, got {}", op, opt.vocab_start);
+  WEFT_CHECK(opt.valid_vocab >= 0, "{}: valid_vocab must be >= 0 (0 = all columns), got {}", op,
+             opt.valid_vocab);
+  Vocab v;
+  v.rows = logits.size(0);
+  v.cols = logits.size(1);
+  v.start = opt.vocab_start;
+  v.valid_vocab = opt.valid_vocab > 0 ? opt.valid_vocab : opt.vocab_start + v.cols;
+  v.valid_cols = std::clamp<int64_t>(v.valid_vocab - v.start, 0, v.cols);
+  return v;
+}
+
+void check_row_vector(const Tensor& t, int64_t rows, const char* op, const char* name) {
+  WEFT_CHECK(t.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op, name,
+             t.device());
+  WEFT_CHECK(t.dim() == 1 && t.size(0) == rows && t.dtype() == DType::f32,
+             "{}: {} must be f32 of shape [{}], got {} {}", op, name, rows, dtype_name(t.dtype()),
+             t.shape());
+}
+
+void check_targets_shape(const Tensor& targets, int64_t rows, const char* op) {
+  WEFT_CHECK(targets.device().is_cpu(), "{}: targets live on {}, but this kernel runs on the cpu",
+             op, targets.device());
+  WEFT_CHECK(targets.dim() == 1 && targets.size(0) == rows && targets.dtype() == DType::i32,
+             "{}: targets must be i32 of shape [{}] (one per logits row), got {} {}", op, rows,
+             dtype_name(targets.dtype()), targets.shape());
+}
+
+// Validates every target before any parallel loop runs (an exception cannot
+// leave an OpenMP region) and returns how many rows are counted.
+int64_t check_targets(const Tensor& targets, const Vocab& v, int32_t ignore_index, const char* op) {
+  check_targets_shape(targets, v.rows, op);
+  const int32_t* t = targets.data<int32_t>();
+  int64_t count = 0;
+  for (int64_t n = 0; n < v.rows; ++n) {
+    if (t[n] == ignore_index) continue;
+    WEFT_CHECK(t[n] >= 0 && t[n] < v.valid_vocab,
+               "{}: target {} of row {} is outside the vocabulary [0, {}) and is not the "
+               "ignore_index {}; check the data's token ids against the model's vocab_size",
+               op, t[n], n, v.valid_vocab, ignore_index);
+    ++count;
+  }
+  return count;
+}
+
+// Logits more than this below the row's maximum (or lse) are raised to that
+// floor before exp: e^-87 ≈ 1.6e-38 is nothing against a row sum >= 1, and the
+// argument stays in exp_in_range's range. The floor is
+// computed from the row, not a constant, because a constant clamp lets the
+// compiler fold the clamped path into a branch and the loop no longer
+// vectorizes.
+constexpr float kExpRange = 87.0f;
+
+template <typename T>
+float row_max(const T* row, int64_t cols) {
+  float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < cols; ++j) m = std::max(m, load(row, j));
+  return m;
+}
+
+// A NaN logit makes the sum NaN, so that a diverged model shows a NaN loss
+// (the clamp alone would hide it).
+template <typename T>
+float row_sum_exp(const T* row, int64_t cols, float max) {
+  const float floor = max - kExpRange;
+  float s = 0.0f;
+  int32_t nans = 0;
+#pragma omp simd reduction(+ : s, nans)
+  for (int64_t j = 0; j < cols; ++j) {
+    const float x = load(row, j);
+    nans += x != x;
+    s += exp_in_range((x > floor ? x : floor) - max);
+  }
+  return nans ? std::numeric_limits<float>::quiet_NaN() : s;
+}
+
+// Mean of lse - target logit over the counted rows, summed in f64 in row
+// order so that the loss does not depend on the thread count.
+template <typename Logit>
+float mean_loss(const float* lse, const int32_t* targets, int64_t rows, int32_t ignore_index,
+                int64_t count, Logit&& target_logit) {
+  if (count == 0) return 0.0f;
+  double total = 0.0;
+  for (int64_t n = 0; n < rows; ++n) {
+    if (targets[n] == ignore_index) continue;
+    total += static_cast<double>(lse[n]) - static_cast<double>(target_logit(n));
+  }
+  return static_cast<float>(total / static_cast<double>(count));
+}
+
+}  // namespace
+
+int64_t count_targets(const ExecContext&, const Tensor& targets, int32_t ignore_index) {
+  WEFT_CHECK(targets.dim() == 1 && targets.dtype() == DType::i32,
+             "count_targets: targets must be i32 of shape [N], got {} {}",
+             dtype_name(targets.dtype()), targets.shape());
+  const int32_t* t = targets.data<int32_t>();
+  int64_t count = 0;
+  for (int64_t n = 0; n < targets.numel(); ++n) count += t[n] != ignore_index;
+  return count;
+}
+
+float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
+                            Tensor& lse, const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_forward";
+  Vocab v = check_logits(logits, opt, op);
+  WEFT_CHECK(opt.vocab_start == 0 && v.valid_vocab <= v.cols,
+             "{}: needs the whole vocabulary (vocab_start 0, valid_vocab <= {} columns), got "
+             "vocab_start {} valid_vocab {}; for a vocab slice combine the row-wise pieces "
+             "across ranks",
+             op, v.cols, opt.vocab_start, v.valid_vocab);
+  WEFT_CHECK(v.valid_cols > 0, "{}: logits {} hold no vocabulary column", op, logits.shape());
+  int64_t count = check_targets(targets, v, opt.ignore_index, op);
+  check_row_vector(lse, v.rows, op, "lse");
+  float* out = lse.data<float>();
+  const int32_t* t = targets.data<int32_t>();
+  float loss = 0.0f;
+  with_floats(logits, [&](const auto* x) {
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+    for (int64_t n = 0; n < v.rows; ++n) {
+      const auto* row = x + n * v.cols;
+      float m = row_max(row, v.valid_cols);
+      out[n] = m + std::log(row_sum_exp(row, v.valid_cols, m));
+    }
+    loss = mean_loss(out, t, v.rows, opt.ignore_index, count,
+                     [&](int64_t n) { return load(x + n * v.cols, t[n]); });
+  });
+  return loss;
+}
+
+void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
+                            const Tensor& lse, float dloss, Tensor& dlogits,
+                            const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_backward";
+  Vocab v = check_logits(logits, opt, op);
+  int64_t count = check_targets(targets, v, opt.ignore_index, op);
+  check_row_vector(lse, v.rows, op, "lse");
+  WEFT_CHECK(dlogits.device().is_cpu() && dlogits.shape() == logits.shape() &&
+                 (dlogits.dtype() == DType::f32 || dlogits.dtype() == DType::bf16),
+             "{}: dlogits must be an f32 or bf16 cpu tensor of the logits' shape {}, got {} {}", op,
+             logits.shape(), dtype_name(dlogits.dtype()), dlogits.shape());
+  WEFT_CHECK(!dlogits.same_storage(logits) ||
+                 (dlogits.raw() == logits.raw() && dlogits.dtype() == logits.dtype()),
+             "{}: dlogits shares storage with logits but is not the same tensor; pass logits "
+             "itself to compute in place, or a separate buffer",
+             op);
+  const int32_t* t = targets.data<int32_t>();
+  const float* l = lse.data<float>();
+  // count is 0 only when every row is ignored: then every row is zeroed below.
+  const float scale =
+      count > 0 ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(count))
+                : 0.0f;
+  with_floats(logits, [&](const auto* x) {
+    with_floats(dlogits, [&](auto* dx) {
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+      for (int64_t n = 0; n < v.rows; ++n) {
+        const auto* row = x + n * v.cols;
+        auto* drow = dx + n * v.cols;
+        if (t[n] == opt.ignore_index) {
+          for (int64_t j = 0; j < v.cols; ++j) store(drow, j, 0.0f);
+          continue;
+        }
+        // Under vocab parallelism the target's column may belong to another rank.
+        const int64_t target = t[n] - v.start;
+        const bool here = target >= 0 && target < v.valid_cols;
+        const float lse_n = l[n], floor = lse_n - kExpRange;
+        auto softmax = [&](int64_t j) {
+          const float z = load(row, j);
+          return exp_in_range((z > floor ? z : floor) - lse_n);
+        };
+        // Read before the row is overwritten: dlogits may alias logits.
+        const float p_target = here ? softmax(target) : 0.0f;
+#pragma omp simd
+        for (int64_t j = 0; j < v.valid_cols; ++j) store(drow, j, softmax(j) * scale);
+        for (int64_t j = v.valid_cols; j < v.cols; ++j) store(drow, j, 0.0f);
+        if (here) store(drow, target, (p_target - 1.0f) * scale);
+      }
+    });
+  });
+}
+
+void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& row_max_out,
+                           const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_row_max";
+  Vocab v = check_logits(logits, opt, op);
+  check_row_vector(row_max_out, v.rows, op, "row_max");
+  float* out = row_max_out.data<float>();
+  with_floats(logits, [&](const auto* x) {
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+    for (int64_t n = 0; n < v.rows; ++n) out[n] = row_max(x + n * v.cols, v.valid_cols);
+  });
+}
+
+void cross_entropy_target_logit(const ExecContext&, const Tensor& logits, const Tensor& targets,
+                                Tensor& target_logit, const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_target_logit";
+  Vocab v = check_logits(logits, opt, op);
+  check_targets(targets, v, opt.ignore_index, op);
+  check_row_vector(target_logit, v.rows, op, "target_logit");
+  const int32_t* t = targets.data<int32_t>();
+  float* out = target_logit.data<float>();
+  with_floats(logits, [&](const auto* x) {
+    for (int64_t n = 0; n < v.rows; ++n) {
+      int64_t local = t[n] - v.start;
+      bool here = t[n] != opt.ignore_index && local >= 0 && local < v.valid_cols;
+      out[n] = here ? load(x + n * v.cols, local) : 0.0f;
+    }
+  });
+}
+
+void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Tensor& row_max_in,
+                           Tensor& sum_exp, const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_sum_exp";
+  Vocab v = check_logits(logits, opt, op);
+  check_row_vector(row_max_in, v.rows, op, "row_max");
+  check_row_vector(sum_exp, v.rows, op, "sum_exp");
+  const float* m = row_max_in.data<float>();
+  float* out = sum_exp.data<float>();
+  with_floats(logits, [&](const auto* x) {
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+    for (int64_t n = 0; n < v.rows; ++n) out[n] = row_sum_exp(x + n * v.cols, v.valid_cols, m[n]);
+  });
+}
+
+float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max_in, const Tensor& sum_exp,
+                            const Tensor& target_logit, const Tensor& targets, Tensor& lse,
+                            int32_t ignore_index) {
+  constexpr const char* op = "cross_entropy_combine";
+  WEFT_CHECK(row_max_in.dim() == 1, "{}: row_max must be (N), got {}", op, row_max_in.shape());
+  int64_t rows = row_max_in.size(0);
+  check_row_vector(row_max_in, rows, op, "row_max");
+  check_row_vector(sum_exp, rows, op, "sum_exp");
+  check_row_vector(target_logit, rows, op, "target_logit");
+  check_row_vector(lse, rows, op, "lse");
+  check_targets_shape(targets, rows, op);
+  const float* m = row_max_in.data<float>();
+  const float* s = sum_exp.data<float>();
+  const float* z = target_logit.data<float>();
+  float* out = lse.data<float>();
+  for (int64_t n = 0; n < rows; ++n) out[n] = m[n] + std::log(s[n]);
+  return mean_loss(out, targets.data<int32_t>(), rows, ignore_index,
+                   count_targets(ec, targets, ignore_index), [&](int64_t n) { return z[n]; });
+}
+
+}  // namespace weft::kernels::cpu

@@ -1,0 +1,101 @@
+#include "weft/kernels/cpu/random.h"
+
+#include <algorithm>
+
+#include "weft/core/exec_context.h"
+#include "weft/kernels/elementwise.h"
+
+namespace weft::kernels::cpu {
+
+namespace {
+
+using detail::from_f32;
+using detail::ptr;
+using detail::to_f32;
+
+// Elements per parallel task: large enough to amortize scheduling, a multiple
+// of 4 so that tasks do not split Philox blocks (the numbers would be the same
+// either way; only the work would be repeated).
+constexpr int64_t kChunk = 1 << 14;
+
+// Calls body(begin, end) over [0, n) in chunks spread across the caller's threads.
+template <typename Body>
+void parallel_chunks(const ExecContext& ec, int64_t n, Body&& body) {
+  int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) body(c * kChunk, std::min(n, (c + 1) * kChunk));
+}
+
+void check_p(float p) {
+  WEFT_CHECK(p >= 0.0f && p < 1.0f,
+             "dropout probability must lie in [0, 1), got {} (use 0 to disable dropout)", p);
+}
+
+}  // namespace
+
+void fill_uniform(const ExecContext& ec, uint64_t seed, uint64_t offset, Tensor& out) {
+  WEFT_CHECK(out.dtype() == DType::f32, "fill_uniform writes f32, got a {} tensor of shape {}",
+             dtype_name(out.dtype()), out.shape());
+  float* o = out.data<float>();
+  parallel_chunks(ec, out.numel(), [&](int64_t begin, int64_t end) {
+    for_each_uniform(seed, offset + static_cast<uint64_t>(begin), end - begin,
+                     [&](int64_t i, float u) { o[begin + i] = u; });
+  });
+}
+
+void dropout_forward(const ExecContext& ec, const Tensor& x, float p, uint64_t seed,
+                     uint64_t offset, Tensor& y, Tensor& mask) {
+  check_p(p);
+  detail::check_float(x, "dropout input");
+  WEFT_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(),
+             "dropout output is {} {} but the input is {} {}", dtype_name(y.dtype()), y.shape(),
+             dtype_name(x.dtype()), x.shape());
+  WEFT_CHECK(mask.shape() == x.shape() && mask.dtype() == DType::u8,
+             "dropout mask must be u8 of the input's shape {}, got {} {}", x.shape(),
+             dtype_name(mask.dtype()), mask.shape());
+  uint8_t* m = mask.data<uint8_t>();
+  if (p == 0.0f) {
+    y.copy_from(x);
+    std::fill(m, m + mask.numel(), uint8_t{1});
+    return;
+  }
+  const float scale = 1.0f / (1.0f - p);
+  detail::dispatch_float(x.dtype(), [&]<typename T>() {
+    const T* xs = ptr<T>(x);
+    T* ys = ptr<T>(y);
+    parallel_chunks(ec, x.numel(), [&](int64_t begin, int64_t end) {
+      for_each_uniform(seed, offset + static_cast<uint64_t>(begin), end - begin,
+                       [&](int64_t i, float u) {
+                         int64_t k = begin + i;
+                         bool keep = u >= p;
+                         m[k] = keep;
+                         ys[k] = from_f32<T>(keep ? to_f32(xs[k]) * scale : 0.0f);
+                       });
+    });
+  });
+}
+
+void dropout_backward(const ExecContext& ec, const Tensor& dy, const Tensor& mask, float p,
+                      Tensor& dx) {
+  check_p(p);
+  detail::check_float(dy, "dropout output gradient");
+  WEFT_CHECK(dx.shape() == dy.shape() && dx.dtype() == dy.dtype(),
+             "dropout input gradient is {} {} but the output gradient is {} {}",
+             dtype_name(dx.dtype()), dx.shape(), dtype_name(dy.dtype()), dy.shape());
+  WEFT_CHECK(mask.shape() == dy.shape() && mask.dtype() == DType::u8,
+             "dropout mask must be u8 of the gradient's shape {}, got {} {}", dy.shape(),
+             dtype_name(mask.dtype()), mask.shape());
+  const float scale = 1.0f / (1.0f - p);
+  const uint8_t* m = mask.data<uint8_t>();
+  detail::dispatch_float(dy.dtype(), [&]<typename T>() {
+    const T* g = ptr<T>(dy);
+    T* out = ptr<T>(dx);
+    parallel_chunks(ec, dy.numel(), [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        out[k] = from_f32<T>(m[k] ? to_f32(g[k]) * scale : 0.0f);
+      }
+    });
+  });
+}
+
+}  // namespace weft::kernels::cpu

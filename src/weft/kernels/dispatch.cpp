@@ -1,0 +1,25 @@
+#include "weft/kernels/dispatch.h"
+
+namespace weft::kernels::detail {
+
+Device kernel_device(const ExecContext& ec, const char* kernel,
+                     std::initializer_list<const Tensor*> tensors) {
+  const Device device = ec.device();
+  int i = 0;
+  for (const Tensor* t : tensors) {
+    if (t && t->defined()) {
+      WEFT_CHECK(t->device() == device,
+                 "{}: argument {} ({} {}) is on {} but the execution context runs on {}; move "
+                 "the tensor or call the kernel with a context on its device",
+                 kernel, i, dtype_name(t->dtype()), t->shape(), t->device(), device);
+    }
+    ++i;
+  }
+  return device;
+}
+
+void no_kernel(const char* kernel, Device device) {
+  WEFT_FAIL("{}: tensors on {} but this build of weft has no CUDA kernels", kernel, device);
+}
+
+}  // namespace weft::kernels::detail

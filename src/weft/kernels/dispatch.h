@@ -1,0 +1,21 @@
+// How the kernels of kernels/*.cpp pick their implementation: every tensor
+// must be on the execution context's device, and the device decides between
+// kernels/cpu/ and kernels/cuda/ (which this build does not have). Internal
+// to kernels/.
+#pragma once
+
+#include <initializer_list>
+
+#include "weft/core/exec_context.h"
+
+namespace weft::kernels::detail {
+
+// The device `kernel` runs on: the context's, once every tensor given (null
+// pointers and undefined tensors are skipped) is checked to live there.
+Device kernel_device(const ExecContext& ec, const char* kernel,
+                     std::initializer_list<const Tensor*> tensors);
+
+// Throws weft::Error: `kernel` has no implementation for tensors on `device`.
+[[noreturn]] void no_kernel(const char* kernel, Device device);
+
+}  // namespace weft::kernels::detail

@@ -1,0 +1,74 @@
+// Parameter: a named trainable tensor, its gradient, and the ShardSpec that
+// says how the local tensor relates to the global one.
+//
+// The spec drives checkpoint resharding, gradient synchronization groups and
+// grad-norm de-duplication: no other code guesses how a parameter is laid out.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "weft/comm/process_group.h"
+#include "weft/core/tensor.h"
+
+namespace weft::parallel {
+
+struct ShardSpec {
+  // The full, unsharded shape (after vocabulary padding, if any).
+  Shape global_shape;
+  // The dimension split over `split_group` (-1: not split) and where this
+  // rank's slice starts along it.
+  int split_dim = -1;
+  std::string split_group;  // "tp", "gtp"
+  // The split dimension is `blocks` equal blocks (fused QKV: 3), each split
+  // over the group; this rank holds [offset, offset + length) of every block.
+  int64_t blocks = 1;
+  int64_t offset = 0;
+  int64_t length = 0;
+  // Rows of the global dimension that hold real data (vocabulary padding:
+  // rows >= valid_rows are padding and never contribute). -1: all.
+  int64_t valid_rows = -1;
+  // Groups over which this parameter is replicated: its gradient is the same
+  // (or must be made the same) on every rank of each, and a global norm
+  // counts it once per group. "tp" for replicated layers, "dp" always.
+  std::vector<std::string> replicated_over;
+
+  bool is_split() const { return split_dim >= 0; }
+};
+
+struct Parameter {
+  std::string name;  // "h.3.attn.qkv.weight"
+  Tensor value;      // f32 master weight (local slice)
+  Tensor grad;       // f32, same shape, accumulated by backward
+  ShardSpec spec;
+  // AdamW applies weight decay to 2-D weights only.
+  bool decay = false;
+  // Under sequence parallelism a replicated parameter's gradient holds only
+  // this rank's tokens' share: it must be summed over this group before use.
+  std::shared_ptr<comm::ProcessGroup> grad_sum_group;
+  // Incremented by whatever writes `value` in place during training (the
+  // optimizer step, checkpoint loading): a weight source reuses a cast of the
+  // value only while the version is unchanged.
+  uint64_t version = 0;
+};
+
+// This rank's part of `full` (a tensor of spec.global_shape) as the spec
+// describes it; `full` itself when the spec is not split.
+Tensor shard_of(const ShardSpec& spec, const Tensor& full);
+
+// The spec of a tensor of `global` split along `dim` over the `group_size`
+// ranks of group `group_name`, this rank at `rank`, in `blocks` equal blocks.
+ShardSpec split_spec(const Shape& global, int dim, const std::string& group_name, int rank,
+                     int group_size, int64_t blocks = 1);
+
+// A new parameter with a zeroed gradient, tagged for memory accounting.
+Parameter make_parameter(std::string name, Tensor value, ShardSpec spec, bool decay);
+
+// A parameter holding this rank's slice of `full` (drawn identically on every
+// rank), split along `dim` over the "tp" group of `size` ranks in `blocks`
+// equal blocks; the whole tensor when size is 1.
+Parameter sharded_parameter(const std::string& name, const Tensor& full, int dim, int rank,
+                            int size, int64_t blocks, bool decay);
+
+}  // namespace weft::parallel

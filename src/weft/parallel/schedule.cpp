@@ -1,0 +1,94 @@
+#include "weft/parallel/schedule.h"
+
+#include "weft/kernels/activation.h"
+
+namespace weft::parallel {
+
+namespace {
+
+bool trivial(comm::ProcessGroup* g) { return g == nullptr || g->size() == 1; }
+
+}  // namespace
+
+const char* schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::plain: return "plain";
+    case Schedule::all_gather_gemm: return "all_gather_gemm";
+    case Schedule::gemm_reduce_scatter: return "gemm_reduce_scatter";
+    case Schedule::gemm_all_reduce: return "gemm_all_reduce";
+  }
+  return "?";
+}
+
+Shape gathered_shape(const Shape& x, comm::ProcessGroup* group) {
+  Shape s = x;
+  if (!trivial(group)) s[0] *= group->size();
+  return s;
+}
+
+Shape scattered_shape(const Shape& x, comm::ProcessGroup* group) {
+  Shape s = x;
+  if (trivial(group)) return s;
+  WEFT_CHECK(s[0] % group->size() == 0,
+             "reduce-scatter over the {} ranks of group '{}': {} rows (shape {}) do not split "
+             "evenly",
+             group->size(), group->name(), s[0], x);
+  s[0] /= group->size();
+  return s;
+}
+
+Tensor gemm_input(const ExecContext& ec, DType dtype, const Tensor& x, Tensor& slot) {
+  if (x.dtype() == dtype) return x;
+  Tensor out = ec.reuse(slot, x.shape(), dtype, MemoryTag::activations);
+  out.copy_from(x);
+  return out;
+}
+
+comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Tensor& a,
+                          const Tensor& b, const Tensor& out, GemmWorkspace& ws) {
+  Schedule s = trivial(call.group) ? Schedule::plain : call.schedule;
+  const bool reduces = s == Schedule::gemm_reduce_scatter || s == Schedule::gemm_all_reduce;
+  WEFT_CHECK(!(call.async && reduces && call.options.bias),
+             "a {} schedule adds its bias after the reduction, so it cannot be left in flight",
+             schedule_name(s));
+  WEFT_CHECK(!(reduces && call.options.accumulate),
+             "a {} schedule cannot accumulate into its output: the sum would be reduced again",
+             schedule_name(s));
+  WEFT_CHECK(a.dtype() == b.dtype(), "{} GEMM: operands are {} and {}; convert with gemm_input",
+             schedule_name(s), dtype_name(a.dtype()), dtype_name(b.dtype()));
+  const Tensor& x = a;
+  kernels::GemmOptions opt = call.options;
+  Tensor c = out;
+  switch (s) {
+    case Schedule::plain: kernels::gemm(x, b, c, opt); return {};
+    case Schedule::all_gather_gemm: {
+      Tensor g = ec.reuse(ws.gathered, gathered_shape(x.shape(), call.group), x.dtype(),
+                          MemoryTag::comm);
+      call.group->all_gather(g, x).wait();  // TODO(ec)
+      kernels::gemm(g, b, c, opt);
+      return {};
+    }
+    case Schedule::gemm_reduce_scatter: {
+      opt.bias = nullptr;
+      Tensor p = ec.reuse(ws.partial, gathered_shape(out.shape(), call.group), out.dtype(),
+                          MemoryTag::comm);
+      kernels::gemm(x, b, p, opt);
+      comm::Work w = call.group->reduce_scatter(out, p);
+      if (call.async) return w;
+      w.wait();  // TODO(ec)
+      break;
+    }
+    case Schedule::gemm_all_reduce: {
+      opt.bias = nullptr;
+      kernels::gemm(x, b, c, opt);
+      comm::Work w = call.group->all_reduce(out);
+      if (call.async) return w;
+      w.wait();  // TODO(ec)
+      break;
+    }
+  }
+  if (call.options.bias) kernels::bias_add(c, *call.options.bias);
+  return {};
+}
+
+}  // namespace weft::parallel

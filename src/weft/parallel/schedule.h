@@ -1,0 +1,70 @@
+// GEMM schedules: how a Linear combines a GEMM with the collective that goes
+// with it. Written once against ProcessGroup/Work and the kernels, so the CPU
+// and the GPU share them; the overlap issue adds chunked and ring variants
+// behind the same call.
+//
+//   plain                out = a · op(b) [+ bias]
+//   all_gather_gemm      out = all_gather(a) · op(b) [+ bias]
+//                        a is this rank's block of rows; out covers the group's
+//   gemm_reduce_scatter  out = reduce_scatter(a · op(b)) [+ bias]
+//                        out is this rank's block of rows of the sum
+//   gemm_all_reduce      out = all_reduce(a · op(b)) [+ bias]
+//
+// Collectives run along dimension 0 (rows: tokens in the residual-stream
+// layout, see context.h), on the tensors themselves — no staging copies. A
+// null group, or one of one rank, makes every schedule plain.
+//
+// The bias rule lives here, once: a bias is added by the GEMM when the
+// product is complete on this rank (plain, all-gather), and after the
+// reduction when the GEMM makes partial sums (reduce-scatter, all-reduce), so
+// that it is counted once.
+//
+// Where a GEMM takes its inputs is one of the two places conversions happen:
+// the weight source hands out the weight in the recipe's GEMM input dtype and
+// gemm_input() converts the activation; a and b must then agree.
+#pragma once
+
+#include "weft/comm/process_group.h"
+#include "weft/core/exec_context.h"
+#include "weft/kernels/gemm.h"
+
+namespace weft::parallel {
+
+enum class Schedule : uint8_t { plain, all_gather_gemm, gemm_reduce_scatter, gemm_all_reduce };
+const char* schedule_name(Schedule s);
+
+// Buffers a schedule reuses across calls (keep one per call site): steady
+// state allocates nothing.
+struct GemmWorkspace {
+  Tensor gathered;  // all_gather_gemm: the group's rows of a
+  Tensor partial;   // gemm_reduce_scatter: the unreduced product
+};
+
+struct GemmCall {
+  Schedule schedule = Schedule::plain;
+  comm::ProcessGroup* group = nullptr;
+  kernels::GemmOptions options{};
+  // Leave the trailing collective (reduce-scatter, all-reduce) in flight and
+  // return its Work: `out` must not be read before it is done. Not with a bias.
+  bool async = false;
+};
+
+// x in the GEMM input dtype `dtype`: x itself when it already is, otherwise
+// converted into `slot` (reused across calls). The one place an activation is
+// converted for a GEMM.
+Tensor gemm_input(const ExecContext& ec, DType dtype, const Tensor& x, Tensor& slot);
+
+// Runs `call` on `ec`; `out` has the result's shape. Returns the Work of a
+// collective left in flight (async), else a completed Work. After
+// all_gather_gemm, ws.gathered holds the gathered `a` (the wgrad GEMM of a
+// row-parallel backward reads it again).
+comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Tensor& a,
+                          const Tensor& b, const Tensor& out, GemmWorkspace& ws);
+
+// The rows of `x` once gathered over `group` along dimension 0: shape with
+// dim 0 multiplied by the group's size (x's shape without a group).
+Shape gathered_shape(const Shape& x, comm::ProcessGroup* group);
+// ... and once reduce-scattered: dim 0 divided by the size (checked).
+Shape scattered_shape(const Shape& x, comm::ProcessGroup* group);
+
+}  // namespace weft::parallel

@@ -1,0 +1,43 @@
+#include "weft/parallel/weight_source.h"
+
+namespace weft::parallel {
+
+LocalShardSource::LocalShardSource(Parameter& parameter, Precision precision, ExecContext exec)
+    : parameter_(parameter), precision_(precision), exec_(exec) {}
+
+Tensor LocalShardSource::cast(bool allow_reuse) {
+  const DType dt = precision_.gemm_input();
+  if (parameter_.value.dtype() == dt) return parameter_.value;
+  if (allow_reuse && cast_valid_ && cast_version_ == parameter_.version &&
+      cast_.shape() == parameter_.value.shape()) {
+    return cast_;
+  }
+  if (!cast_.defined() || !(cast_.shape() == parameter_.value.shape()) || cast_.dtype() != dt) {
+    cast_ = exec_.empty(parameter_.value.shape(), dt, MemoryTag::weight_cache);
+  }
+  cast_.copy_from(parameter_.value);
+  cast_valid_ = true;
+  cast_version_ = parameter_.version;
+  ++casts_;
+  return cast_;
+}
+
+Tensor LocalShardSource::weight_for_forward(PassContext& pass) {
+  return cast(pass.reuse_weight_casts());
+}
+
+Tensor LocalShardSource::weight_for_backward(PassContext&) {
+  // The forward of this pass made (or reused) the cast, and weights do not
+  // change between a pass's forward and backward.
+  return cast(true);
+}
+
+Tensor LocalShardSource::weight_grad(PassContext&) { return parameter_.grad; }
+
+void LocalShardSource::finalize_weight_grad(PassContext&, const Tensor& wgrad) {
+  WEFT_CHECK(wgrad.same_storage(parameter_.grad),
+             "{}: the weight gradient was not accumulated into the source's buffer",
+             parameter_.name);
+}
+
+}  // namespace weft::parallel

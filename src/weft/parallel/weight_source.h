@@ -1,0 +1,74 @@
+// WeightSource: how a Linear gets the weight its GEMMs read and where the
+// weight gradient goes. nn/ sees only this interface, so generalized tensor
+// parallelism (a source that all-gathers a 1/N shard just in time, along a
+// prefetch chain, and reduce-scatters the gradient) and low-precision
+// recipes (a source that hands out a quantized weight and its scales) plug in
+// here without changing nn/.
+//
+// A pass calls, in order:
+//   weight_for_forward(pass)            the forward GEMM's weight
+//   weight_for_backward(pass)           the dgrad GEMM's weight (same pass)
+//   weight_grad(pass)                   the f32 buffer the wgrad GEMM accumulates into
+//   finalize_weight_grad(pass, wgrad)   wgrad (that buffer) holds this pass's gradient
+// Both weights are (rows, cols) = shape() in the precision recipe's GEMM input
+// dtype; a GEMM reads them transposed (y = x·Wᵀ). They stay valid until the
+// pass's backward is done.
+#pragma once
+
+#include <memory>
+
+#include "weft/core/exec_context.h"
+#include "weft/parallel/parameter.h"
+#include "weft/parallel/pass.h"
+#include "weft/parallel/precision.h"
+
+namespace weft::parallel {
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+
+  // The shape of the weight the GEMMs read: this rank's (out, in).
+  virtual Shape shape() const = 0;
+  virtual Tensor weight_for_forward(PassContext& pass) = 0;
+  virtual Tensor weight_for_backward(PassContext& pass) = 0;
+  virtual Tensor weight_grad(PassContext& pass) = 0;
+  virtual void finalize_weight_grad(PassContext& pass, const Tensor& wgrad) = 0;
+  // The parameter behind the weight (what the optimizer and checkpoints see).
+  virtual Parameter& parameter() = 0;
+};
+
+// The plain source: this rank's shard of a parameter (all of it without TP),
+// cast to the GEMM input dtype. The cast lives in a buffer of the source,
+// reused across steps; it is made at most once per pass, and once per
+// optimizer step when the pass allows reuse (PassContext::reuse_weight_casts)
+// and the parameter's version is unchanged. Under f32 the parameter's value
+// itself is handed out. The gradient accumulates directly into the
+// parameter's grad; finalize has nothing left to do.
+class LocalShardSource final : public WeightSource {
+ public:
+  LocalShardSource(Parameter& parameter, Precision precision, ExecContext exec);
+
+  Shape shape() const override { return parameter_.value.shape(); }
+  Tensor weight_for_forward(PassContext& pass) override;
+  Tensor weight_for_backward(PassContext& pass) override;
+  Tensor weight_grad(PassContext& pass) override;
+  void finalize_weight_grad(PassContext& pass, const Tensor& wgrad) override;
+  Parameter& parameter() override { return parameter_; }
+
+  // Casts made so far (tests check that one step casts once).
+  int64_t casts() const { return casts_; }
+
+ private:
+  Tensor cast(bool allow_reuse);
+
+  Parameter& parameter_;
+  Precision precision_;
+  ExecContext exec_;
+  Tensor cast_;
+  bool cast_valid_ = false;
+  uint64_t cast_version_ = 0;
+  int64_t casts_ = 0;
+};
+
+}  // namespace weft::parallel

@@ -1,0 +1,48 @@
+#include "weft/train/load_model.h"
+
+#include <filesystem>
+
+#include "weft/comm/world.h"
+#include "weft/train/checkpoint.h"
+#include "weft/train/checkpoint_dir.h"
+#include "weft/train/config.h"
+#include "weft/train/hf_export.h"
+#include "weft/train/hf_files.h"
+
+namespace weft::train {
+
+void load_weights(const std::string& given, comm::ProcessGroup& world, const comm::Grid& grid,
+                  nn::Gpt& model, ReadOptions options) {
+  namespace fs = std::filesystem;
+  const std::string path = resolve_checkpoint(given);
+  std::error_code ec;
+  if (fs::is_directory(path, ec) && !is_hf_directory(path)) {
+    load_checkpoint(path, world, grid, model, nullptr, options);
+    return;
+  }
+  WEFT_CHECK(fs::exists(path, ec),
+             "{} does not exist: give a checkpoint directory (weft train --save), a GPT-2 "
+             ".safetensors file or a Hugging Face model directory (weft checkpoint export)",
+             path);
+  load_hf(path, model, options.allow_nonfinite);
+}
+
+InferenceModel load_for_inference(const std::string& given, DType compute, ReadOptions options) {
+  const std::string path = resolve_checkpoint(given);
+  InferenceModel m;
+  const Json config = read_checkpoint_config(path);
+  TrainConfig cfg;
+  apply_settings(cfg, shape_settings(config), path);
+  cfg.tp = 1;
+  cfg.dtype = compute;
+  m.world = comm::init_world();
+  WEFT_CHECK(m.world->size() == 1,
+             "evaluation and generation run on one process: start weft without mpirun");
+  m.grid = std::make_unique<comm::Grid>(
+      *m.world, "tp-dp", std::vector<std::pair<std::string, int>>{{"tp", 1}, {"dp", 1}});
+  m.model = std::make_unique<nn::Gpt>(model_context(cfg, nullptr), model_config(cfg));
+  load_weights(path, *m.world, *m.grid, *m.model, options);
+  return m;
+}
+
+}  // namespace weft::train
