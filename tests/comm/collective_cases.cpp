@@ -9,6 +9,7 @@
 
 #include "weft/comm/grid.h"
 #include "weft/core/error.h"
+#include "weft/core/exec_context.h"
 
 namespace weft::comm::testing {
 
@@ -365,6 +366,145 @@ void stats(ProcessGroup& g) {
   EXPECT_EQ(sub->stats().total_calls(), 0);
 }
 
+// f64 and i64 reduce in their own type: values that f32 (and, for i64, f64)
+// cannot hold come back exact; an i64 average truncates toward zero.
+void wide_reductions(ProcessGroup& g) {
+  const int n = g.size(), me = g.rank();
+  const int64_t rows = 3, count = rows * n;
+  const auto i64_value = [](int rank, int64_t i) {
+    return (i % 2 ? -1 : 1) * ((int64_t{1} << 56) + 3 * rank + i);
+  };
+  const auto f64_value = [](int rank, int64_t i) { return 1.0 + std::ldexp(3.0 * rank + i, -40); };
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+    const std::string name(reduce_op_name(op));
+    Tensor a = Tensor::empty({count}, DType::i64), b = Tensor::empty({count}, DType::f64);
+    for (int64_t i = 0; i < count; ++i) {
+      a.data<int64_t>()[i] = i64_value(me, i);
+      b.data<double>()[i] = f64_value(me, i);
+    }
+    std::vector<int64_t> want_i(static_cast<size_t>(count));
+    std::vector<double> want_f(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t si = i64_value(0, i), mi = si;
+      double sf = f64_value(0, i), mf = sf;
+      for (int p = 1; p < n; ++p) {
+        si += i64_value(p, i);
+        mi = std::max(mi, i64_value(p, i));
+        sf += f64_value(p, i);
+        mf = std::max(mf, f64_value(p, i));
+      }
+      want_i[static_cast<size_t>(i)] = op == ReduceOp::max ? mi : op == ReduceOp::sum ? si : si / n;
+      want_f[static_cast<size_t>(i)] = op == ReduceOp::max ? mf : op == ReduceOp::sum ? sf : sf / n;
+    }
+    // reduce_scatter first (from the inputs), then all_reduce in place.
+    Tensor rs_i = Tensor::empty({rows}, DType::i64), rs_f = Tensor::empty({rows}, DType::f64);
+    g.reduce_scatter(rs_i, a, op).wait();
+    g.reduce_scatter(rs_f, b, op).wait();
+    for (int64_t i = 0; i < rows; ++i) {
+      const size_t at = static_cast<size_t>(me * rows + i);
+      EXPECT_EQ(rs_i.data<int64_t>()[i], want_i[at]) << tag(g, "i64 reduce_scatter " + name);
+      EXPECT_EQ(rs_f.data<double>()[i], want_f[at]) << tag(g, "f64 reduce_scatter " + name);
+    }
+    g.all_reduce(a, op).wait();
+    g.all_reduce(b, op).wait();
+    for (int64_t i = 0; i < count; ++i) {
+      EXPECT_EQ(a.data<int64_t>()[i], want_i[static_cast<size_t>(i)])
+          << tag(g, format("i64 all_reduce {} at {}", name, i));
+      EXPECT_EQ(b.data<double>()[i], want_f[static_cast<size_t>(i)])
+          << tag(g, format("f64 all_reduce {} at {}", name, i));
+    }
+  }
+}
+
+// One operation for several tensors gives what the single calls give, counts
+// as one call, and orders with the other operations of the group.
+void coalesced(ProcessGroup& g) {
+  const int n = g.size(), me = g.rank();
+  std::vector<int> all;
+  for (int r = 0; r < n; ++r) all.push_back(r);
+  auto sub = g.new_subgroups_by_enumeration({all}, "coalesced");
+  const std::vector<Shape> shapes = {Shape{2 * n, 3}, Shape{n}, Shape{0}, Shape{5 * n, 1}};
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
+      const std::string what = format("{} {}", dtype_name(dtype), reduce_op_name(op));
+      // all_reduce: each tensor as if reduced alone.
+      std::vector<Tensor> ts;
+      for (const Shape& s : shapes) ts.push_back(filled(s, dtype, me));
+      sub->reset_stats();
+      Work w = sub->all_reduce_coalesced(ts, op);
+      EXPECT_EQ(sub->stats().count(OpKind::all_reduce), 1);
+      EXPECT_NE(w.what().find("all_reduce_coalesced"), std::string::npos) << w.what();
+      w.wait();
+      for (size_t k = 0; k < ts.size(); ++k) {
+        std::vector<float> want;
+        for (int64_t i = 0; i < ts[k].numel(); ++i) want.push_back(reduced(op, n, i, dtype));
+        expect_values(ts[k], want, tag(g, format("all_reduce_coalesced {} tensor {}", what, k)));
+      }
+      // reduce_scatter, the last one in place.
+      std::vector<Tensor> ins, outs;
+      for (const Shape& s : shapes) {
+        ins.push_back(filled(s, dtype, me));
+        Shape o = s;
+        o[0] /= n;
+        outs.push_back(Tensor::zeros(o, dtype));
+      }
+      outs.back() = ins.back().chunk(n)[static_cast<size_t>(me)];
+      sub->reduce_scatter_coalesced(outs, ins, op).wait();
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const int64_t c = outs[k].numel();
+        std::vector<float> want;
+        for (int64_t i = 0; i < c; ++i) want.push_back(reduced(op, n, me * c + i, dtype));
+        expect_values(outs[k], want,
+                      tag(g, format("reduce_scatter_coalesced {} tensor {}", what, k)));
+      }
+    }
+    // all_gather, the first one in place.
+    std::vector<Tensor> ins, outs;
+    for (const Shape& s : shapes) {
+      Shape o = s;
+      o[0] /= n;
+      ins.push_back(filled(o, dtype, me));
+      outs.push_back(Tensor::zeros(s, dtype));
+    }
+    Tensor own = outs.front().chunk(n)[static_cast<size_t>(me)];
+    own.copy_from(ins.front());
+    ins.front() = own;
+    sub->all_gather_coalesced(outs, ins).wait();
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const int64_t c = outs[k].numel() / n;
+      std::vector<float> want;
+      for (int p = 0; p < n; ++p)
+        for (int64_t i = 0; i < c; ++i) want.push_back(value(p, i));
+      expect_values(outs[k], want,
+                    tag(g, format("all_gather_coalesced {} tensor {}", dtype_name(dtype), k)));
+    }
+  }
+  // f64 and i64 coalesce too.
+  Tensor d = Tensor::full({3}, 0.5f, DType::f64), l = Tensor::full({2}, 2.0f, DType::i64);
+  sub->all_reduce_coalesced(std::vector<Tensor>{d}).wait();
+  sub->all_reduce_coalesced(std::vector<Tensor>{l}).wait();
+  EXPECT_EQ(d.data<double>()[2], 0.5 * n);
+  EXPECT_EQ(l.data<int64_t>()[1], 2 * n);
+  // Nothing to do: a completed Work, no operation.
+  sub->reset_stats();
+  EXPECT_TRUE(sub->all_reduce_coalesced({}).is_completed());
+  EXPECT_EQ(sub->stats().total_calls(), 0);
+  // One dtype per call, checked on the caller.
+  std::vector<Tensor> mixed = {Tensor::zeros({2}), Tensor::zeros({2}, DType::bf16)};
+  EXPECT_THROW(sub->all_reduce_coalesced(mixed), Error);
+  sub->barrier().wait();
+}
+
+// Work::wait(context) orders a context after the operation: on the CPU a host wait.
+void wait_on_context(ProcessGroup& g) {
+  Tensor t = Tensor::full({5}, 1.0f);
+  Work w = g.all_reduce(t);
+  w.wait(ExecContext::host());
+  EXPECT_TRUE(w.is_completed());
+  EXPECT_EQ(t.item(4), static_cast<float>(g.size()));
+  Work().wait(ExecContext::host());
+}
+
 }  // namespace
 
 const std::vector<CommCase>& collective_cases() {
@@ -383,6 +523,9 @@ const std::vector<CommCase>& collective_cases() {
       {"grid", grid, {.min_world = 2, .multiple_of = 2}},
       {"mismatch_between_ranks", mismatch_between_ranks, {.min_world = 2}},
       {"stats", stats},
+      {"wide_reductions", wide_reductions},
+      {"coalesced", coalesced},
+      {"wait_on_context", wait_on_context},
   };
   return cases;
 }

@@ -1,10 +1,11 @@
-// The local backend's data movement (comm/reduce.h): the streaming paths for
+// The local backend's data movement (comm/detail/reduce.h): the streaming paths for
 // large buffers give the same bits as the element-by-element definition, for
 // every dtype, operation and input count, aligned or not.
-#include "weft/comm/reduce.h"
+#include "weft/comm/detail/reduce.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -189,6 +190,64 @@ TEST(Reduce, RegisterKernelMatchesTheDefinitionBitForBit) {
     // (2, 4, 8) multiply, others divide.
     for (int divisor : {2, 4, 8, 6})
       check_reduction(dtype, ReduceOp::avg, 3, divisor, count, 0, false);
+  }
+}
+
+// f64 and i64 combine in their own type, in input order, over several blocks,
+// with the output one of the inputs: i64 keeps values past 2^53, wraps around
+// on overflow and averages with truncation toward zero; f64 keeps bits f32
+// would lose and lets NaN win a max.
+TEST(Reduce, WideTypesCombineInTheirOwnType) {
+  const int64_t count = 2 * 2048 + 5;
+  const int k = 3;
+  {
+    std::vector<std::vector<int64_t>> in(k, std::vector<int64_t>(count));
+    for (int j = 0; j < k; ++j)
+      for (int64_t i = 0; i < count; ++i)
+        in[j][i] = (i % 2 ? -1 : 1) * ((int64_t{1} << 56) + 3 * j + i);
+    in[1][7] = std::numeric_limits<int64_t>::max();  // wraps: max + (2^56 + 7) + (2^56 + 13)
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+      std::vector<std::vector<int64_t>> bufs = in;
+      std::vector<const void*> ptrs;
+      for (auto& b : bufs) ptrs.push_back(b.data());
+      reduce_buffers(DType::i64, op, bufs[0].data(), ptrs, count, k);
+      for (int64_t i = 0; i < count; ++i) {
+        uint64_t sum = 0;
+        int64_t max = in[0][i];
+        for (int j = 0; j < k; ++j) {
+          sum += static_cast<uint64_t>(in[j][i]);
+          max = std::max(max, in[j][i]);
+        }
+        const int64_t want = op == ReduceOp::max   ? max
+                             : op == ReduceOp::sum ? static_cast<int64_t>(sum)
+                                                   : static_cast<int64_t>(sum) / k;
+        ASSERT_EQ(bufs[0][i], want) << "i64 " << reduce_op_name(op) << " at " << i;
+      }
+    }
+  }
+  {
+    std::vector<std::vector<double>> in(k, std::vector<double>(count));
+    for (int j = 0; j < k; ++j)
+      for (int64_t i = 0; i < count; ++i) in[j][i] = 1.0 + std::ldexp(3.0 * j + i, -40);
+    in[2][9] = std::nan("");
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max}) {
+      std::vector<std::vector<double>> bufs = in;
+      std::vector<const void*> ptrs;
+      for (auto& b : bufs) ptrs.push_back(b.data());
+      reduce_buffers(DType::f64, op, bufs[0].data(), ptrs, count, k);
+      for (int64_t i = 0; i < count; ++i) {
+        double acc = in[0][i];
+        for (int j = 1; j < k; ++j)
+          acc = op == ReduceOp::max ? ((in[j][i] > acc || std::isnan(in[j][i])) ? in[j][i] : acc)
+                                    : acc + in[j][i];
+        if (op == ReduceOp::avg) acc /= k;
+        if (std::isnan(acc)) {
+          ASSERT_TRUE(std::isnan(bufs[0][i])) << "f64 " << reduce_op_name(op) << " at " << i;
+        } else {
+          ASSERT_EQ(bufs[0][i], acc) << "f64 " << reduce_op_name(op) << " at " << i;
+        }
+      }
+    }
   }
 }
 

@@ -113,9 +113,11 @@ std::string hex(uint32_t code) {
 
 TEST(DTypeNames, NamesRoundTripAndAliasesParse) {
   for (DType t : {DType::f32, DType::bf16, DType::f16, DType::e4m3, DType::e5m2, DType::e8m0,
-                  DType::e2m1, DType::i32, DType::u8}) {
+                  DType::e2m1, DType::i32, DType::u8, DType::f64, DType::i64}) {
     EXPECT_EQ(parse_dtype(dtype_name(t)), t) << dtype_name(t);
   }
+  EXPECT_EQ(parse_dtype("float64"), DType::f64);
+  EXPECT_EQ(parse_dtype("int64"), DType::i64);
   EXPECT_EQ(parse_dtype("fp32"), DType::f32);
   EXPECT_EQ(parse_dtype("float32"), DType::f32);
   EXPECT_EQ(parse_dtype("bfloat16"), DType::bf16);
@@ -532,6 +534,40 @@ TEST(DTypeConvert, IntegersTruncateAndSaturate) {
   float f[4];
   convert(narrow, DType::u8, f, DType::f32, 4);
   EXPECT_EQ(f[1], 255.0f);
+}
+
+// f64 and i64 convert through f64: f64, i32 and i64 within 2^53 keep every
+// bit, i64 to i64 keeps all 64, floats truncate toward zero and saturate.
+TEST(DTypeConvert, WideTypesKeepTheirBits) {
+  EXPECT_EQ(dtype_bits(DType::f64), 64);
+  EXPECT_EQ(dtype_bits(DType::i64), 64);
+  const double d[3] = {1.0 + std::ldexp(1.0, -40), -3.5, 1e300};
+  double d_back[3];
+  convert(d, DType::f64, d_back, DType::f64, 3);
+  const int64_t big[3] = {(int64_t{1} << 60) + 1, -7, INT64_MAX};
+  int64_t big_back[3];
+  convert(big, DType::i64, big_back, DType::i64, 3);
+  const int32_t small[3] = {INT32_MIN, 5, INT32_MAX};
+  int64_t widened[3];
+  convert(small, DType::i32, widened, DType::i64, 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(d_back[i], d[i]);
+    EXPECT_EQ(big_back[i], big[i]);
+    EXPECT_EQ(widened[i], small[i]);
+  }
+  const double f[6] = {2.9, -2.9, 1e30, -1e30, kNaN, 9007199254740993.0};
+  int64_t t[6];
+  convert(f, DType::f64, t, DType::i64, 6);
+  const int64_t want[6] = {2, -2, INT64_MAX, INT64_MIN, 0, int64_t{1} << 53};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(t[i], want[i]) << f[i];
+  const float to_wide[2] = {0.1f, -kInf};
+  double wide[2];
+  convert(to_wide, DType::f32, wide, DType::f64, 2);
+  EXPECT_EQ(wide[0], static_cast<double>(0.1f));
+  EXPECT_EQ(wide[1], -std::numeric_limits<double>::infinity());
+  float narrowed[1];
+  convert(d, DType::f64, narrowed, DType::f32, 1);
+  EXPECT_EQ(narrowed[0], 1.0f);
 }
 
 }  // namespace

@@ -8,12 +8,25 @@ foreach(f include/weft/nn/gpt.h include/weft/train/trainer.h lib/cmake/weft/weft
     message(FATAL_ERROR "the installed tree has no ${f}")
   endif()
 endforeach()
-# Internal headers (oneDNN plumbing, kernel helpers) stay out of the install.
+# Internal headers (oneDNN plumbing, kernel helpers, comm backend internals)
+# stay out of the install.
 foreach(f include/weft/kernels/cpu/onednn.h include/weft/kernels/cpu/gemm.h
-          include/weft/kernels/elementwise.h include/weft/kernels/dispatch.h)
+          include/weft/kernels/elementwise.h include/weft/kernels/dispatch.h
+          include/weft/comm/detail/op.h include/weft/comm/detail/reduce.h)
   if(EXISTS "${WORK_DIR}/prefix/${f}")
     message(FATAL_ERROR "the installed tree has the internal header ${f}")
   endif()
+endforeach()
+# ... and no installed header includes one that was left out.
+file(GLOB_RECURSE installed RELATIVE "${WORK_DIR}/prefix/include" "${WORK_DIR}/prefix/include/weft/*.h")
+foreach(h ${installed})
+  file(STRINGS "${WORK_DIR}/prefix/include/${h}" includes REGEX "^#include \"weft/")
+  foreach(line ${includes})
+    string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" inc "${line}")
+    if(NOT EXISTS "${WORK_DIR}/prefix/include/${inc}")
+      message(FATAL_ERROR "the installed header ${h} includes ${inc}, which is not installed")
+    endif()
+  endforeach()
 endforeach()
 run_ok(COMMAND ${CMAKE_COMMAND} -S "${CONSUMER}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
     -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release

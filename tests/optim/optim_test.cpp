@@ -123,6 +123,37 @@ TEST(GradSync, SumsPartialGradientsOverTheirGroup) {
   });
 }
 
+// The partial sums of one group go as one coalesced all-reduce; buckets
+// whose parameters were never marked ready go together at finish().
+TEST(GradSync, CoalescesPartialSumsAndPendingBuckets) {
+  comm::run_local(2, [](comm::ProcessGroup& world) {
+    auto tp = world.new_subgroups_by_enumeration({{0, 1}}, "tp");
+    auto dp = world.new_subgroups_by_enumeration({{0, 1}}, "dp");
+    std::vector<nn::Parameter> ps;
+    for (int i = 0; i < 3; ++i)
+      ps.push_back(param("ln" + std::to_string(i), std::vector<float>(16, 0), false));
+    std::vector<nn::Parameter*> ptrs;
+    for (auto& p : ps) {
+      p.grad_sum_group = tp;
+      ptrs.push_back(&p);
+    }
+    GradSync sync(ptrs, dp, 64);  // one parameter per bucket
+    ASSERT_EQ(sync.num_buckets(), 3);
+    for (size_t i = 0; i < ps.size(); ++i)
+      ps[i].grad.fill(static_cast<float>(world.rank() + 1 + static_cast<int>(i)));
+    tp->reset_stats();
+    dp->reset_stats();
+    sync.finish();
+    EXPECT_EQ(tp->stats().count(comm::OpKind::all_reduce), 1);
+    EXPECT_EQ(dp->stats().count(comm::OpKind::all_reduce), 1);
+    EXPECT_EQ(sync.issued_early(), 0);
+    // DP average, then the sum over tp: 2 * (1.5 + i).
+    for (size_t i = 0; i < ps.size(); ++i)
+      EXPECT_EQ(ps[i].grad.to_vector(),
+                std::vector<float>(16, 3.0f + 2.0f * static_cast<float>(i)));
+  });
+}
+
 TEST(GradSync, UnknownParameterAndDoubleReadyAreErrors) {
   nn::Parameter p = param("p", {0}, false), q = param("q", {0}, false);
   GradSync sync({&p}, nullptr);

@@ -8,8 +8,8 @@
 #include <mutex>
 #include <thread>
 
-#include "weft/comm/op_queue.h"
-#include "weft/comm/reduce.h"
+#include "weft/comm/detail/op_queue.h"
+#include "weft/comm/detail/reduce.h"
 #include "weft/core/error.h"
 #include "weft/core/threads.h"
 
@@ -161,7 +161,8 @@ class LocalProcessGroup final : public ProcessGroup {
   LocalProcessGroup(std::shared_ptr<LocalShared> shared, int rank)
       : ProcessGroup(shared->name, rank, shared->size, shared->world_ranks),
         shared_(std::move(shared)),
-        queue_(std::make_unique<detail::OpQueue>([this](Op& op) { execute(op); })) {}
+        queue_(std::make_unique<detail::OpQueue>(rank, shared_->size,
+                                                 [this](Op& op) { execute(op); })) {}
 
   ~LocalProcessGroup() override {
     queue_.reset();  // runs what is still queued
@@ -173,9 +174,10 @@ class LocalProcessGroup final : public ProcessGroup {
   std::string_view backend() const override { return "local"; }
 
  protected:
-  void submit(Op op, std::shared_ptr<detail::WorkState> state) override {
+  std::shared_ptr<const Work::Impl> submit(Op op) override {
+    auto work = make_host_work(op);
     std::weak_ptr<LocalShared> weak = shared_;
-    state->stragglers = [weak, kind = op.kind, seq = op.seq, peer = op.peer, src = op.src] {
+    work->stragglers = [weak, kind = op.kind, seq = op.seq, peer = op.peer, src = op.src] {
       auto g = weak.lock();
       if (!g) return std::string();
       std::lock_guard lock(g->mu);
@@ -189,7 +191,8 @@ class LocalProcessGroup final : public ProcessGroup {
       if (missing.empty()) return std::string("all ranks arrived; it is still running");
       return format("ranks {} did not arrive", g->ranks_str(missing));
     };
-    queue_->push(std::move(op), std::move(state));
+    queue_->push(std::move(op), work);
+    return work;
   }
 
   std::shared_ptr<ProcessGroup> split(const std::vector<std::vector<int>>& lists, int color,
@@ -382,6 +385,7 @@ std::string LocalProcessGroup::disagreement(const LocalShared::Slot& s) const {
     if (o.kind == OpKind::all_reduce || o.kind == OpKind::reduce_scatter)
       text += format(" ({})", reduce_op_name(o.reduce));
     if (o.kind == OpKind::broadcast) text += format(" from root {}", o.peer);
+    if (!o.parts_in.empty()) text += format(" coalesced from {} tensors", o.parts_in.size());
     return text;
   };
   const std::string first = describe(*s.ops[0]);

@@ -18,8 +18,8 @@
 #include <mutex>
 #include <thread>
 
-#include "weft/comm/op_queue.h"
-#include "weft/comm/reduce.h"
+#include "weft/comm/detail/op_queue.h"
+#include "weft/comm/detail/reduce.h"
 
 namespace weft::comm {
 
@@ -53,7 +53,15 @@ int as_int(int64_t n, const std::string& what) {
   return static_cast<int>(n);
 }
 
-MPI_Datatype element_type(DType t) { return t == DType::f32 ? MPI_FLOAT : MPI_UINT16_T; }
+// The element types of the reducible dtypes (bf16 travels as its 16-bit words).
+MPI_Datatype element_type(DType t) {
+  switch (t) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i64: return MPI_INT64_T;
+    default: return MPI_UINT16_T;
+  }
+}
 
 // MPI initialized by us is finalized at exit, after the groups are gone.
 struct Runtime {
@@ -221,7 +229,8 @@ class MpiProcessGroup final : public ProcessGroup {
     core_->world_ranks = world_ranks;
     std::shared_ptr<Core> core = core_;
     queue_ = std::make_unique<detail::OpQueue>(
-        [this](Op& op) { execute(op); }, std::chrono::milliseconds(5), [core] { core->respond(); });
+        rank(), size(), [this](Op& op) { execute(op); }, std::chrono::milliseconds(5),
+        [core] { core->respond(); });
   }
 
   ~MpiProcessGroup() override { queue_.reset(); }
@@ -241,15 +250,17 @@ class MpiProcessGroup final : public ProcessGroup {
   }
 
  protected:
-  void submit(Op op, std::shared_ptr<detail::WorkState> state) override {
+  std::shared_ptr<const Work::Impl> submit(Op op) override {
     if (is_collective(op.kind)) core_->issued.store(op.seq + 1);
+    auto work = make_host_work(op);
     std::weak_ptr<Core> weak = core_;
-    state->stragglers = [weak, kind = op.kind, seq = op.seq,
-                         peer = op.kind == OpKind::recv ? op.src : op.peer] {
+    work->stragglers = [weak, kind = op.kind, seq = op.seq,
+                        peer = op.kind == OpKind::recv ? op.src : op.peer] {
       auto core = weak.lock();
       return core ? core->stragglers(kind, seq, peer, false) : std::string();
     };
-    queue_->push(std::move(op), std::move(state));
+    queue_->push(std::move(op), work);
+    return work;
   }
 
   std::shared_ptr<ProcessGroup> split(const std::vector<std::vector<int>>& lists, int color,
@@ -294,31 +305,34 @@ void MpiProcessGroup::complete(std::vector<MPI_Request>& reqs, const Op& op,
 void MpiProcessGroup::check_peers_agree(const Op& op, const Clock::time_point& deadline) {
   const Tensor& t = op.kind == OpKind::all_gather ? op.in : op.out;
   const bool reduces = op.kind == OpKind::all_reduce || op.kind == OpKind::reduce_scatter;
-  int64_t mine[5] = {static_cast<int64_t>(op.kind),
-                     op.kind == OpKind::barrier ? 0 : static_cast<int64_t>(t.dtype()),
-                     op.kind == OpKind::barrier ? 0 : t.numel(),
-                     reduces ? static_cast<int64_t>(op.reduce) : 0,
-                     op.kind == OpKind::broadcast ? op.peer : 0};
-  int64_t send[10], recv[10];
-  for (int i = 0; i < 5; ++i) {
+  constexpr int kFields = 6;
+  int64_t mine[kFields] = {static_cast<int64_t>(op.kind),
+                           op.kind == OpKind::barrier ? 0 : static_cast<int64_t>(t.dtype()),
+                           op.kind == OpKind::barrier ? 0 : t.numel(),
+                           reduces ? static_cast<int64_t>(op.reduce) : 0,
+                           op.kind == OpKind::broadcast ? op.peer : 0,
+                           static_cast<int64_t>(op.parts_in.size())};
+  int64_t send[2 * kFields], recv[2 * kFields];
+  for (int i = 0; i < kFields; ++i) {
     send[i] = mine[i];
-    send[5 + i] = -mine[i];
+    send[kFields + i] = -mine[i];
   }
   std::vector<MPI_Request> reqs(1);
-  check_mpi(MPI_Iallreduce(send, recv, 10, MPI_INT64_T, MPI_MAX, core_->comm, reqs.data()), op.what,
-            "MPI_Iallreduce");
+  check_mpi(MPI_Iallreduce(send, recv, 2 * kFields, MPI_INT64_T, MPI_MAX, core_->comm, reqs.data()),
+            op.what, "MPI_Iallreduce");
   complete(reqs, op, deadline);
   bool same = true;
-  for (int i = 0; i < 5; ++i) same = same && recv[i] == mine[i] && -recv[5 + i] == mine[i];
+  for (int i = 0; i < kFields; ++i)
+    same = same && recv[i] == mine[i] && -recv[kFields + i] == mine[i];
   if (same) return;
-  std::vector<int64_t> all(static_cast<size_t>(5 * size()));
-  check_mpi(
-      MPI_Iallgather(mine, 5, MPI_INT64_T, all.data(), 5, MPI_INT64_T, core_->comm, reqs.data()),
-      op.what, "MPI_Iallgather");
+  std::vector<int64_t> all(static_cast<size_t>(kFields * size()));
+  check_mpi(MPI_Iallgather(mine, kFields, MPI_INT64_T, all.data(), kFields, MPI_INT64_T,
+                           core_->comm, reqs.data()),
+            op.what, "MPI_Iallgather");
   complete(reqs, op, deadline);
   std::string text;
   for (int p = 0; p < size(); ++p) {
-    const int64_t* s = &all[static_cast<size_t>(5 * p)];
+    const int64_t* s = &all[static_cast<size_t>(kFields * p)];
     auto kind = static_cast<OpKind>(s[0]);
     text += format("{}rank {}: {}", p ? ", " : "", p, op_kind_name(kind));
     if (kind == OpKind::barrier) continue;
@@ -326,6 +340,7 @@ void MpiProcessGroup::check_peers_agree(const Op& op, const Clock::time_point& d
     if (kind == OpKind::all_reduce || kind == OpKind::reduce_scatter)
       text += format(" ({})", reduce_op_name(static_cast<ReduceOp>(s[3])));
     if (kind == OpKind::broadcast) text += format(" from root {}", s[4]);
+    if (s[5] > 0) text += format(" coalesced from {} tensors", s[5]);
   }
   core_->failure = format(
       "{}: the ranks disagree about the operation ({}); every rank must make "

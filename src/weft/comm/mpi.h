@@ -6,9 +6,11 @@
 // non-blocking MPI calls, polling MPI_Test against the group's deadline, so an
 // issued operation progresses while the caller computes and no wait can hang.
 // all_gather, broadcast, all_to_all and barrier map to the MPI collective;
-// reduce_scatter and all_reduce exchange chunks with MPI_Ialltoall(v) and add
-// them locally in f32 (then MPI_Iallgatherv for all_reduce), which gives bf16
-// its f32 accumulation and every dtype a fixed summation order. Before each
+// reduce_scatter and all_reduce exchange chunks with MPI_Ialltoall(v) and
+// reduce them locally (then MPI_Iallgatherv for all_reduce): f32 and bf16 in
+// f32, which gives bf16 its f32 accumulation, f64 (MPI_DOUBLE) and i64
+// (MPI_INT64_T) in their own type, every dtype in a fixed order. A coalesced
+// call is one of these on a buffer the worker packs the tensors into. Before each
 // collective (unless check_peers is off) the ranks compare what they called
 // with one small MPI_Iallreduce, so a mismatch is an error rather than a
 // hang or corrupt data. Point-to-point messages carry a small header (dtype,

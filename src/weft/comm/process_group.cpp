@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "weft/comm/detail/host_work.h"
+#include "weft/comm/detail/op.h"
 #include "weft/core/error.h"
 
 namespace weft::comm {
@@ -53,6 +55,64 @@ void check_scaled_dim0(const char* what, const Tensor& big, const char* big_role
              dtype_name(small.dtype()));
 }
 
+void check_dtype_reducible(const char* what, const Tensor& t, ReduceOp op) {
+  const DType d = t.dtype();
+  WEFT_CHECK(d == DType::f32 || d == DType::bf16 || d == DType::f64 || d == DType::i64,
+             "{}: a {} reduction needs f32 or bf16 tensors (or f64 or i64), got {}", what,
+             reduce_op_name(op), dtype_name(d));
+}
+
+// The checked operations, shared by the single and the coalesced calls.
+detail::Op checked_all_gather(const Tensor& out, const Tensor& in, int rank, int size) {
+  const char* what = "all_gather";
+  check_defined_cpu(what, "output", out);
+  check_defined_cpu(what, "input", in);
+  check_same_dtype(what, out, in);
+  check_scaled_dim0(what, out, "output", in, "input", size);
+  detail::Op op{.kind = OpKind::all_gather, .in = in, .out = out};
+  op.in_place = in.same_storage(out) && begin_of(in) == begin_of(out) + rank * in.nbytes();
+  WEFT_CHECK(op.in_place || !overlaps(in, out),
+             "all_gather: the input overlaps the output but is not this rank's chunk of it "
+             "(out.chunk({})[{}]); use that chunk for an in-place call or separate tensors",
+             size, rank);
+  return op;
+}
+
+detail::Op checked_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp reduce, int rank,
+                                  int size) {
+  const char* what = "reduce_scatter";
+  check_defined_cpu(what, "output", out);
+  check_defined_cpu(what, "input", in);
+  check_same_dtype(what, out, in);
+  check_dtype_reducible(what, in, reduce);
+  check_scaled_dim0(what, in, "input", out, "output", size);
+  detail::Op op{.kind = OpKind::reduce_scatter, .reduce = reduce, .in = in, .out = out};
+  op.in_place = in.same_storage(out) && begin_of(out) == begin_of(in) + rank * out.nbytes();
+  WEFT_CHECK(op.in_place || !overlaps(in, out),
+             "reduce_scatter: the output overlaps the input but is not this rank's chunk of it "
+             "(in.chunk({})[{}]); use that chunk for an in-place call or separate tensors",
+             size, rank);
+  return op;
+}
+
+detail::Op checked_all_reduce(const Tensor& out, const Tensor& in, ReduceOp reduce) {
+  const char* what = "all_reduce";
+  check_defined_cpu(what, "output", out);
+  check_defined_cpu(what, "input", in);
+  check_same_dtype(what, out, in);
+  check_dtype_reducible(what, in, reduce);
+  WEFT_CHECK(out.shape() == in.shape(),
+             "all_reduce: the output shape {} differs from the input "
+             "shape {}",
+             out.shape(), in.shape());
+  detail::Op op{.kind = OpKind::all_reduce, .reduce = reduce, .in = in, .out = out};
+  op.in_place = in.same_storage(out) && begin_of(in) == begin_of(out);
+  WEFT_CHECK(op.in_place || !overlaps(in, out),
+             "all_reduce: the output partly overlaps the input; pass the same tensor twice for an "
+             "in-place call, or separate tensors");
+  return op;
+}
+
 }  // namespace
 
 std::string_view reduce_op_name(ReduceOp op) {
@@ -82,6 +142,16 @@ OpKind parse_op_kind(std::string_view name) {
       name);
 }
 
+std::string_view comm_event_kind_name(CommEvent::Kind kind) {
+  switch (kind) {
+    case CommEvent::Kind::issued: return "issued";
+    case CommEvent::Kind::wait_begin: return "wait_begin";
+    case CommEvent::Kind::wait_end: return "wait_end";
+    case CommEvent::Kind::completed: return "completed";
+  }
+  return "?";
+}
+
 bool is_collective(OpKind kind) {
   return kind != OpKind::send && kind != OpKind::recv && kind != OpKind::send_recv;
 }
@@ -106,7 +176,8 @@ ProcessGroup::ProcessGroup(std::string name, int rank, int size, std::vector<int
       rank_(rank),
       size_(size),
       world_ranks_(std::move(world_ranks)),
-      timeout_(default_timeout()) {}
+      timeout_(default_timeout()),
+      observer_(std::make_shared<detail::ObserverSlot>()) {}
 
 ProcessGroup::~ProcessGroup() = default;
 
@@ -130,10 +201,10 @@ void ProcessGroup::reset_stats() {
   stats_ = CommStats{};
 }
 
-void ProcessGroup::check_dtype_reducible(const char* what, const Tensor& t, ReduceOp op) const {
-  WEFT_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::bf16,
-             "{}: a {} reduction needs f32 or bf16 tensors, got {}", what, reduce_op_name(op),
-             dtype_name(t.dtype()));
+void ProcessGroup::set_observer(CommObserver observer) { observer_->set(std::move(observer)); }
+
+std::shared_ptr<detail::HostWork> ProcessGroup::make_host_work(const detail::Op& op) const {
+  return std::make_shared<detail::HostWork>(op.what, op.kind, op.index, rank_, timeout_, observer_);
 }
 
 void ProcessGroup::check_peer(const char* what, const char* role, int peer, bool self_ok) const {
@@ -144,52 +215,28 @@ void ProcessGroup::check_peer(const char* what, const char* role, int peer, bool
 }
 
 Work ProcessGroup::issue(detail::Op op, int64_t bytes) {
-  auto state = std::make_shared<detail::WorkState>();
-  std::lock_guard lock(mu_);
-  op.index = issued_++;
-  if (is_collective(op.kind)) op.seq = collectives_++;
-  op.what = format("{} #{} on {}", op_kind_name(op.kind), op.index, label());
-  size_t k = static_cast<size_t>(op.kind);
-  stats_.calls[k] += 1;
-  stats_.bytes[k] += bytes;
-  state->what = op.what;
-  state->rank = rank_;
-  state->group_timeout = timeout_;
-  state->keep_in = op.in;
-  state->keep_out = op.out;
-  submit(std::move(op), state);
-  return Work(std::move(state));
+  std::lock_guard issuing(issue_mu_);
+  {
+    std::lock_guard lock(mu_);
+    op.index = issued_++;
+    if (is_collective(op.kind)) op.seq = collectives_++;
+    size_t k = static_cast<size_t>(op.kind);
+    stats_.calls[k] += 1;
+    stats_.bytes[k] += bytes;
+  }
+  const char* suffix = op.parts_in.empty() && op.parts_out.empty() ? "" : "_coalesced";
+  op.what = format("{}{} #{} on {}", op_kind_name(op.kind), suffix, op.index, label());
+  // Before submit, so that `completed` (on the worker) cannot come first.
+  observer_->emit(CommEvent::Kind::issued, op.kind, op.index, op.what);
+  return Work(submit(std::move(op)));
 }
 
 Work ProcessGroup::all_gather(const Tensor& out, const Tensor& in) {
-  const char* what = "all_gather";
-  check_defined_cpu(what, "output", out);
-  check_defined_cpu(what, "input", in);
-  check_same_dtype(what, out, in);
-  check_scaled_dim0(what, out, "output", in, "input", size_);
-  detail::Op op{.kind = OpKind::all_gather, .in = in, .out = out};
-  op.in_place = in.same_storage(out) && begin_of(in) == begin_of(out) + rank_ * in.nbytes();
-  WEFT_CHECK(op.in_place || !overlaps(in, out),
-             "all_gather: the input overlaps the output but is not this rank's chunk of it "
-             "(out.chunk({})[{}]); use that chunk for an in-place call or separate tensors",
-             size_, rank_);
-  return issue(std::move(op), out.nbytes());
+  return issue(checked_all_gather(out, in, rank_, size_), out.nbytes());
 }
 
 Work ProcessGroup::reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp reduce) {
-  const char* what = "reduce_scatter";
-  check_defined_cpu(what, "output", out);
-  check_defined_cpu(what, "input", in);
-  check_same_dtype(what, out, in);
-  check_dtype_reducible(what, in, reduce);
-  check_scaled_dim0(what, in, "input", out, "output", size_);
-  detail::Op op{.kind = OpKind::reduce_scatter, .reduce = reduce, .in = in, .out = out};
-  op.in_place = in.same_storage(out) && begin_of(out) == begin_of(in) + rank_ * out.nbytes();
-  WEFT_CHECK(op.in_place || !overlaps(in, out),
-             "reduce_scatter: the output overlaps the input but is not this rank's chunk of it "
-             "(in.chunk({})[{}]); use that chunk for an in-place call or separate tensors",
-             size_, rank_);
-  return issue(std::move(op), in.nbytes());
+  return issue(checked_reduce_scatter(out, in, reduce, rank_, size_), in.nbytes());
 }
 
 Work ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp reduce) {
@@ -197,21 +244,55 @@ Work ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp reduce) {
 }
 
 Work ProcessGroup::all_reduce(const Tensor& out, const Tensor& in, ReduceOp reduce) {
-  const char* what = "all_reduce";
-  check_defined_cpu(what, "output", out);
-  check_defined_cpu(what, "input", in);
-  check_same_dtype(what, out, in);
-  check_dtype_reducible(what, in, reduce);
-  WEFT_CHECK(out.shape() == in.shape(),
-             "all_reduce: the output shape {} differs from the input "
-             "shape {}",
-             out.shape(), in.shape());
-  detail::Op op{.kind = OpKind::all_reduce, .reduce = reduce, .in = in, .out = out};
-  op.in_place = in.same_storage(out) && begin_of(in) == begin_of(out);
-  WEFT_CHECK(op.in_place || !overlaps(in, out),
-             "all_reduce: the output partly overlaps the input; pass the same tensor twice for an "
-             "in-place call, or separate tensors");
-  return issue(std::move(op), in.nbytes());
+  return issue(checked_all_reduce(out, in, reduce), in.nbytes());
+}
+
+Work ProcessGroup::issue_coalesced(OpKind kind, ReduceOp reduce, std::span<const Tensor> outs,
+                                   std::span<const Tensor> ins) {
+  const std::string what = format("{}_coalesced", op_kind_name(kind));
+  WEFT_CHECK(outs.size() == ins.size(), "{}: {} outputs for {} inputs; pass one of each per tensor",
+             what, outs.size(), ins.size());
+  if (ins.empty()) return Work();
+  int64_t bytes = 0;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    try {
+      if (kind == OpKind::all_gather) {
+        checked_all_gather(outs[i], ins[i], rank_, size_);
+        bytes += outs[i].nbytes();
+      } else if (kind == OpKind::reduce_scatter) {
+        checked_reduce_scatter(outs[i], ins[i], reduce, rank_, size_);
+        bytes += ins[i].nbytes();
+      } else {
+        checked_all_reduce(outs[i], ins[i], reduce);
+        bytes += ins[i].nbytes();
+      }
+    } catch (const Error& e) {
+      WEFT_FAIL("{}, tensor {} of {}: {}", what, i, ins.size(), e.what());
+    }
+    WEFT_CHECK(ins[i].dtype() == ins[0].dtype(),
+               "{}: tensor {} is {} but tensor 0 is {}; a coalesced call takes one dtype", what, i,
+               dtype_name(ins[i].dtype()), dtype_name(ins[0].dtype()));
+    WEFT_CHECK(ins[i].nbytes() * 8 == ins[i].numel() * dtype_bits(ins[i].dtype()),
+               "{}: tensor {} ({} {} elements) does not fill whole bytes", what, i, ins[i].numel(),
+               dtype_name(ins[i].dtype()));
+  }
+  detail::Op op{.kind = kind, .reduce = reduce};
+  op.parts_in.assign(ins.begin(), ins.end());
+  op.parts_out.assign(outs.begin(), outs.end());
+  return issue(std::move(op), bytes);
+}
+
+Work ProcessGroup::all_reduce_coalesced(std::span<const Tensor> tensors, ReduceOp reduce) {
+  return issue_coalesced(OpKind::all_reduce, reduce, tensors, tensors);
+}
+
+Work ProcessGroup::all_gather_coalesced(std::span<const Tensor> outs, std::span<const Tensor> ins) {
+  return issue_coalesced(OpKind::all_gather, ReduceOp::sum, outs, ins);
+}
+
+Work ProcessGroup::reduce_scatter_coalesced(std::span<const Tensor> outs,
+                                            std::span<const Tensor> ins, ReduceOp reduce) {
+  return issue_coalesced(OpKind::reduce_scatter, reduce, outs, ins);
 }
 
 Work ProcessGroup::broadcast(const Tensor& tensor, int root) {
@@ -322,11 +403,4 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_subgroups_by_enumeration(
   if (group) group->set_timeout(timeout_);
   return group;
 }
-
-std::string detail::ranks_str(const std::vector<int>& ranks, const std::vector<int>& world_ranks) {
-  std::vector<int> w;
-  for (int r : ranks) w.push_back(world_ranks[static_cast<size_t>(r)]);
-  return w == ranks ? format("{}", ranks) : format("{} (world ranks {})", ranks, w);
-}
-
 }  // namespace weft::comm

@@ -5,7 +5,7 @@
 // one worker thread per rank, in the order they were issued, so calls on one
 // group complete in issue order on every rank and an issued operation makes
 // progress while the caller computes. The tensors must not be modified (nor,
-// for outputs, read) until the Work is done; the Work keeps them alive.
+// for outputs, read) until the Work is done; the group keeps them alive until then.
 //
 // Conventions (as torch.distributed and nccl-tests):
 //   all_gather(out, in)       out = concat over ranks of `in` along dim 0;
@@ -18,10 +18,11 @@
 //                             in place when out is in.
 //   send / recv / send_recv   point to point; send_recv posts both at once,
 //                             so a ring exchange cannot deadlock.
-// Reductions (sum, avg, max) need f32 or bf16; bf16 accumulates in f32 and is
-// rounded once. Operations that do no arithmetic accept any dtype. Arguments
-// that disagree between ranks (sizes, dtypes, roots, the operation itself)
-// raise a weft::Error on every rank of the group.
+// Reductions (sum, avg, max) take f32, bf16, f64 or i64: bf16 accumulates in
+// f32 and is rounded once, f64 in f64, i64 in i64 (a sum wraps around on
+// overflow; avg divides with truncation toward zero). Operations that do no arithmetic accept any
+// dtype. Arguments that disagree between ranks (sizes, dtypes, roots, the operation itself) raise a
+// weft::Error on every rank of the group.
 //
 // Timeouts: each operation must complete within the group's timeout (default
 // 300 s, WEFT_COMM_TIMEOUT=<seconds> or set_timeout()); otherwise it fails
@@ -32,8 +33,10 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,25 +86,26 @@ struct CommStats {
 // The default timeout: WEFT_COMM_TIMEOUT (seconds, may be fractional) or 300 s.
 std::chrono::milliseconds default_timeout();
 
-namespace detail {
-
-// Ranks of a group as errors name them: "[3]", or "[3] (world ranks [7])"
-// when the group's numbering differs from the world's.
-std::string ranks_str(const std::vector<int>& ranks, const std::vector<int>& world_ranks);
-
-// One queued operation, as the worker sees it.
-struct Op {
-  OpKind kind = OpKind::barrier;
-  ReduceOp reduce = ReduceOp::sum;
-  Tensor in{}, out{};  // send: in; recv: out; send_recv: both
-  int peer = -1;       // broadcast root, send/send_recv destination
-  int src = -1;        // recv/send_recv source
-  bool in_place = false;
-  int64_t index = 0;   // position among all operations issued on this group
-  int64_t seq = -1;    // position among the collectives issued on this group
-  std::string what{};  // "all_gather #3 on group 'tp'"
+// What a group reports to its observer (set_observer). An operation is
+// `issued` as the call queues it, `completed` when it finished on this rank
+// (successfully or not; reported before any wait on its Work returns);
+// `wait_begin` and `wait_end` bracket every wait on its Work (wait_end also
+// when the wait throws). Events are delivered on the thread where they
+// happen: issued and wait_* on the caller's, completed on the group's worker.
+struct CommEvent {
+  enum class Kind : uint8_t { issued, wait_begin, wait_end, completed };
+  Kind kind = Kind::issued;
+  OpKind op = OpKind::barrier;
+  int64_t index = 0;  // position among all operations issued on the group
+  std::string what;   // "all_gather #3 on group 'tp' (world ranks [0, 1])"
 };
+std::string_view comm_event_kind_name(CommEvent::Kind kind);
+using CommObserver = std::function<void(const CommEvent&)>;
 
+namespace detail {
+struct Op;
+class HostWork;
+class ObserverSlot;
 }  // namespace detail
 
 class ProcessGroup {
@@ -131,6 +135,19 @@ class ProcessGroup {
   Work recv(const Tensor& tensor, int src);
   Work send_recv(const Tensor& send_tensor, int dst, const Tensor& recv_tensor, int src);
 
+  // Coalesced collectives: one operation over several tensors of one dtype,
+  // with one Work, counted as one call of its kind in stats() (its bytes the
+  // sum). Each tensor (pair) follows the rules of the single call, in place
+  // included. The host backends pack the tensors into one buffer on the
+  // worker thread, run one collective on it and copy the results out: one
+  // message exchange for many small tensors, at the cost of a copy in and
+  // out. An empty list returns a completed Work and communicates nothing
+  // (then every rank must pass an empty list).
+  Work all_reduce_coalesced(std::span<const Tensor> tensors, ReduceOp op = ReduceOp::sum);
+  Work all_gather_coalesced(std::span<const Tensor> outs, std::span<const Tensor> ins);
+  Work reduce_scatter_coalesced(std::span<const Tensor> outs, std::span<const Tensor> ins,
+                                ReduceOp op = ReduceOp::sum);
+
   // Splits this group: every rank of this group calls it with the same lists
   // (disjoint, ranks of this group). Returns the new group that holds the
   // calling rank, or null when no list names it. Sub-groups inherit the timeout.
@@ -148,12 +165,20 @@ class ProcessGroup {
   CommStats stats() const;
   void reset_stats();
 
+  // Reports every operation's events (CommEvent) to `observer` from now on;
+  // null removes it. For tests and tracing: the observer runs on the thread
+  // where the event happens, must be thread-safe, must not throw and must not
+  // issue operations on this group. Events already being delivered on other
+  // threads may finish after this returns. Without an observer an event
+  // costs one atomic load.
+  void set_observer(CommObserver observer);
+
  protected:
   ProcessGroup(std::string name, int rank, int size, std::vector<int> world_ranks);
 
-  // Queues `op` on this rank's worker; `state` becomes done when it ran. The
-  // backend may set state->stragglers to explain a wait that timed out.
-  virtual void submit(detail::Op op, std::shared_ptr<detail::WorkState> state) = 0;
+  // Queues `op` (detail/op.h) on this rank's worker and returns what its Work
+  // refers to. Called in issue order, one call at a time.
+  virtual std::shared_ptr<const Work::Impl> submit(detail::Op op) = 0;
   // Collective over this group; lists are checked. color: the index of the
   // list holding this rank (-1 if none), key: the rank's position in it.
   virtual std::shared_ptr<ProcessGroup> split(const std::vector<std::vector<int>>& rank_lists,
@@ -161,10 +186,14 @@ class ProcessGroup {
 
   // For backends: the group's description for messages, "group 'tp' (ranks 4-7)".
   std::string label() const;
+  // For host backends: the Work::Impl of `op` (detail/host_work.h), which
+  // reports to this group's observer; the worker finishes it.
+  std::shared_ptr<detail::HostWork> make_host_work(const detail::Op& op) const;
 
  private:
   Work issue(detail::Op op, int64_t bytes);
-  void check_dtype_reducible(const char* what, const Tensor& t, ReduceOp op) const;
+  Work issue_coalesced(OpKind kind, ReduceOp reduce, std::span<const Tensor> outs,
+                       std::span<const Tensor> ins);
   void check_peer(const char* what, const char* role, int peer, bool self_ok) const;
 
   std::string name_;
@@ -174,7 +203,9 @@ class ProcessGroup {
   std::chrono::milliseconds timeout_;
   bool check_peers_ = true;
 
-  mutable std::mutex mu_;  // serializes issue order, stats and counters
+  std::shared_ptr<detail::ObserverSlot> observer_;
+  std::mutex issue_mu_;    // serializes issuing: numbering, the issued event, submit
+  mutable std::mutex mu_;  // numbering and stats
   int64_t issued_ = 0;
   int64_t collectives_ = 0;
   CommStats stats_;

@@ -19,6 +19,8 @@ int dtype_bits(DType t) {
     case DType::e8m0: return 8;
     case DType::u8: return 8;
     case DType::e2m1: return 4;
+    case DType::f64: return 64;
+    case DType::i64: return 64;
   }
   return 0;
 }
@@ -34,6 +36,8 @@ std::string_view dtype_name(DType t) {
     case DType::e2m1: return "fp4_e2m1";
     case DType::i32: return "i32";
     case DType::u8: return "u8";
+    case DType::f64: return "f64";
+    case DType::i64: return "i64";
   }
   return "?";
 }
@@ -48,8 +52,12 @@ DType parse_dtype(std::string_view name) {
   if (name == "fp4_e2m1" || name == "e2m1") return DType::e2m1;
   if (name == "i32" || name == "int32") return DType::i32;
   if (name == "u8" || name == "uint8") return DType::u8;
-  WEFT_FAIL("unknown dtype '{}': use f32, bf16, f16, fp8_e4m3, fp8_e5m2, e8m0, fp4_e2m1, i32 or u8",
-            name);
+  if (name == "f64" || name == "float64") return DType::f64;
+  if (name == "i64" || name == "int64") return DType::i64;
+  WEFT_FAIL(
+      "unknown dtype '{}': use f32, bf16, f16, fp8_e4m3, fp8_e5m2, e8m0, fp4_e2m1, i32, u8, f64 or "
+      "i64",
+      name);
 }
 
 int64_t dtype_storage_bytes(DType t, int64_t n) { return (n * dtype_bits(t) + 7) / 8; }
@@ -104,17 +112,24 @@ float to_f32(const void* src, DType t, int64_t i) {
     }
     case DType::i32: return static_cast<float>(static_cast<const int32_t*>(src)[i]);
     case DType::u8: return static_cast<float>(static_cast<const uint8_t*>(src)[i]);
+    case DType::f64: return static_cast<float>(static_cast<const double*>(src)[i]);
+    case DType::i64: return static_cast<float>(static_cast<const int64_t*>(src)[i]);
   }
   return 0.0f;
 }
 
+// Truncates toward zero and saturates; NaN gives 0.
 template <typename I>
-I saturate_int(float f) {
+I saturate_int(double f) {
   if (std::isnan(f)) return 0;
-  double lo = static_cast<double>(std::numeric_limits<I>::min());
-  double hi = static_cast<double>(std::numeric_limits<I>::max());
-  double v = std::trunc(static_cast<double>(f));
-  return static_cast<I>(v < lo ? lo : v > hi ? hi : v);
+  const double v = std::trunc(f);
+  // -2^(bits-1) and 2^(bits-1) (or 2^bits unsigned) are exact doubles; the
+  // largest value of a 64-bit type is not.
+  const double lo = static_cast<double>(std::numeric_limits<I>::min());
+  const double past = std::ldexp(1.0, std::numeric_limits<I>::digits);
+  if (v < lo) return std::numeric_limits<I>::min();
+  if (v >= past) return std::numeric_limits<I>::max();
+  return static_cast<I>(v);
 }
 
 void from_f32(float f, void* dst, DType t, int64_t i) {
@@ -134,6 +149,29 @@ void from_f32(float f, void* dst, DType t, int64_t i) {
     }
     case DType::i32: static_cast<int32_t*>(dst)[i] = saturate_int<int32_t>(f); return;
     case DType::u8: static_cast<uint8_t*>(dst)[i] = saturate_int<uint8_t>(f); return;
+    case DType::f64: static_cast<double*>(dst)[i] = f; return;
+    case DType::i64: static_cast<int64_t*>(dst)[i] = saturate_int<int64_t>(f); return;
+  }
+}
+
+bool is_wide(DType t) { return t == DType::f64 || t == DType::i64; }
+
+double to_f64(const void* src, DType t, int64_t i) {
+  switch (t) {
+    case DType::f64: return static_cast<const double*>(src)[i];
+    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(src)[i]);
+    case DType::i32: return static_cast<const int32_t*>(src)[i];
+    default: return to_f32(src, t, i);
+  }
+}
+
+void from_f64(double v, void* dst, DType t, int64_t i) {
+  switch (t) {
+    case DType::f64: static_cast<double*>(dst)[i] = v; return;
+    case DType::i64: static_cast<int64_t*>(dst)[i] = saturate_int<int64_t>(v); return;
+    case DType::i32: static_cast<int32_t*>(dst)[i] = saturate_int<int32_t>(v); return;
+    case DType::u8: static_cast<uint8_t*>(dst)[i] = saturate_int<uint8_t>(v); return;
+    default: from_f32(static_cast<float>(v), dst, t, i);
   }
 }
 
@@ -154,6 +192,14 @@ void convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t
   }
   if (src_type == DType::i32 && dst_type == DType::i32) {
     std::copy_n(static_cast<const int32_t*>(src), n, static_cast<int32_t*>(dst));
+    return;
+  }
+  if (src_type == DType::i64 && dst_type == DType::i64) {
+    std::copy_n(static_cast<const int64_t*>(src), n, static_cast<int64_t*>(dst));
+    return;
+  }
+  if (is_wide(src_type) || is_wide(dst_type)) {
+    for (int64_t i = 0; i < n; ++i) from_f64(to_f64(src, src_type, i), dst, dst_type, i);
     return;
   }
   for (int64_t i = 0; i < n; ++i) from_f32(to_f32(src, src_type, i), dst, dst_type, i);

@@ -17,14 +17,18 @@
 
 namespace weft {
 
-enum class DType : uint8_t { f32, bf16, f16, e4m3, e5m2, e8m0, e2m1, i32, u8 };
+// f64 and i64 are for exact host-side arithmetic (norms, counts, reductions
+// of them); kernels compute in f32 and bf16. New types go at the end, so
+// that the values of the others stay as they are.
+enum class DType : uint8_t { f32, bf16, f16, e4m3, e5m2, e8m0, e2m1, i32, u8, f64, i64 };
 
 // Size of one element in bits (4 for e2m1, which is packed two per byte).
 int dtype_bits(DType t);
-// "f32", "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "e8m0", "fp4_e2m1", "i32", "u8".
+// "f32", "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "e8m0", "fp4_e2m1", "i32", "u8",
+// "f64", "i64".
 std::string_view dtype_name(DType t);
 // Inverse of dtype_name; also accepts "e4m3", "e5m2", "e2m1", "fp32", "float32",
-// "bfloat16". Throws weft::Error naming the accepted spellings.
+// "bfloat16", "float64", "int64". Throws weft::Error naming the accepted spellings.
 DType parse_dtype(std::string_view name);
 // Bytes needed to store n elements.
 int64_t dtype_storage_bytes(DType t, int64_t n);
@@ -79,7 +83,9 @@ uint8_t f32_to_e2m1(float f);
 float e2m1_to_f32(uint8_t nibble);
 
 // Converts n elements. Either side may be any floating type (via f32); i32 and
-// u8 convert by value (floats truncate toward zero, saturating). e2m1 buffers
+// u8 convert by value (floats truncate toward zero, saturating). Conversions
+// from or to f64 and i64 go through f64, so f64, i64 and i32 values keep
+// every bit a double holds (i64 beyond 2^53 rounds, except i64 -> i64). e2m1 buffers
 // are packed, so n counts elements, not bytes.
 void convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t n);
 

@@ -79,6 +79,14 @@ template <>
 constexpr DType dtype_of<uint8_t>() {
   return DType::u8;
 }
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
 
 class Tensor {
  public:

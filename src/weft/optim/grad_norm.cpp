@@ -18,15 +18,13 @@ double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups&
     }
     if (owner) local += kernels::sum_of_squares(ec, p->grad);
   }
-  // The group reductions are f32: send the f64 partial as a hi and a lo word,
-  // which keeps more of each rank's bits than one word (the sum is f32-accurate).
-  float hi = static_cast<float>(local);
-  float lo = static_cast<float>(local - static_cast<double>(hi));
-  Tensor t = Tensor::from({2}, std::vector<float>{hi, lo});
+  // One f64 per group: each rank's partial sum keeps all its bits.
+  Tensor t = Tensor::empty({1}, DType::f64);
+  *t.data<double>() = local;
   for (const auto& [name, g] : groups) {
     if (g && g->size() > 1) g->all_reduce(t).wait();
   }
-  double total = static_cast<double>(t.item(0)) + static_cast<double>(t.item(1));
+  const double total = *t.data<double>();
   return std::sqrt(std::max(total, 0.0));
 }
 

@@ -1,6 +1,7 @@
 #include "weft/optim/grad_sync.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace weft::optim {
 
@@ -61,27 +62,38 @@ void GradSync::mark_ready(const nn::Parameter* p) {
 }
 
 void GradSync::finish() {
-  if (sync_) {
-    for (Bucket& b : buckets_) {
-      if (!b.issued) issue(b);
-    }
-    std::vector<comm::Work> works;
-    for (Bucket& b : buckets_) works.push_back(b.work);
-    comm::wait_all(works);
-    for (Bucket& b : buckets_) {
-      b.ready = 0;
-      b.issued = false;
-      b.work = {};
-    }
-    for (auto& [param, marked] : ready_) marked = false;
-  }
   if (!sync_) return;
+  // Buckets still pending (their parameters were never marked ready) go
+  // together, as one operation.
+  std::vector<Tensor> pending;
+  for (Bucket& b : buckets_) {
+    if (!b.issued) pending.push_back(b.flat);
+  }
+  comm::Work rest;
+  if (active(dp_)) rest = dp_->all_reduce_coalesced(pending, comm::ReduceOp::avg);
+  std::vector<comm::Work> works;
+  for (Bucket& b : buckets_) works.push_back(b.issued ? b.work : rest);
+  comm::wait_all(works);
+  for (Bucket& b : buckets_) {
+    b.ready = 0;
+    b.issued = false;
+    b.work = {};
+  }
+  for (auto& [param, marked] : ready_) marked = false;
   // Partial sums over the TP group (sequence parallelism): every rank of the
   // group holds a part of the same parameter's gradient. Summing commutes
-  // with the DP average, so doing it after is exact.
+  // with the DP average, so doing it after is exact. One operation per group.
+  std::vector<std::pair<comm::ProcessGroup*, std::vector<Tensor>>> partial;
   for (nn::Parameter* p : params_) {
-    if (active(p->grad_sum_group)) p->grad_sum_group->all_reduce(p->grad).wait();
+    if (!active(p->grad_sum_group)) continue;
+    auto it = std::find_if(partial.begin(), partial.end(),
+                           [&](const auto& e) { return e.first == p->grad_sum_group.get(); });
+    if (it == partial.end()) it = partial.insert(partial.end(), {p->grad_sum_group.get(), {}});
+    it->second.push_back(p->grad);
   }
+  works.clear();
+  for (auto& [group, grads] : partial) works.push_back(group->all_reduce_coalesced(grads));
+  comm::wait_all(works);
   last_issued_early_ = issued_early_;
   issued_early_ = 0;
 }

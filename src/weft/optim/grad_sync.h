@@ -11,9 +11,11 @@
 // With gradient accumulation, only the last microbatch synchronizes: call
 // set_sync(false) for the others and mark_ready() does nothing.
 //
-// Before the DP reduction, gradients that are partial sums over another group
+// After the DP reduction, gradients that are partial sums over another group
 // (Parameter::grad_sum_group: replicated parameters under sequence
-// parallelism) are summed over that group in finish().
+// parallelism) are summed over that group in finish(), one coalesced
+// all-reduce per group; buckets still pending at finish() go as one
+// coalesced all-reduce too.
 #pragma once
 
 #include <memory>

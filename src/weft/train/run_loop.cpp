@@ -46,8 +46,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Datase
       world, "tp-dp", std::vector<std::pair<std::string, int>>{{"tp", cfg_.tp}, {"dp", dp}});
   const int tp_rank = grid_->rank_in("tp");
   rng_ = parallel::RngTracker(cfg_.seed, tp_rank);
-  model_ = std::make_unique<nn::Gpt>(model_context(cfg_, grid_->group_ptr("tp")),
-                                     model_config(cfg_));
+  model_ =
+      std::make_unique<nn::Gpt>(model_context(cfg_, grid_->group_ptr("tp")), model_config(cfg_));
   params_ = model_->parameters();
   const auto bucket = static_cast<int64_t>(cfg_.bucket_mb * (1 << 20));
   // The model's execution context: optimizer and gradient sync run where it does.
@@ -193,20 +193,19 @@ std::string Trainer::checkpoint(bool drop_others) {
 std::vector<int64_t> Trainer::peak_memory() { return exchange_status(0).peak_memory; }
 
 Trainer::WorldStatus Trainer::exchange_status(int stop_signal) {
-  // One all-gather a step: each rank's peak (two 31-bit halves) and signal.
-  constexpr int64_t kFields = 3;
-  const int64_t peak = MemoryTracker::current().device(model_->context()->exec.device()).peak;
-  std::vector<int32_t> mine{static_cast<int32_t>(peak >> 31),
-                            static_cast<int32_t>(peak & 0x7fffffff), stop_signal};
-  Tensor in = Tensor::from_i32({kFields}, mine);
-  Tensor all = Tensor::empty({kFields * static_cast<int64_t>(world_.size())}, DType::i32);
+  // One all-gather a step: each rank's peak and signal.
+  constexpr int64_t kFields = 2;
+  Tensor in = Tensor::empty({kFields}, DType::i64);
+  in.data<int64_t>()[0] = MemoryTracker::current().device(model_->context()->exec.device()).peak;
+  in.data<int64_t>()[1] = stop_signal;
+  Tensor all = Tensor::empty({kFields * static_cast<int64_t>(world_.size())}, DType::i64);
   world_.all_gather(all, in).wait();
   WorldStatus out;
-  const int32_t* v = all.data<int32_t>();
+  const int64_t* v = all.data<int64_t>();
   for (int r = 0; r < world_.size(); ++r) {
-    const int32_t* f = v + kFields * r;
-    out.peak_memory.push_back((static_cast<int64_t>(f[0]) << 31) | static_cast<int64_t>(f[1]));
-    out.stop_signal = std::max(out.stop_signal, static_cast<int>(f[2]));
+    const int64_t* f = v + kFields * r;
+    out.peak_memory.push_back(f[0]);
+    out.stop_signal = std::max(out.stop_signal, static_cast<int>(f[1]));
   }
   return out;
 }

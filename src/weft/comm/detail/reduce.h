@@ -1,5 +1,5 @@
-// Element-wise reductions over several buffers: the arithmetic of the local
-// backend and of the mpi backend's bf16 path.
+// Element-wise reductions over several buffers, and the local backend's copies:
+// the arithmetic of the local and mpi backends (private to comm/).
 #pragma once
 
 #include <cstdint>
@@ -10,11 +10,12 @@
 
 namespace weft::comm::detail {
 
-// out[i] = op over inputs[k][i], for count elements of f32 or bf16. Inputs are
-// combined in the order given, in f32, and the result is rounded once, so
-// every rank that reduces the same inputs gets the same bits (except which
-// NaN a sum of two NaNs returns). avg divides the sum by `divisor`. `out` may
-// be one of the inputs. Every buffer must be aligned to its element size.
+// out[i] = op over inputs[k][i], for count elements of f32, bf16, f64 or i64.
+// Inputs are combined in the order given (f32 and bf16 in f32, f64 and i64 in
+// their own type; an i64 sum wraps around, avg truncates toward zero) and
+// the result is rounded once, so every rank that reduces the same inputs gets
+// the same bits (except which NaN a sum of two NaNs returns). avg divides the sum by `divisor`.
+// `out` may be one of the inputs. Every buffer must be aligned to its element size.
 void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
                     int64_t count, int divisor);
 

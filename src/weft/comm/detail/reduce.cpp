@@ -1,4 +1,4 @@
-#include "weft/comm/reduce.h"
+#include "weft/comm/detail/reduce.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define WEFT_X86 1
@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "weft/core/error.h"
@@ -180,6 +182,39 @@ void reduce_bf16(ReduceOp op, void* out, std::span<const void* const> inputs, in
   reduce_typed<BF16>(op, out, inputs, count, divisor);
 }
 
+// f64 and i64: combined in their own type, input by input in order (an i64
+// sum wraps around, through unsigned arithmetic; avg truncates toward zero).
+template <typename T>
+T combine(ReduceOp op, T acc, T x) {
+  if constexpr (std::is_integral_v<T>) {
+    if (op == ReduceOp::max) return std::max(acc, x);
+    return static_cast<T>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(x));
+  } else {
+    if (op == ReduceOp::max) return (x > acc || std::isnan(x)) ? x : acc;
+    return acc + x;
+  }
+}
+
+template <typename T>
+void reduce_wide(ReduceOp op, void* out, std::span<const void* const> inputs, int64_t count,
+                 int divisor) {
+  const auto input = [&](size_t j) { return static_cast<const T*>(inputs[j]); };
+  T* dst = static_cast<T*>(out);
+  T acc[kBlock];
+  for (int64_t b0 = 0; b0 < count; b0 += kBlock) {
+    const int64_t m = std::min(kBlock, count - b0);
+    for (int64_t i = 0; i < m; ++i) acc[i] = input(0)[b0 + i];
+    for (size_t j = 1; j < inputs.size(); ++j) {
+      const T* x = input(j) + b0;
+      for (int64_t i = 0; i < m; ++i) acc[i] = combine(op, acc[i], x[i]);
+    }
+    if (op == ReduceOp::avg) {
+      for (int64_t i = 0; i < m; ++i) acc[i] /= static_cast<T>(divisor);
+    }
+    std::copy_n(acc, m, dst + b0);
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -286,8 +321,9 @@ template <typename V, typename Op, typename Finish, bool Stream>
 void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
                     int64_t count, int divisor) {
   WEFT_CHECK(!inputs.empty(), "internal: reduction over no inputs");
-  WEFT_CHECK(dtype == DType::f32 || dtype == DType::bf16,
-             "reductions need f32 or bf16 tensors, got {}", dtype_name(dtype));
+  WEFT_CHECK(
+      dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f64 || dtype == DType::i64,
+      "reductions need f32, bf16, f64 or i64 tensors, got {}", dtype_name(dtype));
   const auto elem = static_cast<uintptr_t>(dtype_bits(dtype) / 8);
   WEFT_CHECK(
       reinterpret_cast<uintptr_t>(out) % elem == 0 &&
@@ -295,6 +331,8 @@ void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* c
                       [&](const void* p) { return reinterpret_cast<uintptr_t>(p) % elem == 0; }),
       "internal: {} buffers of a reduction must be aligned to their element size",
       dtype_name(dtype));
+  if (dtype == DType::f64) return reduce_wide<double>(op, out, inputs, count, divisor);
+  if (dtype == DType::i64) return reduce_wide<int64_t>(op, out, inputs, count, divisor);
   auto reduce = dtype == DType::f32 ? reduce_f32 : reduce_bf16;
 #if WEFT_X86
   constexpr size_t kMaxInputs = 64;

@@ -5,7 +5,9 @@
 // its Work is finished right after, so Works complete in issue order. The
 // thread starts with the first operation, accounts its allocations to the
 // issuing rank's MemoryTracker (tagged `comm`), and on destruction runs what
-// is still queued before it exits.
+// is still queued before it exits. A coalesced operation is packed into its
+// flat buffer before it runs and unpacked after (detail/op.h), so the
+// backend's `execute` sees one ordinary collective.
 #pragma once
 
 #include <chrono>
@@ -17,7 +19,8 @@
 #include <thread>
 #include <utility>
 
-#include "weft/comm/process_group.h"
+#include "weft/comm/detail/host_work.h"
+#include "weft/comm/detail/op.h"
 #include "weft/core/memory.h"
 
 namespace weft::comm::detail {
@@ -25,18 +28,20 @@ namespace weft::comm::detail {
 class OpQueue {
  public:
   using Execute = std::function<void(Op&)>;
-  // `idle` (if given) runs every `idle_period` while the queue is empty.
-  explicit OpQueue(Execute execute, std::chrono::milliseconds idle_period = {},
-                   std::function<void()> idle = {});
+  // For rank `rank` of a group of `size`. `idle` (if given) runs every
+  // `idle_period` while the queue is empty.
+  OpQueue(int rank, int size, Execute execute, std::chrono::milliseconds idle_period = {},
+          std::function<void()> idle = {});
   ~OpQueue();
   OpQueue(const OpQueue&) = delete;
   OpQueue& operator=(const OpQueue&) = delete;
 
-  void push(Op op, std::shared_ptr<WorkState> state);
+  void push(Op op, std::shared_ptr<HostWork> work);
 
  private:
   void loop();
 
+  int rank_, size_;
   Execute execute_;
   std::chrono::milliseconds idle_period_;
   std::function<void()> idle_;
@@ -44,7 +49,7 @@ class OpQueue {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<Op, std::shared_ptr<WorkState>>> queue_;
+  std::deque<std::pair<Op, std::shared_ptr<HostWork>>> queue_;
   bool stop_ = false;
   std::thread thread_;
 };

@@ -1,9 +1,12 @@
-#include "weft/comm/op_queue.h"
+#include "weft/comm/detail/op_queue.h"
 
 namespace weft::comm::detail {
 
-OpQueue::OpQueue(Execute execute, std::chrono::milliseconds idle_period, std::function<void()> idle)
-    : execute_(std::move(execute)),
+OpQueue::OpQueue(int rank, int size, Execute execute, std::chrono::milliseconds idle_period,
+                 std::function<void()> idle)
+    : rank_(rank),
+      size_(size),
+      execute_(std::move(execute)),
       idle_period_(idle_period),
       idle_(std::move(idle)),
       tracker_(&MemoryTracker::current()) {}
@@ -17,10 +20,10 @@ OpQueue::~OpQueue() {
   if (thread_.joinable()) thread_.join();
 }
 
-void OpQueue::push(Op op, std::shared_ptr<WorkState> state) {
+void OpQueue::push(Op op, std::shared_ptr<HostWork> work) {
   {
     std::lock_guard lock(mu_);
-    queue_.emplace_back(std::move(op), std::move(state));
+    queue_.emplace_back(std::move(op), std::move(work));
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
   }
   cv_.notify_one();
@@ -44,18 +47,21 @@ void OpQueue::loop() {
       }
       continue;
     }
-    auto [op, state] = std::move(queue_.front());
+    auto [op, work] = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    state->mark_started();
+    work->mark_started();
     std::exception_ptr error;
     try {
+      const bool coalesced = !op.parts_in.empty();
+      if (coalesced) pack_coalesced(op, rank_, size_);
       execute_(op);
+      if (coalesced) unpack_coalesced(op, size_);
     } catch (...) {
       error = std::current_exception();
     }
     op = Op();  // release the tensors before the Work reports completion
-    state->finish(std::move(error));
+    work->finish(std::move(error));
     lock.lock();
   }
 }
