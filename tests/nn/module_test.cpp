@@ -631,45 +631,39 @@ TEST(Errors, Configuration) {
 // ---------------------------------------------------------------------------
 // The weight source and Megatron's backward order.
 
-// A local-shard source that notes, at each call, how many all-gathers and
-// reduce-scatters the TP group has issued so far.
+// A local-shard source that notes its backward calls in a shared log.
 class RecordingSource : public parallel::WeightSource {
  public:
-  RecordingSource(Parameter& p, comm::ProcessGroup& g) : inner_(p, {}, {}), group_(g) {}
+  RecordingSource(Parameter& p, std::vector<std::string>& log) : inner_(p, {}, {}), log_(log) {}
   Shape shape() const override { return inner_.shape(); }
   Tensor weight_for_forward(parallel::PassContext& pass) override {
     return inner_.weight_for_forward(pass);
   }
   Tensor weight_for_backward(parallel::PassContext& pass) override {
-    note("weight_for_backward");
+    log_.push_back("weight_for_backward");
     return inner_.weight_for_backward(pass);
   }
   Tensor weight_grad(parallel::PassContext& pass) override {
-    note("weight_grad");
+    log_.push_back("weight_grad");
     return inner_.weight_grad(pass);
   }
   void finalize_weight_grad(parallel::PassContext& pass, const Tensor& wgrad) override {
-    note("finalize_weight_grad");
+    log_.push_back("finalize_weight_grad");
     inner_.finalize_weight_grad(pass, wgrad);
   }
   Parameter& parameter() override { return inner_.parameter(); }
 
-  std::vector<std::string> events;
-
  private:
-  void note(const char* what) {
-    const comm::CommStats s = group_.stats();
-    events.push_back(format("{}: {} all_gather, {} reduce_scatter", what,
-                            s.count(OpKind::all_gather), s.count(OpKind::reduce_scatter)));
-  }
   parallel::LocalShardSource inner_;
-  comm::ProcessGroup& group_;
+  std::vector<std::string>& log_;
 };
 
-// Column-parallel under SP saves its input shard and, in backward, issues the
-// re-gather before it asks for the dgrad GEMM's weight (so the gather is in
-// flight while dgrad runs) and issues the dgrad reduce-scatter before it asks
-// for the wgrad buffer (so the reduce-scatter is in flight while wgrad runs).
+// Column-parallel under SP saves its input shard. Backward, in the order the
+// TP group's observer and the weight source see it: the re-gather is issued
+// before the dgrad GEMM asks for its weight and waited for only after the
+// dgrad reduce-scatter is issued (so the gather is in flight while dgrad
+// runs); the reduce-scatter is waited for after the wgrad GEMM's gradient is
+// final (in flight while wgrad runs) — Megatron's order.
 TEST(WeightSource, ColumnBackwardOverlapsItsCollectivesAsMegatron) {
   for (SequenceParallel sp : {SequenceParallel::seq, SequenceParallel::batch}) {
     SCOPED_TRACE(sequence_parallel_name(sp));
@@ -679,22 +673,33 @@ TEST(WeightSource, ColumnBackwardOverlapsItsCollectivesAsMegatron) {
       auto pc = ctx_of(tp, sp, DType::f32, 4);
       const LinearConfig cfg{.name = "fc", .in = C, .out = 2 * C, .mode = Parallel::column};
       Linear owner(pc, cfg);
-      auto source = std::make_shared<RecordingSource>(owner.weight(), *tp);
-      Linear lin(pc, cfg, source);
+      std::vector<std::string> log;
+      Linear lin(pc, cfg, std::make_shared<RecordingSource>(owner.weight(), log));
       EXPECT_EQ(lin.own_parameters().size(), 1u);  // the bias: the weight is the source's
       Ctx ctx;
       Tensor x = local_tokens(input(), sp, *tp);
       Tensor y = lin.forward(ctx, x);
       EXPECT_EQ(y.size(0), 2 * x.size(0));  // every token
-      tp->reset_stats();
-      Tensor dx = lin.backward(ctx, random_tensor(y.shape(), 5));
+      Tensor dy = random_tensor(y.shape(), 5);
+      // issued and wait_* arrive on this thread; completed (the worker's) is not logged.
+      tp->set_observer([&](const comm::CommEvent& e) {
+        if (e.kind == comm::CommEvent::Kind::completed) return;
+        log.push_back(format("{} {}", comm::comm_event_kind_name(e.kind), comm::op_kind_name(e.op)));
+      });
+      Tensor dx = lin.backward(ctx, dy);
+      tp->set_observer(nullptr);
       EXPECT_EQ(dx.shape(), x.shape());
-      EXPECT_EQ(source->events,
-                (std::vector<std::string>{
-                    "weight_for_backward: 1 all_gather, 0 reduce_scatter",
-                    "weight_grad: 1 all_gather, 1 reduce_scatter",
-                    "finalize_weight_grad: 1 all_gather, 1 reduce_scatter",
-                }));
+      EXPECT_EQ(log, (std::vector<std::string>{
+                         "issued all_gather",  // the input shard, again
+                         "weight_for_backward",  // dgrad GEMM
+                         "issued reduce_scatter",  // dgrad's, left in flight
+                         "weight_grad",  // wgrad GEMM, after waiting for the gather:
+                         "wait_begin all_gather",
+                         "wait_end all_gather",
+                         "finalize_weight_grad",
+                         "wait_begin reduce_scatter",
+                         "wait_end reduce_scatter",
+                     }));
     });
   }
 }

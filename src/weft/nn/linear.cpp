@@ -205,7 +205,7 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   kernels::gemm(ec, dy, x_full, wgrad, {.trans_a = true, .accumulate = true});
   if (cfg_.bias) kernels::bias_backward(ec, dy, bias_.grad);
   source_->finalize_weight_grad(ctx, wgrad);
-  dgrad.wait();  // TODO(ec)
+  dgrad.wait(ec);
   return dx;
 }
 

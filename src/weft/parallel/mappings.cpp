@@ -147,8 +147,8 @@ Tensor all_reduce_sum(comm::ProcessGroup& g, const Tensor& x) {
   return out;
 }
 
-Tensor Pending::get(const ExecContext&) const {
-  work.wait();  // TODO(ec)
+Tensor Pending::get(const ExecContext& ec) const {
+  work.wait(ec);
   return tensor;
 }
 

@@ -64,7 +64,7 @@ comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Ten
     case Schedule::all_gather_gemm: {
       Tensor g = ec.reuse(ws.gathered, gathered_shape(x.shape(), call.group), x.dtype(),
                           MemoryTag::comm);
-      call.group->all_gather(g, x).wait();  // TODO(ec)
+      call.group->all_gather(g, x).wait(ec);
       kernels::gemm(ec, g, b, c, opt);
       return {};
     }
@@ -75,7 +75,7 @@ comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Ten
       kernels::gemm(ec, x, b, p, opt);
       comm::Work w = call.group->reduce_scatter(out, p);
       if (call.async) return w;
-      w.wait();  // TODO(ec)
+      w.wait(ec);
       break;
     }
     case Schedule::gemm_all_reduce: {
@@ -83,7 +83,7 @@ comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Ten
       kernels::gemm(ec, x, b, c, opt);
       comm::Work w = call.group->all_reduce(out);
       if (call.async) return w;
-      w.wait();  // TODO(ec)
+      w.wait(ec);
       break;
     }
   }
