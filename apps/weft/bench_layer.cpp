@@ -41,9 +41,8 @@ Timing run_layer(comm::ProcessGroup& world, const Setup& s, LayerRun r) {
   set_num_threads(s.threads);
   comm::Grid grid(world, "tp", {{"tp", r.tp}});
   auto tp = grid.group_ptr("tp");
-  nn::TransformerLayer layer(
-      parallel::make_context(tp, r.sp, parallel::Precision::of(s.dtype), 1),
-      {.name = "h.0", .width = s.width, .heads = s.heads, .layers = 12});
+  nn::TransformerLayer layer(parallel::make_context(tp, r.sp, parallel::Precision::of(s.dtype), 1),
+                             {.name = "h.0", .width = s.width, .heads = s.heads, .layers = 12});
   // The residual stream's layout: sequence-major under seq SP, this rank's rows under SP.
   Tensor x = r.sp == nn::SequenceParallel::seq
                  ? Tensor::full({s.seq, s.batch, s.width}, 0.5f, s.dtype)

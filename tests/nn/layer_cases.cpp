@@ -230,7 +230,8 @@ std::vector<TpCase> layer_cases() {
   const std::pair<const char*, Check> checks[] = {
       {"layernorm",
        [](auto& w, int t, auto sp) { check_tokens<LayerNorm>(w, t, norm_config(), 0, sp); }},
-      {"rmsnorm", [](auto& w, int t, auto sp) { check_tokens<RMSNorm>(w, t, norm_config(), 0, sp); }},
+      {"rmsnorm",
+       [](auto& w, int t, auto sp) { check_tokens<RMSNorm>(w, t, norm_config(), 0, sp); }},
       {"layernorm_linear_qkv",
        [](auto& w, int t, auto sp) {
          check_layernorm_linear(w, t, Parallel::column, NormKind::layer, 3, sp);
@@ -261,10 +262,13 @@ std::vector<TpCase> layer_cases() {
        }},
       {"attention_replicated",
        [](auto& w, int t, auto sp) {
-         check_tokens<MultiheadAttention>(w, t, attention_config(Partition::replicate, true), 6, sp);
+         check_tokens<MultiheadAttention>(w, t, attention_config(Partition::replicate, true), 6,
+                                          sp);
        }},
       {"transformer_layer",
-       [](auto& w, int t, auto sp) { check_tokens<TransformerLayer>(w, t, layer_config(""), 9, sp); }},
+       [](auto& w, int t, auto sp) {
+         check_tokens<TransformerLayer>(w, t, layer_config(""), 9, sp);
+       }},
       {"transformer_layer_rmsnorm",
        [](auto& w, int t, auto sp) {
          check_tokens<TransformerLayer>(w, t, layer_config("", NormKind::rms), 9, sp);

@@ -71,14 +71,18 @@ void check_linear_pair(comm::ProcessGroup& world, int tp_size, SequenceParallel 
   auto tp = grid.group_ptr("tp");
   Tensor x = random_tensor({B, T, IN}, 3);
   Tensor dy = random_tensor({B, T, IN}, 4);
-  Linear ref1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1), {.name = "a", .in = IN, .out = OUT});
-  Linear ref2(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1), {.name = "b", .in = OUT, .out = IN});
+  Linear ref1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1),
+              {.name = "a", .in = IN, .out = OUT});
+  Linear ref2(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1),
+              {.name = "b", .in = OUT, .out = IN});
   Ctx rctx;
   Tensor y_ref = ref2.forward(rctx, ref1.forward(rctx, x));
   Tensor dx_ref = ref1.backward(rctx, ref2.backward(rctx, dy));
 
-  Linear l1(ctx_of(tp, sp, DType::f32, 1), {.name = "a", .in = IN, .out = OUT, .mode = Parallel::column});
-  Linear l2(ctx_of(tp, sp, DType::f32, 1), {.name = "b", .in = OUT, .out = IN, .mode = Parallel::row});
+  Linear l1(ctx_of(tp, sp, DType::f32, 1),
+            {.name = "a", .in = IN, .out = OUT, .mode = Parallel::column});
+  Linear l2(ctx_of(tp, sp, DType::f32, 1),
+            {.name = "b", .in = OUT, .out = IN, .mode = Parallel::row});
   Ctx ctx;
   Tensor y = l2.forward(ctx, l1.forward(ctx, local_tokens(x, sp, *tp)));
   EXPECT_TRUE(close(local_tokens(y_ref, sp, *tp), y, kF32, 1.0));

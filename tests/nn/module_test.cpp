@@ -92,7 +92,8 @@ void expect_gradients_match_finite_differences(Module& m, Tensor x, uint64_t rng
 Tensor input() { return random_tensor({B, T, C}, 5); }
 
 TEST_F(ModuleGradients, LayerNorm) {
-  LayerNorm m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "ln", .width = C});
+  LayerNorm m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0),
+              {.name = "ln", .width = C});
   // Non-trivial gamma and beta, so their gradients reach every term.
   m.weight().value.copy_from(random_tensor({C}, 1, 0.5f, 1.5f));
   m.bias()->value.copy_from(random_tensor({C}, 2));
@@ -100,14 +101,22 @@ TEST_F(ModuleGradients, LayerNorm) {
 }
 
 TEST_F(ModuleGradients, RMSNorm) {
-  RMSNorm m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "ln", .width = C});
+  RMSNorm m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0),
+            {.name = "ln", .width = C});
   m.weight().value.copy_from(random_tensor({C}, 1, 0.5f, 1.5f));
   EXPECT_EQ(m.bias(), nullptr);
   expect_gradients_match_finite_differences(m, input());
 }
 
 TEST_F(ModuleGradients, LayerNormLinearWithNormOutput) {
-  LayerNormLinear m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1), {.name = "qkv", .norm_name = "ln", .in = C, .out = 3 * C, .init_std = 0.3f, .out_groups = 3, .return_layernorm_output = true});
+  LayerNormLinear m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1),
+                    {.name = "qkv",
+                     .norm_name = "ln",
+                     .in = C,
+                     .out = 3 * C,
+                     .init_std = 0.3f,
+                     .out_groups = 3,
+                     .return_layernorm_output = true});
   Tensor x = input();
   Ctx ctx;
   LayerNormLinear::Outputs o = m.forward_both(ctx, x);
@@ -127,32 +136,49 @@ TEST_F(ModuleGradients, LayerNormLinearWithNormOutput) {
 }
 
 TEST_F(ModuleGradients, LayerNormLinear) {
-  LayerNormLinear m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 2), {.name = "fc", .norm_name = "ln", .in = C, .out = 12, .norm = NormKind::rms});
+  LayerNormLinear m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 2),
+                    {.name = "fc", .norm_name = "ln", .in = C, .out = 12, .norm = NormKind::rms});
   expect_gradients_match_finite_differences(m, input());
 }
 
 TEST_F(ModuleGradients, LayerNormMLP) {
-  LayerNormMLP m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3), {.name = "mlp", .norm_name = "ln_2", .width = C, .init_std = 0.3f, .layers = 2});
+  LayerNormMLP m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3),
+                 {.name = "mlp", .norm_name = "ln_2", .width = C, .init_std = 0.3f, .layers = 2});
   expect_gradients_match_finite_differences(m, input());
 }
 
 TEST_F(ModuleGradients, MultiheadAttention) {
-  MultiheadAttention m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 4), {.name = "attn", .width = C, .heads = H, .init_std = 0.3f});
+  MultiheadAttention m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 4),
+                       {.name = "attn", .width = C, .heads = H, .init_std = 0.3f});
   expect_gradients_match_finite_differences(m, input());
 }
 
 TEST_F(ModuleGradients, MultiheadAttentionWithInputNormAndDropout) {
-  MultiheadAttention m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 4), {.name = "attn", .input_norm = "ln_1", .width = C, .heads = H, .dropout = 0.25f, .init_std = 0.3f});
+  MultiheadAttention m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 4),
+                       {.name = "attn",
+                        .input_norm = "ln_1",
+                        .width = C,
+                        .heads = H,
+                        .dropout = 0.25f,
+                        .init_std = 0.3f});
   expect_gradients_match_finite_differences(m, input(), 17);
 }
 
 TEST_F(ModuleGradients, TransformerLayer) {
-  TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 5), {.name = "h.0", .width = C, .heads = H, .layers = 2, .init_std = 0.3f});
+  TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 5),
+                     {.name = "h.0", .width = C, .heads = H, .layers = 2, .init_std = 0.3f});
   expect_gradients_match_finite_differences(m, input());
 }
 
 TEST_F(ModuleGradients, TransformerLayerWithDropout) {
-  TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 5), {.name = "h.0", .width = C, .heads = H, .attention_dropout = 0.2f, .hidden_dropout = 0.3f, .norm = NormKind::rms, .init_std = 0.3f});
+  TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 5),
+                     {.name = "h.0",
+                      .width = C,
+                      .heads = H,
+                      .attention_dropout = 0.2f,
+                      .hidden_dropout = 0.3f,
+                      .norm = NormKind::rms,
+                      .init_std = 0.3f});
   expect_gradients_match_finite_differences(m, input(), 23);
 }
 
@@ -404,8 +430,8 @@ TEST(Collectives, TransformerLayer) {
       for (SequenceParallel sp : {SequenceParallel::seq, SequenceParallel::batch}) {
         check_collectives<TransformerLayer>(
             tp, cfg, sp,
-            {{.all_gather = 2, .reduce_scatter = 2}, {.all_gather = 4, .reduce_scatter = 2}},
-            bytes, dt);
+            {{.all_gather = 2, .reduce_scatter = 2}, {.all_gather = 4, .reduce_scatter = 2}}, bytes,
+            dt);
       }
     }
   }
@@ -435,7 +461,8 @@ TEST(Collectives, NoneAtTp1) {
 TEST(Parameters, TransformerLayerNamesAndSpecs) {
   comm::run_local(2, [](comm::ProcessGroup& world) {
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
-    TransformerLayer m(ctx_of(grid.group_ptr("tp"), SequenceParallel::seq, DType::f32, 0), {.name = "h.3", .width = C, .heads = H});
+    TransformerLayer m(ctx_of(grid.group_ptr("tp"), SequenceParallel::seq, DType::f32, 0),
+                       {.name = "h.3", .width = C, .heads = H});
     std::vector<std::string> names;
     for (Parameter* p : m.parameters()) names.push_back(p->name);
     EXPECT_EQ(names, (std::vector<std::string>{
@@ -467,7 +494,8 @@ TEST(Parameters, TransformerLayerNamesAndSpecs) {
 }
 
 TEST(Parameters, NormsStartAtOneAndZero) {
-  LayerNorm ln(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "ln", .width = C});
+  LayerNorm ln(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0),
+               {.name = "ln", .width = C});
   EXPECT_EQ(ln.weight().value.to_vector(), std::vector<float>(C, 1.0f));
   EXPECT_EQ(ln.bias()->value.to_vector(), std::vector<float>(C, 0.0f));
   EXPECT_EQ(ln.weight().spec.replicated_over, std::vector<std::string>{"dp"});
@@ -487,7 +515,8 @@ double sample_std(const Tensor& t) {
 
 TEST(Parameters, ResidualProjectionsAreScaledByDepth) {
   const int64_t width = 64, layers = 12;
-  TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "h.0", .width = width, .heads = 4, .layers = layers});
+  TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0),
+                     {.name = "h.0", .width = width, .heads = 4, .layers = layers});
   const double residual = 0.02 / std::sqrt(2.0 * layers);
   EXPECT_NEAR(sample_std(m.attn().qkv().weight().value), 0.02, 0.02 * 0.05);
   EXPECT_NEAR(sample_std(m.mlp().fc1().linear().weight().value), 0.02, 0.02 * 0.05);
@@ -520,7 +549,8 @@ TEST(Bf16, TransformerLayerMatchesF32) {
 }
 
 TEST(Bf16, NormComputesInInputDtypeAndOutputsComputeDtype) {
-  LayerNorm ln(ctx_of(nullptr, parallel::SequenceParallel::off, DType::bf16, 0), {.name = "ln", .width = C});
+  LayerNorm ln(ctx_of(nullptr, parallel::SequenceParallel::off, DType::bf16, 0),
+               {.name = "ln", .width = C});
   Ctx ctx;
   Tensor x = input();
   Tensor y = ln.forward(ctx, x);
@@ -553,7 +583,9 @@ TEST(PartitionPlan, ReplicatedMlpInsideATpGroup) {
   comm::run_local(2, [](comm::ProcessGroup& world) {
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
     auto tp = grid.group_ptr("tp");
-    TransformerLayer m(ctx_of(tp, SequenceParallel::batch, DType::f32, 0), {.name = "h.1", .width = C, .heads = H, .plan = PartitionPlan::parse("h.1.mlp=replicate")});
+    TransformerLayer m(
+        ctx_of(tp, SequenceParallel::batch, DType::f32, 0),
+        {.name = "h.1", .width = C, .heads = H, .plan = PartitionPlan::parse("h.1.mlp=replicate")});
     EXPECT_TRUE(m.attn().partitioned());
     EXPECT_TRUE(m.attn().qkv().weight().spec.is_split());
     for (Parameter* p : m.mlp().parameters()) {
@@ -569,7 +601,8 @@ TEST(PartitionPlan, ReshardingNeedsWholeParameters) {
   comm::run_local(2, [&](comm::ProcessGroup& world) {
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
     auto m = std::make_unique<TransformerLayer>(
-        ctx_of(grid.group_ptr("tp")), TransformerLayerConfig{.name = "h.0", .width = C, .heads = H});
+        ctx_of(grid.group_ptr("tp")),
+        TransformerLayerConfig{.name = "h.0", .width = C, .heads = H});
     std::string err = error_of([&] { set_tensor_parallel_group(m, ctx_of(grid.group_ptr("tp"))); });
     EXPECT_NE(err.find("already split"), std::string::npos) << err;
   });
@@ -582,30 +615,47 @@ TEST(Errors, HeadsNotDivisibleByTp) {
   comm::run_local(4, [](comm::ProcessGroup& world) {
     comm::Grid grid(world, "tp-dp", {{"tp", 4}});
     std::string err = error_of([&] {
-      MultiheadAttention m(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 0), {.name = "h.0.attn", .width = 24, .heads = 6});
+      MultiheadAttention m(
+          ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 0),
+          {.name = "h.0.attn", .width = 24, .heads = 6});
     });
     EXPECT_NE(err.find("6 attention heads"), std::string::npos) << err;
     EXPECT_NE(err.find("tensor-parallel size 4"), std::string::npos) << err;
     // Replicated attention keeps whole heads anyway.
-    MultiheadAttention ok(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 0), {.name = "h.0.attn", .width = 24, .heads = 6, .partition = Partition::replicate});
+    MultiheadAttention ok(
+        ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 0),
+        {.name = "h.0.attn", .width = 24, .heads = 6, .partition = Partition::replicate});
   });
 }
 
 TEST(Errors, Configuration) {
   std::string err = error_of([] {
-    LayerNormLinear m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "fc", .norm_name = "ln", .in = C, .out = C, .mode = Parallel::row});
+    LayerNormLinear m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0),
+                      {.name = "fc", .norm_name = "ln", .in = C, .out = C, .mode = Parallel::row});
   });
   EXPECT_NE(err.find("column-parallel only"), std::string::npos) << err;
-  err = error_of([] { LayerNormLinear m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "fc", .in = C, .out = C}); });
+  err = error_of([] {
+    LayerNormLinear m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0),
+                      {.name = "fc", .in = C, .out = C});
+  });
   EXPECT_NE(err.find("norm_name"), std::string::npos) << err;
-  err = error_of([] { MultiheadAttention m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "a", .width = 10, .heads = 4}); });
+  err = error_of([] {
+    MultiheadAttention m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0),
+                         {.name = "a", .width = 10, .heads = 4});
+  });
   EXPECT_NE(err.find("not divisible by the 4 heads"), std::string::npos) << err;
   err = error_of([] {
-    TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "h.0", .width = C, .heads = H, .plan = PartitionPlan::parse("h.*.attn.proj=replicate")});
+    TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0),
+                       {.name = "h.0",
+                        .width = C,
+                        .heads = H,
+                        .plan = PartitionPlan::parse("h.*.attn.proj=replicate")});
   });
   EXPECT_NE(err.find("must be partitioned together"), std::string::npos) << err;
-  err = error_of(
-      [] { TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "h", .width = C, .heads = H, .hidden_dropout = 1}); });
+  err = error_of([] {
+    TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0),
+                       {.name = "h", .width = C, .heads = H, .hidden_dropout = 1});
+  });
   EXPECT_NE(err.find("hidden dropout"), std::string::npos) << err;
   err = error_of([] { PartitionPlan::parse("h.*.mlp"); });
   EXPECT_NE(err.find("pattern=tensor"), std::string::npos) << err;
@@ -614,19 +664,20 @@ TEST(Errors, Configuration) {
   EXPECT_NE(error_of([] { parse_partition("tensr"); }).find("unknown partition"),
             std::string::npos);
   err = error_of([] {
-    LayerNorm ln(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "ln", .width = C});
+    LayerNorm ln(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0),
+                 {.name = "ln", .width = C});
     Ctx ctx;
     ln.forward(ctx, Tensor::zeros({2, 5}));
   });
   EXPECT_NE(err.find("normalized width 8"), std::string::npos) << err;
   err = error_of([] {
-    TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0), {.name = "h.0", .width = C, .heads = H});
+    TransformerLayer m(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 0),
+                       {.name = "h.0", .width = C, .heads = H});
     Ctx ctx;
     m.backward(ctx, input());
   });
   EXPECT_NE(err.find("backward without a forward"), std::string::npos) << err;
 }
-
 
 // ---------------------------------------------------------------------------
 // The weight source and Megatron's backward order.
@@ -684,16 +735,17 @@ TEST(WeightSource, ColumnBackwardOverlapsItsCollectivesAsMegatron) {
       // issued and wait_* arrive on this thread; completed (the worker's) is not logged.
       tp->set_observer([&](const comm::CommEvent& e) {
         if (e.kind == comm::CommEvent::Kind::completed) return;
-        log.push_back(format("{} {}", comm::comm_event_kind_name(e.kind), comm::op_kind_name(e.op)));
+        log.push_back(
+            format("{} {}", comm::comm_event_kind_name(e.kind), comm::op_kind_name(e.op)));
       });
       Tensor dx = lin.backward(ctx, dy);
       tp->set_observer(nullptr);
       EXPECT_EQ(dx.shape(), x.shape());
       EXPECT_EQ(log, (std::vector<std::string>{
-                         "issued all_gather",  // the input shard, again
-                         "weight_for_backward",  // dgrad GEMM
+                         "issued all_gather",      // the input shard, again
+                         "weight_for_backward",    // dgrad GEMM
                          "issued reduce_scatter",  // dgrad's, left in flight
-                         "weight_grad",  // wgrad GEMM, after waiting for the gather:
+                         "weight_grad",            // wgrad GEMM, after waiting for the gather:
                          "wait_begin all_gather",
                          "wait_end all_gather",
                          "finalize_weight_grad",
@@ -707,7 +759,8 @@ TEST(WeightSource, ColumnBackwardOverlapsItsCollectivesAsMegatron) {
 // bf16: the weight is cast once per pass, or once per optimizer step when the
 // passes allow reuse, and again when the parameter's version changes.
 TEST(WeightSource, CastsOncePerStep) {
-  Linear lin(ctx_of(nullptr, SequenceParallel::off, DType::bf16), {.name = "fc", .in = C, .out = C});
+  Linear lin(ctx_of(nullptr, SequenceParallel::off, DType::bf16),
+             {.name = "fc", .in = C, .out = C});
   auto& source = dynamic_cast<parallel::LocalShardSource&>(lin.source());
   Tensor x = input();
   auto pass = [&](bool reuse) {
@@ -743,7 +796,8 @@ TEST(WeightSource, SteadyStateAllocatesOnlyTheOutputs) {
           auto tp = grid.group_ptr("tp");
           Linear lin(ctx_of(tp, sp, dt), {.name = "fc", .in = C, .out = 2 * C, .mode = mode});
           Tensor x = local_tokens(input(), sp, *tp);
-          if (mode == Parallel::row) x = parallel::slice_along(in_layout(input(), sp), -1, 2, tp->rank());
+          if (mode == Parallel::row)
+            x = parallel::slice_along(in_layout(input(), sp), -1, 2, tp->rank());
           x = x.to(dt);
           auto pass = [&] {
             Ctx ctx;

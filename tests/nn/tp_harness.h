@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include "testing.h"
 #include "contexts.h"
+#include "testing.h"
 #include "weft/comm/process_group.h"
 #include "weft/kernels/transpose.h"
 #include "weft/nn/linear.h"

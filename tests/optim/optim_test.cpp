@@ -55,8 +55,10 @@ void check_norm(comm::ProcessGroup& world, int tp_size) {
   comm::Grid grid(world, "tp-dp", {{"tp", tp_size}});
   Tensor x = random_tensor({4, 8}, 1), dy = random_tensor({4, 8}, 2);
   auto run = [&](std::shared_ptr<comm::ProcessGroup> tp, Groups groups) {
-    nn::Linear a(ctx_of(tp, parallel::SequenceParallel::off, DType::f32, 3), {.name = "a", .in = 8, .out = 12, .mode = nn::Parallel::column});
-    nn::Linear b(ctx_of(tp, parallel::SequenceParallel::off, DType::f32, 3), {.name = "b", .in = 12, .out = 8, .mode = nn::Parallel::row});
+    nn::Linear a(ctx_of(tp, parallel::SequenceParallel::off, DType::f32, 3),
+                 {.name = "a", .in = 8, .out = 12, .mode = nn::Parallel::column});
+    nn::Linear b(ctx_of(tp, parallel::SequenceParallel::off, DType::f32, 3),
+                 {.name = "b", .in = 12, .out = 8, .mode = nn::Parallel::row});
     nn::Ctx ctx;
     b.forward(ctx, a.forward(ctx, x));
     a.backward(ctx, b.backward(ctx, dy));

@@ -1,5 +1,4 @@
 // RngTracker streams, forks and state; TP-invariant initialization.
-#include "contexts.h"
 #include "weft/parallel/rng.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "contexts.h"
 #include "weft/comm/grid.h"
 #include "weft/comm/local.h"
 #include "weft/kernels/random.h"
@@ -174,10 +174,15 @@ class TpInvariantInit : public ::testing::TestWithParam<int> {};
 
 TEST_P(TpInvariantInit, ShardsAreSlicesOfTheTp1Tensor) {
   const int tp = GetParam();
-  nn::Linear col1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3), {.name = "c", .in = 8, .out = 12, .mode = nn::Parallel::column});
-  nn::Linear row1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3), {.name = "r", .in = 8, .out = 12, .mode = nn::Parallel::row});
-  nn::Linear qkv1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3), {.name = "qkv", .in = 8, .out = 24, .mode = nn::Parallel::column, .out_groups = 3});
-  nn::VocabParallelEmbedding emb1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3), {.vocab = 50, .max_seq = 4, .channels = 8});
+  nn::Linear col1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3),
+                  {.name = "c", .in = 8, .out = 12, .mode = nn::Parallel::column});
+  nn::Linear row1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3),
+                  {.name = "r", .in = 8, .out = 12, .mode = nn::Parallel::row});
+  nn::Linear qkv1(
+      ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3),
+      {.name = "qkv", .in = 8, .out = 24, .mode = nn::Parallel::column, .out_groups = 3});
+  nn::VocabParallelEmbedding emb1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3),
+                                  {.vocab = 50, .max_seq = 4, .channels = 8});
   const Tensor c_full = col1.weight().value, r_full = row1.weight().value;
   const Tensor q_full = qkv1.weight().value, e_full = emb1.wte().value;
   EXPECT_EQ(c_full.to_vector(), normal_init({12, 8}, 3, "c.weight", 0.02f).to_vector());
@@ -185,10 +190,15 @@ TEST_P(TpInvariantInit, ShardsAreSlicesOfTheTp1Tensor) {
     comm::Grid grid(world, "tp-dp", {{"tp", tp}});
     auto g = grid.group_ptr("tp");
     const int r = g->rank();
-    nn::Linear col(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3), {.name = "c", .in = 8, .out = 12, .mode = nn::Parallel::column});
-    nn::Linear row(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3), {.name = "r", .in = 8, .out = 12, .mode = nn::Parallel::row});
-    nn::Linear qkv(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3), {.name = "qkv", .in = 8, .out = 24, .mode = nn::Parallel::column, .out_groups = 3});
-    nn::VocabParallelEmbedding emb(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3), {.vocab = 50, .max_seq = 4, .channels = 8});
+    nn::Linear col(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3),
+                   {.name = "c", .in = 8, .out = 12, .mode = nn::Parallel::column});
+    nn::Linear row(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3),
+                   {.name = "r", .in = 8, .out = 12, .mode = nn::Parallel::row});
+    nn::Linear qkv(
+        ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3),
+        {.name = "qkv", .in = 8, .out = 24, .mode = nn::Parallel::column, .out_groups = 3});
+    nn::VocabParallelEmbedding emb(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3),
+                                   {.vocab = 50, .max_seq = 4, .channels = 8});
     EXPECT_EQ(col.weight().value.to_vector(), slice_along(c_full, 0, tp, r).to_vector());
     EXPECT_EQ(row.weight().value.to_vector(), slice_along(r_full, 1, tp, r).to_vector());
     EXPECT_EQ(emb.wte().value.to_vector(), slice_along(e_full, 0, tp, r).to_vector());

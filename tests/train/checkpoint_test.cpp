@@ -113,7 +113,8 @@ void save_at(const std::string& dir, int world_size, int tp, nn::GptConfig base 
     set_num_threads(1);
     comm::Grid grid(world, "tp-dp", {{"tp", tp}});
     nn::GptConfig cfg = base;
-    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed), cfg);
+    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed),
+                  cfg);
     optim::AdamW opt(model.parameters(), {});
     fill(model, &opt);
     TrainState state;
@@ -133,7 +134,8 @@ std::vector<TrainState> load_at(const std::string& dir, int world_size, int tp) 
     set_num_threads(1);
     comm::Grid grid(world, "tp-dp", {{"tp", tp}});
     nn::GptConfig cfg = small_config();
-    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed), cfg);
+    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed),
+                  cfg);
     optim::AdamW opt(model.parameters(), {});
     states[static_cast<size_t>(world.rank())] = load_checkpoint(dir, world, grid, model, &opt);
     expect_filled(model, &opt);
@@ -368,13 +370,15 @@ TEST(Checkpoint, HfExportLoadsBackAtAnyLayout) {
       set_num_threads(1);
       comm::Grid grid(world, "tp-dp", {{"tp", tp}});
       nn::GptConfig cfg = small_config();
-      nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed), cfg);
+      nn::Gpt model(
+          ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed), cfg);
       load_hf(file, model);
       expect_filled(model, nullptr);
     });
   }
   // Another shape: the field is named.
-  nn::Gpt wide(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, kSeed), small_config(32));
+  nn::Gpt wide(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, kSeed),
+               small_config(32));
   const std::string message = error_of([&] { load_hf(file, wide); });
   EXPECT_NE(message.find("width 16"), std::string::npos) << message;
 }
@@ -429,7 +433,8 @@ TEST(Checkpoint, ImportedFileResumesAtTp2WithAFreshOptimizer) {
     set_num_threads(1);
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
     nn::GptConfig cfg = small_config();
-    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed), cfg);
+    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed),
+                  cfg);
     optim::AdamW opt(model.parameters(), {});
     fill(model, &opt);
     const TrainState s = load_checkpoint(imported, world, grid, model, &opt);

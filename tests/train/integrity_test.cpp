@@ -52,7 +52,8 @@ void save(const std::string& dir, int world_size = 1,
     set_num_threads(1);
     comm::Grid grid(world, "tp-dp", {{"tp", world_size}});
     nn::GptConfig cfg = config();
-    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 3), cfg);
+    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 3),
+                  cfg);
     optim::AdamW opt(model.parameters(), {});
     for (size_t i = 0; i < opt.parameters().size(); ++i) {
       opt.first_moments()[i].fill(0.25f);
@@ -73,7 +74,8 @@ void load(const std::string& dir, int world_size = 1, ReadOptions options = {}) 
     set_num_threads(1);
     comm::Grid grid(world, "tp-dp", {{"tp", world_size}});
     nn::GptConfig cfg = config();
-    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 3), cfg);
+    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 3),
+                  cfg);
     optim::AdamW opt(model.parameters(), {});
     load_checkpoint(dir, world, grid, model, &opt, options);
   });
@@ -280,7 +282,8 @@ TEST(SaveFaults, RankThatHangsWhileOthersSaveTimesOutAndTheLastCheckpointStays) 
     world.set_timeout(milliseconds(500));
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
     nn::GptConfig cfg = config();
-    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 3), cfg);
+    nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, 3),
+                  cfg);
     optim::AdamW opt(model.parameters(), {});
     Stalling saved(model, milliseconds(world.rank() == 1 ? 3000 : 0));
     TrainState state;

@@ -4,7 +4,6 @@
 
 namespace weft::nn {
 
-
 MultiheadAttentionConfig MultiheadAttention::checked(MultiheadAttentionConfig cfg, int t) {
   WEFT_CHECK(cfg.width > 0 && cfg.heads > 0,
              "{}: attention needs a positive width and head count, got width {} and {} heads",
@@ -30,30 +29,30 @@ MultiheadAttention::MultiheadAttention(ContextPtr context, MultiheadAttentionCon
                                      cfg_.width, cfg_.width, cfg_.init_std, cfg_.layers)) {
   const Parallel qkv_mode = partitioned() ? Parallel::column : Parallel::none;
   if (!cfg_.input_norm.empty()) {
-    auto lnl =
-        std::make_unique<LayerNormLinear>(pc_, LayerNormLinearConfig{.name = cfg_.name + ".qkv",
-                                                                .norm_name = cfg_.input_norm,
-                                                                .in = cfg_.width,
-                                                                .out = 3 * cfg_.width,
-                                                                .mode = qkv_mode,
-                                                                .bias = true,
-                                                                .norm = cfg_.norm,
-                                                                .eps = cfg_.eps,
-                                                                .init_std = cfg_.init_std,
-                                                                .out_groups = 3,
-                                                                .return_layernorm_output = false});
+    auto lnl = std::make_unique<LayerNormLinear>(
+        pc_, LayerNormLinearConfig{.name = cfg_.name + ".qkv",
+                                   .norm_name = cfg_.input_norm,
+                                   .in = cfg_.width,
+                                   .out = 3 * cfg_.width,
+                                   .mode = qkv_mode,
+                                   .bias = true,
+                                   .norm = cfg_.norm,
+                                   .eps = cfg_.eps,
+                                   .init_std = cfg_.init_std,
+                                   .out_groups = 3,
+                                   .return_layernorm_output = false});
     qkv_linear_ = &lnl->linear();
     qkv_ = std::move(lnl);
   } else {
     auto lin = std::make_unique<Linear>(pc_, LinearConfig{.name = cfg_.name + ".qkv",
-                                                     .in = cfg_.width,
-                                                     .out = 3 * cfg_.width,
-                                                     .mode = qkv_mode,
-                                                     .bias = true,
-                                                     .gather_output = false,
-                                                     .input_is_parallel = true,
-                                                     .init_std = cfg_.init_std,
-                                                     .out_groups = 3});
+                                                          .in = cfg_.width,
+                                                          .out = 3 * cfg_.width,
+                                                          .mode = qkv_mode,
+                                                          .bias = true,
+                                                          .gather_output = false,
+                                                          .input_is_parallel = true,
+                                                          .init_std = cfg_.init_std,
+                                                          .out_groups = 3});
     qkv_linear_ = lin.get();
     qkv_ = std::move(lin);
   }

@@ -92,8 +92,8 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
     ids = ec.empty({seq, batch}, DType::i32, MemoryTag::activations);
     kernels::transpose01(pc_->exec, tokens, ids);
   }
-  Tensor partial = ec.empty({ids.size(0), ids.size(1), cfg_.channels}, pc_->compute(),
-                            MemoryTag::activations);
+  Tensor partial =
+      ec.empty({ids.size(0), ids.size(1), cfg_.channels}, pc_->compute(), MemoryTag::activations);
   kernels::embedding_forward(pc_->exec, ids, wte_.value, partial, opt);
   comm::ProcessGroup* g = pc_->tp_group();
   Tensor x = pc_->sequence_parallel()
@@ -148,8 +148,8 @@ Tensor LmHead::backward(Ctx& ctx, const Tensor& dlogits) { return linear_.backwa
 
 float LmHead::forward_loss(Ctx& ctx, const Tensor& x, const Tensor& targets, int32_t ignore_index) {
   Tensor logits = forward(ctx, x);
-  Tensor lse = embedding_.context()->exec.empty({logits.shape().rows()}, DType::f32,
-                                                MemoryTag::activations);
+  Tensor lse =
+      embedding_.context()->exec.empty({logits.shape().rows()}, DType::f32, MemoryTag::activations);
   const CrossEntropyConfig ce{.vocab = embedding_.config().vocab,
                               .tp = embedding_.context()->tp,
                               .ignore_index = ignore_index,

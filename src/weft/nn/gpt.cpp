@@ -43,7 +43,6 @@ void validate(const GptConfig& c, int tp) {
   WEFT_CHECK(c.dropout >= 0.0f && c.dropout < 1.0f, "dropout must be in [0, 1), got {}", c.dropout);
 }
 
-
 namespace {
 const GptConfig& checked(const GptConfig& c, const ContextPtr& pc) {
   WEFT_CHECK(pc != nullptr, "the GPT model needs a parallel context");

@@ -116,8 +116,8 @@ Shape with_last(Shape s, int64_t last) {
 }  // namespace
 
 Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
-  const int64_t expected = cfg_.mode == Parallel::row && !cfg_.input_is_parallel ? cfg_.in
-                                                                                  : local_in();
+  const int64_t expected =
+      cfg_.mode == Parallel::row && !cfg_.input_is_parallel ? cfg_.in : local_in();
   WEFT_CHECK(x.dim() >= 1 && x.shape().last() == expected,
              "{}: input has {} features (shape {}), expected {}", cfg_.name, x.shape().last(),
              x.shape(), expected);
@@ -164,8 +164,8 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   // Column under SP: the input shard's re-gather goes first, so that it is
   // in flight while the dgrad GEMM runs.
   const bool regather = cfg_.mode == Parallel::column && sp && g;
-  parallel::Pending xs = regather ? parallel::all_gather_rows(ec, g, x, regathered_)
-                                  : parallel::Pending{x, {}};
+  parallel::Pending xs =
+      regather ? parallel::all_gather_rows(ec, g, x, regathered_) : parallel::Pending{x, {}};
   const Tensor w = source_->weight_for_backward(ctx);
   Tensor dy = cfg_.gather_output ? parallel::backward(Mapping::gather_from_tp, g, dy_in) : dy_in;
   dy = parallel::gemm_input(ec, w.dtype(), dy, grad_cast_);
@@ -198,8 +198,8 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   Shape dxs = with_last(dy.shape(), local_in());
   if (schedule == Schedule::gemm_reduce_scatter) dxs = parallel::scattered_shape(dxs, g);
   dx = ec.empty(dxs, dy.dtype(), MemoryTag::activations);
-  comm::Work dgrad = parallel::scheduled_gemm(
-      ec, {.schedule = schedule, .group = g, .async = true}, dy, w, dx, dgrad_ws_);
+  comm::Work dgrad = parallel::scheduled_gemm(ec, {.schedule = schedule, .group = g, .async = true},
+                                              dy, w, dx, dgrad_ws_);
   Tensor wgrad = source_->weight_grad(ctx);
   const Tensor x_full = xs.get(ec);
   kernels::gemm(ec, dy, x_full, wgrad, {.trans_a = true, .accumulate = true});

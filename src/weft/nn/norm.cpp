@@ -42,7 +42,8 @@ Tensor Norm::forward(Ctx& ctx, const Tensor& x) {
   Tensor y = ec.empty(x.shape(), x.dtype(), MemoryTag::activations);
   if (kind_ == NormKind::layer) {
     s.mean = ec.empty({x.shape().rows()}, DType::f32, MemoryTag::activations);
-    kernels::layer_norm_forward(pc_->exec, x, weight_.value, bias_.value, cfg_.eps, y, s.mean, s.rstd);
+    kernels::layer_norm_forward(pc_->exec, x, weight_.value, bias_.value, cfg_.eps, y, s.mean,
+                                s.rstd);
   } else {
     kernels::rms_norm_forward(pc_->exec, x, weight_.value, cfg_.eps, y, s.rstd);
   }

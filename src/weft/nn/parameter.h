@@ -9,8 +9,8 @@ namespace weft::nn {
 using parallel::make_parameter;
 using parallel::Parameter;
 using parallel::shard_of;
-using parallel::ShardSpec;
 using parallel::sharded_parameter;
+using parallel::ShardSpec;
 using parallel::split_spec;
 
 }  // namespace weft::nn

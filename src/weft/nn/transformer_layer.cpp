@@ -21,24 +21,24 @@ TransformerLayer::TransformerLayer(ContextPtr context, TransformerLayerConfig cf
       pc_(std::move(context)),
       cfg_(std::move(cfg)),
       attn_(pc_, {.name = cfg_.name + ".attn",
-             .input_norm = cfg_.name + ".ln_1",
-             .width = cfg_.width,
-             .heads = cfg_.heads,
-             .dropout = cfg_.attention_dropout,
-             .norm = cfg_.norm,
-             .eps = cfg_.eps,
-             .partition = cfg_.plan.lookup_together(cfg_.name + ".attn", {"qkv", "proj"}),
-             .init_std = cfg_.init_std,
-             .layers = cfg_.layers}),
+                  .input_norm = cfg_.name + ".ln_1",
+                  .width = cfg_.width,
+                  .heads = cfg_.heads,
+                  .dropout = cfg_.attention_dropout,
+                  .norm = cfg_.norm,
+                  .eps = cfg_.eps,
+                  .partition = cfg_.plan.lookup_together(cfg_.name + ".attn", {"qkv", "proj"}),
+                  .init_std = cfg_.init_std,
+                  .layers = cfg_.layers}),
       mlp_(pc_, {.name = cfg_.name + ".mlp",
-            .norm_name = cfg_.name + ".ln_2",
-            .width = cfg_.width,
-            .hidden = cfg_.hidden,
-            .norm = cfg_.norm,
-            .eps = cfg_.eps,
-            .partition = cfg_.plan.lookup_together(cfg_.name + ".mlp", {"fc1", "fc2"}),
-            .init_std = cfg_.init_std,
-            .layers = cfg_.layers}) {
+                 .norm_name = cfg_.name + ".ln_2",
+                 .width = cfg_.width,
+                 .hidden = cfg_.hidden,
+                 .norm = cfg_.norm,
+                 .eps = cfg_.eps,
+                 .partition = cfg_.plan.lookup_together(cfg_.name + ".mlp", {"fc1", "fc2"}),
+                 .init_std = cfg_.init_std,
+                 .layers = cfg_.layers}) {
   WEFT_CHECK(cfg_.hidden_dropout >= 0.0f && cfg_.hidden_dropout < 1.0f,
              "{}: hidden dropout must lie in [0, 1), got {}", cfg_.name, cfg_.hidden_dropout);
 }
@@ -52,7 +52,7 @@ Tensor TransformerLayer::residual_dropout(Ctx& ctx, const Tensor& branch, Tensor
   // Without SP the TP ranks hold the same activations and must agree; under
   // SP each holds its own tokens.
   auto scope = rng->fork(pc_->sequence_parallel() ? parallel::kModelParallelStream
-                                                 : parallel::kDefaultStream);
+                                                  : parallel::kDefaultStream);
   parallel::RngTracker::Stream draw = rng->take(static_cast<uint64_t>(branch.numel()));
   const ExecContext& ec = pc_->exec;
   Tensor y = ec.empty(branch.shape(), branch.dtype(), MemoryTag::activations);
@@ -71,8 +71,7 @@ Tensor TransformerLayer::residual_dropout_backward(const Tensor& dy, const Tenso
 Tensor TransformerLayer::forward(Ctx& ctx, const Tensor& x) {
   Saved& s = ctx.saved<Saved>(this);
   const ExecContext& ec = pc_->exec;
-  Tensor h =
-      residual_add(ec, x, residual_dropout(ctx, attn_.forward(ctx, x), s.attn_mask));
+  Tensor h = residual_add(ec, x, residual_dropout(ctx, attn_.forward(ctx, x), s.attn_mask));
   return residual_add(ec, h, residual_dropout(ctx, mlp_.forward(ctx, h), s.mlp_mask));
 }
 

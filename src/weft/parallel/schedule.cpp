@@ -62,8 +62,8 @@ comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Ten
   switch (s) {
     case Schedule::plain: kernels::gemm(ec, x, b, c, opt); return {};
     case Schedule::all_gather_gemm: {
-      Tensor g = ec.reuse(ws.gathered, gathered_shape(x.shape(), call.group), x.dtype(),
-                          MemoryTag::comm);
+      Tensor g =
+          ec.reuse(ws.gathered, gathered_shape(x.shape(), call.group), x.dtype(), MemoryTag::comm);
       call.group->all_gather(g, x).wait(ec);
       kernels::gemm(ec, g, b, c, opt);
       return {};

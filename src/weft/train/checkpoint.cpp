@@ -427,7 +427,7 @@ TrainState load_checkpoint(const std::string& dir, comm::ProcessGroup& world,
     check_model(ck, model, optimizer == nullptr);
     for (nn::Parameter* p : model.parameters()) {
       const SavedTensor& t = *ck.find(p->name);
-      ++p->version;  // weight sources recast it
+      ++p->version;                                  // weight sources recast it
       if (t.global_shape != p->spec.global_shape) {  // wpe of a longer context
         p->value.copy_from(
             nn::shard_of(p->spec, ck.read_full(t).narrow(0, p->spec.global_shape[0])));
