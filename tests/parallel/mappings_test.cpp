@@ -224,6 +224,54 @@ TEST(MappingsWithoutGroup, AreTheIdentity) {
   }
 }
 
+// sp_to_tp: this rank's rows (tokens) with every feature -> every rank's rows
+// with this rank's block of features, as one all-to-all; the dual all-to-all
+// brings every feature of this rank's rows back.
+TEST_P(Mappings, SpToTpIsOneAllToAll) {
+  run([](comm::ProcessGroup& g) {
+    const int64_t n = g.size(), r = g.rank();
+    const Shape mine{2, 3, 4 * n};
+    Tensor x = make(mine, [&](int64_t i, int64_t j, int64_t k) { return code(r * 2 + i, j, k); });
+    g.reset_stats();
+    Tensor y = forward(Mapping::sp_to_tp, &g, x);
+    EXPECT_TRUE(holds(y, {2 * n, 3, 4},
+                      [&](int64_t i, int64_t j, int64_t k) { return code(i, j, r * 4 + k); }));
+    Tensor dx = backward(Mapping::sp_to_tp, &g, y);
+    EXPECT_TRUE(
+        holds(dx, mine, [&](int64_t i, int64_t j, int64_t k) { return code(r * 2 + i, j, k); }));
+    const comm::CommStats s = g.stats();
+    EXPECT_EQ(s.total_calls(), n > 1 ? 2 : 0);
+    EXPECT_EQ(s.count(comm::OpKind::all_to_all), n > 1 ? 2 : 0);
+  });
+}
+
+// The asynchronous row collectives reuse their buffer once the previous
+// result is released, and leave a Work to wait on.
+TEST_P(Mappings, AsyncRowsReuseTheirBuffer) {
+  run([](comm::ProcessGroup& g) {
+    const int64_t n = g.size(), r = g.rank();
+    Tensor x =
+        make({2, 3, 5}, [&](int64_t i, int64_t j, int64_t k) { return code(r * 2 + i, j, k); });
+    Tensor buffer;
+    const void* first = nullptr;
+    for (int step = 0; step < 3; ++step) {
+      Pending p = all_gather_rows(ExecContext::host(), &g, x, buffer);
+      Tensor all = p.get();
+      EXPECT_TRUE(holds(all, {2 * n, 3, 5}, code));
+      if (n > 1 && step == 0) first = all.raw();
+      if (n > 1) {
+        EXPECT_EQ(all.raw(), first);  // the same buffer every step
+      }
+    }
+    Tensor sums;
+    Tensor full = make({2 * n, 3, 5}, code);
+    Tensor mine = reduce_scatter_rows(ExecContext::host(), &g, full, sums).get();
+    EXPECT_TRUE(holds(mine, {2, 3, 5}, [&](int64_t i, int64_t j, int64_t k) {
+      return static_cast<float>(n) * code(r * 2 + i, j, k);
+    }));
+  });
+}
+
 TEST(MappingErrors, IndivisibleSplitIsAnError) {
   for (int n : {2, 4}) {
     comm::run_local(n, [](comm::ProcessGroup& g) {

@@ -20,11 +20,12 @@ Tensor ExecContext::zeros(const Shape& shape, DType dtype, MemoryTag tag) const 
 }
 
 Tensor ExecContext::reuse(Tensor& slot, const Shape& shape, DType dtype, MemoryTag tag) const {
-  if (!slot.defined() || !slot.sole_owner() || !(slot.shape() == shape) || slot.dtype() != dtype ||
-      !(slot.device() == device_)) {
-    slot = empty(shape, dtype, tag);
+  const int64_t n = shape.numel();
+  if (!slot.defined() || !slot.sole_owner() || slot.dtype() != dtype ||
+      !(slot.device() == device_) || slot.numel() < n) {
+    slot = empty({n}, dtype, tag);
   }
-  return slot;
+  return slot.narrow(0, n).reshape(shape);
 }
 
 }  // namespace weft

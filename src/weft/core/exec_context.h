@@ -34,10 +34,12 @@ class ExecContext {
                MemoryTag tag = current_memory_tag()) const;
   Tensor zeros(const Shape& shape, DType dtype = DType::f32,
                MemoryTag tag = current_memory_tag()) const;
-  // `slot` when it already is a tensor of this shape and dtype that nothing
-  // else references (a buffer of an earlier step, released by its user);
-  // otherwise a new tensor, kept in `slot`. Steady-state callers allocate
-  // nothing; a caller that still holds the old tensor gets a fresh one.
+  // A tensor of `shape` in the buffer kept in `slot`, when the buffer is of
+  // this dtype and device, holds at least that many elements and nothing else
+  // references it (a buffer of an earlier call, released by its user);
+  // otherwise a new buffer of exactly that size, kept in `slot`. Steady-state
+  // callers allocate nothing; a caller still holding the old tensor gets a
+  // fresh one.
   Tensor reuse(Tensor& slot, const Shape& shape, DType dtype,
                MemoryTag tag = current_memory_tag()) const;
   // Waits until the work queued on this context is done (a no-op on the CPU,

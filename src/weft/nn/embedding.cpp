@@ -96,8 +96,9 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
       ec.empty({ids.size(0), ids.size(1), cfg_.channels}, pc_->compute(), MemoryTag::activations);
   kernels::embedding_forward(pc_->exec, ids, wte_.value, partial, opt);
   comm::ProcessGroup* g = pc_->tp_group();
+  Tensor x_slot;  // the output is the residual stream's: a tensor of its own
   Tensor x = pc_->sequence_parallel()
-                 ? parallel::reduce_scatter_rows(ec, g, partial, reduced_).get(ec)
+                 ? parallel::reduce_scatter_rows(ec, g, partial, x_slot).get(ec)
                  : parallel::forward(Mapping::reduce_from_tp, g, partial);
   kernels::position_embedding_forward(pc_->exec, wpe_.value, x, shard_pos_offset(seq, pos_offset),
                                       sequence_major());
@@ -119,7 +120,7 @@ Tensor VocabParallelEmbedding::backward(Ctx& ctx, const Tensor& dx) {
   const ExecContext& ec = pc_->exec;
   comm::ProcessGroup* g = pc_->tp_group();
   Tensor dfull = pc_->sequence_parallel()
-                     ? parallel::all_gather_rows(ec, g, dx, gathered_grad_).get(ec)
+                     ? parallel::all_gather_rows(ec, g, dx, pc_->workspace->gemm.gathered).get(ec)
                      : parallel::backward(Mapping::reduce_from_tp, g, dx);
   kernels::embedding_backward(pc_->exec, dfull, ids, wte_.grad,
                               {.vocab_start = vocab_start(), .valid_vocab = cfg_.vocab});

@@ -97,7 +97,6 @@ class VocabParallelEmbedding : public Module {
   int64_t padded_vocab_ = 0;
   Parameter wte_, wpe_;
   std::shared_ptr<parallel::WeightSource> wte_source_;
-  Tensor reduced_, gathered_grad_;  // buffers reused across steps
 };
 
 // LmHead: the output projection tied to an embedding's token table,

@@ -130,7 +130,7 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
     // Own tokens, all features -> all tokens (under SP), this rank's features.
     xin = parallel::forward(sp ? Mapping::sp_to_tp : Mapping::scatter_to_tp, g, x);
   }
-  xin = parallel::gemm_input(ec, w.dtype(), xin, input_cast_);
+  xin = parallel::gemm_input(ec, w.dtype(), xin, ws().input_cast);
   ctx.saved<Saved>(this).x = xin;
   const DType out_dtype = pc_->compute();
   parallel::GemmCall call{.options = {.trans_b = true, .bias = bias_ptr()}};
@@ -148,7 +148,7 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
     case Parallel::none: call.schedule = Schedule::plain; break;
   }
   Tensor y = ec.empty(ys, out_dtype, MemoryTag::activations);
-  parallel::scheduled_gemm(ec, call, xin, w, y, forward_ws_);
+  parallel::scheduled_gemm(ec, call, xin, w, y, ws().gemm);
   if (cfg_.gather_output) y = parallel::forward(Mapping::gather_from_tp, g, y);
   return y;
 }
@@ -165,18 +165,19 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   // in flight while the dgrad GEMM runs.
   const bool regather = cfg_.mode == Parallel::column && sp && g;
   parallel::Pending xs =
-      regather ? parallel::all_gather_rows(ec, g, x, regathered_) : parallel::Pending{x, {}};
+      regather ? parallel::all_gather_rows(ec, g, x, ws().gemm.gathered) : parallel::Pending{x, {}};
   const Tensor w = source_->weight_for_backward(ctx);
   Tensor dy = cfg_.gather_output ? parallel::backward(Mapping::gather_from_tp, g, dy_in) : dy_in;
-  dy = parallel::gemm_input(ec, w.dtype(), dy, grad_cast_);
+  dy = parallel::gemm_input(ec, w.dtype(), dy, ws().grad_cast);
   Tensor dx;
   if (cfg_.mode == Parallel::row) {
     // dx = gather(dy) · W, and the wgrad GEMM reads the same gathered dy.
     const Schedule schedule = sp ? Schedule::all_gather_gemm : Schedule::plain;
     dx = ec.empty(with_last(parallel::gathered_shape(dy.shape(), sp ? g : nullptr), local_in()),
                   x.dtype(), MemoryTag::activations);
-    parallel::scheduled_gemm(ec, {.schedule = schedule, .group = g}, dy, w, dx, dgrad_ws_);
-    const Tensor dy_full = sp && g ? dgrad_ws_.gathered : dy;
+    const parallel::ScheduledGemm run =
+        parallel::scheduled_gemm(ec, {.schedule = schedule, .group = g}, dy, w, dx, ws().gemm);
+    const Tensor dy_full = run.gathered.defined() ? run.gathered : dy;
     Tensor wgrad = source_->weight_grad(ctx);
     kernels::gemm(ec, dy_full, x, wgrad, {.trans_a = true, .accumulate = true});
     // The bias was added after the reduction: its gradient is this rank's
@@ -199,7 +200,8 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   if (schedule == Schedule::gemm_reduce_scatter) dxs = parallel::scattered_shape(dxs, g);
   dx = ec.empty(dxs, dy.dtype(), MemoryTag::activations);
   comm::Work dgrad = parallel::scheduled_gemm(ec, {.schedule = schedule, .group = g, .async = true},
-                                              dy, w, dx, dgrad_ws_);
+                                              dy, w, dx, ws().gemm)
+                         .pending;
   Tensor wgrad = source_->weight_grad(ctx);
   const Tensor x_full = xs.get(ec);
   kernels::gemm(ec, dy, x_full, wgrad, {.trans_a = true, .accumulate = true});

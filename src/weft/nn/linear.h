@@ -91,14 +91,13 @@ class Linear : public Module {
   // The TP group this layer communicates over: null when unpartitioned.
   comm::ProcessGroup* group() const;
   const Tensor* bias_ptr() const { return cfg_.bias ? &bias_.value : nullptr; }
+  // The rank's scratch buffers (shared by every module on the context).
+  parallel::Workspace& ws() const { return *pc_->workspace; }
 
   ContextPtr pc_;
   LinearConfig cfg_;
   Parameter weight_, bias_;  // weight_ is unused over an external source
   std::shared_ptr<parallel::WeightSource> source_;
-  // Buffers reused across steps: steady state allocates nothing here.
-  parallel::GemmWorkspace forward_ws_, dgrad_ws_;
-  Tensor input_cast_, grad_cast_, regathered_;
 };
 
 // The Linear that closes a residual branch of a block (attention's proj, the

@@ -1,6 +1,6 @@
 // ParallelContext: everything about how a model runs that is not its shape.
 //
-// One object per model, shared by every module (std::shared_ptr<const
+// One object per model and rank, shared by every module (std::shared_ptr<const
 // ParallelContext>): the process groups (tp; gtp and dp are slots for
 // generalized tensor parallelism and data parallelism), the sequence-parallel
 // mode, the precision recipe, the execution context kernels run on and the
@@ -23,6 +23,7 @@
 #include "weft/comm/process_group.h"
 #include "weft/core/exec_context.h"
 #include "weft/parallel/precision.h"
+#include "weft/parallel/workspace.h"
 
 namespace weft::parallel {
 
@@ -42,6 +43,8 @@ struct ParallelContext {
   Precision precision{};
   ExecContext exec{};
   uint64_t seed = 1337;
+  // The rank's scratch buffers, shared by every module on this context.
+  std::shared_ptr<Workspace> workspace = std::make_shared<Workspace>();
 
   int tp_size() const { return tp ? tp->size() : 1; }
   int tp_rank() const { return tp ? tp->rank() : 0; }
@@ -60,7 +63,7 @@ using ContextPtr = std::shared_ptr<const ParallelContext>;
 // A context with the given options (tests, tools): make_context() is a single
 // rank, f32, no SP.
 ContextPtr make_context(std::shared_ptr<comm::ProcessGroup> tp = nullptr,
-                        SequenceParallel sp = SequenceParallel::off,
-                        Precision precision = {}, uint64_t seed = 1337);
+                        SequenceParallel sp = SequenceParallel::off, Precision precision = {},
+                        uint64_t seed = 1337);
 
 }  // namespace weft::parallel

@@ -43,19 +43,14 @@ void move_blocks(char* packed, char* strided, int64_t outer, int64_t block_bytes
   }
 }
 
-// x (rows, C) viewed as `parts` column blocks -> (parts, rows, C/parts): block
-// p of every row, contiguous per p.
+// x (rows, C) viewed as `parts` column blocks -> (parts, rows, C/parts) flat:
+// block p of every row, contiguous per p.
 Tensor slice_blocks_rank_major(const Tensor& x, int parts) {
   Tensor out = Tensor::empty({x.numel()}, x.dtype(), x.device(), MemoryTag::comm);
-  const int64_t rows = x.shape().rows();
-  const int64_t block = x.nbytes() / rows / parts;
-  const char* src = static_cast<const char*>(x.raw());
-  char* dst = static_cast<char*>(out.raw());
+  const int64_t rows = x.shape().rows(), block = x.nbytes() / rows / parts;
   for (int p = 0; p < parts; ++p) {
-    for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(dst + (p * rows + r) * block, src + (r * parts + p) * block,
-                  static_cast<size_t>(block));
-    }
+    move_blocks(static_cast<char*>(out.raw()) + p * rows * block, static_cast<char*>(x.raw()), rows,
+                block, parts, p, false);
   }
   return out;
 }
@@ -63,15 +58,10 @@ Tensor slice_blocks_rank_major(const Tensor& x, int parts) {
 // The inverse: (parts, rows, C/parts) flat -> a tensor of shape `s` (rows, C).
 Tensor unslice_blocks_rank_major(const Tensor& flat, const Shape& s, int parts) {
   Tensor out = Tensor::empty(s, flat.dtype(), flat.device(), MemoryTag::activations);
-  const int64_t rows = out.shape().rows();
-  const int64_t block = out.nbytes() / rows / parts;
-  const char* src = static_cast<const char*>(flat.raw());
-  char* dst = static_cast<char*>(out.raw());
+  const int64_t rows = out.shape().rows(), block = out.nbytes() / rows / parts;
   for (int p = 0; p < parts; ++p) {
-    for (int64_t r = 0; r < rows; ++r) {
-      std::memcpy(dst + (r * parts + p) * block, src + (p * rows + r) * block,
-                  static_cast<size_t>(block));
-    }
+    move_blocks(static_cast<char*>(flat.raw()) + p * rows * block, static_cast<char*>(out.raw()),
+                rows, block, parts, p, true);
   }
   return out;
 }

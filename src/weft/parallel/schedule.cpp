@@ -44,8 +44,8 @@ Tensor gemm_input(const ExecContext& ec, DType dtype, const Tensor& x, Tensor& s
   return out;
 }
 
-comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Tensor& a,
-                          const Tensor& b, const Tensor& out, GemmWorkspace& ws) {
+ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Tensor& a,
+                             const Tensor& b, const Tensor& out, GemmWorkspace& ws) {
   Schedule s = trivial(call.group) ? Schedule::plain : call.schedule;
   const bool reduces = s == Schedule::gemm_reduce_scatter || s == Schedule::gemm_all_reduce;
   WEFT_CHECK(!(call.async && reduces && call.options.bias),
@@ -66,7 +66,7 @@ comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Ten
           ec.reuse(ws.gathered, gathered_shape(x.shape(), call.group), x.dtype(), MemoryTag::comm);
       call.group->all_gather(g, x).wait(ec);
       kernels::gemm(ec, g, b, c, opt);
-      return {};
+      return {.pending = {}, .gathered = g};
     }
     case Schedule::gemm_reduce_scatter: {
       opt.bias = nullptr;
@@ -74,7 +74,7 @@ comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Ten
                           MemoryTag::comm);
       kernels::gemm(ec, x, b, p, opt);
       comm::Work w = call.group->reduce_scatter(out, p);
-      if (call.async) return w;
+      if (call.async) return {.pending = w, .gathered = {}};
       w.wait(ec);
       break;
     }
@@ -82,7 +82,7 @@ comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Ten
       opt.bias = nullptr;
       kernels::gemm(ec, x, b, c, opt);
       comm::Work w = call.group->all_reduce(out);
-      if (call.async) return w;
+      if (call.async) return {.pending = w, .gathered = {}};
       w.wait(ec);
       break;
     }

@@ -27,18 +27,12 @@
 #include "weft/comm/process_group.h"
 #include "weft/core/exec_context.h"
 #include "weft/kernels/gemm.h"
+#include "weft/parallel/workspace.h"
 
 namespace weft::parallel {
 
 enum class Schedule : uint8_t { plain, all_gather_gemm, gemm_reduce_scatter, gemm_all_reduce };
 const char* schedule_name(Schedule s);
-
-// Buffers a schedule reuses across calls (keep one per call site): steady
-// state allocates nothing.
-struct GemmWorkspace {
-  Tensor gathered;  // all_gather_gemm: the group's rows of a
-  Tensor partial;   // gemm_reduce_scatter: the unreduced product
-};
 
 struct GemmCall {
   Schedule schedule = Schedule::plain;
@@ -54,12 +48,17 @@ struct GemmCall {
 // converted for a GEMM.
 Tensor gemm_input(const ExecContext& ec, DType dtype, const Tensor& x, Tensor& slot);
 
-// Runs `call` on `ec`; `out` has the result's shape. Returns the Work of a
-// collective left in flight (async), else a completed Work. After
-// all_gather_gemm, ws.gathered holds the gathered `a` (the wgrad GEMM of a
-// row-parallel backward reads it again).
-comm::Work scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Tensor& a,
-                          const Tensor& b, const Tensor& out, GemmWorkspace& ws);
+struct ScheduledGemm {
+  comm::Work pending;  // the collective left in flight (async), else complete
+  Tensor gathered;     // all_gather_gemm: the gathered `a`, in ws (read it before the next call)
+};
+
+// Runs `call` on `ec`; `out` has the result's shape. The schedule's buffers
+// come from `ws` (Workspace::gemm: shared by a model's modules, so steady
+// state allocates nothing and costs one buffer per role). A row-parallel
+// backward's wgrad GEMM reads the returned `gathered` again.
+ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const Tensor& a,
+                             const Tensor& b, const Tensor& out, GemmWorkspace& ws);
 
 // The rows of `x` once gathered over `group` along dimension 0: shape with
 // dim 0 multiplied by the group's size (x's shape without a group).

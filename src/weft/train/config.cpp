@@ -530,8 +530,15 @@ void validate(const TrainConfig& c) {
              "--init starts a new run from weights and --resume continues one: pass only one");
 }
 
-parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::ProcessGroup> tp) {
-  return parallel::make_context(std::move(tp), c.sp, parallel::Precision::of(c.dtype), c.seed);
+parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::ProcessGroup> tp,
+                                   std::shared_ptr<comm::ProcessGroup> dp) {
+  auto pc = std::make_shared<parallel::ParallelContext>();
+  pc->tp = std::move(tp);
+  pc->dp = std::move(dp);
+  pc->sp = c.sp;
+  pc->precision = parallel::Precision::of(c.dtype);
+  pc->seed = c.seed;
+  return pc;
 }
 
 nn::GptConfig model_config(const TrainConfig& c) { return c.model; }

@@ -155,6 +155,7 @@ nn::GptConfig model_config(const TrainConfig& cfg);
 // The parallel context of the run's model over its TP group (null: TP=1):
 // the run's sequence parallelism, precision and seed. The one place a run's
 // parallel options reach the model.
-parallel::ContextPtr model_context(const TrainConfig& cfg, std::shared_ptr<comm::ProcessGroup> tp);
+parallel::ContextPtr model_context(const TrainConfig& cfg, std::shared_ptr<comm::ProcessGroup> tp,
+                                   std::shared_ptr<comm::ProcessGroup> dp = nullptr);
 
 }  // namespace weft::train

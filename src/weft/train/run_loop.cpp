@@ -46,13 +46,13 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Datase
       world, "tp-dp", std::vector<std::pair<std::string, int>>{{"tp", cfg_.tp}, {"dp", dp}});
   const int tp_rank = grid_->rank_in("tp");
   rng_ = parallel::RngTracker(cfg_.seed, tp_rank);
-  model_ =
-      std::make_unique<nn::Gpt>(model_context(cfg_, grid_->group_ptr("tp")), model_config(cfg_));
+  model_ = std::make_unique<nn::Gpt>(
+      model_context(cfg_, grid_->group_ptr("tp"), grid_->group_ptr("dp")), model_config(cfg_));
   params_ = model_->parameters();
   const auto bucket = static_cast<int64_t>(cfg_.bucket_mb * (1 << 20));
   // The model's execution context: optimizer and gradient sync run where it does.
   const ExecContext& ec = model_->context()->exec;
-  sync_ = std::make_unique<optim::GradSync>(params_, grid_->group_ptr("dp"),
+  sync_ = std::make_unique<optim::GradSync>(params_, model_->context()->dp,
                                             std::max<int64_t>(bucket, 1), ec);
   optimizer_ = std::make_unique<optim::AdamW>(
       params_, optim::AdamWOptions{.weight_decay = static_cast<float>(cfg_.weight_decay)}, ec);
