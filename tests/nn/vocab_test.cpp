@@ -120,7 +120,8 @@ TEST(VocabParallelEmbedding, Errors) {
     });
   });
   EXPECT_NE(msg.find("tp size 3"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("--vocab-pad 24"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("vocab_pad 24"), std::string::npos) << msg;  // nn names fields, not flags
+  EXPECT_EQ(msg.find("--"), std::string::npos) << msg;
 }
 
 // loss(wte, wpe) = CE(x · wteᵀ, targets) with x = wte[tokens] + wpe.

@@ -40,8 +40,8 @@ VocabParallelEmbedding::VocabParallelEmbedding(ContextPtr context, EmbeddingConf
   const int r = pc_->tp_rank();
   WEFT_CHECK(padded_vocab_ % t == 0,
              "{}: the padded vocabulary of {} rows (vocab {} rounded up to a multiple of {}) "
-             "cannot be split over tp size {}; choose --vocab-pad so that it is a multiple of "
-             "the tp size (e.g. --vocab-pad {})",
+             "cannot be split over tp size {}; choose vocab_pad so that it is a multiple of "
+             "the tp size (e.g. vocab_pad {})",
              wte_name, padded_vocab_, cfg_.vocab, cfg_.vocab_pad, t, cfg_.vocab_pad * t);
 
   // The master is drawn for the real rows only, so that the padding multiple
