@@ -26,7 +26,7 @@ MultiheadAttention::MultiheadAttention(ContextPtr context, MultiheadAttentionCon
       pc_(std::move(context)),
       cfg_(checked(std::move(cfg), pc_->tp_size())),
       proj_(pc_, residual_projection(cfg_.partition == Partition::tensor, cfg_.name + ".proj",
-                                     cfg_.width, cfg_.width, cfg_.init_std, cfg_.layers)) {
+                                     cfg_.width, cfg_.width, cfg_.init_std, cfg_.layers, "proj")) {
   const Parallel qkv_mode = partitioned() ? Parallel::column : Parallel::none;
   if (!cfg_.input_norm.empty()) {
     auto lnl = std::make_unique<LayerNormLinear>(
@@ -40,7 +40,8 @@ MultiheadAttention::MultiheadAttention(ContextPtr context, MultiheadAttentionCon
                                    .eps = cfg_.eps,
                                    .init_std = cfg_.init_std,
                                    .out_groups = 3,
-                                   .return_layernorm_output = false});
+                                   .return_layernorm_output = false,
+                                   .overlap_name = "qkv"});
     qkv_linear_ = &lnl->linear();
     qkv_ = std::move(lnl);
   } else {
@@ -52,7 +53,7 @@ MultiheadAttention::MultiheadAttention(ContextPtr context, MultiheadAttentionCon
                                                           .gather_output = false,
                                                           .input_is_parallel = true,
                                                           .init_std = cfg_.init_std,
-                                                          .out_groups = 3});
+                                                          .out_groups = 3, .overlap_name = "qkv"});
     qkv_linear_ = lin.get();
     qkv_ = std::move(lin);
   }

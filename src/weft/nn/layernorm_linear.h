@@ -40,6 +40,7 @@ struct LayerNormLinearConfig {
   float init_std = 0.02f;
   int64_t out_groups = 1;  // fused QKV: 3
   bool return_layernorm_output = false;
+  std::string overlap_name{};  // the linear's name in the overlap configuration
 };
 
 class LayerNormLinear : public Module {

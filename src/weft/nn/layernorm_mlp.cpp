@@ -28,9 +28,10 @@ LayerNormMLP::LayerNormMLP(ContextPtr context, LayerNormMLPConfig cfg)
                  .eps = cfg_.eps,
                  .init_std = cfg_.init_std,
                  .out_groups = 1,
-                 .return_layernorm_output = false}),
+                 .return_layernorm_output = false,
+                 .overlap_name = "fc1"}),
       fc2_(pc_, residual_projection(cfg_.partition == Partition::tensor, cfg_.name + ".fc2",
-                                    cfg_.hidden, cfg_.width, cfg_.init_std, cfg_.layers)) {}
+                                    cfg_.hidden, cfg_.width, cfg_.init_std, cfg_.layers, "fc2")) {}
 
 Tensor LayerNormMLP::forward(Ctx& ctx, const Tensor& x) {
   Saved& s = ctx.saved<Saved>(this);

@@ -9,7 +9,7 @@ using parallel::Mapping;
 using parallel::Schedule;
 
 LinearConfig residual_projection(bool partitioned, std::string name, int64_t in, int64_t out,
-                                 float init_std, int64_t layers) {
+                                 float init_std, int64_t layers, std::string overlap_name) {
   return {.name = std::move(name),
           .in = in,
           .out = out,
@@ -18,7 +18,8 @@ LinearConfig residual_projection(bool partitioned, std::string name, int64_t in,
           .gather_output = false,
           .input_is_parallel = true,
           .init_std = init_std / std::sqrt(2.0f * static_cast<float>(layers)),
-          .out_groups = 1};
+          .out_groups = 1,
+          .overlap_name = std::move(overlap_name)};
 }
 
 Linear::Linear(ContextPtr context, LinearConfig cfg)
@@ -88,6 +89,11 @@ void Linear::init(bool own_weight) {
   }
 }
 
+parallel::OverlapChoice Linear::overlap(const char* pass) const {
+  if (cfg_.overlap_name.empty()) return {};
+  return pc_->overlap.choice(gemm_name(pass));
+}
+
 comm::ProcessGroup* Linear::group() const {
   return cfg_.mode == Parallel::none ? nullptr : pc_->tp_group();
 }
@@ -133,7 +139,10 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
   xin = parallel::gemm_input(ec, w.dtype(), xin, ws().input_cast);
   ctx.saved<Saved>(this).x = xin;
   const DType out_dtype = pc_->compute();
-  parallel::GemmCall call{.options = {.trans_b = true, .bias = bias_ptr()}};
+  const std::string fprop = gemm_name("fprop");
+  parallel::GemmCall call{.options = {.trans_b = true, .bias = bias_ptr()},
+                          .overlap = overlap("fprop"),
+                          .name = fprop.c_str()};
   call.group = g;
   Shape ys = with_last(xin.shape(), local_out());
   switch (cfg_.mode) {
@@ -161,11 +170,21 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   const ExecContext& ec = pc_->exec;
   comm::ProcessGroup* g = group();
   const bool sp = pc_->sequence_parallel();
+  // Bulk overlap (Megatron's order, the default): the collectives beside the
+  // GEMMs. With an overlap configuration, a dgrad or wgrad set to off runs
+  // its collective on its own, and ring / pipeline run the dgrad's.
+  const std::string dgrad_name = gemm_name("dgrad");
+  const parallel::OverlapChoice dgrad_overlap = overlap("dgrad");
+  const bool configured = pc_->overlap.enabled() && !cfg_.overlap_name.empty();
+  const bool bulk_dgrad = !configured || dgrad_overlap.method == parallel::OverlapMethod::bulk;
+  const bool bulk_wgrad =
+      !configured || overlap("wgrad").method == parallel::OverlapMethod::bulk;
   // Column under SP: the input shard's re-gather goes first, so that it is
   // in flight while the dgrad GEMM runs.
   const bool regather = cfg_.mode == Parallel::column && sp && g;
   parallel::Pending xs =
       regather ? parallel::all_gather_rows(ec, g, x, ws().gemm.gathered) : parallel::Pending{x, {}};
+  if (!bulk_wgrad) xs = {xs.get(ec), {}};
   const Tensor w = source_->weight_for_backward(ctx);
   Tensor dy = cfg_.gather_output ? parallel::backward(Mapping::gather_from_tp, g, dy_in) : dy_in;
   dy = parallel::gemm_input(ec, w.dtype(), dy, ws().grad_cast);
@@ -175,8 +194,9 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
     const Schedule schedule = sp ? Schedule::all_gather_gemm : Schedule::plain;
     dx = ec.empty(with_last(parallel::gathered_shape(dy.shape(), sp ? g : nullptr), local_in()),
                   x.dtype(), MemoryTag::activations);
-    const parallel::ScheduledGemm run =
-        parallel::scheduled_gemm(ec, {.schedule = schedule, .group = g}, dy, w, dx, ws().gemm);
+    const parallel::ScheduledGemm run = parallel::scheduled_gemm(
+        ec, {.schedule = schedule, .group = g, .overlap = dgrad_overlap, .name = dgrad_name.c_str()},
+        dy, w, dx, ws().gemm);
     const Tensor dy_full = run.gathered.defined() ? run.gathered : dy;
     Tensor wgrad = source_->weight_grad(ctx);
     kernels::gemm(ec, dy_full, x, wgrad, {.trans_a = true, .accumulate = true});
@@ -199,9 +219,16 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   Shape dxs = with_last(dy.shape(), local_in());
   if (schedule == Schedule::gemm_reduce_scatter) dxs = parallel::scattered_shape(dxs, g);
   dx = ec.empty(dxs, dy.dtype(), MemoryTag::activations);
-  comm::Work dgrad = parallel::scheduled_gemm(ec, {.schedule = schedule, .group = g, .async = true},
-                                              dy, w, dx, ws().gemm)
-                         .pending;
+  comm::Work dgrad =
+      parallel::scheduled_gemm(
+          ec,
+          {.schedule = schedule,
+           .group = g,
+           .async = bulk_dgrad,
+           .overlap = bulk_dgrad ? parallel::OverlapChoice{} : dgrad_overlap,
+           .name = dgrad_name.c_str()},
+          dy, w, dx, ws().gemm)
+          .pending;
   Tensor wgrad = source_->weight_grad(ctx);
   const Tensor x_full = xs.get(ec);
   kernels::gemm(ec, dy, x_full, wgrad, {.trans_a = true, .accumulate = true});

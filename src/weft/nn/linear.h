@@ -60,6 +60,10 @@ struct LinearConfig {
   bool input_is_parallel = true;  // row: input holds this rank's in/T features
   float init_std = 0.02f;
   int64_t out_groups = 1;
+  // The layer's name in the comm-GEMM overlap configuration (qkv, proj, fc1,
+  // fc2; see parallel/overlap/config.h); empty: never overlapped beyond
+  // Megatron's backward order.
+  std::string overlap_name{};
 };
 
 class Linear : public Module {
@@ -90,6 +94,9 @@ class Linear : public Module {
   void init(bool own_weight);
   // The TP group this layer communicates over: null when unpartitioned.
   comm::ProcessGroup* group() const;
+  // The overlap choice for this layer's `pass` GEMM ("fprop", "dgrad", "wgrad").
+  parallel::OverlapChoice overlap(const char* pass) const;
+  std::string gemm_name(const char* pass) const { return cfg_.overlap_name + "_" + pass; }
   const Tensor* bias_ptr() const { return cfg_.bias ? &bias_.value : nullptr; }
   // The rank's scratch buffers (shared by every module on the context).
   parallel::Workspace& ws() const { return *pc_->workspace; }
@@ -105,6 +112,6 @@ class Linear : public Module {
 // the split hidden state as it is, and initialized with std/√(2·layers) as
 // in GPT-2.
 LinearConfig residual_projection(bool partitioned, std::string name, int64_t in, int64_t out,
-                                 float init_std, int64_t layers);
+                                 float init_std, int64_t layers, std::string overlap_name);
 
 }  // namespace weft::nn

@@ -22,6 +22,7 @@
 
 #include "weft/comm/process_group.h"
 #include "weft/core/exec_context.h"
+#include "weft/parallel/overlap/config.h"
 #include "weft/parallel/precision.h"
 #include "weft/parallel/workspace.h"
 
@@ -43,6 +44,8 @@ struct ParallelContext {
   Precision precision{};
   ExecContext exec{};
   uint64_t seed = 1337;
+  // Which comm-GEMM overlap each GEMM of a layer uses (off by default).
+  OverlapConfig overlap{};
   // The rank's scratch buffers, shared by every module on this context.
   std::shared_ptr<Workspace> workspace = std::make_shared<Workspace>();
 

@@ -1,6 +1,7 @@
 #include "weft/parallel/schedule.h"
 
 #include "weft/kernels/activation.h"
+#include "weft/parallel/overlap/overlap.h"
 
 namespace weft::parallel {
 
@@ -59,6 +60,33 @@ ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const 
   const Tensor& x = a;
   kernels::GemmOptions opt = call.options;
   Tensor c = out;
+  if (call.overlap.method == OverlapMethod::ring || call.overlap.method == OverlapMethod::pipeline) {
+    const bool ring = call.overlap.method == OverlapMethod::ring;
+    const bool applies = s != Schedule::plain && (ring ? s != Schedule::gemm_all_reduce
+                                                       : s != Schedule::all_gather_gemm);
+    if (!applies) {
+      note_overlap_fallback(call.name, call.overlap.method,
+                            s == Schedule::plain ? "there is no collective to overlap (TP 1)"
+                            : ring ? "the ring needs sequence parallelism (an all-gather or a "
+                                     "reduce-scatter), not an all-reduce"
+                                   : "the pipeline splits a reduction, not an all-gather");
+    } else if (s == Schedule::all_gather_gemm) {
+      Tensor g = ec.reuse(ws.gathered, gathered_shape(x.shape(), call.group), x.dtype(),
+                          MemoryTag::comm);
+      overlap::ring_all_gather_gemm(ec, *call.group, x, b, c, opt, g);
+      return {.pending = {}, .gathered = g};
+    } else {
+      opt.bias = nullptr;
+      if (ring) {
+        overlap::ring_gemm_reduce_scatter(ec, *call.group, x, b, c, opt, ws);
+      } else {
+        overlap::pipelined_gemm_collective(ec, *call.group, s == Schedule::gemm_reduce_scatter, x,
+                                           b, c, opt, call.overlap.num_splits, ws);
+      }
+      if (call.options.bias) kernels::bias_add(ec, c, *call.options.bias);
+      return {};
+    }
+  }
   switch (s) {
     case Schedule::plain: kernels::gemm(ec, x, b, c, opt); return {};
     case Schedule::all_gather_gemm: {

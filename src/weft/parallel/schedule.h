@@ -27,6 +27,7 @@
 #include "weft/comm/process_group.h"
 #include "weft/core/exec_context.h"
 #include "weft/kernels/gemm.h"
+#include "weft/parallel/overlap/config.h"
 #include "weft/parallel/workspace.h"
 
 namespace weft::parallel {
@@ -41,6 +42,13 @@ struct GemmCall {
   // Leave the trailing collective (reduce-scatter, all-reduce) in flight and
   // return its Work: `out` must not be read before it is done. Not with a bias.
   bool async = false;
+  // The overlap algorithm (overlap/config.h): ring for all-gather→GEMM and
+  // GEMM→reduce-scatter, pipeline for GEMM→reduce-scatter and GEMM→all-reduce.
+  // A method that does not apply runs the schedule as it is and says so once,
+  // naming `name` (the GEMM, "fc1_fprop"). The overlapped schedules complete
+  // before they return (async is ignored).
+  OverlapChoice overlap{};
+  const char* name = "";
 };
 
 // x in the GEMM input dtype `dtype`: x itself when it already is, otherwise

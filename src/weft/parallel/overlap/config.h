@@ -1,0 +1,76 @@
+// Which overlap algorithm each GEMM of a transformer layer uses, as
+// Transformer Engine's comm-GEMM overlap configuration.
+//
+// GEMMs are named <layer>_<pass>: layer is qkv, proj, fc1 or fc2, pass is
+// fprop, dgrad or wgrad ("fc2_fprop"). Methods:
+//   ring      ring exchange: all-gather + GEMM, or GEMM + reduce-scatter, one
+//             chunk per rank, the transfer of the next chunk beside the GEMM of
+//             the present one (sequence parallelism only);
+//   pipeline  the GEMM split into num_splits row chunks, the reduce-scatter (or,
+//             without SP, all-reduce) of chunk i beside the GEMM of chunk i+1;
+//   bulk      an independent collective beside the GEMM (backward: the input
+//             re-gather beside dgrad, the dgrad reduce-scatter beside wgrad);
+//   off       the collective, then the GEMM (or the reverse), nothing beside.
+// The defaults are Transformer Engine's: ring for qkv/fc1 fprop and proj/fc2
+// dgrad, pipeline for proj/fc2 fprop, bulk for qkv/fc1 dgrad and wgrad. A
+// method that does not apply (TP 1, no collective, no SP for ring, a chunk
+// too small to split) falls back to the plain schedule.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace weft::parallel {
+
+enum class OverlapMethod : uint8_t { off, ring, pipeline, bulk };
+const char* overlap_method_name(OverlapMethod m);
+
+struct OverlapChoice {
+  OverlapMethod method = OverlapMethod::off;
+  int num_splits = 4;  // pipeline: row chunks per GEMM
+  friend bool operator==(const OverlapChoice&, const OverlapChoice&) = default;
+};
+
+class OverlapConfig {
+ public:
+  // Everything off (the default of a context).
+  OverlapConfig() = default;
+  // Transformer Engine's defaults.
+  static OverlapConfig defaults();
+  // "" or "off": everything off; "on" or "default": defaults(); otherwise a
+  // comma-separated list applied over the defaults, "qkv_fprop=ring,
+  // fc2_fprop=pipeline:8, proj_dgrad=off" (pipeline takes :num_splits).
+  // (The CLI also reads a JSON file of the same choices.) Errors name the bad
+  // entry and the choices.
+  static OverlapConfig parse(std::string_view text);
+
+  bool enabled() const { return enabled_; }
+  // The choice for a GEMM ("fc1_fprop"); off for unknown names and when disabled.
+  OverlapChoice choice(const std::string& gemm) const;
+  void set(const std::string& gemm, OverlapChoice c);
+  // "qkv_fprop=ring,..." (every GEMM, in a fixed order), or "off".
+  std::string str() const;
+
+ private:
+  bool enabled_ = false;
+  std::map<std::string, OverlapChoice> choices_;
+};
+
+// Throws naming the choices unless `name` is one of overlap_gemm_names().
+void check_overlap_gemm_name(const std::string& name);
+// "ring", "pipeline", "bulk" or "off"; `where` names the entry in errors.
+OverlapMethod parse_overlap_method(std::string_view s, std::string_view where);
+
+// Says once per process and GEMM (on stderr) that `method` does not apply to
+// `gemm` and the plain schedule runs instead, and why.
+void note_overlap_fallback(const std::string& gemm, OverlapMethod method, const char* why);
+// The notes said so far (tests).
+std::vector<std::string> overlap_fallback_notes();
+
+// The GEMM names, in order: qkv_fprop, qkv_dgrad, qkv_wgrad, proj_fprop, ...
+const std::vector<std::string>& overlap_gemm_names();
+
+}  // namespace weft::parallel
