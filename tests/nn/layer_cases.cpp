@@ -66,7 +66,8 @@ void expect_parameters(Module& mine, Module& ref, bool bf16) {
 // one without either (same seed and precision).
 template <typename M, typename Cfg>
 void check_tokens(comm::ProcessGroup& world, int tp_size, Cfg cfg, uint64_t seed,
-                  SequenceParallel sp, bool bf16 = false) {
+                  SequenceParallel sp, bool bf16 = false,
+                  const parallel::OverlapConfig& overlap = {}) {
   const DType compute = bf16 ? DType::bf16 : DType::f32;
   comm::Grid grid(world, "tp-dp", {{"tp", tp_size}});
   auto tp = grid.group_ptr("tp");
@@ -78,7 +79,7 @@ void check_tokens(comm::ProcessGroup& world, int tp_size, Cfg cfg, uint64_t seed
   Tensor y_ref = ref.forward(rctx, x);
   Tensor dx_ref = ref.backward(rctx, dy);
 
-  M mod(ctx_of(tp, sp, compute, seed), cfg);
+  M mod(ctx_of(tp, sp, compute, seed, overlap), cfg);
   Ctx ctx;
   Tensor y = mod.forward(ctx, local_tokens(x, sp, *tp));
   EXPECT_TRUE(near(local_tokens(y_ref, sp, *tp), y, bf16));
@@ -288,6 +289,28 @@ std::vector<TpCase> layer_cases() {
       {"transformer_layer_resharded", check_resharded},
       {"transformer_stack",
        [](auto& w, int t, auto sp) { check_tokens<LayerStack>(w, t, layer_config(""), 9, sp); }},
+      // Comm-GEMM overlap on (Transformer Engine's defaults; without SP the
+      // ring falls back and the pipeline splits the all-reduce), and every
+      // pipeline at 3 splits, which divides no block of these shapes evenly.
+      {"transformer_layer_overlap",
+       [](auto& w, int t, auto sp) {
+         check_tokens<TransformerLayer>(w, t, layer_config(""), 9, sp, false,
+                                        parallel::OverlapConfig::parse("on"));
+       }},
+      {"transformer_layer_overlap_pipeline3_bf16",
+       [](auto& w, int t, auto sp) {
+         check_tokens<TransformerLayer>(
+             w, t, layer_config(""), 9, sp, true,
+             parallel::OverlapConfig::parse("qkv_fprop=pipeline:3,fc1_fprop=pipeline:3,"
+                                            "proj_fprop=pipeline:3,fc2_fprop=pipeline:3,"
+                                            "qkv_dgrad=pipeline:3,fc1_dgrad=pipeline:3,"
+                                            "qkv_wgrad=off,fc1_wgrad=off"));
+       }},
+      {"transformer_stack_overlap",
+       [](auto& w, int t, auto sp) {
+         check_tokens<LayerStack>(w, t, layer_config(""), 9, sp, false,
+                                  parallel::OverlapConfig::parse("on"));
+       }},
   };
   for (const auto& [sp_name, sp] : sps) {
     for (const auto& [name, check] : checks) {

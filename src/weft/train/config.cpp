@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -215,6 +217,12 @@ const std::vector<KeyDef>& key_defs() {
                    c.sp = nn::parse_sequence_parallel(to_choice(v, w, {"off", "seq", "batch"}));
                  },
                  [](const TrainConfig& c) { return Json(nn::sequence_parallel_name(c.sp)); }});
+    d.push_back(string_key(
+        {"overlap", "CONFIG", "",
+         "comm-GEMM overlap: off, on (Transformer Engine's defaults: ring for qkv/fc1 fprop and "
+         "proj/fc2 dgrad, pipeline for proj/fc2 fprop, bulk for qkv/fc1 dgrad and wgrad), a list "
+         "over the defaults (fc2_fprop=pipeline:8,qkv_fprop=off) or a JSON file"},
+        &TrainConfig::overlap));
     d.push_back({{"backend", "auto|local|mpi", "",
                   "local: ranks are threads; mpi: one process per rank (start with mpirun)"},
                  [](TrainConfig& c, const Json& v, const Where& w) {
@@ -524,6 +532,11 @@ void validate(const TrainConfig& c) {
                "--tp {}",
                c.model.seq, c.tp);
   }
+  try {
+    (void)overlap_config(c.overlap);
+  } catch (const Error& e) {
+    WEFT_FAIL("--overlap {}: {}", c.overlap, e.what());
+  }
   WEFT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every {} needs --save DIR",
              c.save_every);
   WEFT_CHECK(c.init.empty() || c.resume.empty(),
@@ -538,7 +551,40 @@ parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::P
   pc->sp = c.sp;
   pc->precision = parallel::Precision::of(c.dtype);
   pc->seed = c.seed;
+  pc->overlap = overlap_config(c.overlap);
   return pc;
+}
+
+parallel::OverlapConfig overlap_config(const std::string& text) {
+  std::error_code ec;
+  if (text.find('=') != std::string::npos || !std::filesystem::is_regular_file(text, ec)) {
+    return parallel::OverlapConfig::parse(text);
+  }
+  std::ifstream in(text);
+  WEFT_CHECK(in.good(), "cannot read the overlap file {}", text);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const Json j = parse_json(ss.str(), text);
+  WEFT_CHECK(j.is_object(),
+             "overlap file {}: expected an object of GEMM names, e.g. {{\"fc2_fprop\": "
+             "{{\"method\": \"pipeline\", \"num_splits\": 8}}}}",
+             text);
+  parallel::OverlapConfig c = parallel::OverlapConfig::defaults();
+  for (const auto& [name, v] : j.as_object()) {
+    parallel::check_overlap_gemm_name(name);
+    WEFT_CHECK(v.is_object() && v.find("method") && v.at("method").is_string(),
+               "overlap file {}: {} must be an object with a \"method\" string", text, name);
+    parallel::OverlapChoice choice{parallel::parse_overlap_method(v.at("method").as_string(), name),
+                                   4};
+    if (v.find("num_splits")) {
+      const Json& n = v.at("num_splits");
+      WEFT_CHECK(n.is_integer() && n.as_int() >= 1 && n.as_int() <= 1024,
+                 "overlap file {}: {}.num_splits must be an integer in [1, 1024]", text, name);
+      choice.num_splits = static_cast<int>(n.as_int());
+    }
+    c.set(name, choice);
+  }
+  return c;
 }
 
 nn::GptConfig model_config(const TrainConfig& c) { return c.model; }

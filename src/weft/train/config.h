@@ -21,6 +21,7 @@
 
 #include "weft/core/dtype.h"
 #include "weft/nn/gpt.h"
+#include "weft/parallel/context.h"
 #include "weft/train/json.h"
 
 namespace weft::train {
@@ -37,6 +38,8 @@ struct TrainConfig {
   int tp = 2;
   int dp = 0;  // 0: the world size / tp (1 on the local backend)
   nn::SequenceParallel sp = nn::SequenceParallel::off;
+  // Comm-GEMM overlap (overlap_config): off, on, a list or a JSON file.
+  std::string overlap = "off";
   std::string backend = "auto";  // auto (mpi under mpirun, else local), local, mpi
   double bucket_mb = 25;
   // Data: empty = the default corpus (Debian's fortunes).
@@ -152,6 +155,11 @@ Json shape_settings(const Json& settings);
 
 // The model shape of `cfg` (cfg.model), as nn::Gpt takes it.
 nn::GptConfig model_config(const TrainConfig& cfg);
+// The overlap configuration a --overlap value names: "off", "on" (Transformer
+// Engine's defaults), "qkv_fprop=ring,fc2_fprop=pipeline:8,..." over the
+// defaults, or the path of a JSON file {"fc2_fprop": {"method": "pipeline",
+// "num_splits": 8}, ...}, also over the defaults.
+parallel::OverlapConfig overlap_config(const std::string& text);
 // The parallel context of the run's model over its TP group (null: TP=1):
 // the run's sequence parallelism, precision and seed. The one place a run's
 // parallel options reach the model.
