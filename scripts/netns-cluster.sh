@@ -72,7 +72,9 @@ default_subnet() {
 load_state() {
   local cfg
   cfg="$(state_dir)/config"
-  [ -f "$cfg" ] || die "no test bed '$NAME' is up (no $cfg): run scripts/netns-cluster.sh${NAME:+ --name $NAME} up N first"
+  local named=""
+  [ "$NAME" = weft ] || named=" --name $NAME"
+  [ -f "$cfg" ] || die "no test bed '$NAME' is up (no $cfg): run scripts/netns-cluster.sh$named up N first"
   # shellcheck disable=SC1090
   . "$cfg"
 }
@@ -186,11 +188,20 @@ cmd_agent() {
 host_ip() { echo "$SUBNET.$1"; }
 
 # Reachability without ping: a TCP connect to a closed port is refused at once
-# when the path works and times out when something drops the packets.
+# when the path works and times out when something drops the packets. A few
+# tries: a link that has just come up may not answer ARP yet. The last error
+# is left in REACH_ERR.
+REACH_ERR=""
 reachable() {
-  local ns=$1 ip=$2 err
-  err=$(timeout 3 ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/$ip/9" 2>&1) && return 0
-  [[ $err == *refused* ]]
+  local ns=$1 ip=$2 try
+  for try in 1 2 3 4 5; do
+    REACH_ERR=$(timeout 2 ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/$ip/9" 2>&1) && return 0
+    [[ $REACH_ERR == *refused* ]] && return 0
+    [ -n "$REACH_ERR" ] || REACH_ERR="no answer within 2 s"
+    sleep "0.$try"
+  done
+  REACH_ERR=${REACH_ERR##*: }
+  return 1
 }
 
 cmd_up() {
@@ -247,6 +258,17 @@ cmd_up() {
   fi
   ip link set "$br" mtu "$mtu" up
   ip addr replace "$SUBNET.254/24" dev "$br"
+  # The qdiscs, tried on the bridge first: a kernel without them fails here,
+  # before any host's settings change.
+  if [ -n "$DELAY" ]; then
+    tc qdisc replace dev "$br" root netem delay "$DELAY" >/dev/null 2>&1 ||
+      die "tc netem is not available in this kernel (CONFIG_NET_SCH_NETEM): modprobe sch_netem, or leave out --delay"
+  fi
+  if [ "$RATE" != unlimited ]; then
+    tc qdisc replace dev "$br" root tbf rate "$RATE" burst 262144 limit 4194304 >/dev/null 2>&1 ||
+      die "tc tbf is not available in this kernel (CONFIG_NET_SCH_TBF): modprobe sch_tbf, or pass --rate unlimited"
+  fi
+  tc qdisc del dev "$br" root >/dev/null 2>&1 || true
 
   local k ns veth
   for ((k = 1; k <= n; k++)); do
@@ -270,6 +292,13 @@ cmd_up() {
   for ((k = n + 1; k <= old_n; k++)); do
     ip netns del "$(ns_of "$k")" 2>/dev/null || true
     rm -rf "/etc/netns/$(ns_of "$k")"
+  done
+
+  # Forget the neighbours of hosts that were removed or recreated (a stale
+  # entry sends to the old interface's address until it expires).
+  ip neigh flush dev "$br" >/dev/null 2>&1 || true
+  for ((k = 1; k <= n; k++)); do
+    ip -n "$(ns_of "$k")" neigh flush dev eth0 >/dev/null 2>&1 || true
   done
 
   # Name resolution: the hosts file, the hostfile, and /etc/hosts inside each
@@ -306,10 +335,10 @@ EOF
     for ((j = 1; j <= n; j++)); do
       [ "$j" -ne "$k" ] || continue
       reachable "$(ns_of "$k")" "$(host_ip "$j")" ||
-        die "h$k cannot reach h$j ($(host_ip "$j")): bridged traffic is filtered here; try sysctl -w net.bridge.bridge-nf-call-iptables=0 or iptables -I FORWARD -i $br -o $br -j ACCEPT, then up again"
+        die "h$k cannot reach h$j ($(host_ip "$j"): $REACH_ERR): bridged traffic is filtered here; try sysctl -w net.bridge.bridge-nf-call-iptables=0 or iptables -I FORWARD -i $br -o $br -j ACCEPT, then up again"
     done
     reachable "$(ns_of "$k")" "$SUBNET.254" ||
-      die "h$k cannot reach this machine ($SUBNET.254): check the firewall (iptables -I INPUT -i $br -j ACCEPT), then up again"
+      die "h$k cannot reach this machine ($SUBNET.254: $REACH_ERR): check the firewall (iptables -I INPUT -i $br -j ACCEPT), then up again"
   done
   note "bed '$NAME' up: $n hosts h1..h$n at $SUBNET.1..$SUBNET.$n, rate ${rate}${delay:+, delay $delay}, mtu $mtu"
   local named=""
