@@ -2,6 +2,7 @@
 # Installs the Debian packages weft needs, only those that are missing.
 # Idempotent and fast when everything is present; runs `apt-get update` only
 # when something has to be installed.
+# iproute2 (ip, tc): scripts/netns-cluster.sh, the multi-host test bed.
 set -euo pipefail
 
 packages=(
@@ -14,6 +15,7 @@ packages=(
   libfmt-dev libcli11-dev
   nlohmann-json3-dev
   fortunes
+  iproute2
 )
 
 missing=()
