@@ -130,6 +130,9 @@ cli::Options bench_step_options() {
               "sequences per data-parallel rank (auto: 16 tiny, 1 gpt2-124m)")
       .option("seq", "T", "preset", "context length")
       .option("layers", "N", "preset", "transformer layers")
+      .option("overlap", "CONFIG", "off",
+              "comm-GEMM overlap (as weft train --overlap: on, a list or a JSON file); the same "
+              "layout is also timed without it, in the same run")
       .option("steps", "N", "5", "timed steps")
       .option("warmup", "N", "1", "untimed steps first (primitive creation, first touch)")
       .flag("no-baseline", "skip the TP=1 x DP=1 baseline")
@@ -145,7 +148,7 @@ int bench_step(const std::vector<std::string>& args) {
   train::TrainConfig cfg;
   train::Json s = train::Json::object();
   s["preset"] = opts.str("preset");
-  for (const char* key : {"tp", "dp", "sp", "dtype", "seq", "layers"})
+  for (const char* key : {"tp", "dp", "sp", "dtype", "seq", "layers", "overlap"})
     if (opts.given(key)) s[key] = opts.str(key);
   s["micro-batch"] = opts.given("micro-batch")      ? opts.str("micro-batch")
                      : opts.str("preset") == "tiny" ? "16"
@@ -174,6 +177,7 @@ int bench_step(const std::vector<std::string>& args) {
   auto label = [](const train::TrainConfig& c) {
     std::string l = format("tp {} x dp {}", c.tp, c.dp);
     if (c.sp != nn::SequenceParallel::off) l += format(" sp {}", nn::sequence_parallel_name(c.sp));
+    if (c.overlap != "off") l += " overlap";
     return l;
   };
   std::vector<Measured> rows;
@@ -182,10 +186,17 @@ int bench_step(const std::vector<std::string>& args) {
     train::TrainConfig base = cfg;
     base.tp = 1;
     base.sp = nn::SequenceParallel::off;
+    base.overlap = "off";
     base.micro_batch = cfg.micro_batch * cfg.dp;
     base.dp = 1;
     rows.push_back(measure(base, warmup, steps));
     rows.back().label = label(base) + " (base)";
+  }
+  if (cfg.overlap != "off") {
+    train::TrainConfig plain = cfg;
+    plain.overlap = "off";
+    rows.push_back(measure(plain, warmup, steps));
+    rows.back().label = label(plain);
   }
   rows.push_back(measure(cfg, warmup, steps));
   rows.back().label = label(cfg) + (is_base ? " (base)" : "");

@@ -35,12 +35,12 @@ void expect_same(comm::ProcessGroup& g, Schedule schedule, OverlapChoice choice,
   GemmWorkspace plain_ws, overlap_ws;
   const kernels::GemmOptions opt{.trans_b = true, .bias = bias};
   Tensor want = Tensor::empty(out_shape, a.dtype());
-  ScheduledGemm p =
-      scheduled_gemm(ec(), {.schedule = schedule, .group = &g, .options = opt}, a, b, want, plain_ws);
+  ScheduledGemm p = scheduled_gemm(ec(), {.schedule = schedule, .group = &g, .options = opt}, a, b,
+                                   want, plain_ws);
   Tensor got = Tensor::empty(out_shape, a.dtype());
   ScheduledGemm o = scheduled_gemm(
-      ec(), {.schedule = schedule, .group = &g, .options = opt, .overlap = choice, .name = "test"}, a,
-      b, got, overlap_ws);
+      ec(), {.schedule = schedule, .group = &g, .options = opt, .overlap = choice, .name = "test"},
+      a, b, got, overlap_ws);
   SCOPED_TRACE(format("{} {}:{}", schedule_name(schedule), overlap_method_name(choice.method),
                       choice.num_splits));
   // The same products, summed in the same order per element except for the
@@ -63,7 +63,8 @@ TEST_P(Overlap, EveryAlgorithmEqualsThePlainSchedule) {
     const Tensor all = random_tensor({p * c.rows, 3, k}, 3).to(c.dtype);
     const Tensor mine = all.narrow(r * c.rows, c.rows).clone();
     // A rank's own partial operand for the reductions: different per rank.
-    const Tensor part = random_tensor({p * c.rows, 3, k}, 10 + static_cast<uint32_t>(r)).to(c.dtype);
+    const Tensor part =
+        random_tensor({p * c.rows, 3, k}, 10 + static_cast<uint32_t>(r)).to(c.dtype);
     const Tensor part_rows = part.narrow(0, c.rows).clone();
     expect_same(g, Schedule::all_gather_gemm, {OverlapMethod::ring, 1}, mine, b,
                 {p * c.rows, 3, n_out}, &bias, bf16);
@@ -78,13 +79,14 @@ TEST_P(Overlap, EveryAlgorithmEqualsThePlainSchedule) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, Overlap,
-    ::testing::Values(Case{2, DType::f32, 5}, Case{4, DType::f32, 5}, Case{2, DType::bf16, 5},
-                      Case{4, DType::bf16, 5}, Case{2, DType::f32, 1}, Case{4, DType::bf16, 1}),
-    [](const auto& i) {
-      return format("tp{}_{}_rows{}", i.param.ranks, dtype_name(i.param.dtype), i.param.rows);
-    });
+INSTANTIATE_TEST_SUITE_P(Layouts, Overlap,
+                         ::testing::Values(Case{2, DType::f32, 5}, Case{4, DType::f32, 5},
+                                           Case{2, DType::bf16, 5}, Case{4, DType::bf16, 5},
+                                           Case{2, DType::f32, 1}, Case{4, DType::bf16, 1}),
+                         [](const auto& i) {
+                           return format("tp{}_{}_rows{}", i.param.ranks, dtype_name(i.param.dtype),
+                                         i.param.rows);
+                         });
 
 // A method that does not apply runs the plain schedule and says so once.
 TEST(OverlapFallback, SaysSoOnce) {

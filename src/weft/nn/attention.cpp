@@ -53,7 +53,8 @@ MultiheadAttention::MultiheadAttention(ContextPtr context, MultiheadAttentionCon
                                                           .gather_output = false,
                                                           .input_is_parallel = true,
                                                           .init_std = cfg_.init_std,
-                                                          .out_groups = 3, .overlap_name = "qkv"});
+                                                          .out_groups = 3,
+                                                          .overlap_name = "qkv"});
     qkv_linear_ = lin.get();
     qkv_ = std::move(lin);
   }

@@ -177,8 +177,7 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   const parallel::OverlapChoice dgrad_overlap = overlap("dgrad");
   const bool configured = pc_->overlap.enabled() && !cfg_.overlap_name.empty();
   const bool bulk_dgrad = !configured || dgrad_overlap.method == parallel::OverlapMethod::bulk;
-  const bool bulk_wgrad =
-      !configured || overlap("wgrad").method == parallel::OverlapMethod::bulk;
+  const bool bulk_wgrad = !configured || overlap("wgrad").method == parallel::OverlapMethod::bulk;
   // Column under SP: the input shard's re-gather goes first, so that it is
   // in flight while the dgrad GEMM runs.
   const bool regather = cfg_.mode == Parallel::column && sp && g;
@@ -195,7 +194,8 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
     dx = ec.empty(with_last(parallel::gathered_shape(dy.shape(), sp ? g : nullptr), local_in()),
                   x.dtype(), MemoryTag::activations);
     const parallel::ScheduledGemm run = parallel::scheduled_gemm(
-        ec, {.schedule = schedule, .group = g, .overlap = dgrad_overlap, .name = dgrad_name.c_str()},
+        ec,
+        {.schedule = schedule, .group = g, .overlap = dgrad_overlap, .name = dgrad_name.c_str()},
         dy, w, dx, ws().gemm);
     const Tensor dy_full = run.gathered.defined() ? run.gathered : dy;
     Tensor wgrad = source_->weight_grad(ctx);
@@ -220,14 +220,13 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   if (schedule == Schedule::gemm_reduce_scatter) dxs = parallel::scattered_shape(dxs, g);
   dx = ec.empty(dxs, dy.dtype(), MemoryTag::activations);
   comm::Work dgrad =
-      parallel::scheduled_gemm(
-          ec,
-          {.schedule = schedule,
-           .group = g,
-           .async = bulk_dgrad,
-           .overlap = bulk_dgrad ? parallel::OverlapChoice{} : dgrad_overlap,
-           .name = dgrad_name.c_str()},
-          dy, w, dx, ws().gemm)
+      parallel::scheduled_gemm(ec,
+                               {.schedule = schedule,
+                                .group = g,
+                                .async = bulk_dgrad,
+                                .overlap = bulk_dgrad ? parallel::OverlapChoice{} : dgrad_overlap,
+                                .name = dgrad_name.c_str()},
+                               dy, w, dx, ws().gemm)
           .pending;
   Tensor wgrad = source_->weight_grad(ctx);
   const Tensor x_full = xs.get(ec);

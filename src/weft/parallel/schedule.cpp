@@ -60,10 +60,11 @@ ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const 
   const Tensor& x = a;
   kernels::GemmOptions opt = call.options;
   Tensor c = out;
-  if (call.overlap.method == OverlapMethod::ring || call.overlap.method == OverlapMethod::pipeline) {
+  if (call.overlap.method == OverlapMethod::ring ||
+      call.overlap.method == OverlapMethod::pipeline) {
     const bool ring = call.overlap.method == OverlapMethod::ring;
-    const bool applies = s != Schedule::plain && (ring ? s != Schedule::gemm_all_reduce
-                                                       : s != Schedule::all_gather_gemm);
+    const bool applies = s != Schedule::plain &&
+                         (ring ? s != Schedule::gemm_all_reduce : s != Schedule::all_gather_gemm);
     if (!applies) {
       note_overlap_fallback(call.name, call.overlap.method,
                             s == Schedule::plain ? "there is no collective to overlap (TP 1)"
@@ -71,8 +72,8 @@ ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const 
                                      "reduce-scatter), not an all-reduce"
                                    : "the pipeline splits a reduction, not an all-gather");
     } else if (s == Schedule::all_gather_gemm) {
-      Tensor g = ec.reuse(ws.gathered, gathered_shape(x.shape(), call.group), x.dtype(),
-                          MemoryTag::comm);
+      Tensor g =
+          ec.reuse(ws.gathered, gathered_shape(x.shape(), call.group), x.dtype(), MemoryTag::comm);
       overlap::ring_all_gather_gemm(ec, *call.group, x, b, c, opt, g);
       return {.pending = {}, .gathered = g};
     } else {

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <functional>
 #include <limits>
 #include <optional>
+#include <sstream>
 #include <string_view>
 #include <type_traits>
 #include <utility>

@@ -45,9 +45,9 @@ std::vector<std::string> g_notes;
 }  // namespace
 
 void note_overlap_fallback(const std::string& gemm, OverlapMethod method, const char* why) {
-  const std::string note = format("overlap {}={} does not apply here: {}; it runs without overlap",
-                                  gemm.empty() ? "(unnamed GEMM)" : gemm,
-                                  overlap_method_name(method), why);
+  const std::string note =
+      format("overlap {}={} does not apply here: {}; it runs without overlap",
+             gemm.empty() ? "(unnamed GEMM)" : gemm, overlap_method_name(method), why);
   std::lock_guard<std::mutex> lock(g_notes_mu);
   if (std::find(g_notes.begin(), g_notes.end(), note) != g_notes.end()) return;
   g_notes.push_back(note);
@@ -119,7 +119,8 @@ OverlapConfig OverlapConfig::parse(std::string_view text) {
       OverlapChoice choice;
       const size_t colon = rhs.find(':');
       choice.method = parse_overlap_method(rhs.substr(0, colon), name);
-      if (colon != std::string_view::npos) choice.num_splits = parse_splits(rhs.substr(colon + 1), name);
+      if (colon != std::string_view::npos)
+        choice.num_splits = parse_splits(rhs.substr(colon + 1), name);
       c.choices_[name] = choice;
     }
     start = end + 1;
