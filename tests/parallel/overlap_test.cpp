@@ -9,6 +9,7 @@
 
 #include "testing.h"
 #include "weft/comm/local.h"
+#include "weft/core/profile.h"
 #include "weft/parallel/schedule.h"
 
 namespace weft::parallel {
@@ -109,6 +110,46 @@ TEST(OverlapFallback, SaysSoOnce) {
     if (n.find("fc2_fprop=ring") != std::string::npos) ++notes;
   }
   EXPECT_EQ(notes, 1);
+}
+
+// The transfer of the next block is in flight while the present block
+// multiplies: between each exchange's issue and the start of its wait, the
+// calling thread spent time in GEMMs (the profile's gemm seconds grew): in
+// ring order, issue i, GEMM i, wait i.
+TEST(OverlapOrder, RingTransfersRunBesideTheGemms) {
+  comm::run_local(2, [](comm::ProcessGroup& g) {
+    const Tensor b = random_tensor({64, 64}, 1);
+    const Tensor mine = random_tensor({64, 4, 64}, 2 + static_cast<uint32_t>(g.rank()));
+    Tensor out = Tensor::empty({128, 4, 64});
+    GemmWorkspace ws;
+    struct Event {
+      std::string what;
+      double gemm_seconds;
+    };
+    std::vector<Event> events;
+    g.set_observer([&](const comm::CommEvent& e) {
+      if (e.kind == comm::CommEvent::Kind::completed) return;
+      events.push_back({format("{} {}", comm::comm_event_kind_name(e.kind), comm::op_kind_name(e.op)),
+                        profile::totals().gemm});
+    });
+    profile::reset();
+    scheduled_gemm(ec(),
+                   {.schedule = Schedule::all_gather_gemm,
+                    .group = &g,
+                    .options = {.trans_b = true},
+                    .overlap = {OverlapMethod::ring, 1},
+                    .name = "qkv_fprop"},
+                   mine, b, out, ws);
+    g.set_observer(nullptr);
+    // One exchange at 2 ranks: issued, then the GEMM of the block present,
+    // then the wait; the last block's GEMM follows.
+    ASSERT_EQ(events.size(), 3u);
+    EXPECT_EQ(events[0].what, "issued send_recv");
+    EXPECT_EQ(events[1].what, "wait_begin send_recv");
+    EXPECT_EQ(events[2].what, "wait_end send_recv");
+    EXPECT_GT(events[1].gemm_seconds, events[0].gemm_seconds);  // a GEMM ran in between
+    EXPECT_GT(profile::totals().gemm, events[2].gemm_seconds);  // and the last one after
+  });
 }
 
 TEST(OverlapConfig, ParsesTransformerEngineDefaultsAndOverrides) {

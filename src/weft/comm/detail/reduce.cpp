@@ -383,7 +383,7 @@ void copy_buffer(void* dst, const void* src, int64_t bytes) {
     return;
   }
 #endif
-  std::memcpy(dst, src, static_cast<size_t>(bytes));
+  if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));  // empty tensors: no pointers
 }
 
 void copy_to_many(std::span<void* const> dsts, const void* src, int64_t bytes) {
