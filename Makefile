@@ -41,11 +41,11 @@ test-asan: deps
 
 # ThreadSanitizer on the threaded parts, on the local backend (ranks are
 # threads): the collectives and their faults, the grid, the reduction loops,
-# the parallel mappings and RNG streams, the per-thread core share and memory
+# the parallel mappings, GEMM schedules and overlap algorithms, RNG streams, the per-thread core share and memory
 # accounting, gradient sync, checkpoints and the trainer; built in build-tsan/
 # (WEFT_SANITIZE=thread). One kernel thread per rank: libgomp, which the
 # kernels' OpenMP regions run on, is not built with TSan (tests/tsan.supp).
-TSAN_TESTS := ^(Worlds/LocalCollectives|LocalFaults|LocalBackend|GridLayout|Reduce|Worlds/Mappings|Mapping|RngTracker|Threads|Timeout|Memory|GradSync|TrainerTest|Checkpoint|SaveFaults)[./]
+TSAN_TESTS := ^(Worlds/LocalCollectives|LocalFaults|LocalBackend|GridLayout|Reduce|Worlds/Mappings|Mapping|RngTracker|Threads|Timeout|Memory|GradSync|TrainerTest|Checkpoint|SaveFaults|Layouts/Overlap|OverlapOrder|OverlapFallback|Worlds/Schedules|ScheduleErrors)[./]
 TSAN_TARGETS := comm_tests core_tests parallel_tests optim_tests train_tests
 test-tsan: deps
 	@cmake -S . -B build-tsan -G Ninja $(SAN_FLAGS) -DWEFT_SANITIZE=thread >/dev/null

@@ -82,7 +82,7 @@ Tensor Tensor::from_i32(const Shape& shape, std::span<const int32_t> values) {
              "{} values given for a tensor of shape {} ({} elements)", values.size(), shape,
              shape.numel());
   Tensor t = empty(shape, DType::i32);
-  std::memcpy(t.raw(), values.data(), values.size() * sizeof(int32_t));
+  if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * sizeof(int32_t));
   return t;
 }
 
@@ -138,7 +138,7 @@ Tensor Tensor::rows(int64_t start, int64_t length) const {
 
 Tensor Tensor::clone(MemoryTag tag) const {
   Tensor t = empty(shape_, dtype_, device(), tag);
-  std::memcpy(t.raw(), raw(), static_cast<size_t>(nbytes()));
+  if (nbytes() > 0) std::memcpy(t.raw(), raw(), static_cast<size_t>(nbytes()));
   return t;
 }
 
@@ -172,7 +172,9 @@ void Tensor::fill(float value) {
   }
 }
 
-void Tensor::zero() { std::memset(raw(), 0, static_cast<size_t>(nbytes())); }
+void Tensor::zero() {
+  if (nbytes() > 0) std::memset(raw(), 0, static_cast<size_t>(nbytes()));  // empty: no storage
+}
 
 std::vector<float> Tensor::to_vector() const {
   std::vector<float> out(static_cast<size_t>(numel()));
