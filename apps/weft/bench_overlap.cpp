@@ -217,7 +217,7 @@ LayerRow run_layer(comm::ProcessGroup& world, const Setup& s) {
     return std::make_unique<nn::TransformerLayer>(
         pc, nn::TransformerLayerConfig{.name = "h.0", .width = s.width, .heads = s.heads});
   };
-  auto off = make("off"), on = make("on");
+  auto off = make("none"), on = make("on");
   const int64_t p = world.size();
   // One sequence of `tokens` positions, sequence-major: this rank's rows.
   const Tensor x = Tensor::full({s.tokens / p, 1, s.width}, 0.5f, s.dtype);
@@ -254,8 +254,9 @@ cli::Options run_options() {
       "2048 tokens, TP = the number of ranks): the GEMM alone, the collective alone,\n"
       "the two in sequence (overlap off) and overlapped, and the hidden fraction\n"
       "(off - overlapped) / min(GEMM, collective). --layer times a whole\n"
-      "TransformerLayer forward + backward (sequence parallelism) with overlap off\n"
-      "and on (Transformer Engine's defaults). Medians of --iters runs, the off and\n"
+      "TransformerLayer forward + backward (sequence parallelism) with every\n"
+      "collective on its own (overlap none) and with Transformer Engine's defaults (on). Medians "
+      "of --iters runs, the off and\n"
       "on runs alternating; times are the slowest rank's. Ranks are threads (local\n"
       "backend, --tp of them) or, under mpirun, processes.");
   opts.option("tp", "N", "2", "ranks on the local backend (under mpirun: the world)")

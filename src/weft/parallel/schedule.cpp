@@ -67,7 +67,9 @@ ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const 
                          (ring ? s != Schedule::gemm_all_reduce : s != Schedule::all_gather_gemm);
     if (!applies) {
       note_overlap_fallback(call.name, call.overlap.method,
-                            s == Schedule::plain ? "there is no collective to overlap (TP 1)"
+                            s == Schedule::plain
+                                ? "this GEMM has no collective to overlap (TP 1, or no sequence "
+                                  "parallelism for an all-gather or reduce-scatter)"
                             : ring ? "the ring needs sequence parallelism (an all-gather or a "
                                      "reduce-scatter), not an all-reduce"
                                    : "the pipeline splits a reduction, not an all-gather");

@@ -96,8 +96,16 @@ OverlapConfig OverlapConfig::defaults() {
   return c;
 }
 
+OverlapConfig OverlapConfig::none() {
+  OverlapConfig c;
+  c.enabled_ = true;
+  for (const std::string& n : overlap_gemm_names()) c.choices_[n] = {};
+  return c;
+}
+
 OverlapConfig OverlapConfig::parse(std::string_view text) {
   if (text.empty() || text == "off") return {};
+  if (text == "none") return none();
   OverlapConfig c = defaults();
   if (text == "on" || text == "default") return c;
   size_t start = 0;

@@ -40,7 +40,12 @@ class OverlapConfig {
   OverlapConfig() = default;
   // Transformer Engine's defaults.
   static OverlapConfig defaults();
-  // "" or "off": everything off; "on" or "default": defaults(); otherwise a
+  // Every GEMM off, backward included: each collective on its own, nothing
+  // beside it (what "off" means when the backward's bulk overlap, which a
+  // context without a configuration keeps, is to be measured too).
+  static OverlapConfig none();
+  // "" or "off": no configuration (backward keeps Megatron's bulk overlap);
+  // "none": none(); "on" or "default": defaults(); otherwise a
   // comma-separated list applied over the defaults, "qkv_fprop=ring,
   // fc2_fprop=pipeline:8, proj_dgrad=off" (pipeline takes :num_splits).
   // (The CLI also reads a JSON file of the same choices.) Errors name the bad
