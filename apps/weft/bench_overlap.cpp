@@ -92,6 +92,31 @@ Row measure(Timer& timer, const Setup& s, const std::string& name,
   return {name, median(g), median(c), median(f), median(o)};
 }
 
+// A call of `schedule` on a, w -> out with overlap `o`, as a timed body.
+std::function<void()> scheduled(comm::ProcessGroup& world, Schedule schedule, const char* name,
+                                const Tensor& a, const Tensor& w, const Tensor& out,
+                                parallel::GemmWorkspace& ws, OverlapChoice o) {
+  return [&world, schedule, name, &a, &w, &out, &ws, o] {
+    parallel::scheduled_gemm(ExecContext::host(),
+                             {.schedule = schedule,
+                              .group = &world,
+                              .options = {.trans_b = true},
+                              .overlap = o,
+                              .name = name},
+                             a, w, out, ws);
+  };
+}
+
+// A sequence-parallel context over `world` with overlap `config`.
+parallel::ContextPtr context(comm::ProcessGroup& world, const Setup& s, const char* config) {
+  auto pc = std::make_shared<parallel::ParallelContext>();
+  pc->tp = std::shared_ptr<comm::ProcessGroup>(&world, [](comm::ProcessGroup*) {});
+  pc->sp = nn::SequenceParallel::seq;
+  pc->precision = parallel::Precision::of(s.dtype);
+  pc->overlap = parallel::OverlapConfig::parse(config);
+  return pc;
+}
+
 std::vector<Row> run_gemms(comm::ProcessGroup& world, const Setup& s) {
   set_num_threads(s.threads);
   const ExecContext& ec = ExecContext::host();
@@ -106,15 +131,7 @@ std::vector<Row> run_gemms(comm::ProcessGroup& world, const Setup& s) {
     Tensor full = Tensor::full({n, c}, 0.5f, s.dtype), out = Tensor::empty({n, 3 * c / p}, s.dtype);
     Tensor gathered = Tensor::empty({n, c}, s.dtype);
     auto sched = [&](OverlapChoice o) {
-      return [&, o] {
-        parallel::scheduled_gemm(ec,
-                                 {.schedule = Schedule::all_gather_gemm,
-                                  .group = &world,
-                                  .options = {.trans_b = true},
-                                  .overlap = o,
-                                  .name = "qkv_fprop"},
-                                 a, w, out, ws);
-      };
+      return scheduled(world, Schedule::all_gather_gemm, "qkv_fprop", a, w, out, ws, o);
     };
     rows.push_back(measure(
         timer, s, "ring all-gather + GEMM (qkv fprop)",
@@ -127,15 +144,7 @@ std::vector<Row> run_gemms(comm::ProcessGroup& world, const Setup& s) {
     const Tensor w = Tensor::full({c, 4 * c / p}, 0.01f, s.dtype);
     Tensor partial = Tensor::empty({n, c}, s.dtype), out = Tensor::empty({n / p, c}, s.dtype);
     auto sched = [&](OverlapChoice o) {
-      return [&, o] {
-        parallel::scheduled_gemm(ec,
-                                 {.schedule = Schedule::gemm_reduce_scatter,
-                                  .group = &world,
-                                  .options = {.trans_b = true},
-                                  .overlap = o,
-                                  .name = "fc2_fprop"},
-                                 a, w, out, ws);
-      };
+      return scheduled(world, Schedule::gemm_reduce_scatter, "fc2_fprop", a, w, out, ws, o);
     };
     auto gemm = [&] { kernels::gemm(ec, a, w, partial, {.trans_b = true}); };
     auto rs = [&] { world.reduce_scatter(out, partial).wait(); };
@@ -148,16 +157,12 @@ std::vector<Row> run_gemms(comm::ProcessGroup& world, const Setup& s) {
   // reduce-scatter beside wgrad (bulk) against both on their own (off).
   {
     auto make = [&](const char* config) {
-      auto pc = std::make_shared<parallel::ParallelContext>();
-      pc->tp = std::shared_ptr<comm::ProcessGroup>(&world, [](comm::ProcessGroup*) {});
-      pc->sp = nn::SequenceParallel::seq;
-      pc->precision = parallel::Precision::of(s.dtype);
-      pc->overlap = parallel::OverlapConfig::parse(config);
-      return std::make_unique<nn::Linear>(pc, nn::LinearConfig{.name = "qkv",
-                                                               .in = c,
-                                                               .out = 3 * c,
-                                                               .mode = nn::Parallel::column,
-                                                               .overlap_name = "qkv"});
+      return std::make_unique<nn::Linear>(context(world, s, config),
+                                          nn::LinearConfig{.name = "qkv",
+                                                           .in = c,
+                                                           .out = 3 * c,
+                                                           .mode = nn::Parallel::column,
+                                                           .overlap_name = "qkv"});
     };
     auto bulk = make("qkv_dgrad=bulk,qkv_wgrad=bulk");
     auto off = make("qkv_dgrad=off,qkv_wgrad=off");
@@ -209,13 +214,9 @@ struct LayerRow {
 LayerRow run_layer(comm::ProcessGroup& world, const Setup& s) {
   set_num_threads(s.threads);
   auto make = [&](const char* config) {
-    auto pc = std::make_shared<parallel::ParallelContext>();
-    pc->tp = std::shared_ptr<comm::ProcessGroup>(&world, [](comm::ProcessGroup*) {});
-    pc->sp = nn::SequenceParallel::seq;
-    pc->precision = parallel::Precision::of(s.dtype);
-    pc->overlap = parallel::OverlapConfig::parse(config);
     return std::make_unique<nn::TransformerLayer>(
-        pc, nn::TransformerLayerConfig{.name = "h.0", .width = s.width, .heads = s.heads});
+        context(world, s, config),
+        nn::TransformerLayerConfig{.name = "h.0", .width = s.width, .heads = s.heads});
   };
   auto off = make("none"), on = make("on");
   const int64_t p = world.size();
