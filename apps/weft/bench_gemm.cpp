@@ -4,12 +4,11 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "cli.h"
+#include "direct_gemm.h"
 #include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 #include "weft/core/threads.h"
@@ -19,60 +18,7 @@
 namespace weft {
 namespace {
 
-struct Row {
-  const char* layer;
-  const char* op;  // fwd, dgrad, wgrad
-  int64_t m, n, k;
-  bool trans_a, trans_b;
-};
-
-// y = x·Wᵀ, dx = dy·W, dW += dyᵀ·x for W of shape (out, in) and T tokens.
-std::vector<Row> layer_rows(int64_t tokens, int64_t c) {
-  struct Layer {
-    const char* name;
-    int64_t in, out;
-  };
-  const Layer layers[] = {{"qkv", c, 3 * c}, {"proj", c, c}, {"fc1", c, 4 * c}, {"fc2", 4 * c, c}};
-  std::vector<Row> rows;
-  for (const Layer& l : layers) {
-    rows.push_back({l.name, "fwd", tokens, l.out, l.in, false, true});
-    rows.push_back({l.name, "dgrad", tokens, l.in, l.out, false, false});
-    rows.push_back({l.name, "wgrad", l.out, l.in, tokens, true, false});
-  }
-  return rows;
-}
-
-// The baseline: a oneDNN matmul built and executed with the plain C++ API,
-// with the same layouts, types and sum post-op as weft's call.
-struct Direct {
-  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
-  dnnl::stream strm{eng};
-  dnnl::matmul prim;
-  std::unordered_map<int, dnnl::memory> args;
-
-  Direct(const Row& r, dnnl::memory::data_type in, dnnl::memory::data_type out, void* a, void* b,
-         void* c, bool accumulate) {
-    using dnnl::memory;
-    memory::desc a_md({r.m, r.k}, in, r.trans_a ? memory::dims{1, r.m} : memory::dims{r.k, 1});
-    memory::desc b_md({r.k, r.n}, in, r.trans_b ? memory::dims{1, r.k} : memory::dims{r.n, 1});
-    memory::desc c_md({r.m, r.n}, out, memory::dims{r.n, 1});
-    dnnl::primitive_attr attr;
-    if (accumulate) {
-      dnnl::post_ops po;
-      po.append_sum(1.0f);
-      attr.set_post_ops(po);
-    }
-    dnnl::matmul::primitive_desc pd({a_md, b_md, c_md}, attr, eng);
-    prim = dnnl::matmul(pd);
-    args = {{DNNL_ARG_SRC, memory(a_md, eng, a)},
-            {DNNL_ARG_WEIGHTS, memory(b_md, eng, b)},
-            {DNNL_ARG_DST, memory(c_md, eng, c)}};
-  }
-  void run() {
-    prim.execute(strm, args);
-    strm.wait();
-  }
-};
+using Row = GemmShape;
 
 // Seconds per call: the best of `rounds` timings of `iters` calls each.
 template <typename Fn>
@@ -134,7 +80,7 @@ int run(const std::vector<std::string>& args) {
   if (dtypes != "bf16") types.push_back(DType::f32);
   if (dtypes != "f32") types.push_back(DType::bf16);
   for (DType dt : types) {
-    for (const Row& r : layer_rows(tokens, width)) {
+    for (const Row& r : layer_gemms(tokens, width)) {
       const bool wgrad = std::string(r.op) == "wgrad";
       const DType out = wgrad ? DType::f32 : dt;
       Tensor a = r.trans_a ? ec.empty({r.k, r.m}, dt) : ec.empty({r.m, r.k}, dt);
@@ -149,11 +95,7 @@ int run(const std::vector<std::string>& args) {
       const DType base_in = emulated ? DType::f32 : dt, base_out = emulated ? DType::f32 : out;
       Tensor ba = emulated ? a.to(DType::f32) : a, bb = emulated ? b.to(DType::f32) : b,
              bc = emulated ? c.to(DType::f32) : c;
-      auto onednn_type = [](DType t) {
-        return t == DType::f32 ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
-      };
-      Direct direct(r, onednn_type(base_in), onednn_type(base_out), ba.raw(), bb.raw(), bc.raw(),
-                    wgrad);
+      DirectGemm direct(r, base_in, base_out, ba.raw(), bb.raw(), bc.raw(), wgrad);
       auto direct_call = [&] { direct.run(); };
       // Calibrate the iteration count on weft's call, then time both with the
       // same count, weft and direct alternating round by round.

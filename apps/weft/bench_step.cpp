@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "cli.h"
+#include "direct_gemm.h"
 #include "weft/comm/world.h"
 #include "weft/core/threads.h"
 #include "weft/train/json.h"
@@ -81,20 +82,29 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps) {
   return m;
 }
 
-void print_table(const std::vector<Measured>& rows, const Measured& base) {
-  std::printf("%-18s %10s %9s %9s %9s %9s %9s %9s %8s %9s %8s\n", "layout", "tokens/s", "step ms",
-              "fwd ms", "bwd ms", "optim ms", "comm ms", "gemm ms", "GFLOP/s", "peak MiB",
-              "vs base");
+// The limit: the tokens/s a step would reach if every model FLOP ran at the
+// direct oneDNN GEMM rate (`gemm_gflops`, the whole machine's, measured in the
+// same run); utilization is the measured tokens/s over it.
+double limit_tokens_per_s(const Measured& r, double gemm_gflops) {
+  return gemm_gflops * 1e9 / r.flops_per_token;
+}
+
+void print_table(const std::vector<Measured>& rows, const Measured& base, double gemm_gflops) {
+  std::printf("%-18s %10s %9s %9s %9s %9s %9s %9s %8s %9s %8s %10s %6s\n", "layout", "tokens/s",
+              "step ms", "fwd ms", "bwd ms", "optim ms", "comm ms", "gemm ms", "GFLOP/s",
+              "peak MiB", "vs base", "limit", "util");
   for (const Measured& r : rows) {
-    std::printf("%-18s %10.0f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %8.1f %9.1f %7.2fx\n",
-                r.label.c_str(), r.tokens_per_s, 1e3 * r.mean.total, 1e3 * r.mean.forward,
-                1e3 * r.mean.backward, 1e3 * r.mean.optimizer, 1e3 * r.mean.comm, 1e3 * r.mean.gemm,
-                r.tokens_per_s * r.flops_per_token / 1e9,
-                static_cast<double>(r.peak_bytes) / (1 << 20), r.tokens_per_s / base.tokens_per_s);
+    const double limit = limit_tokens_per_s(r, gemm_gflops);
+    std::printf(
+        "%-18s %10.0f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %8.1f %9.1f %7.2fx %10.0f %5.0f%%\n",
+        r.label.c_str(), r.tokens_per_s, 1e3 * r.mean.total, 1e3 * r.mean.forward,
+        1e3 * r.mean.backward, 1e3 * r.mean.optimizer, 1e3 * r.mean.comm, 1e3 * r.mean.gemm,
+        r.tokens_per_s * r.flops_per_token / 1e9, static_cast<double>(r.peak_bytes) / (1 << 20),
+        r.tokens_per_s / base.tokens_per_s, limit, 100 * r.tokens_per_s / limit);
   }
 }
 
-train::Json to_json(const Measured& r, const Measured& base) {
+train::Json to_json(const Measured& r, const Measured& base, double gemm_gflops) {
   train::Json j = train::Json::object();
   j["layout"] = r.label;
   j["tp"] = r.tp;
@@ -109,6 +119,9 @@ train::Json to_json(const Measured& r, const Measured& base) {
   j["gflops"] = r.tokens_per_s * r.flops_per_token / 1e9;
   j["peak_memory_bytes"] = r.peak_bytes;
   j["vs_baseline"] = r.tokens_per_s / base.tokens_per_s;
+  j["direct_gemm_gflops"] = gemm_gflops;
+  j["limit_tokens_per_s"] = limit_tokens_per_s(r, gemm_gflops);
+  j["utilization"] = r.tokens_per_s / limit_tokens_per_s(r, gemm_gflops);
   return j;
 }
 
@@ -120,7 +133,10 @@ cli::Options bench_step_options() {
       "(with the data-parallel gradient sync), optimizer (loss/norm reductions and AdamW),\n"
       "and the time spent waiting for collectives (comm) and in GEMMs (gemm), which\n"
       "overlap the phases. The baseline, measured in the same run, is TP=1 x DP=1 with\n"
-      "the same global batch on all cores.");
+      "the same global batch on all cores. \"limit\" is the tokens/s the step would reach\n"
+      "if every model FLOP (6N + attention, as llm.c counts them) ran at the direct oneDNN\n"
+      "rate of the model's layer GEMMs (micro-batch x context rows, all cores), measured\n"
+      "in the same run; \"util\" is tokens/s over the limit.");
   opts.option("preset", "NAME", "tiny", "model preset: tiny or gpt2-124m")
       .option("tp", "N", "2", "tensor-parallel size")
       .option("dp", "N", "1", "data-parallel size")
@@ -200,16 +216,22 @@ int bench_step(const std::vector<std::string>& args) {
   }
   rows.push_back(measure(cfg, warmup, steps));
   rows.back().label = label(cfg) + (is_base ? " (base)" : "");
+  // The yardstick, in the same run: the direct oneDNN matmuls of one layer of
+  // this model over the step's tokens per rank, on every core.
+  set_num_threads(available_cores());
+  const double gemm_gflops =
+      direct_layer_gflops(cfg.dtype, cfg.micro_batch * cfg.model.seq, cfg.model.width);
+  set_num_threads(0);
   const Measured& base = rows.front();
   if (json) {
     for (const Measured& r : rows) {
-      train::Json j = to_json(r, base);
+      train::Json j = to_json(r, base, gemm_gflops);
       j["preset"] = cfg.preset;
       j["dtype"] = dtype;
       std::cout << j.dump() << "\n";
     }
   } else {
-    print_table(rows, base);
+    print_table(rows, base, gemm_gflops);
   }
   return 0;
 }
