@@ -1,7 +1,9 @@
 // `weft info`: what this machine gives weft — the CPU's features, the ISA
 // oneDNN dispatches to, which path each compute dtype takes, threads, and
 // the communication backends built in.
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "cli.h"
 #include "weft/comm/world.h"
@@ -10,6 +12,22 @@
 
 namespace weft {
 namespace {
+
+// How OpenMP threads wait: weft's default (main.cpp) or what the user set.
+std::string openmp_wait() {
+  auto env = [](const char* name) -> const char* {
+    const char* v = std::getenv(name);
+    return v && *v ? v : nullptr;
+  };
+  const char* mine = env("WEFT_OMP_WAIT");
+  const char* spin = env("GOMP_SPINCOUNT");
+  const char* policy = env("OMP_WAIT_POLICY");
+  if (mine && spin) return std::string("GOMP_SPINCOUNT=") + spin + " (weft's default)";
+  std::string out;
+  if (policy) out += std::string("OMP_WAIT_POLICY=") + policy;
+  if (spin) out += std::string(out.empty() ? "" : ", ") + "GOMP_SPINCOUNT=" + spin;
+  return out.empty() ? "libgomp's default wait" : out + " (set by the user)";
+}
 
 cli::Options info_options() {
   cli::Options opts("weft info [options]",
@@ -40,8 +58,8 @@ int info(const std::vector<std::string>& args) {
               << ",\"amx\":" << tf(s.amx) << ",\"onednn\":\"" << s.onednn_version
               << "\",\"onednn_isa\":\"" << s.onednn_isa << "\",\"bf16\":\""
               << (s.native_bf16 ? "native" : "emulated") << "\",\"threads\":" << num_threads()
-              << ",\"cores\":" << available_cores() << ",\"backends\":[\"local\""
-              << (mpi ? ",\"mpi\"" : "") << "]}\n";
+              << ",\"cores\":" << available_cores() << ",\"openmp_wait\":\"" << openmp_wait()
+              << "\",\"backends\":[\"local\"" << (mpi ? ",\"mpi\"" : "") << "]}\n";
     return 0;
   }
   std::cout << "weft " << WEFT_VERSION << "\n"
@@ -52,6 +70,7 @@ int info(const std::vector<std::string>& args) {
             << "bf16 GEMM: " << kernels::gemm_path(DType::bf16) << "\n"
             << "threads:  " << num_threads() << " per rank (" << available_cores()
             << " cores available)\n"
+            << "openmp:   " << openmp_wait() << "\n"
             << "backends: local" << (mpi ? ", mpi" : "")
             << " (launched by mpirun: " << yn(comm::launched_by_mpi()) << ")\n";
   return 0;
