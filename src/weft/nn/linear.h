@@ -24,6 +24,12 @@
 // the same way). Row all-gathers the output gradient (under SP) before its
 // dgrad GEMM and reuses it for wgrad.
 //
+// Comm-GEMM overlap: a Linear with an overlap_name (qkv, proj, fc1, fc2) takes
+// each GEMM's method from the context's OverlapConfig — ring or pipeline for
+// the forward and dgrad collectives (parallel/overlap/), bulk (the order
+// above, also the default without a configuration) or off (each collective
+// on its own) for the backward's.
+//
 // Initialization is TP-invariant: every rank draws the full master weight from
 // (seed, name) and keeps its slice, so shards are bit-identical to slices of
 // the TP=1 weight. `out_groups` > 1 splits the output rows into that many
