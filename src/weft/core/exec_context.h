@@ -42,9 +42,6 @@ class ExecContext {
   // fresh one.
   Tensor reuse(Tensor& slot, const Shape& shape, DType dtype,
                MemoryTag tag = current_memory_tag()) const;
-  // Waits until the work queued on this context is done (a no-op on the CPU,
-  // where kernels return when they are done).
-  void synchronize() const {}
 
  private:
   Device device_ = Device::cpu();

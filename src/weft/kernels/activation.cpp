@@ -6,45 +6,34 @@
 namespace weft::kernels {
 
 void gelu_forward(const ExecContext& ec, const Tensor& x, Tensor& y) {
-  const Device device = detail::kernel_device(ec, "gelu_forward", {&x, &y});
-  if (device.is_cpu()) return cpu::gelu_forward(ec, x, y);
-  detail::no_kernel("gelu_forward", device);
+  return detail::dispatch(ec, "gelu_forward", {&x, &y},
+                          [&] { return cpu::gelu_forward(ec, x, y); });
 }
 
 void gelu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x, Tensor& dx) {
-  const Device device = detail::kernel_device(ec, "gelu_backward", {&dy, &x, &dx});
-  if (device.is_cpu()) return cpu::gelu_backward(ec, dy, x, dx);
-  detail::no_kernel("gelu_backward", device);
+  return detail::dispatch(ec, "gelu_backward", {&dy, &x, &dx},
+                          [&] { return cpu::gelu_backward(ec, dy, x, dx); });
 }
 
 void bias_add(const ExecContext& ec, Tensor& y, const Tensor& bias) {
-  const Device device = detail::kernel_device(ec, "bias_add", {&y, &bias});
-  if (device.is_cpu()) return cpu::bias_add(ec, y, bias);
-  detail::no_kernel("bias_add", device);
+  return detail::dispatch(ec, "bias_add", {&y, &bias}, [&] { return cpu::bias_add(ec, y, bias); });
 }
 
 void bias_backward(const ExecContext& ec, const Tensor& dy, Tensor& dbias) {
-  const Device device = detail::kernel_device(ec, "bias_backward", {&dy, &dbias});
-  if (device.is_cpu()) return cpu::bias_backward(ec, dy, dbias);
-  detail::no_kernel("bias_backward", device);
+  return detail::dispatch(ec, "bias_backward", {&dy, &dbias},
+                          [&] { return cpu::bias_backward(ec, dy, dbias); });
 }
 
 void add(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& out) {
-  const Device device = detail::kernel_device(ec, "add", {&a, &b, &out});
-  if (device.is_cpu()) return cpu::add(ec, a, b, out);
-  detail::no_kernel("add", device);
+  return detail::dispatch(ec, "add", {&a, &b, &out}, [&] { return cpu::add(ec, a, b, out); });
 }
 
 void axpy(const ExecContext& ec, float alpha, const Tensor& x, Tensor& y) {
-  const Device device = detail::kernel_device(ec, "axpy", {&x, &y});
-  if (device.is_cpu()) return cpu::axpy(ec, alpha, x, y);
-  detail::no_kernel("axpy", device);
+  return detail::dispatch(ec, "axpy", {&x, &y}, [&] { return cpu::axpy(ec, alpha, x, y); });
 }
 
 void scale(const ExecContext& ec, Tensor& y, float alpha) {
-  const Device device = detail::kernel_device(ec, "scale", {&y});
-  if (device.is_cpu()) return cpu::scale(ec, y, alpha);
-  detail::no_kernel("scale", device);
+  return detail::dispatch(ec, "scale", {&y}, [&] { return cpu::scale(ec, y, alpha); });
 }
 
 }  // namespace weft::kernels

@@ -7,22 +7,19 @@ namespace weft::kernels {
 
 void attention_forward(const ExecContext& ec, const Tensor& qkv, const AttentionConfig& config,
                        Tensor& out, AttentionSaved& saved, AttentionWorkspace& workspace) {
-  const Device device = detail::kernel_device(
+  return detail::dispatch(
       ec, "attention_forward",
-      {&qkv, &out, &saved.probs, &saved.mask, &saved.weights, &workspace.buffer});
-  if (device.is_cpu()) return cpu::attention_forward(ec, qkv, config, out, saved, workspace);
-  detail::no_kernel("attention_forward", device);
+      {&qkv, &out, &saved.probs, &saved.mask, &saved.weights, &workspace.buffer},
+      [&] { return cpu::attention_forward(ec, qkv, config, out, saved, workspace); });
 }
 
 void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
                         const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
                         AttentionWorkspace& workspace) {
-  const Device device = detail::kernel_device(
+  return detail::dispatch(
       ec, "attention_backward",
-      {&dout, &qkv, &saved.probs, &saved.mask, &saved.weights, &dqkv, &workspace.buffer});
-  if (device.is_cpu())
-    return cpu::attention_backward(ec, dout, qkv, saved, config, dqkv, workspace);
-  detail::no_kernel("attention_backward", device);
+      {&dout, &qkv, &saved.probs, &saved.mask, &saved.weights, &dqkv, &workspace.buffer},
+      [&] { return cpu::attention_backward(ec, dout, qkv, saved, config, dqkv, workspace); });
 }
 
 }  // namespace weft::kernels

@@ -18,4 +18,15 @@ Device kernel_device(const ExecContext& ec, const char* kernel,
 // Throws weft::Error: `kernel` has no implementation for tensors on `device`.
 [[noreturn]] void no_kernel(const char* kernel, Device device);
 
+// Every kernel's dispatcher: checks the tensors against the context and runs
+// `cpu` (the kernels/cpu/ implementation) on a CPU context; other devices
+// have no kernels in this build (the CUDA backend adds its branch here).
+template <typename Cpu>
+decltype(auto) dispatch(const ExecContext& ec, const char* kernel,
+                        std::initializer_list<const Tensor*> tensors, Cpu&& cpu) {
+  const Device device = kernel_device(ec, kernel, tensors);
+  if (!device.is_cpu()) no_kernel(kernel, device);
+  return cpu();
+}
+
 }  // namespace weft::kernels::detail

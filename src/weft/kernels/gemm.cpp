@@ -7,16 +7,14 @@ namespace weft::kernels {
 
 void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
           const GemmOptions& opt) {
-  const Device device = detail::kernel_device(ec, "gemm", {&a, &b, &c, opt.bias});
-  if (device.is_cpu()) return cpu::gemm(ec, a, b, c, opt);
-  detail::no_kernel("gemm", device);
+  return detail::dispatch(ec, "gemm", {&a, &b, &c, opt.bias},
+                          [&] { return cpu::gemm(ec, a, b, c, opt); });
 }
 
 void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
                   const StridedMatrices& c, float alpha, bool accumulate) {
-  const Device device = detail::kernel_device(ec, "batched_gemm", {});
-  if (device.is_cpu()) return cpu::batched_gemm(ec, a, b, c, alpha, accumulate);
-  detail::no_kernel("batched_gemm", device);
+  return detail::dispatch(ec, "batched_gemm", {},
+                          [&] { return cpu::batched_gemm(ec, a, b, c, alpha, accumulate); });
 }
 
 int64_t gemm_primitives_created() { return cpu::primitives_created(); }

@@ -7,61 +7,52 @@ namespace weft::kernels {
 
 float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                             Tensor& lse, const CrossEntropyOptions& opt) {
-  const Device device =
-      detail::kernel_device(ec, "cross_entropy_forward", {&logits, &targets, &lse});
-  if (device.is_cpu()) return cpu::cross_entropy_forward(ec, logits, targets, lse, opt);
-  detail::no_kernel("cross_entropy_forward", device);
+  return detail::dispatch(ec, "cross_entropy_forward", {&logits, &targets, &lse}, [&] {
+    return cpu::cross_entropy_forward(ec, logits, targets, lse, opt);
+  });
 }
 
 void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                             const Tensor& lse, float dloss, Tensor& dlogits,
                             const CrossEntropyOptions& opt) {
-  const Device device =
-      detail::kernel_device(ec, "cross_entropy_backward", {&logits, &targets, &lse, &dlogits});
-  if (device.is_cpu())
+  return detail::dispatch(ec, "cross_entropy_backward", {&logits, &targets, &lse, &dlogits}, [&] {
     return cpu::cross_entropy_backward(ec, logits, targets, lse, dloss, dlogits, opt);
-  detail::no_kernel("cross_entropy_backward", device);
+  });
 }
 
 void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& row_max,
                            const CrossEntropyOptions& opt) {
-  const Device device = detail::kernel_device(ec, "cross_entropy_row_max", {&logits, &row_max});
-  if (device.is_cpu()) return cpu::cross_entropy_row_max(ec, logits, row_max, opt);
-  detail::no_kernel("cross_entropy_row_max", device);
+  return detail::dispatch(ec, "cross_entropy_row_max", {&logits, &row_max},
+                          [&] { return cpu::cross_entropy_row_max(ec, logits, row_max, opt); });
 }
 
 void cross_entropy_target_logit(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                                 Tensor& target_logit, const CrossEntropyOptions& opt) {
-  const Device device =
-      detail::kernel_device(ec, "cross_entropy_target_logit", {&logits, &targets, &target_logit});
-  if (device.is_cpu())
-    return cpu::cross_entropy_target_logit(ec, logits, targets, target_logit, opt);
-  detail::no_kernel("cross_entropy_target_logit", device);
+  return detail::dispatch(
+      ec, "cross_entropy_target_logit", {&logits, &targets, &target_logit},
+      [&] { return cpu::cross_entropy_target_logit(ec, logits, targets, target_logit, opt); });
 }
 
 void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Tensor& row_max,
                            Tensor& sum_exp, const CrossEntropyOptions& opt) {
-  const Device device =
-      detail::kernel_device(ec, "cross_entropy_sum_exp", {&logits, &row_max, &sum_exp});
-  if (device.is_cpu()) return cpu::cross_entropy_sum_exp(ec, logits, row_max, sum_exp, opt);
-  detail::no_kernel("cross_entropy_sum_exp", device);
+  return detail::dispatch(ec, "cross_entropy_sum_exp", {&logits, &row_max, &sum_exp}, [&] {
+    return cpu::cross_entropy_sum_exp(ec, logits, row_max, sum_exp, opt);
+  });
 }
 
 float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const Tensor& sum_exp,
                             const Tensor& target_logit, const Tensor& targets, Tensor& lse,
                             int32_t ignore_index) {
-  const Device device = detail::kernel_device(ec, "cross_entropy_combine",
-                                              {&row_max, &sum_exp, &target_logit, &targets, &lse});
-  if (device.is_cpu())
-    return cpu::cross_entropy_combine(ec, row_max, sum_exp, target_logit, targets, lse,
-                                      ignore_index);
-  detail::no_kernel("cross_entropy_combine", device);
+  return detail::dispatch(ec, "cross_entropy_combine",
+                          {&row_max, &sum_exp, &target_logit, &targets, &lse}, [&] {
+                            return cpu::cross_entropy_combine(ec, row_max, sum_exp, target_logit,
+                                                              targets, lse, ignore_index);
+                          });
 }
 
 int64_t count_targets(const ExecContext& ec, const Tensor& targets, int32_t ignore_index) {
-  const Device device = detail::kernel_device(ec, "count_targets", {&targets});
-  if (device.is_cpu()) return cpu::count_targets(ec, targets, ignore_index);
-  detail::no_kernel("count_targets", device);
+  return detail::dispatch(ec, "count_targets", {&targets},
+                          [&] { return cpu::count_targets(ec, targets, ignore_index); });
 }
 
 }  // namespace weft::kernels

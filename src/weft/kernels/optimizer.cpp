@@ -7,15 +7,12 @@ namespace weft::kernels {
 
 void adamw_step(const ExecContext& ec, Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
                 const AdamWConfig& cfg) {
-  const Device device = detail::kernel_device(ec, "adamw_step", {&params, &grads, &m, &v});
-  if (device.is_cpu()) return cpu::adamw_step(ec, params, grads, m, v, cfg);
-  detail::no_kernel("adamw_step", device);
+  return detail::dispatch(ec, "adamw_step", {&params, &grads, &m, &v},
+                          [&] { return cpu::adamw_step(ec, params, grads, m, v, cfg); });
 }
 
 double sum_of_squares(const ExecContext& ec, const Tensor& x) {
-  const Device device = detail::kernel_device(ec, "sum_of_squares", {&x});
-  if (device.is_cpu()) return cpu::sum_of_squares(ec, x);
-  detail::no_kernel("sum_of_squares", device);
+  return detail::dispatch(ec, "sum_of_squares", {&x}, [&] { return cpu::sum_of_squares(ec, x); });
 }
 
 }  // namespace weft::kernels

@@ -6,9 +6,8 @@
 namespace weft::kernels {
 
 void transpose01(const ExecContext& ec, const Tensor& in, Tensor& out) {
-  const Device device = detail::kernel_device(ec, "transpose01", {&in, &out});
-  if (device.is_cpu()) return cpu::transpose01(ec, in, out);
-  detail::no_kernel("transpose01", device);
+  return detail::dispatch(ec, "transpose01", {&in, &out},
+                          [&] { return cpu::transpose01(ec, in, out); });
 }
 
 }  // namespace weft::kernels

@@ -18,12 +18,6 @@ SequenceParallel parse_sequence_parallel(const std::string& s) {
   WEFT_FAIL("unknown sequence parallelism '{}': use off, seq or batch", s);
 }
 
-Precision Precision::parse(std::string_view name) {
-  if (name == "f32") return {Recipe::f32};
-  if (name == "bf16") return {Recipe::bf16};
-  WEFT_FAIL("unknown precision recipe '{}': use f32 or bf16", name);
-}
-
 Precision Precision::of(DType dtype) {
   WEFT_CHECK(dtype == DType::f32 || dtype == DType::bf16,
              "no precision recipe computes in {}: use f32 or bf16", dtype_name(dtype));

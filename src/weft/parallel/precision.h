@@ -12,9 +12,6 @@
 // quantizes GEMM operands brings its own weight source and scaling state.
 #pragma once
 
-#include <string>
-#include <string_view>
-
 #include "weft/core/dtype.h"
 
 namespace weft::parallel {
@@ -28,10 +25,6 @@ struct Precision {
   DType gemm_input() const { return recipe == Recipe::bf16 ? DType::bf16 : DType::f32; }
   // The dtype of activations between GEMMs (the residual stream included).
   DType activation() const { return gemm_input(); }
-  const char* name() const { return recipe == Recipe::bf16 ? "bf16" : "f32"; }
-
-  // "f32" or "bf16"; throws weft::Error naming the choices otherwise.
-  static Precision parse(std::string_view name);
   // The recipe whose activations are `dtype` (f32 or bf16).
   static Precision of(DType dtype);
   friend bool operator==(const Precision&, const Precision&) = default;
