@@ -56,8 +56,9 @@ float amax(const ExecContext& ec, const Tensor& x);
 void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
               QuantizedTensor& q);
 
-// q -> out f32: the row-wise data (rows, cols) or the column-wise copy
-// (cols, rows). Exact: every decoded value times its scales is an f32.
+// q -> out f32 (rows, cols), x's layout: the values of the row-wise data, or
+// of the column-wise copy put back in x's layout (what a GEMM reading the
+// copy multiplies). Exact: every decoded value times its scales is an f32.
 void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise, Tensor& out);
 
 // The random Hadamard transform NVFP4 applies to the wgrad GEMM's inputs,

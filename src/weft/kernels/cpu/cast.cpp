@@ -424,9 +424,8 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
   const Tensor& sc = columnwise ? q.col_scale_inv : q.scale_inv;
   WEFT_CHECK(data.defined(), "dequantize: the quantized tensor has no {} data",
              columnwise ? "column-wise" : "row-wise");
-  const int64_t rows = columnwise ? q.cols : q.rows, cols = columnwise ? q.rows : q.cols;
-  WEFT_CHECK(out.dtype() == DType::f32 && out.numel() == rows * cols,
-             "dequantize writes f32 ({}, {}), got {} {}", rows, cols, dtype_name(out.dtype()),
+  WEFT_CHECK(out.dtype() == DType::f32 && out.numel() == q.rows * q.cols,
+             "dequantize writes f32 ({}, {}), got {} {}", q.rows, q.cols, dtype_name(out.dtype()),
              out.shape());
   std::array<float, 256> table{};
   for (int v = 0; v < 256; ++v) {
@@ -435,6 +434,10 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
                                     : q.dtype == DType::e5m2 ? e5m2_to_f32(b)
                                                              : e2m1_to_f32(b);
   }
+  // The stored matrix: (rows, cols) row-wise, (cols, rows) column-wise; its
+  // element (i, j) goes to out (i, j), or to out (j, i) for the column-wise copy.
+  const int64_t rows = columnwise ? q.cols : q.rows, cols = columnwise ? q.rows : q.cols;
+  const int64_t out_row = columnwise ? 1 : cols, out_col = columnwise ? q.cols : 1;
   const auto* d = static_cast<const uint8_t*>(data.raw());
   const auto* s = static_cast<const uint8_t*>(sc.raw());
   float* o = out.data<float>();
@@ -443,10 +446,10 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
   const float t = q.tensor_scale_inv;
 #pragma omp parallel for num_threads(ec.threads()) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    float* orow = o + r * cols;
+    float* orow = o + r * out_row;
     if (q.mode == ScalingMode::tensor) {
       const uint8_t* drow = d + r * cols;
-      for (int64_t c = 0; c < cols; ++c) orow[c] = table[drow[c]] * t;
+      for (int64_t c = 0; c < cols; ++c) orow[c * out_col] = table[drow[c]] * t;
       continue;
     }
     for (int64_t c = 0; c < cols; ++c) {
@@ -454,9 +457,9 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
       const uint8_t code = q.dtype == DType::e2m1 ? (d[i / 2] >> ((i % 2) * 4)) & 0xfu : d[i];
       const uint8_t scode = s[(r / br) * scale_cols + c / bc];
       if (q.mode == ScalingMode::block_1x32) {
-        orow[c] = table[code] * e8m0_to_f32(scode);
+        orow[c * out_col] = table[code] * e8m0_to_f32(scode);
       } else {
-        orow[c] = table[code] * e4m3_to_f32(scode) * t;
+        orow[c * out_col] = table[code] * e4m3_to_f32(scode) * t;
       }
     }
   }
