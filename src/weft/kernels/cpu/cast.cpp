@@ -79,12 +79,12 @@ inline uint8_t encode_one(float v) {
 
 // out[i] = encode(x[i] · s).
 template <int Man, int Bias, uint32_t MaxCode, int SignShift, uint32_t NanCode>
-WEFT_CAST_CLONES void encode_scaled(const float* x, float s, uint8_t* out, int64_t n) {
+inline void encode_scaled(const float* x, float s, uint8_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     out[i] = encode_one<Man, Bias, MaxCode, SignShift, NanCode>(x[i] * s);
 }
 
-void encode_rne(DType t, const float* x, float s, uint8_t* out, int64_t n) {
+inline void encode_rne(DType t, const float* x, float s, uint8_t* out, int64_t n) {
   switch (t) {
     case DType::e4m3: encode_scaled<3, 7, 0x7e, 7, 0x7f>(x, s, out, n); return;
     case DType::e5m2: encode_scaled<2, 15, 0x7b, 7, 0x7f>(x, s, out, n); return;
@@ -111,7 +111,7 @@ uint8_t e2m1_stochastic(float v, float u) {
 
 // The largest |x[i]| as f32 bits with the sign cleared: an integer maximum
 // (which vectorizes), ordered as the magnitudes are, with NaN above Inf.
-WEFT_CAST_CLONES uint32_t abs_max_bits(const float* x, int64_t n) {
+inline uint32_t abs_max_bits(const float* x, int64_t n) {
   uint32_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t a = std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu;
@@ -121,7 +121,7 @@ WEFT_CAST_CLONES uint32_t abs_max_bits(const float* x, int64_t n) {
 }
 
 // The block's amax, NaN when an element is NaN.
-float block_amax(const float* x, int64_t n) {
+inline float block_amax(const float* x, int64_t n) {
   const uint32_t m = abs_max_bits(x, n);
   return m > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(m);
 }
@@ -176,8 +176,9 @@ float nvfp4_encode_scale(uint8_t block_scale, const SegmentParams& p) {
 // the row's block scales `scales` (indexed by block: c0 / block + j). 16x16
 // tiles take their scale codes from `tile_scales` (the same indexing).
 // `stream` is the random-stream index of x[0]; consecutive elements follow.
-void quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0, uint8_t* codes,
-                      uint8_t* scales, const uint8_t* tile_scales, uint64_t stream) {
+WEFT_CAST_CLONES void quantize_segment(const SegmentParams& p, const float* x, int64_t n,
+                                       int64_t c0, uint8_t* codes, uint8_t* scales,
+                                       const uint8_t* tile_scales, uint64_t stream) {
   if (p.mode == ScalingMode::tensor) {
     encode_rne(p.dtype, x, p.scale, codes, n);
     return;
@@ -304,7 +305,10 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
   q.dtype = cfg.dtype;
   q.rows = rows;
   q.cols = cols;
-  q.amax = amax(ec, x);
+  // The amax: a by-product of the row-wise pass, else a pass of its own.
+  // NVFP4 needs it first when it derives its per-tensor scale from it.
+  const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
+  q.amax = amax_first ? amax(ec, x) : 0.0f;
 
   SegmentParams p{cfg.mode, cfg.dtype, cfg.scale, 1.0f, 1.0f, cfg.stochastic, cfg.seed};
   q.tensor_scale_inv = 1.0f;
@@ -356,12 +360,14 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
     auto* data = static_cast<uint8_t*>(q.data.raw());
     auto* sc = static_cast<uint8_t*>(q.scale_inv.raw());
     const int64_t scale_cols = q.scale_inv.shape().last();
-#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+    uint32_t amax_bits = 0;
+#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : amax_bits)
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<float> buf;
       thread_local std::vector<uint8_t> codes;
       codes.resize(static_cast<size_t>(cols));
       const float* xr = f32_row(x, r, cols, buf);
+      amax_bits = std::max(amax_bits, abs_max_bits(xr, cols));
       uint8_t* row_scales = cfg.mode == ScalingMode::tensor ? nullptr : sc + r * scale_cols;
       const uint8_t* tile_row =
           cfg.mode == ScalingMode::block_16x16 ? tiles.data() + (r / 16) * tc : nullptr;
@@ -371,6 +377,10 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
       store_codes(cfg.dtype, codes.data(), cols, data, r * cols);
     }
     if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles.data(), tiles.size());
+    if (!amax_first) {
+      q.amax = amax_bits > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN()
+                                       : std::bit_cast<float>(amax_bits);
+    }
   } else {
     q.data = Tensor();
     q.scale_inv = Tensor();
@@ -397,9 +407,17 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
       const int64_t r0 = rt * kTileRows, nr = std::min(kTileRows, rows - r0);
       const int64_t c0 = ct * kTileCols, nc = std::min(kTileCols, cols - c0);
       std::array<float, kTileRows * kTileCols> t{};
-      for (int64_t r = 0; r < nr; ++r) {
-        for (int64_t c = 0; c < nc; ++c)
-          t[static_cast<size_t>(c * kTileRows + r)] = load(x, (r0 + r) * cols + c0 + c);
+      if (x.dtype() == DType::f32) {
+        const float* src = x.data<float>() + r0 * cols + c0;
+        for (int64_t r = 0; r < nr; ++r) {
+          for (int64_t c = 0; c < nc; ++c)
+            t[static_cast<size_t>(c * kTileRows + r)] = src[r * cols + c];
+        }
+      } else {
+        for (int64_t r = 0; r < nr; ++r) {
+          for (int64_t c = 0; c < nc; ++c)
+            t[static_cast<size_t>(c * kTileRows + r)] = load(x, (r0 + r) * cols + c0 + c);
+        }
       }
       std::array<uint8_t, kTileRows> codes{};
       for (int64_t c = 0; c < nc; ++c) {
