@@ -133,3 +133,27 @@ TEST(QuantizedLinear, F32AndBf16HaveNoQuantizer) {
 
 }  // namespace
 }  // namespace weft::nn
+
+namespace weft::parallel {
+namespace {
+
+// What a weight source that gathers quantized shards relies on: the
+// quantized weight and the operand made from it are the operand the Linear
+// would multiply (here without a gather: the shard is the whole weight).
+TEST(GemmQuantizer, QuantizedWeightGivesTheSameOperand) {
+  for (Recipe r : {Recipe::fp8_delayed, Recipe::fp8_current, Recipe::mxfp8, Recipe::nvfp4}) {
+    SCOPED_TRACE(recipe_name(r));
+    auto pc = make_context(nullptr, SequenceParallel::off, Precision::of(r), 5);
+    GemmQuantizer q(*pc, "w", nullptr);
+    const Tensor w = weft::testing::random_tensor({64, 96}, 4);
+    PassContext pass;
+    for (bool col : {false, true}) {
+      const Tensor direct = q.operand(GemmQuantizer::Operand::weight, w, col, pass).clone();
+      const QuantizedTensor& qt = q.quantized(GemmQuantizer::Operand::weight, w, col, pass);
+      EXPECT_EQ(q.operand_of(qt, col).to_vector(), direct.to_vector());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace weft::parallel

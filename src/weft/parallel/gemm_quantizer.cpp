@@ -152,4 +152,10 @@ Tensor GemmQuantizer::operand(Operand which, const Tensor& x, bool columnwise, P
   return out;
 }
 
+Tensor GemmQuantizer::operand_of(const QuantizedTensor& q, bool columnwise) const {
+  Tensor out = pc_.exec.empty({q.rows, q.cols}, DType::f32, MemoryTag::activations);
+  kernels::dequantize(pc_.exec, q, q.has_columnwise() && (columnwise || !q.has_rowwise()), out);
+  return out;
+}
+
 }  // namespace weft::parallel

@@ -60,6 +60,10 @@ class GemmQuantizer {
                                    PassContext& pass);
   // The same, dequantized to f32 in x's layout: what the CPU multiplies.
   Tensor operand(Operand which, const Tensor& x, bool columnwise, PassContext& pass);
+  // What the CPU multiplies for a quantized tensor made elsewhere (a weight
+  // gathered in its quantized form): its values in (q.rows, q.cols) f32,
+  // from the column-wise copy when asked for and present.
+  Tensor operand_of(const QuantizedTensor& q, bool columnwise) const;
 
   // Whether the column-wise copy can differ from the row-wise one (block
   // scaling along the other direction): then the backward quantizes the

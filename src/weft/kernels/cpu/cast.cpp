@@ -470,14 +470,24 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
       for (int64_t c = 0; c < cols; ++c) orow[c * out_col] = table[drow[c]] * t;
       continue;
     }
-    for (int64_t c = 0; c < cols; ++c) {
-      const int64_t i = r * cols + c;
-      const uint8_t code = q.dtype == DType::e2m1 ? (d[i / 2] >> ((i % 2) * 4)) & 0xfu : d[i];
-      const uint8_t scode = s[(r / br) * scale_cols + c / bc];
-      if (q.mode == ScalingMode::block_1x32) {
-        orow[c * out_col] = table[code] * e8m0_to_f32(scode);
+    // Block by block: one decoded scale per block.
+    const uint8_t* srow = s + (r / br) * scale_cols;
+    for (int64_t c0 = 0; c0 < cols; c0 += bc) {
+      const int64_t len = std::min(bc, cols - c0);
+      // NVFP4 decodes (q · s_block) · (1/S), in that order (q · s_block is exact).
+      const bool mx = q.mode == ScalingMode::block_1x32;
+      const float scale = mx ? e8m0_to_f32(srow[c0 / bc]) : e4m3_to_f32(srow[c0 / bc]);
+      const float second = mx ? 1.0f : t;
+      const int64_t i0 = r * cols + c0;
+      if (q.dtype == DType::e2m1) {
+        for (int64_t c = 0; c < len; ++c) {
+          const int64_t i = i0 + c;
+          orow[(c0 + c) * out_col] = table[(d[i / 2] >> ((i % 2) * 4)) & 0xfu] * scale * second;
+        }
       } else {
-        orow[c * out_col] = table[code] * e4m3_to_f32(scode) * t;
+        for (int64_t c = 0; c < len; ++c) {
+          orow[(c0 + c) * out_col] = table[d[i0 + c]] * scale * second;
+        }
       }
     }
   }
