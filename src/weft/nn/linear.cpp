@@ -2,6 +2,7 @@
 
 #include "weft/kernels/activation.h"
 #include "weft/kernels/gemm.h"
+#include "weft/parallel/overlap/overlap.h"
 
 namespace weft::nn {
 
@@ -196,13 +197,16 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   Tensor dy = cfg_.gather_output ? parallel::backward(Mapping::gather_from_tp, g, dy_in) : dy_in;
   dy = parallel::gemm_input(ec, w.dtype(), dy, ws().grad_cast);
   // Quantized recipes: the dgrad GEMM's operands, and the wgrad GEMM's made
-  // from the high-precision tensors (wgrad_operands).
+  // from the high-precision tensors.
   using Op = parallel::GemmQuantizer::Operand;
   const Tensor dy_hp = dy;
   if (quantizer_) {
     w = quantizer_->operand(Op::weight, w, true, ctx);
     dy = quantizer_->operand(Op::grad_output, dy, false, ctx);
   }
+  // A GEMM with a collective in flight beside it leaves the configured cores
+  // to the transfer (overlap/config.h, comm_cores).
+  const ExecContext busy = parallel::overlap::beside_comm(ec, pc_->overlap.comm_cores());
   Tensor dx;
   if (cfg_.mode == Parallel::row) {
     // dx = gather(dy) · W, and the wgrad GEMM reads the same gathered dy.
@@ -248,7 +252,7 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   if (schedule == Schedule::gemm_reduce_scatter) dxs = parallel::scattered_shape(dxs, g);
   dx = ec.empty(dxs, dy.dtype(), MemoryTag::activations);
   comm::Work dgrad =
-      parallel::scheduled_gemm(ec,
+      parallel::scheduled_gemm(regather && bulk_wgrad ? busy : ec,
                                {.schedule = schedule,
                                 .group = g,
                                 .async = bulk_dgrad,
@@ -263,7 +267,9 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
     dy_w = quantizer_->operand(Op::grad_output, dy_hp, true, ctx);
     x_full = quantizer_->operand(Op::input, x_full, true, ctx);
   }
-  kernels::gemm(ec, dy_w, x_full, wgrad, {.trans_a = true, .accumulate = true});
+  const bool dgrad_in_flight = bulk_dgrad && schedule != Schedule::plain && g && g->size() > 1;
+  kernels::gemm(dgrad_in_flight ? busy : ec, dy_w, x_full, wgrad,
+                {.trans_a = true, .accumulate = true});
   if (cfg_.bias) kernels::bias_backward(ec, dy_hp, bias_.grad);
   source_->finalize_weight_grad(ctx, wgrad);
   dgrad.wait(ec);
