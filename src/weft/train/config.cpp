@@ -169,6 +169,27 @@ KeyDef optional_number_key(ConfigKey key, std::optional<double> TrainConfig::*m)
           [m](const TrainConfig& c) { return c.*m ? Json(*(c.*m)) : Json(nullptr); }};
 }
 
+// A setting of the precision recipe spelled as one of `names`.
+template <typename E>
+KeyDef enum_key(ConfigKey key, E parallel::Precision::*m,
+                std::vector<std::pair<std::string, E>> names) {
+  return {std::move(key),
+          [m, names](TrainConfig& c, const Json& v, const Where& w) {
+            std::vector<std::string> choices;
+            for (const auto& n : names) choices.push_back(n.first);
+            const std::string s = to_choice(v, w, choices);
+            for (const auto& [name, value] : names) {
+              if (name == s) c.precision.*m = value;
+            }
+          },
+          [m, names](const TrainConfig& c) {
+            for (const auto& [name, value] : names) {
+              if (c.precision.*m == value) return Json(name);
+            }
+            return Json(nullptr);
+          }};
+}
+
 KeyDef string_key(ConfigKey key, std::string TrainConfig::*m) {
   return {std::move(key),
           [m](TrainConfig& c, const Json& v, const Where& w) { c.*m = to_string(v, w); },
@@ -222,46 +243,28 @@ const std::vector<KeyDef>& key_defs() {
            if (!c.precision.quantized()) c.dtype = c.precision.gemm_input();
          },
          [](const TrainConfig& c) { return Json(parallel::recipe_name(c.precision.recipe)); }});
-    d.push_back({{"fp8-format", "hybrid|e4m3", "hybrid",
-                  "fp8-delayed / fp8-current: E4M3 forward and E5M2 gradients (hybrid) or E4M3 "
-                  "everywhere"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
-                   c.precision.fp8_format = to_choice(v, w, {"hybrid", "e4m3"}) == "hybrid"
-                                                ? parallel::Fp8Format::hybrid
-                                                : parallel::Fp8Format::e4m3;
-                 },
-                 [](const TrainConfig& c) {
-                   return Json(c.precision.fp8_format == parallel::Fp8Format::hybrid ? "hybrid"
-                                                                                     : "e4m3");
-                 }});
+    d.push_back(
+        enum_key({"fp8-format", "hybrid|e4m3", "hybrid",
+                  "fp8-delayed / fp8-current: E4M3 forward and E5M2 gradients (hybrid) "
+                  "or E4M3 everywhere"},
+                 &parallel::Precision::fp8_format,
+                 {{"hybrid", parallel::Fp8Format::hybrid}, {"e4m3", parallel::Fp8Format::e4m3}}));
     d.push_back(int_key(
         {"amax-history", "N", "1024", "fp8-delayed: amax history length"},
         [](auto& c) -> auto& { return c.precision.amax_history; }, 1));
-    d.push_back({{"amax-algo", "max|most_recent", "max",
-                  "fp8-delayed: scale by the history's maximum or its most recent amax"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
-                   c.precision.amax_algo = to_choice(v, w, {"max", "most_recent"}) == "max"
-                                               ? parallel::AmaxAlgo::max
-                                               : parallel::AmaxAlgo::most_recent;
-                 },
-                 [](const TrainConfig& c) {
-                   return Json(c.precision.amax_algo == parallel::AmaxAlgo::max ? "max"
-                                                                                : "most_recent");
-                 }});
+    d.push_back(enum_key(
+        {"amax-algo", "max|most_recent", "max",
+         "fp8-delayed: scale by the history's maximum or its most recent amax"},
+        &parallel::Precision::amax_algo,
+        {{"max", parallel::AmaxAlgo::max}, {"most_recent", parallel::AmaxAlgo::most_recent}}));
     d.push_back(int_key(
         {"fp8-margin", "N", "0", "fp8-delayed: scale = fp8_max / amax / 2^N (headroom for growth)"},
         [](auto& c) -> auto& { return c.precision.margin; }, 0));
-    d.push_back({{"amax-group", "tp|tp-dp", "tp",
-                  "fp8-delayed: reduce the amaxes over the TP group or over TP x DP (all ranks), "
-                  "once per step"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
-                   c.precision.amax_group = to_choice(v, w, {"tp", "tp-dp"}) == "tp"
-                                                ? parallel::AmaxGroup::tp
-                                                : parallel::AmaxGroup::tp_dp;
-                 },
-                 [](const TrainConfig& c) {
-                   return Json(c.precision.amax_group == parallel::AmaxGroup::tp ? "tp" : "tp-dp");
-                 }});
+    d.push_back(enum_key({"amax-group", "tp|tp-dp", "tp",
+                          "fp8-delayed: reduce the amaxes over the TP group or over TP x DP (all "
+                          "ranks), once per step"},
+                         &parallel::Precision::amax_group,
+                         {{"tp", parallel::AmaxGroup::tp}, {"tp-dp", parallel::AmaxGroup::tp_dp}}));
     d.push_back(int_key({"tp", "N", "", "tensor-parallel size"}, &TrainConfig::tp, 1));
     d.push_back({{"dp", "N", "auto", "data-parallel size (auto: world / tp under mpirun, else 1)"},
                  [](TrainConfig& c, const Json& v, const Where& w) {
