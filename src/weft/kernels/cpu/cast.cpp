@@ -95,18 +95,17 @@ inline void encode_rne(DType t, const float* x, float s, uint8_t* out, int64_t n
 
 // e2m1 with stochastic rounding: |v| between neighbours lo < hi rounds up
 // with probability (|v| - lo) / (hi - lo); beyond 6 saturates; NaN -> +6.
-constexpr std::array<float, 8> kE2M1Grid = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-
-uint8_t e2m1_stochastic(float v, float u) {
+// The grid's spacing is 0.5 below 2, 1 below 4 and 2 up to 6.
+inline uint8_t e2m1_stochastic(float v, float u) {
   if (std::isnan(v)) return 0x7;
   const uint8_t sign = std::signbit(v) ? 0x8 : 0x0;
   const float a = std::fabs(v);
   if (a >= 6.0f) return sign | 0x7;
-  uint8_t lo = 0;
-  while (lo < 7 && kE2M1Grid[lo + 1] <= a) ++lo;
-  const float below = kE2M1Grid[lo], above = kE2M1Grid[lo + 1];
-  const uint8_t code = (a - below) > u * (above - below) ? lo + 1 : lo;
-  return sign | code;
+  const float step = a < 2.0f ? 0.5f : a < 4.0f ? 1.0f : 2.0f;
+  const float below = std::floor(a / step) * step;  // exact: a power-of-two step
+  const float above = below + step;
+  const float pick = (a - below) > u * (above - below) ? above : below;
+  return sign | encode_one<1, 1, 0x7, 3, 0x7>(pick);
 }
 
 // The largest |x[i]| as f32 bits with the sign cleared: an integer maximum
