@@ -248,8 +248,8 @@ void reuse(Tensor& slot, const Shape& shape, DType dtype) {
 
 // Rows of the source taken per column-wise tile: a multiple of every block
 // length, so a tile's segments of xᵀ start at block boundaries.
-constexpr int64_t kTileRows = 32;
-constexpr int64_t kTileCols = 64;
+constexpr int64_t kTileRows = 128;
+constexpr int64_t kTileCols = 32;
 
 }  // namespace
 
