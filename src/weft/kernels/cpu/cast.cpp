@@ -79,7 +79,7 @@ inline uint8_t encode_one(float v) {
 
 // out[i] = encode(x[i] · s).
 template <int Man, int Bias, uint32_t MaxCode, int SignShift, uint32_t NanCode>
-inline void encode_scaled(const float* x, float s, uint8_t* out, int64_t n) {
+WEFT_CAST_CLONES void encode_scaled(const float* x, float s, uint8_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     out[i] = encode_one<Man, Bias, MaxCode, SignShift, NanCode>(x[i] * s);
 }
@@ -110,7 +110,7 @@ inline uint8_t e2m1_stochastic(float v, float u) {
 
 // The largest |x[i]| as f32 bits with the sign cleared: an integer maximum
 // (which vectorizes), ordered as the magnitudes are, with NaN above Inf.
-inline uint32_t abs_max_bits(const float* x, int64_t n) {
+WEFT_CAST_CLONES uint32_t abs_max_bits(const float* x, int64_t n) {
   uint32_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t a = std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu;
@@ -175,9 +175,8 @@ float nvfp4_encode_scale(uint8_t block_scale, const SegmentParams& p) {
 // the row's block scales `scales` (indexed by block: c0 / block + j). 16x16
 // tiles take their scale codes from `tile_scales` (the same indexing).
 // `stream` is the random-stream index of x[0]; consecutive elements follow.
-WEFT_CAST_CLONES void quantize_segment(const SegmentParams& p, const float* x, int64_t n,
-                                       int64_t c0, uint8_t* codes, uint8_t* scales,
-                                       const uint8_t* tile_scales, uint64_t stream) {
+void quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0, uint8_t* codes,
+                      uint8_t* scales, const uint8_t* tile_scales, uint64_t stream) {
   if (p.mode == ScalingMode::tensor) {
     encode_rne(p.dtype, x, p.scale, codes, n);
     return;
@@ -371,9 +370,11 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
       const uint8_t* tile_row =
           cfg.mode == ScalingMode::block_16x16 ? tiles.data() + (r / 16) * tc : nullptr;
       if (cfg.mode == ScalingMode::block_16x16) row_scales = nullptr;  // written below
-      quantize_segment(p, xr, cols, 0, codes.data(), row_scales, tile_row,
+      // fp8 codes go straight to the row; fp4 ones are packed from `codes`.
+      uint8_t* out = fp4 ? codes.data() : data + r * cols;
+      quantize_segment(p, xr, cols, 0, out, row_scales, tile_row,
                        cfg.offset + static_cast<uint64_t>(r * cols * elem_stride));
-      store_codes(cfg.dtype, codes.data(), cols, data, r * cols);
+      if (fp4) store_codes(cfg.dtype, codes.data(), cols, data, r * cols);
     }
     if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles.data(), tiles.size());
     if (!amax_first) {
