@@ -51,7 +51,7 @@ bool GemmQuantizer::columnwise_differs() const {
 }
 
 QuantizedTensor& GemmQuantizer::slot(Operand which, bool columnwise) {
-  return q_[index(which, columnwise)];
+  return pc_.workspace->quantize.quantized[index(which, columnwise)];
 }
 
 float GemmQuantizer::reduced_amax(float amax) const {
@@ -112,7 +112,7 @@ const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, 
         // transpose; its rows are the column-wise copy's.
         const auto signs = static_cast<uint16_t>(mix(pc_.seed, registry_.steps(), 0x5248ull));
         const Tensor xf = x.dtype() == DType::f32 ? x : x.to(DType::f32);
-        Tensor rht = ec.reuse(rht_, {cols, rows}, DType::f32);
+        Tensor rht = ec.reuse(pc_.workspace->quantize.hadamard, {cols, rows}, DType::f32);
         kernels::hadamard16_transpose(ec, xf, signs, rht);
         cfg.global_amax = reduced_amax(kernels::amax(ec, rht));
         QuantizedTensor t;
@@ -146,8 +146,8 @@ const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, 
 Tensor GemmQuantizer::operand(Operand which, const Tensor& x, bool columnwise, PassContext& pass) {
   const QuantizedTensor& q = quantized(which, x, columnwise, pass);
   const bool col = q.has_columnwise() && (columnwise || !q.has_rowwise());
-  Tensor out =
-      pc_.exec.reuse(out_[index(which, columnwise)], x.shape(), DType::f32, MemoryTag::activations);
+  Tensor out = pc_.exec.reuse(pc_.workspace->quantize.dequantized[index(which, columnwise)],
+                              x.shape(), DType::f32, MemoryTag::activations);
   kernels::dequantize(pc_.exec, q, col, out);
   return out;
 }

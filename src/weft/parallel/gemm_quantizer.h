@@ -25,6 +25,10 @@
 //                layers, as TE does).
 // Per-tensor and 16x16 scaling give both directions the same values.
 //
+// The quantized operands live in the context's Workspace (one slot per
+// operand and direction, shared by every Linear): valid until the next call
+// for the same operand and direction.
+//
 // operand() returns what the GEMM multiplies: on the CPU the quantized
 // operand dequantized to f32 in the input's layout (exact emulation). A GPU
 // backend takes quantized() instead and hands the data and scales to an FP8
@@ -79,9 +83,6 @@ class GemmQuantizer {
   ScalingRegistry& registry_;
   comm::ProcessGroup* group_;
   std::array<int, 3> ids_{-1, -1, -1};  // delayed scaling: the registry's tensor ids
-  std::array<QuantizedTensor, 6> q_;    // (operand, direction)
-  std::array<Tensor, 6> out_;           // their dequantized values
-  Tensor rht_;                          // the Hadamard-transformed transpose (nvfp4 wgrad)
 };
 
 }  // namespace weft::parallel
