@@ -1,16 +1,12 @@
-// Generalized tensor parallelism on the whole GPT, local backend: GTP 2 and
-// 4, at TP 1 and 2, with and without sequence parallelism, equal the model
-// at TP=1 without GTP — the loss, the logits, every parameter and every
-// gradient (through its ShardSpec, row padding included) and the global
-// gradient norm. The ranks of a gtp group take different samples (as
-// data-parallel ranks do); their shards' gradients are the group's mean, and
-// the replicated parameters' gradients are averaged over the group here, as
-// the trainer's gradient sync does. Shapes are unaligned on purpose:
-// vocabulary 257 and width 24 pad every shard.
+// Generalized tensor parallelism on the whole GPT, local backend
+// (gtp_cases.cpp): GTP 2 and 4 at TP 1 and 2, SP off/seq/batch, DP 1 and 2
+// equal TP=1 without GTP; a partition plan leaves weights out; one call
+// shards a built model.
 #include <gtest/gtest.h>
 
 #include "contexts.h"
 #include "testing.h"
+#include "tp_cases.h"
 #include "weft/comm/grid.h"
 #include "weft/comm/local.h"
 #include "weft/nn/gpt.h"
@@ -23,119 +19,22 @@
 namespace weft::nn {
 namespace {
 
-using weft::testing::close;
-using weft::testing::kF32;
-
-Tensor random_tokens(const Shape& shape, int64_t vocab, uint32_t seed) {
-  std::vector<int32_t> v(static_cast<size_t>(shape.numel()));
-  uint32_t s = seed;
-  for (auto& t : v) {
-    s = s * 1664525u + 1013904223u;
-    t = static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(vocab));
-  }
-  return Tensor::from_i32(shape, v);
-}
-
-GptConfig unaligned_config(int tp) {
-  GptConfig c;
-  c.vocab = 257;
-  c.vocab_pad = tp;  // 257 or 258 rows: no multiple of 16
-  c.seq = 8;
-  c.layers = 2;
-  c.width = 24;
-  c.heads = 4;
-  return c;
-}
-
-// A context over `tp` with GTP on over `gtp`.
-parallel::ContextPtr gtp_context(std::shared_ptr<comm::ProcessGroup> tp,
-                                 std::shared_ptr<comm::ProcessGroup> gtp, SequenceParallel sp,
-                                 parallel::gtp::Options options = {}) {
-  auto c = std::make_shared<parallel::ParallelContext>(*ctx_of(std::move(tp), sp, DType::f32, 5));
-  c->workspace = std::make_shared<parallel::Workspace>();
-  parallel::gtp::enable(*c, std::move(gtp), std::move(options));
-  return c;
-}
-
-void check_gpt(comm::ProcessGroup& world, int tp_size, int gtp_size, SequenceParallel sp) {
-  comm::Grid grid(world, "tp-gtp-dp", {{"tp", tp_size}, {"gtp", gtp_size}});
-  auto tp = grid.group_ptr("tp");
-  auto gtp = grid.group_ptr("gtp");
-  const GptConfig cfg = unaligned_config(tp_size);
-  const int64_t part = 2, B = part * gtp_size, T = 8;
-  Tensor tokens = random_tokens({B, T}, cfg.vocab, 1),
-         targets = random_tokens({B, T}, cfg.vocab, 2);
-
-  Gpt ref(ctx_of(nullptr, SequenceParallel::off, DType::f32, 5), cfg);
-  Ctx rctx;
-  const float ref_loss = ref.forward_loss(rctx, tokens, targets);
-  ref.backward_loss(rctx);
-  Ctx eval_ref(nullptr, false);
-  const Tensor ref_logits = ref.forward(eval_ref, tokens);
-
-  Gpt model(gtp_context(tp, gtp, sp), cfg);
-  // This gtp rank's samples; under batch SP each TP rank its share of them.
-  Tensor my_tokens = parallel::slice_along(tokens, 0, gtp->size(), gtp->rank());
-  Tensor my_targets = parallel::slice_along(targets, 0, gtp->size(), gtp->rank());
-  const Tensor part_logits = parallel::slice_along(
-      parallel::slice_along(ref_logits, 0, gtp->size(), gtp->rank()), -1, tp->size(), tp->rank());
-  if (sp == SequenceParallel::batch) {
-    my_tokens = parallel::slice_along(my_tokens, 0, tp->size(), tp->rank());
-    my_targets = parallel::slice_along(my_targets, 0, tp->size(), tp->rank());
-  }
-  for (int step = 0; step < 2; ++step) {  // the first records the chain, the second prefetches
-    SCOPED_TRACE(::testing::Message() << "pass " << step);
-    model.zero_grad();
-    Ctx ctx;
-    Tensor loss =
-        Tensor::from({1}, std::vector<float>{model.forward_loss(ctx, my_tokens, my_targets)});
-    gtp->all_reduce(loss, comm::ReduceOp::avg).wait();
-    EXPECT_NEAR(loss.item(0), ref_loss, 1e-5 * std::abs(ref_loss));
-    model.backward_loss(ctx);
-    model.context()->gtp_runtime->chain.drain();
-    std::vector<Parameter*> mine = model.parameters(), theirs = ref.parameters();
-    ASSERT_EQ(mine.size(), theirs.size());
-    int sharded = 0;
-    for (size_t i = 0; i < mine.size(); ++i) {
-      Parameter& p = *mine[i];
-      SCOPED_TRACE(p.name);
-      ASSERT_EQ(p.name, theirs[i]->name);
-      EXPECT_EQ(p.value.to_vector(), shard_of(p.spec, theirs[i]->value).to_vector());
-      Tensor g = p.grad.clone();
-      if (p.grad_sum_group) g = parallel::all_reduce_sum(*p.grad_sum_group, g);
-      if (p.spec.rows_split()) {
-        ++sharded;
-        EXPECT_EQ(p.spec.row_group, "gtp");
-      } else {
-        gtp->all_reduce(g, comm::ReduceOp::avg).wait();
-        p.grad.copy_from(g);  // for the norm below
-      }
-      EXPECT_TRUE(close(shard_of(p.spec, theirs[i]->grad), g, kF32, 1.0));
-    }
-    EXPECT_EQ(sharded, 1 + 4 * cfg.layers);  // wte and every Linear weight
-    const double norm = optim::global_grad_norm(mine, {{"tp", tp}, {"gtp", gtp}});
-    const double ref_norm = optim::global_grad_norm(theirs, {});
-    EXPECT_NEAR(norm, ref_norm, 1e-5 * ref_norm);
-  }
-  // Evaluation: this rank's vocabulary slice of its samples' logits.
-  if (sp != SequenceParallel::batch) {
-    Ctx eval(nullptr, false);
-    EXPECT_TRUE(close(part_logits, model.forward(eval, my_tokens), kF32, 1.0));
-  }
-  EXPECT_TRUE(model.context()->gtp_runtime->chain.recorded());
-}
+using testing::gtp_context;
+using testing::unaligned_config;
 
 struct Layout {
   int tp, gtp;
   SequenceParallel sp;
+  int dp = 1;
 };
 
 class GtpGpt : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(GtpGpt, EqualsTp1WithoutGtp) {
   const Layout l = GetParam();
-  comm::run_local(l.tp * l.gtp,
-                  [&](comm::ProcessGroup& world) { check_gpt(world, l.tp, l.gtp, l.sp); });
+  comm::run_local(l.tp * l.gtp * l.dp, [&](comm::ProcessGroup& world) {
+    testing::check_gtp_gpt(world, l.tp, l.gtp, l.sp);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -143,10 +42,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Layout{1, 2, SequenceParallel::off}, Layout{1, 4, SequenceParallel::off},
                       Layout{2, 2, SequenceParallel::off}, Layout{2, 2, SequenceParallel::seq},
                       Layout{2, 2, SequenceParallel::batch}, Layout{2, 4, SequenceParallel::off},
-                      Layout{2, 4, SequenceParallel::seq}),
+                      Layout{2, 4, SequenceParallel::seq}, Layout{1, 2, SequenceParallel::off, 2}),
     [](const auto& p) {
-      return "tp" + std::to_string(p.param.tp) + "_gtp" + std::to_string(p.param.gtp) + "_sp_" +
-             sequence_parallel_name(p.param.sp);
+      return "tp" + std::to_string(p.param.tp) + "_gtp" + std::to_string(p.param.gtp) + "_dp" +
+             std::to_string(p.param.dp) + "_sp_" + sequence_parallel_name(p.param.sp);
     });
 
 // A partition plan leaves weights out of GTP: they stay whole, replicated

@@ -99,7 +99,10 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Datase
   sampler_ = std::make_unique<Sampler>(data_, data_seed_, cfg_.sequences_per_step(dp_size()));
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  // The chain reports to shard_sync_, which goes before the model does.
+  if (const auto& gtp = model_->context()->gtp_runtime) gtp->chain.set_on_gradient_final({});
+}
 
 void Trainer::check_finite(double loss, double norm) const {
   const bool loss_bad = !std::isfinite(loss);
