@@ -230,10 +230,14 @@ int bench_gtp(const std::vector<std::string>& args) {
       if (one) j["vs_gtp1"] = static_cast<double>(r.total()) / static_cast<double>(one->total());
       std::cout << j.dump() << "\n";
     } else {
-      std::printf("%-5d %11.1f %11.1f %11.1f %11.1f %8.3fx %11.1f %11.1f %6s\n", r.gtp,
-                  mib(r.params), mib(r.grads), mib(r.optimizer), mib(r.total()),
-                  one ? static_cast<double>(r.total()) / static_cast<double>(one->total()) : 0.0,
-                  target, mib(r.cache), one ? (ok ? "yes" : "no") : "-");
+      // Without GTP 1 among the sizes there is nothing to compare with.
+      const std::string vs = one ? format("{:.3f}x", static_cast<double>(r.total()) /
+                                                         static_cast<double>(one->total()))
+                                 : "-";
+      const std::string per_n = one ? format("{:.1f}", target) : "-";
+      std::printf("%-5d %11.1f %11.1f %11.1f %11.1f %9s %11s %11.1f %6s\n", r.gtp, mib(r.params),
+                  mib(r.grads), mib(r.optimizer), mib(r.total()), vs.c_str(), per_n.c_str(),
+                  mib(r.cache), one ? (ok ? "yes" : "no") : "-");
     }
   }
   if (opts.flag_set("no-speed")) return 0;
