@@ -23,20 +23,6 @@ namespace weft::nn::testing {
 using weft::testing::close;
 using weft::testing::kF32;
 
-namespace {
-
-Tensor random_tokens(const Shape& shape, int64_t vocab, uint32_t seed) {
-  std::vector<int32_t> v(static_cast<size_t>(shape.numel()));
-  uint32_t s = seed;
-  for (auto& t : v) {
-    s = s * 1664525u + 1013904223u;
-    t = static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(vocab));
-  }
-  return Tensor::from_i32(shape, v);
-}
-
-}  // namespace
-
 GptConfig unaligned_config(int tp) {
   GptConfig c;
   c.vocab = 257;

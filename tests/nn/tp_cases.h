@@ -32,6 +32,9 @@ std::vector<TpCase> gpt_cases();     // gpt_cases.cpp
 
 inline void PrintTo(const TpCase& c, std::ostream* os) { *os << c.name; }
 
+// Token ids in [0, vocab) of `shape` from a fixed seed (gpt_cases.cpp).
+Tensor random_tokens(const Shape& shape, int64_t vocab, uint32_t seed);
+
 // Generalized tensor parallelism (gtp_cases.cpp): the GPT on a "tp-gtp-dp"
 // grid of the world at these TP and GTP sizes against TP=1 without GTP.
 void check_gtp_gpt(comm::ProcessGroup& world, int tp, int gtp, parallel::SequenceParallel sp);
