@@ -378,6 +378,13 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
                                     : q.dtype == DType::e5m2 ? e5m2_to_f32(b)
                                                              : e2m1_to_f32(b);
   }
+  // The decoded block scales: e8m0 (MXFP8) or e4m3 (NVFP4) codes.
+  std::array<float, 256> block_scale{};
+  for (int v = 0; v < 256; ++v) {
+    const auto b = static_cast<uint8_t>(v);
+    block_scale[static_cast<size_t>(v)] =
+        q.mode == ScalingMode::block_1x32 ? e8m0_to_f32(b) : e4m3_to_f32(b);
+  }
   // The stored matrix: (rows, cols) row-wise, (cols, rows) column-wise; its
   // element (i, j) goes to out (i, j), or to out (j, i) for the column-wise copy.
   const int64_t rows = columnwise ? q.cols : q.rows, cols = columnwise ? q.rows : q.cols;
@@ -396,9 +403,26 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
       for (int64_t c = 0; c < cols; ++c) orow[c * out_col] = table[drow[c]] * t;
       continue;
     }
-    // Block by block: one decoded scale per block.
+    // Block by block: one decoded scale per block; whole blocks of a
+    // row-wise copy by the vectorized loop.
     const uint8_t* srow = s + (r / br) * scale_cols;
-    for (int64_t c0 = 0; c0 < cols; c0 += bc) {
+    int64_t done = 0;
+    if (!columnwise) {
+      const int64_t blocks = cols / bc;
+      const float second = q.mode == ScalingMode::block_1x32 ? 1.0f : t;
+      if (q.mode == ScalingMode::block_1x32) {
+        dequant_blocks<32, false>(d, r * cols, table.data(), block_scale.data(), srow, second,
+                                  blocks, orow);
+      } else if (q.dtype == DType::e2m1) {
+        dequant_blocks<16, true>(d, r * cols, table.data(), block_scale.data(), srow, second,
+                                 blocks, orow);
+      } else {
+        dequant_blocks<16, false>(d, r * cols, table.data(), block_scale.data(), srow, second,
+                                  blocks, orow);
+      }
+      done = blocks * bc;
+    }
+    for (int64_t c0 = done; c0 < cols; c0 += bc) {
       const int64_t len = std::min(bc, cols - c0);
       // NVFP4 decodes (q · s_block) · (1/S), in that order (q · s_block is exact).
       const bool mx = q.mode == ScalingMode::block_1x32;

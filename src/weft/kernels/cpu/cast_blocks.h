@@ -205,6 +205,29 @@ WEFT_CAST_CLONES inline void pack_e2m1(const uint8_t* codes, int64_t n, uint8_t*
   }
 }
 
+// Decodes `blocks` full blocks of BC elements of a row: out[i] =
+// table[code_i] · block_scale[srow[block]] · second, codes one a byte, or
+// two a byte (e2m1, low nibble first) from element index i0 (even) of d.
+template <int BC, bool Fp4>
+WEFT_CAST_CLONES void dequant_blocks(const uint8_t* d, int64_t i0, const float* table,
+                                     const float* block_scale, const uint8_t* srow, float second,
+                                     int64_t blocks, float* out) {
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float scale = block_scale[srow[b]];
+    float* ob = out + b * BC;
+    if constexpr (Fp4) {
+      const uint8_t* db = d + (i0 + b * BC) / 2;
+      for (int k = 0; k < BC / 2; ++k) {
+        ob[2 * k] = table[db[k] & 0xfu] * scale * second;
+        ob[2 * k + 1] = table[db[k] >> 4] * scale * second;
+      }
+    } else {
+      const uint8_t* db = d + i0 + b * BC;
+      for (int c = 0; c < BC; ++c) ob[c] = table[db[c]] * scale * second;
+    }
+  }
+}
+
 // u[i] = uniform_at(seed, stream, i) for i < n (kernels/random.h): the
 // Philox blocks of the run computed side by side, `words` scratch of at least
 // n + 8 entries.
