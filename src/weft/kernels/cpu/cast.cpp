@@ -10,6 +10,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "weft/kernels/random.h"
 
 namespace weft::kernels::cpu {
@@ -171,6 +175,38 @@ void reuse(Tensor& slot, const Shape& shape, DType dtype) {
 constexpr int64_t kTileRows = 128;
 constexpr int64_t kTileCols = 32;
 
+#if defined(__x86_64__)
+// A full tile, transposed: t[c · kTileRows + r] = src[r · ld + c], by 8x8
+// blocks in registers.
+[[gnu::target("avx2")]] void transpose_tile_avx2(const float* src, int64_t ld, float* t) {
+  for (int64_t rb = 0; rb < kTileRows; rb += 8) {
+    for (int64_t cb = 0; cb < kTileCols; cb += 8) {
+      __m256 v[8], w[8];
+      for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(src + (rb + i) * ld + cb);
+      for (int i = 0; i < 8; i += 2) {
+        w[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+        w[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        v[i] = _mm256_shuffle_ps(w[i], w[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        v[i + 1] = _mm256_shuffle_ps(w[i], w[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        v[i + 2] = _mm256_shuffle_ps(w[i + 1], w[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        v[i + 3] = _mm256_shuffle_ps(w[i + 1], w[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      // v[0..3]: columns 0,1,2,3 (low lanes) / 4,5,6,7 (high) of rows 0-3; v[4..7] rows 4-7.
+      for (int j = 0; j < 4; ++j) {
+        float* lo = t + (cb + j) * kTileRows + rb;
+        float* hi = t + (cb + j + 4) * kTileRows + rb;
+        _mm256_storeu_ps(lo, _mm256_permute2f128_ps(v[j], v[j + 4], 0x20));
+        _mm256_storeu_ps(hi, _mm256_permute2f128_ps(v[j], v[j + 4], 0x31));
+      }
+    }
+  }
+}
+#else
+void transpose_tile_avx2(const float*, int64_t, float*) {}
+#endif
+
 }  // namespace
 
 float amax(const ExecContext& ec, const Tensor& x) {
@@ -327,13 +363,20 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
   const int64_t row_tiles = (rows + kTileRows - 1) / kTileRows;
   const int64_t col_tiles = (cols + kTileCols - 1) / kTileCols;
   const uint64_t col_stream = cfg.offset + static_cast<uint64_t>(rows * cols);
+#if defined(__x86_64__)
+  const bool avx2 = __builtin_cpu_supports("avx2");
+#else
+  const bool avx2 = false;
+#endif
 #pragma omp parallel for num_threads(ec.threads()) schedule(static) collapse(2)
   for (int64_t ct = 0; ct < col_tiles; ++ct) {
     for (int64_t rt = 0; rt < row_tiles; ++rt) {
       const int64_t r0 = rt * kTileRows, nr = std::min(kTileRows, rows - r0);
       const int64_t c0 = ct * kTileCols, nc = std::min(kTileCols, cols - c0);
       std::array<float, kTileRows * kTileCols> t{};
-      if (x.dtype() == DType::f32) {
+      if (x.dtype() == DType::f32 && nr == kTileRows && nc == kTileCols && avx2) {
+        transpose_tile_avx2(x.data<float>() + r0 * cols + c0, cols, t.data());
+      } else if (x.dtype() == DType::f32) {
         const float* src = x.data<float>() + r0 * cols + c0;
         for (int64_t r = 0; r < nr; ++r) {
           for (int64_t c = 0; c < nc; ++c)

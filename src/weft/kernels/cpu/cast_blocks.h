@@ -143,24 +143,65 @@ inline float e8m0_encode_scale(uint8_t e) {
 // fixed length per block so that both vectorize. Bit for bit as the scalar
 // per-block code in cast.cpp (which still takes ragged tails).
 
+// Blocks are taken kChunk at a time: their amaxes (a fixed-length loop
+// each), then their scales (one loop over the blocks, branch-free), then
+// their codes.
+constexpr int64_t kChunk = 64;
+
+// The block's largest |x| as bits (NaN above Inf), for N elements.
+template <int N>
+inline uint32_t max_abs_bits(const float* x) {
+  uint32_t m = 0;
+  for (int i = 0; i < N; ++i) {
+    const uint32_t a = std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+// The f32 amax of max_abs_bits m: NaN (the quiet NaN) when m is a NaN.
+inline float amax_of_bits(uint32_t m) {
+  return std::bit_cast<float>(m > 0x7f800000u ? 0x7fc00000u : m);
+}
+
+// e8m0_round_up(amax_of_bits(m) · inv_max) and e8m0_encode_scale of it,
+// branch-free (inv_max finite and positive).
+inline uint8_t e8m0_round_up_bits(uint32_t m, float inv_max) {
+  const uint32_t u = std::bit_cast<uint32_t>(amax_of_bits(m) * inv_max);
+  const uint32_t e = u >> 23, mantissa = u & 0x7fffffu;
+  const uint32_t inc = static_cast<uint32_t>(mantissa > 0) & static_cast<uint32_t>(e != 0xfe) &
+                       ~(static_cast<uint32_t>(e == 0) & static_cast<uint32_t>(mantissa <= 0x400000u));
+  uint32_t r = e + inc;
+  r = u == 0x7f800000u ? 0xfeu : r;  // Inf
+  r = m > 0x7f800000u ? 0xffu : r;   // NaN
+  return static_cast<uint8_t>(r);
+}
+
+inline float e8m0_encode_scale_bits(uint32_t e) {
+  return std::bit_cast<float>(e == 0 ? 0x3f800000u : (254u - e) << 23);
+}
+
 // MXFP8, blocks of 32: e8m0 scales into scales[0, blocks).
 template <int Man, int Bias, uint32_t MaxCode, int SignShift, uint32_t NanCode>
 WEFT_CAST_CLONES void mx_blocks(const float* x, int64_t blocks, float inv_max, uint8_t* codes,
                                 uint8_t* scales) {
-  for (int64_t b = 0; b < blocks; ++b) {
-    const float* xb = x + b * 32;
-    uint32_t m = 0;
-    for (int i = 0; i < 32; ++i) {
-      const uint32_t a = std::bit_cast<uint32_t>(xb[i]) & 0x7fffffffu;
-      m = a > m ? a : m;
+  for (int64_t b0 = 0; b0 < blocks; b0 += kChunk) {
+    const int64_t nb = std::min(kChunk, blocks - b0);
+    uint32_t m[kChunk];
+    float s[kChunk];
+    for (int64_t b = 0; b < nb; ++b) m[b] = max_abs_bits<32>(x + (b0 + b) * 32);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t e = e8m0_round_up_bits(m[b], inv_max);
+      scales[b0 + b] = e;
+      s[b] = e8m0_encode_scale_bits(e);
     }
-    const float amax =
-        m > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(m);
-    const uint8_t e = e8m0_round_up(amax * inv_max);
-    scales[b] = e;
-    const float s = e8m0_encode_scale(e);
-    uint8_t* cb = codes + b * 32;
-    for (int i = 0; i < 32; ++i) cb[i] = encode_one<Man, Bias, MaxCode, SignShift, NanCode>(xb[i] * s);
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* xb = x + (b0 + b) * 32;
+      uint8_t* cb = codes + (b0 + b) * 32;
+      for (int i = 0; i < 32; ++i) {
+        cb[i] = encode_one<Man, Bias, MaxCode, SignShift, NanCode>(xb[i] * s[b]);
+      }
+    }
   }
 }
 
@@ -171,29 +212,31 @@ WEFT_CAST_CLONES void mx_blocks(const float* x, int64_t blocks, float inv_max, u
 WEFT_CAST_CLONES inline void nv_blocks(const float* x, int64_t blocks, float s_enc,
                                        const float* enc_scale, const uint8_t* tile_scales,
                                        const float* u, uint8_t* codes, uint8_t* scales) {
-  for (int64_t b = 0; b < blocks; ++b) {
-    const float* xb = x + b * 16;
-    uint8_t sc = 0;
+  for (int64_t b0 = 0; b0 < blocks; b0 += kChunk) {
+    const int64_t nb = std::min(kChunk, blocks - b0);
+    uint8_t sc[kChunk];
     if (tile_scales != nullptr) {
-      sc = tile_scales[b];
+      for (int64_t b = 0; b < nb; ++b) sc[b] = tile_scales[b0 + b];
     } else {
-      uint32_t m = 0;
-      for (int i = 0; i < 16; ++i) {
-        const uint32_t a = std::bit_cast<uint32_t>(xb[i]) & 0x7fffffffu;
-        m = a > m ? a : m;
+      uint32_t m[kChunk];
+      for (int64_t b = 0; b < nb; ++b) m[b] = max_abs_bits<16>(x + (b0 + b) * 16);
+      for (int64_t b = 0; b < nb; ++b) {
+        sc[b] = encode_one<3, 7, 0x7e, 7, 0x7f>(amax_of_bits(m[b]) / 6.0f * s_enc);  // f32_to_e4m3
       }
-      const float amax =
-          m > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(m);
-      sc = encode_one<3, 7, 0x7e, 7, 0x7f>(amax / 6.0f * s_enc);  // f32_to_e4m3
     }
-    if (scales != nullptr) scales[b] = sc;
-    const float s = enc_scale[sc];
-    uint8_t* cb = codes + b * 16;
-    if (u != nullptr) {
-      const float* ub = u + b * 16;
-      for (int i = 0; i < 16; ++i) cb[i] = e2m1_stochastic(xb[i] * s, ub[i]);
-    } else {
-      for (int i = 0; i < 16; ++i) cb[i] = encode_one<1, 1, 0x7, 3, 0x7>(xb[i] * s);
+    if (scales != nullptr) {
+      for (int64_t b = 0; b < nb; ++b) scales[b0 + b] = sc[b];
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      const float s = enc_scale[sc[b]];
+      const float* xb = x + (b0 + b) * 16;
+      uint8_t* cb = codes + (b0 + b) * 16;
+      if (u != nullptr) {
+        const float* ub = u + (b0 + b) * 16;
+        for (int i = 0; i < 16; ++i) cb[i] = e2m1_stochastic(xb[i] * s, ub[i]);
+      } else {
+        for (int i = 0; i < 16; ++i) cb[i] = encode_one<1, 1, 0x7, 3, 0x7>(xb[i] * s);
+      }
     }
   }
 }
