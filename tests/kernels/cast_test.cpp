@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "testing.h"
+#include "weft/kernels/random.h"
 
 namespace weft::kernels {
 namespace {
@@ -288,6 +289,139 @@ TEST(Cast, BlockScalesAtBoundariesAndRaggedTails) {
   // NVFP4 with a group's amax larger than this shard's.
   const std::vector<float> x = spread_values(32, 32, 5, 16);
   expect_matches_reference(x, 32, 32, ScalingMode::block_1x16, DType::e2m1, 1.0f, 1e3f);
+}
+
+// Random f32 bit patterns with exponents in [-40, 40], FLT_MAX and zeros
+// sprinkled in (Inf and NaN: the edge tests): every block path (whole blocks and ragged tails, row-
+// and column-wise) against the reference.
+std::vector<float> random_values(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) {
+    const uint32_t u = gen();
+    const uint32_t e = 127 - 40 + (u >> 8) % 81;
+    v = std::bit_cast<float>((u & 0x807fffffu) | (e << 23));
+    if (u % 97 == 0) v = std::copysign(FLT_MAX, v);
+    if (u % 89 == 0) v = 0.0f;
+  }
+  return x;
+}
+
+TEST(Cast, BlockModesMatchTheReferenceOnRandomValues) {
+  struct Case {
+    ScalingMode mode;
+    DType t;
+    int64_t rows, cols;
+  };
+  const Case cases[] = {
+      {ScalingMode::block_1x32, DType::e4m3, 40, 200},
+      {ScalingMode::block_1x32, DType::e5m2, 64, 160},
+      {ScalingMode::block_1x32, DType::e4m3, 129, 35},
+      {ScalingMode::block_1x16, DType::e2m1, 48, 88},
+      {ScalingMode::block_1x16, DType::e2m1, 130, 64},
+      {ScalingMode::block_16x16, DType::e2m1, 50, 96},
+      {ScalingMode::block_16x16, DType::e2m1, 256, 40},
+  };
+  uint32_t seed = 1;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(scaling_mode_name(c.mode));
+    const std::vector<float> x = random_values(c.rows * c.cols, seed++);
+    expect_matches_reference(x, c.rows, c.cols, c.mode, c.t, 1.0f);
+    // The same with a group amax far above this tensor's (NVFP4).
+    if (c.t == DType::e2m1) expect_matches_reference(x, c.rows, c.cols, c.mode, c.t, 1.0f, 1e30f);
+  }
+}
+
+TEST(Cast, NaNInAWholeBlockPoisonsOnlyItsBlock) {
+  std::vector<float> x = spread_values(2, 64, 3, 32);
+  x[5] = std::numeric_limits<float>::quiet_NaN();  // block 0 of row 0
+  QuantizedTensor q;
+  quantize(ec, Tensor::from({2, 64}, x), {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3},
+           q);
+  const std::vector<uint8_t> sc = bytes_of(q.scale_inv);
+  EXPECT_EQ(sc[0], 0xff);
+  for (size_t b = 1; b < sc.size(); ++b) {
+    float m = 0;
+    for (size_t i = b * 32; i < b * 32 + 32; ++i) m = std::max(m, std::fabs(x[i]));
+    EXPECT_EQ(sc[b], mx_exponent(m, DType::e4m3)) << b;
+  }
+  EXPECT_EQ(codes_of(q.data, DType::e4m3, 128)[5] & 0x7f, 0x7f);
+  // NVFP4: the NaN block's scale code is NaN, and its codes all +6 (e2m1 has no NaN).
+  QuantizedTensor n;
+  quantize(ec, Tensor::from({2, 64}, x),
+           {.mode = ScalingMode::block_1x16, .dtype = DType::e2m1, .global_amax = 100.0f}, n);
+  EXPECT_EQ(bytes_of(n.scale_inv)[0] & 0x7f, 0x7f);
+  const std::vector<uint8_t> codes = codes_of(n.data, DType::e2m1, 128);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(codes[static_cast<size_t>(i)], 0x7) << i;
+  const Ref r = reference(std::vector<float>(x.begin() + 16, x.end()), 1, 112,
+                          ScalingMode::block_1x16, DType::e2m1, 1.0f, 100.0f);
+  EXPECT_EQ(std::vector<uint8_t>(codes.begin() + 16, codes.end()), r.codes);
+}
+
+// e2m1 stochastic rounding as the spec states it (a scalar, branchy rule).
+uint8_t e2m1_stochastic_ref(float v, float u) {
+  if (std::isnan(v)) return 0x7;
+  const uint8_t sign = std::signbit(v) ? 0x8 : 0x0;
+  const float a = std::fabs(v);
+  if (a >= 6.0f) return sign | 0x7;
+  const float step = a < 2.0f ? 0.5f : a < 4.0f ? 1.0f : 2.0f;
+  const float below = std::floor(a / step) * step;
+  const float above = below + step;
+  const float pick = (a - below) > u * (above - below) ? above : below;
+  return sign | f32_to_e2m1(pick);
+}
+
+TEST(Cast, StochasticCodesMatchTheScalarRule) {
+  const int64_t rows = 40, cols = 88;  // ragged blocks both ways
+  std::vector<float> x = random_values(rows * cols, 9);
+  for (size_t i = 0; i < x.size(); ++i) {
+    // Mostly values near the grid (a group amax of 448·6 makes S = 1).
+    if (i % 5 != 0) x[i] = std::ldexp(x[i], -std::ilogb(x[i]) + static_cast<int>(i % 4) - 1);
+  }
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  x[100] = -0.0f;
+  const float g = 448.0f * 6.0f;
+  QuantizeConfig cfg{.mode = ScalingMode::block_1x16,
+                     .dtype = DType::e2m1,
+                     .rowwise = true,
+                     .columnwise = true,
+                     .global_amax = g,
+                     .stochastic = true,
+                     .seed = 11,
+                     .offset = 3};
+  QuantizedTensor q;
+  quantize(ec, Tensor::from({rows, cols}, x), cfg, q);
+  const float s_enc = 448.0f * 6.0f / g, s_dec = 1.0f / s_enc;
+  // Row-wise element (r, c) draws offset + r·cols + c; column-wise (c, r)
+  // draws offset + rows·cols + c·rows + r.
+  auto expect = [&](const std::vector<float>& m, int64_t nr, int64_t nc, uint64_t base,
+                    const Tensor& data, const Tensor& scales) {
+    const std::vector<uint8_t> got = codes_of(data, DType::e2m1, nr * nc);
+    const std::vector<uint8_t> sc = bytes_of(scales);
+    const int64_t scols = (nc + 15) / 16;
+    int bad = 0;
+    for (int64_t r = 0; r < nr; ++r) {
+      for (int64_t c = 0; c < nc; ++c) {
+        const uint8_t code = sc[static_cast<size_t>(r * scols + c / 16)];
+        const float mul = std::min(1.0f / (e4m3_to_f32(code) * s_dec), FLT_MAX);
+        const float u = uniform_at(cfg.seed, base, static_cast<uint64_t>(r * nc + c));
+        const size_t k = static_cast<size_t>(r * nc + c);
+        bad += got[k] != e2m1_stochastic_ref(m[k] * mul, u);
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  };
+  expect(x, rows, cols, cfg.offset, q.data, q.scale_inv);
+  expect(transpose(x, rows, cols), cols, rows, cfg.offset + rows * cols, q.col_data,
+         q.col_scale_inv);
+  // The block scales themselves are the RNE ones.
+  std::vector<float> finite = x;
+  finite[7] = 0.0f;
+  const Ref r = reference(finite, rows, cols, ScalingMode::block_1x16, DType::e2m1, 1.0f, g);
+  std::vector<uint8_t> sc = bytes_of(q.scale_inv);
+  EXPECT_EQ(sc[0] & 0x7f, 0x7f);  // the NaN's block
+  sc[0] = r.scales[0];
+  EXPECT_EQ(sc, r.scales);
 }
 
 TEST(Cast, Mxfp8ExponentRoundsUpUnlessExact) {

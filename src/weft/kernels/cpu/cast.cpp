@@ -1,7 +1,5 @@
 #include "weft/kernels/cpu/cast.h"
 
-#include "weft/kernels/cpu/cast_blocks.h"
-
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -9,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#include "weft/kernels/cpu/cast_blocks.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -20,7 +20,6 @@
 #define WEFT_CAST_CLONES
 #endif
 
-
 namespace weft::kernels::cpu::cast_detail {
 
 // ---- element encoding ------------------------------------------------------
@@ -102,8 +101,8 @@ inline uint8_t e2m1_stochastic(float v, float u) {
   // difference of two finite values (zero only when they are equal).
   const float diff = (r - below) - u * (above - below);
   const uint32_t up = 0u - static_cast<uint32_t>(std::bit_cast<int32_t>(diff) > 0);
-  const float pick =
-      std::bit_cast<float>((std::bit_cast<uint32_t>(above) & up) | (std::bit_cast<uint32_t>(below) & ~up));
+  const float pick = std::bit_cast<float>((std::bit_cast<uint32_t>(above) & up) |
+                                          (std::bit_cast<uint32_t>(below) & ~up));
   // pick >= 0: its code has no sign bit.
   uint32_t code = encode_one<1, 1, 0x7, 3, 0x7>(pick);
   code = (code & small) | (0x7u & ~small) | ((bits >> 31) << 3);
@@ -134,7 +133,6 @@ inline float e8m0_encode_scale(uint8_t e) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
-
 
 // ---- whole blocks ------------------------------------------------------------
 //
@@ -169,8 +167,9 @@ inline float amax_of_bits(uint32_t m) {
 inline uint8_t e8m0_round_up_bits(uint32_t m, float inv_max) {
   const uint32_t u = std::bit_cast<uint32_t>(amax_of_bits(m) * inv_max);
   const uint32_t e = u >> 23, mantissa = u & 0x7fffffu;
-  const uint32_t inc = static_cast<uint32_t>(mantissa > 0) & static_cast<uint32_t>(e != 0xfe) &
-                       ~(static_cast<uint32_t>(e == 0) & static_cast<uint32_t>(mantissa <= 0x400000u));
+  const uint32_t inc =
+      static_cast<uint32_t>(mantissa > 0) & static_cast<uint32_t>(e != 0xfe) &
+      ~(static_cast<uint32_t>(e == 0) & static_cast<uint32_t>(mantissa <= 0x400000u));
   uint32_t r = e + inc;
   r = u == 0x7f800000u ? 0xfeu : r;  // Inf
   r = m > 0x7f800000u ? 0xffu : r;   // NaN
@@ -282,8 +281,7 @@ WEFT_CAST_CLONES inline void uniforms(uint64_t seed, uint64_t stream, int64_t n,
   const auto k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   for (int64_t k = 0; k < blocks; ++k) {
     const uint64_t blk = first + static_cast<uint64_t>(k);
-    uint32_t c0 = static_cast<uint32_t>(blk), c1 = static_cast<uint32_t>(blk >> 32), c2 = 0,
-             c3 = 0;
+    uint32_t c0 = static_cast<uint32_t>(blk), c1 = static_cast<uint32_t>(blk >> 32), c2 = 0, c3 = 0;
     uint32_t key0 = k0, key1 = k1;
     for (int round = 0; round < 10; ++round) {
       if (round > 0) {
