@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -11,6 +14,24 @@
 
 #include "testing.h"
 #include "weft/kernels/random.h"
+
+// The block kernels of kernels/cpu/cast_blocks.h compiled for AVX2 alone, in
+// a namespace of their own: the library dispatches to its best variant
+// (AVX-512 here), so the AVX2 one is checked against it directly on any x86
+// machine that has AVX2.
+#if defined(__x86_64__)
+#define WEFT_NO_MULTIVERSIONING
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace cast_avx2 {
+using namespace ::weft;  // NOLINT: the header names weft's types unqualified
+// NOLINTNEXTLINE(bugprone-suspicious-include)
+#include "weft/kernels/cpu/cast_blocks.h"
+}  // namespace cast_avx2
+#pragma GCC pop_options
+#undef WEFT_NO_MULTIVERSIONING
+#define WEFT_CAST_AVX2_VARIANT 1
+#endif
 
 namespace weft::kernels {
 namespace {
@@ -561,6 +582,107 @@ TEST(Cast, RejectsMismatchedModesAndOddFp4Rows) {
   EXPECT_THROW(quantize(ec, Tensor::zeros({2, 32}),
                         {.mode = ScalingMode::tensor, .dtype = DType::e4m3, .stochastic = true}, q),
                Error);
+}
+
+TEST(Cast, Avx2BlockKernelsMatchTheLibrary) {
+#if !defined(WEFT_CAST_AVX2_VARIANT)
+  GTEST_SKIP() << "not an x86 build";
+#else
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this processor";
+  namespace k = cast_avx2::weft::kernels::cpu::cast_detail;
+  const int64_t cols = 192;  // 6 blocks of 32, 12 of 16
+  std::vector<float> x = random_values(cols, 5);
+  x[40] = std::numeric_limits<float>::quiet_NaN();
+  x[70] = std::numeric_limits<float>::infinity();
+  x[150] = -std::numeric_limits<float>::infinity();
+  x[3] = -0.0f;
+  const Tensor xt = Tensor::from({1, cols}, x);
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * 4);
+    return b;
+  };
+  for (DType t : {DType::e4m3, DType::e5m2}) {
+    SCOPED_TRACE(dtype_name(t));
+    QuantizedTensor q;
+    quantize(ec, xt, {.mode = ScalingMode::block_1x32, .dtype = t}, q);
+    std::vector<uint8_t> codes(cols), scales(6);
+    if (t == DType::e4m3) {
+      k::mx_blocks<3, 7, 0x7e, 7, 0x7f>(x.data(), 6, 1.0f / dtype_max(t), codes.data(),
+                                        scales.data());
+    } else {
+      k::mx_blocks<2, 15, 0x7b, 7, 0x7f>(x.data(), 6, 1.0f / dtype_max(t), codes.data(),
+                                         scales.data());
+    }
+    EXPECT_EQ(codes, bytes_of(q.data));
+    EXPECT_EQ(scales, bytes_of(q.scale_inv));
+    std::vector<float> table(256), block_scale(256), out(cols);
+    for (int c = 0; c < 256; ++c) {
+      table[static_cast<size_t>(c)] = decode(t, static_cast<uint8_t>(c));
+      block_scale[static_cast<size_t>(c)] = e8m0_to_f32(static_cast<uint8_t>(c));
+    }
+    k::dequant_blocks<32, false>(codes.data(), 0, table.data(), block_scale.data(), scales.data(),
+                                 1.0f, 6, out.data());
+    Tensor back = Tensor::empty({1, cols});
+    dequantize(ec, q, false, back);
+    EXPECT_EQ(bits(out), bits(back.to_vector()));
+  }
+  const float g = 1000.0f, s_enc = 448.0f * 6.0f / g, s_dec = 1.0f / s_enc;
+  std::vector<float> enc(256), table(256), block_scale(256);
+  for (int c = 0; c < 256; ++c) {
+    const auto b = static_cast<uint8_t>(c);
+    enc[static_cast<size_t>(c)] = std::min(1.0f / (e4m3_to_f32(b) * s_dec), FLT_MAX);
+    table[static_cast<size_t>(c)] = e2m1_to_f32(b);
+    block_scale[static_cast<size_t>(c)] = e4m3_to_f32(b);
+  }
+  for (bool stochastic : {false, true}) {
+    SCOPED_TRACE(stochastic ? "stochastic" : "rne");
+    QuantizedTensor q;
+    quantize(ec, xt,
+             {.mode = ScalingMode::block_1x16,
+              .dtype = DType::e2m1,
+              .global_amax = g,
+              .stochastic = stochastic,
+              .seed = 3,
+              .offset = 5},
+             q);
+    std::vector<float> u(cols);
+    std::vector<uint32_t> words(cols + 8);
+    k::uniforms(3, 5, cols, words.data(), u.data());
+    for (int64_t i = 0; i < cols; ++i) {
+      ASSERT_EQ(u[static_cast<size_t>(i)], uniform_at(3, 5, static_cast<uint64_t>(i))) << i;
+    }
+    std::vector<uint8_t> codes(cols), scales(12), packed(cols / 2);
+    k::nv_blocks(x.data(), 12, s_enc, enc.data(), nullptr, stochastic ? u.data() : nullptr,
+                 codes.data(), scales.data());
+    k::pack_e2m1(codes.data(), cols, packed.data());
+    EXPECT_EQ(packed, bytes_of(q.data));
+    EXPECT_EQ(scales, bytes_of(q.scale_inv));
+    // 16x16 tiles: the scales given.
+    std::vector<uint8_t> tiled(cols);
+    k::nv_blocks(x.data(), 12, s_enc, enc.data(), scales.data(), stochastic ? u.data() : nullptr,
+                 tiled.data(), nullptr);
+    EXPECT_EQ(tiled, codes);
+    std::vector<float> out(cols);
+    k::dequant_blocks<16, true>(packed.data(), 0, table.data(), block_scale.data(), scales.data(),
+                                s_dec, 12, out.data());
+    Tensor back = Tensor::empty({1, cols});
+    dequantize(ec, q, false, back);
+    EXPECT_EQ(bits(out), bits(back.to_vector()));
+  }
+  // The stochastic rule itself on edges and random draws.
+  std::mt19937 gen(3);
+  int bad = 0;
+  for (float v : format_edges(DType::e2m1)) {
+    for (int d = 0; d < 64; ++d) {
+      const float w = v * (1.0f + static_cast<float>(d) / 64.0f);
+      const float uu = bits_to_uniform(static_cast<uint32_t>(gen()));
+      bad += k::e2m1_stochastic(w, uu) != e2m1_stochastic_ref(w, uu);
+    }
+  }
+  bad += k::e2m1_stochastic(std::numeric_limits<float>::quiet_NaN(), 0.5f) != 0x7;
+  EXPECT_EQ(bad, 0);
+#endif
 }
 
 }  // namespace
