@@ -443,7 +443,11 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
     float* orow = o + r * out_row;
     if (q.mode == ScalingMode::tensor) {
       const uint8_t* drow = d + r * cols;
-      for (int64_t c = 0; c < cols; ++c) orow[c * out_col] = table[drow[c]] * t;
+      if (columnwise) {
+        for (int64_t c = 0; c < cols; ++c) orow[c * out_col] = table[drow[c]] * t;
+      } else {
+        dequant_tensor(drow, table.data(), t, cols, orow);
+      }
       continue;
     }
     // Block by block: one decoded scale per block; whole blocks of a

@@ -270,6 +270,12 @@ WEFT_CAST_CLONES void dequant_blocks(const uint8_t* d, int64_t i0, const float* 
   }
 }
 
+// out[i] = table[d[i]] · t for i < n: per-tensor decoding.
+WEFT_CAST_CLONES inline void dequant_tensor(const uint8_t* d, const float* table, float t,
+                                            int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = table[d[i]] * t;
+}
+
 // u[i] = uniform_at(seed, stream, i) for i < n (kernels/random.h): the
 // Philox blocks of the run computed side by side, `words` scratch of at least
 // n + 8 entries.
