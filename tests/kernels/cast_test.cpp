@@ -2,14 +2,36 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "testing.h"
+#include "weft/kernels/random.h"
+
+// The block kernels of kernels/cpu/cast_blocks.h compiled for AVX2 alone, in
+// a namespace of their own: the library dispatches to its best variant
+// (AVX-512 here), so the AVX2 one is checked against it directly on any x86
+// machine that has AVX2.
+#if defined(__x86_64__)
+#define WEFT_NO_MULTIVERSIONING
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace cast_avx2 {
+using namespace ::weft;  // NOLINT: the header names weft's types unqualified
+// NOLINTNEXTLINE(bugprone-suspicious-include)
+#include "weft/kernels/cpu/cast_blocks.h"
+}  // namespace cast_avx2
+#pragma GCC pop_options
+#undef WEFT_NO_MULTIVERSIONING
+#define WEFT_CAST_AVX2_VARIANT 1
+#endif
 
 namespace weft::kernels {
 namespace {
@@ -290,6 +312,139 @@ TEST(Cast, BlockScalesAtBoundariesAndRaggedTails) {
   expect_matches_reference(x, 32, 32, ScalingMode::block_1x16, DType::e2m1, 1.0f, 1e3f);
 }
 
+// Random f32 bit patterns with exponents in [-40, 40], FLT_MAX and zeros
+// sprinkled in (Inf and NaN: the edge tests): every block path (whole blocks and ragged tails, row-
+// and column-wise) against the reference.
+std::vector<float> random_values(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) {
+    const uint32_t u = gen();
+    const uint32_t e = 127 - 40 + (u >> 8) % 81;
+    v = std::bit_cast<float>((u & 0x807fffffu) | (e << 23));
+    if (u % 97 == 0) v = std::copysign(FLT_MAX, v);
+    if (u % 89 == 0) v = 0.0f;
+  }
+  return x;
+}
+
+TEST(Cast, BlockModesMatchTheReferenceOnRandomValues) {
+  struct Case {
+    ScalingMode mode;
+    DType t;
+    int64_t rows, cols;
+  };
+  const Case cases[] = {
+      {ScalingMode::block_1x32, DType::e4m3, 40, 200},
+      {ScalingMode::block_1x32, DType::e5m2, 64, 160},
+      {ScalingMode::block_1x32, DType::e4m3, 129, 35},
+      {ScalingMode::block_1x16, DType::e2m1, 48, 88},
+      {ScalingMode::block_1x16, DType::e2m1, 130, 64},
+      {ScalingMode::block_16x16, DType::e2m1, 50, 96},
+      {ScalingMode::block_16x16, DType::e2m1, 256, 40},
+  };
+  uint32_t seed = 1;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(scaling_mode_name(c.mode));
+    const std::vector<float> x = random_values(c.rows * c.cols, seed++);
+    expect_matches_reference(x, c.rows, c.cols, c.mode, c.t, 1.0f);
+    // The same with a group amax far above this tensor's (NVFP4).
+    if (c.t == DType::e2m1) expect_matches_reference(x, c.rows, c.cols, c.mode, c.t, 1.0f, 1e30f);
+  }
+}
+
+TEST(Cast, NaNInAWholeBlockPoisonsOnlyItsBlock) {
+  std::vector<float> x = spread_values(2, 64, 3, 32);
+  x[5] = std::numeric_limits<float>::quiet_NaN();  // block 0 of row 0
+  QuantizedTensor q;
+  quantize(ec, Tensor::from({2, 64}, x), {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3},
+           q);
+  const std::vector<uint8_t> sc = bytes_of(q.scale_inv);
+  EXPECT_EQ(sc[0], 0xff);
+  for (size_t b = 1; b < sc.size(); ++b) {
+    float m = 0;
+    for (size_t i = b * 32; i < b * 32 + 32; ++i) m = std::max(m, std::fabs(x[i]));
+    EXPECT_EQ(sc[b], mx_exponent(m, DType::e4m3)) << b;
+  }
+  EXPECT_EQ(codes_of(q.data, DType::e4m3, 128)[5] & 0x7f, 0x7f);
+  // NVFP4: the NaN block's scale code is NaN, and its codes all +6 (e2m1 has no NaN).
+  QuantizedTensor n;
+  quantize(ec, Tensor::from({2, 64}, x),
+           {.mode = ScalingMode::block_1x16, .dtype = DType::e2m1, .global_amax = 100.0f}, n);
+  EXPECT_EQ(bytes_of(n.scale_inv)[0] & 0x7f, 0x7f);
+  const std::vector<uint8_t> codes = codes_of(n.data, DType::e2m1, 128);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(codes[static_cast<size_t>(i)], 0x7) << i;
+  const Ref r = reference(std::vector<float>(x.begin() + 16, x.end()), 1, 112,
+                          ScalingMode::block_1x16, DType::e2m1, 1.0f, 100.0f);
+  EXPECT_EQ(std::vector<uint8_t>(codes.begin() + 16, codes.end()), r.codes);
+}
+
+// e2m1 stochastic rounding as the spec states it (a scalar, branchy rule).
+uint8_t e2m1_stochastic_ref(float v, float u) {
+  if (std::isnan(v)) return 0x7;
+  const uint8_t sign = std::signbit(v) ? 0x8 : 0x0;
+  const float a = std::fabs(v);
+  if (a >= 6.0f) return sign | 0x7;
+  const float step = a < 2.0f ? 0.5f : a < 4.0f ? 1.0f : 2.0f;
+  const float below = std::floor(a / step) * step;
+  const float above = below + step;
+  const float pick = (a - below) > u * (above - below) ? above : below;
+  return sign | f32_to_e2m1(pick);
+}
+
+TEST(Cast, StochasticCodesMatchTheScalarRule) {
+  const int64_t rows = 40, cols = 88;  // ragged blocks both ways
+  std::vector<float> x = random_values(rows * cols, 9);
+  for (size_t i = 0; i < x.size(); ++i) {
+    // Mostly values near the grid (a group amax of 448·6 makes S = 1).
+    if (i % 5 != 0) x[i] = std::ldexp(x[i], -std::ilogb(x[i]) + static_cast<int>(i % 4) - 1);
+  }
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  x[100] = -0.0f;
+  const float g = 448.0f * 6.0f;
+  QuantizeConfig cfg{.mode = ScalingMode::block_1x16,
+                     .dtype = DType::e2m1,
+                     .rowwise = true,
+                     .columnwise = true,
+                     .global_amax = g,
+                     .stochastic = true,
+                     .seed = 11,
+                     .offset = 3};
+  QuantizedTensor q;
+  quantize(ec, Tensor::from({rows, cols}, x), cfg, q);
+  const float s_enc = 448.0f * 6.0f / g, s_dec = 1.0f / s_enc;
+  // Row-wise element (r, c) draws offset + r·cols + c; column-wise (c, r)
+  // draws offset + rows·cols + c·rows + r.
+  auto expect = [&](const std::vector<float>& m, int64_t nr, int64_t nc, uint64_t base,
+                    const Tensor& data, const Tensor& scales) {
+    const std::vector<uint8_t> got = codes_of(data, DType::e2m1, nr * nc);
+    const std::vector<uint8_t> sc = bytes_of(scales);
+    const int64_t scols = (nc + 15) / 16;
+    int bad = 0;
+    for (int64_t r = 0; r < nr; ++r) {
+      for (int64_t c = 0; c < nc; ++c) {
+        const uint8_t code = sc[static_cast<size_t>(r * scols + c / 16)];
+        const float mul = std::min(1.0f / (e4m3_to_f32(code) * s_dec), FLT_MAX);
+        const float u = uniform_at(cfg.seed, base, static_cast<uint64_t>(r * nc + c));
+        const size_t k = static_cast<size_t>(r * nc + c);
+        bad += got[k] != e2m1_stochastic_ref(m[k] * mul, u);
+      }
+    }
+    EXPECT_EQ(bad, 0);
+  };
+  expect(x, rows, cols, cfg.offset, q.data, q.scale_inv);
+  expect(transpose(x, rows, cols), cols, rows, cfg.offset + rows * cols, q.col_data,
+         q.col_scale_inv);
+  // The block scales themselves are the RNE ones.
+  std::vector<float> finite = x;
+  finite[7] = 0.0f;
+  const Ref r = reference(finite, rows, cols, ScalingMode::block_1x16, DType::e2m1, 1.0f, g);
+  std::vector<uint8_t> sc = bytes_of(q.scale_inv);
+  EXPECT_EQ(sc[0] & 0x7f, 0x7f);  // the NaN's block
+  sc[0] = r.scales[0];
+  EXPECT_EQ(sc, r.scales);
+}
+
 TEST(Cast, Mxfp8ExponentRoundsUpUnlessExact) {
   // One block of 32 whose amax is `a`: the scale is the smallest power of
   // two that keeps a / scale <= 448.
@@ -427,6 +582,107 @@ TEST(Cast, RejectsMismatchedModesAndOddFp4Rows) {
   EXPECT_THROW(quantize(ec, Tensor::zeros({2, 32}),
                         {.mode = ScalingMode::tensor, .dtype = DType::e4m3, .stochastic = true}, q),
                Error);
+}
+
+TEST(Cast, Avx2BlockKernelsMatchTheLibrary) {
+#if !defined(WEFT_CAST_AVX2_VARIANT)
+  GTEST_SKIP() << "not an x86 build";
+#else
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this processor";
+  namespace k = cast_avx2::weft::kernels::cpu::cast_detail;
+  const int64_t cols = 192;  // 6 blocks of 32, 12 of 16
+  std::vector<float> x = random_values(cols, 5);
+  x[40] = std::numeric_limits<float>::quiet_NaN();
+  x[70] = std::numeric_limits<float>::infinity();
+  x[150] = -std::numeric_limits<float>::infinity();
+  x[3] = -0.0f;
+  const Tensor xt = Tensor::from({1, cols}, x);
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * 4);
+    return b;
+  };
+  for (DType t : {DType::e4m3, DType::e5m2}) {
+    SCOPED_TRACE(dtype_name(t));
+    QuantizedTensor q;
+    quantize(ec, xt, {.mode = ScalingMode::block_1x32, .dtype = t}, q);
+    std::vector<uint8_t> codes(cols), scales(6);
+    if (t == DType::e4m3) {
+      k::mx_blocks<3, 7, 0x7e, 7, 0x7f>(x.data(), 6, 1.0f / dtype_max(t), codes.data(),
+                                        scales.data());
+    } else {
+      k::mx_blocks<2, 15, 0x7b, 7, 0x7f>(x.data(), 6, 1.0f / dtype_max(t), codes.data(),
+                                         scales.data());
+    }
+    EXPECT_EQ(codes, bytes_of(q.data));
+    EXPECT_EQ(scales, bytes_of(q.scale_inv));
+    std::vector<float> table(256), block_scale(256), out(cols);
+    for (int c = 0; c < 256; ++c) {
+      table[static_cast<size_t>(c)] = decode(t, static_cast<uint8_t>(c));
+      block_scale[static_cast<size_t>(c)] = e8m0_to_f32(static_cast<uint8_t>(c));
+    }
+    k::dequant_blocks<32, false>(codes.data(), 0, table.data(), block_scale.data(), scales.data(),
+                                 1.0f, 6, out.data());
+    Tensor back = Tensor::empty({1, cols});
+    dequantize(ec, q, false, back);
+    EXPECT_EQ(bits(out), bits(back.to_vector()));
+  }
+  const float g = 1000.0f, s_enc = 448.0f * 6.0f / g, s_dec = 1.0f / s_enc;
+  std::vector<float> enc(256), table(256), block_scale(256);
+  for (int c = 0; c < 256; ++c) {
+    const auto b = static_cast<uint8_t>(c);
+    enc[static_cast<size_t>(c)] = std::min(1.0f / (e4m3_to_f32(b) * s_dec), FLT_MAX);
+    table[static_cast<size_t>(c)] = e2m1_to_f32(b);
+    block_scale[static_cast<size_t>(c)] = e4m3_to_f32(b);
+  }
+  for (bool stochastic : {false, true}) {
+    SCOPED_TRACE(stochastic ? "stochastic" : "rne");
+    QuantizedTensor q;
+    quantize(ec, xt,
+             {.mode = ScalingMode::block_1x16,
+              .dtype = DType::e2m1,
+              .global_amax = g,
+              .stochastic = stochastic,
+              .seed = 3,
+              .offset = 5},
+             q);
+    std::vector<float> u(cols);
+    std::vector<uint32_t> words(cols + 8);
+    k::uniforms(3, 5, cols, words.data(), u.data());
+    for (int64_t i = 0; i < cols; ++i) {
+      ASSERT_EQ(u[static_cast<size_t>(i)], uniform_at(3, 5, static_cast<uint64_t>(i))) << i;
+    }
+    std::vector<uint8_t> codes(cols), scales(12), packed(cols / 2);
+    k::nv_blocks(x.data(), 12, s_enc, enc.data(), nullptr, stochastic ? u.data() : nullptr,
+                 codes.data(), scales.data());
+    k::pack_e2m1(codes.data(), cols, packed.data());
+    EXPECT_EQ(packed, bytes_of(q.data));
+    EXPECT_EQ(scales, bytes_of(q.scale_inv));
+    // 16x16 tiles: the scales given.
+    std::vector<uint8_t> tiled(cols);
+    k::nv_blocks(x.data(), 12, s_enc, enc.data(), scales.data(), stochastic ? u.data() : nullptr,
+                 tiled.data(), nullptr);
+    EXPECT_EQ(tiled, codes);
+    std::vector<float> out(cols);
+    k::dequant_blocks<16, true>(packed.data(), 0, table.data(), block_scale.data(), scales.data(),
+                                s_dec, 12, out.data());
+    Tensor back = Tensor::empty({1, cols});
+    dequantize(ec, q, false, back);
+    EXPECT_EQ(bits(out), bits(back.to_vector()));
+  }
+  // The stochastic rule itself on edges and random draws.
+  std::mt19937 gen(3);
+  int bad = 0;
+  for (float v : format_edges(DType::e2m1)) {
+    for (int d = 0; d < 64; ++d) {
+      const float w = v * (1.0f + static_cast<float>(d) / 64.0f);
+      const float uu = bits_to_uniform(static_cast<uint32_t>(gen()));
+      bad += k::e2m1_stochastic(w, uu) != e2m1_stochastic_ref(w, uu);
+    }
+  }
+  bad += k::e2m1_stochastic(std::numeric_limits<float>::quiet_NaN(), 0.5f) != 0x7;
+  EXPECT_EQ(bad, 0);
+#endif
 }
 
 }  // namespace

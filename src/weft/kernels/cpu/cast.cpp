@@ -8,74 +8,19 @@
 #include <cstring>
 #include <vector>
 
-#include "weft/kernels/random.h"
+#include "weft/kernels/cpu/cast_blocks.h"
 
-#if defined(__x86_64__) && !defined(WEFT_NO_MULTIVERSIONING)
-#define WEFT_CAST_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
-#else
-#define WEFT_CAST_CLONES
+#if defined(__x86_64__)
+#include <immintrin.h>
 #endif
+
+#include "weft/kernels/random.h"
 
 namespace weft::kernels::cpu {
 
 namespace {
 
-// ---- element encoding ------------------------------------------------------
-//
-// A branch-free round-to-nearest-even encoder over f32 bits, so the loops
-// vectorize: normal results round the f32 significand to the format's
-// mantissa bits with integer arithmetic (a carry moves into the exponent by
-// itself); results below the format's smallest normal are rounded by the FPU,
-// adding a power of two whose spacing is the format's subnormal spacing.
-// Codes beyond the largest finite one (Inf included) saturate; NaN maps to
-// the format's NaN (e2m1 has none: +max). Bit for bit as dtype.h's converters
-// (the tests compare them exhaustively over e4m3/e5m2/e2m1 boundaries).
-struct Format {
-  int man;            // mantissa bits
-  int bias;           // exponent bias
-  uint32_t max_code;  // largest finite magnitude code
-  int sign_shift;     // 7 for fp8, 3 for fp4
-  uint32_t nan;       // the code NaN becomes (sign added for fp8)
-};
-
-constexpr Format kE4M3{3, 7, 0x7e, 7, 0x7f};
-constexpr Format kE5M2{2, 15, 0x7b, 7, 0x7f};
-constexpr Format kE2M1{1, 1, 0x7, 3, 0x7};
-
-const Format& format_of(DType t) {
-  switch (t) {
-    case DType::e4m3: return kE4M3;
-    case DType::e5m2: return kE5M2;
-    case DType::e2m1: return kE2M1;
-    default: WEFT_FAIL("quantize: {} is not an fp8 or fp4 element type", dtype_name(t));
-  }
-}
-
-template <int Man, int Bias, uint32_t MaxCode, int SignShift, uint32_t NanCode>
-inline uint8_t encode_one(float v) {
-  constexpr int kEmin = 1 - Bias;  // exponent of the smallest normal
-  constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(kEmin + 127) << 23;
-  // 2^(kEmin - Man + 23): adding it leaves the format's subnormal spacing as
-  // the f32 spacing, so the FPU rounds to the nearest subnormal (even ties).
-  constexpr uint32_t kMagicBits = static_cast<uint32_t>(kEmin - Man + 23 + 127) << 23;
-  const float magic = std::bit_cast<float>(kMagicBits);
-  const uint32_t u = std::bit_cast<uint32_t>(v);
-  const uint32_t a = u & 0x7fffffffu;
-  // Masks instead of branches, so that the loop vectorizes.
-  const uint32_t is_nan = 0u - static_cast<uint32_t>(a > 0x7f800000u);
-  const uint32_t is_sub = 0u - static_cast<uint32_t>(a < kMinNormalBits);
-  const uint32_t sat = a < 0x7f800000u ? a : 0x7f800000u;
-  const uint32_t r = sat + ((1u << (22 - Man)) - 1) + ((sat >> (23 - Man)) & 1u);
-  uint32_t normal = (r >> (23 - Man)) - (static_cast<uint32_t>(127 - Bias) << Man);
-  normal = normal < MaxCode ? normal : MaxCode;
-  const uint32_t sub = std::bit_cast<uint32_t>(std::bit_cast<float>(a) + magic) - kMagicBits;
-  uint32_t code = (sub & is_sub) | (normal & ~is_sub);
-  uint32_t sign = (u >> 31) << SignShift;
-  // fp8 NaN keeps its sign; e2m1 has no NaN and takes +max.
-  if constexpr (SignShift == 3) sign &= ~is_nan;
-  code = (NanCode & is_nan) | (code & ~is_nan);
-  return static_cast<uint8_t>(code | sign);
-}
+using namespace cast_detail;
 
 // out[i] = encode(x[i] · s).
 template <int Man, int Bias, uint32_t MaxCode, int SignShift, uint32_t NanCode>
@@ -91,21 +36,6 @@ inline void encode_rne(DType t, const float* x, float s, uint8_t* out, int64_t n
     case DType::e2m1: encode_scaled<1, 1, 0x7, 3, 0x7>(x, s, out, n); return;
     default: (void)format_of(t);
   }
-}
-
-// e2m1 with stochastic rounding: |v| between neighbours lo < hi rounds up
-// with probability (|v| - lo) / (hi - lo); beyond 6 saturates; NaN -> +6.
-// The grid's spacing is 0.5 below 2, 1 below 4 and 2 up to 6.
-inline uint8_t e2m1_stochastic(float v, float u) {
-  if (std::isnan(v)) return 0x7;
-  const uint8_t sign = std::signbit(v) ? 0x8 : 0x0;
-  const float a = std::fabs(v);
-  if (a >= 6.0f) return sign | 0x7;
-  const float step = a < 2.0f ? 0.5f : a < 4.0f ? 1.0f : 2.0f;
-  const float below = std::floor(a / step) * step;  // exact: a power-of-two step
-  const float above = below + step;
-  const float pick = (a - below) > u * (above - below) ? above : below;
-  return sign | encode_one<1, 1, 0x7, 3, 0x7>(pick);
 }
 
 // The largest |x[i]| as f32 bits with the sign cleared: an integer maximum
@@ -125,30 +55,6 @@ inline float block_amax(const float* x, int64_t n) {
   return m > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(m);
 }
 
-// MXFP8's shared exponent: the biased exponent of v = amax / fp8_max, rounded
-// up when v is not a power of two; satfinite at 0xfe; 0 for v = 0 and for
-// subnormals up to 2^-127; NaN -> 0xff, Inf -> 0xfe (TE's float_to_e8m0).
-uint8_t e8m0_round_up(float v) {
-  if (std::isnan(v)) return 0xff;
-  if (std::isinf(v)) return 0xfe;
-  if (v == 0.0f) return 0;
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  auto e = static_cast<uint8_t>(u >> 23);
-  const uint32_t mantissa = u & 0x7fffffu;
-  if (mantissa > 0 && e != 0xfe && !(e == 0 && mantissa <= 0x400000u)) ++e;
-  return e;
-}
-
-// The multiplier of an MXFP8 block: 2^(127 - e), and 1 for e = 0 (TE's exp2f_rcp).
-float e8m0_encode_scale(uint8_t e) {
-  if (e == 0) return 1.0f;
-  const uint32_t bits = static_cast<uint32_t>(254 - e) << 23;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 // ---- one segment of a row --------------------------------------------------
 
 struct SegmentParams {
@@ -159,6 +65,7 @@ struct SegmentParams {
   float s_dec;      // NVFP4: 1 / S
   bool stochastic;  // e2m1 only
   uint64_t seed;
+  const float* enc_scale;  // NVFP4: nvfp4_encode_scale of each scale code
 };
 
 // NVFP4's block decode scale (an e4m3 code) for a block amax.
@@ -182,7 +89,28 @@ void quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t
     return;
   }
   const int64_t bc = scaling_block_cols(p.mode);
-  for (int64_t b0 = 0; b0 < n; b0 += bc) {
+  // Stochastic rounding: the segment's uniforms first, all at once.
+  thread_local std::vector<float> uniform;
+  thread_local std::vector<uint32_t> words;
+  if (p.stochastic) {
+    uniform.resize(static_cast<size_t>(n));
+    words.resize(static_cast<size_t>(n + 8));
+    uniforms(p.seed, stream, n, words.data(), uniform.data());
+  }
+  // Whole blocks, then a ragged tail block.
+  const int64_t full = n / bc, first = c0 / bc;
+  if (p.mode == ScalingMode::block_1x32) {
+    const float inv_max = 1.0f / dtype_max(p.dtype);
+    if (p.dtype == DType::e4m3) {
+      mx_blocks<3, 7, 0x7e, 7, 0x7f>(x, full, inv_max, codes, scales + first);
+    } else {
+      mx_blocks<2, 15, 0x7b, 7, 0x7f>(x, full, inv_max, codes, scales + first);
+    }
+  } else {
+    nv_blocks(x, full, p.s_enc, p.enc_scale, tile_scales ? tile_scales + first : nullptr,
+              p.stochastic ? uniform.data() : nullptr, codes, scales ? scales + first : nullptr);
+  }
+  for (int64_t b0 = full * bc; b0 < n; b0 += bc) {
     const int64_t len = std::min(bc, n - b0);
     const int64_t block = (c0 + b0) / bc;
     float s = 1.0f;
@@ -198,9 +126,9 @@ void quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t
       s = nvfp4_encode_scale(sc, p);
     }
     if (p.stochastic) {
-      for_each_uniform(p.seed, stream + static_cast<uint64_t>(b0), len, [&](int64_t i, float u) {
-        codes[b0 + i] = e2m1_stochastic(x[b0 + i] * s, u);
-      });
+      for (int64_t i = 0; i < len; ++i) {
+        codes[b0 + i] = e2m1_stochastic(x[b0 + i] * s, uniform[static_cast<size_t>(b0 + i)]);
+      }
     } else {
       encode_rne(p.dtype, x + b0, s, codes + b0, len);
     }
@@ -214,10 +142,7 @@ void store_codes(DType t, const uint8_t* codes, int64_t n, uint8_t* data, int64_
     std::memcpy(data + at, codes, static_cast<size_t>(n));
     return;
   }
-  uint8_t* out = data + at / 2;
-  for (int64_t i = 0; i + 1 < n; i += 2) {
-    out[i / 2] = static_cast<uint8_t>((codes[i] & 0xfu) | (codes[i + 1] << 4));
-  }
+  pack_e2m1(codes, n, data + at / 2);
 }
 
 // Row `r` of x as f32: the row itself, or converted into `buf`.
@@ -249,6 +174,38 @@ void reuse(Tensor& slot, const Shape& shape, DType dtype) {
 // length, so a tile's segments of xᵀ start at block boundaries.
 constexpr int64_t kTileRows = 128;
 constexpr int64_t kTileCols = 32;
+
+#if defined(__x86_64__)
+// A full tile, transposed: t[c · kTileRows + r] = src[r · ld + c], by 8x8
+// blocks in registers.
+[[gnu::target("avx2")]] void transpose_tile_avx2(const float* src, int64_t ld, float* t) {
+  for (int64_t rb = 0; rb < kTileRows; rb += 8) {
+    for (int64_t cb = 0; cb < kTileCols; cb += 8) {
+      __m256 v[8], w[8];
+      for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(src + (rb + i) * ld + cb);
+      for (int i = 0; i < 8; i += 2) {
+        w[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+        w[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        v[i] = _mm256_shuffle_ps(w[i], w[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        v[i + 1] = _mm256_shuffle_ps(w[i], w[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        v[i + 2] = _mm256_shuffle_ps(w[i + 1], w[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        v[i + 3] = _mm256_shuffle_ps(w[i + 1], w[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      // v[0..3]: columns 0,1,2,3 (low lanes) / 4,5,6,7 (high) of rows 0-3; v[4..7] rows 4-7.
+      for (int j = 0; j < 4; ++j) {
+        float* lo = t + (cb + j) * kTileRows + rb;
+        float* hi = t + (cb + j + 4) * kTileRows + rb;
+        _mm256_storeu_ps(lo, _mm256_permute2f128_ps(v[j], v[j + 4], 0x20));
+        _mm256_storeu_ps(hi, _mm256_permute2f128_ps(v[j], v[j + 4], 0x31));
+      }
+    }
+  }
+}
+#else
+void transpose_tile_avx2(const float*, int64_t, float*) {}
+#endif
 
 }  // namespace
 
@@ -308,7 +265,8 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
   const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
   q.amax = amax_first ? amax(ec, x) : 0.0f;
 
-  SegmentParams p{cfg.mode, cfg.dtype, cfg.scale, 1.0f, 1.0f, cfg.stochastic, cfg.seed};
+  SegmentParams p{cfg.mode, cfg.dtype, cfg.scale, 1.0f, 1.0f, cfg.stochastic, cfg.seed, nullptr};
+  std::array<float, 256> enc_scale{};
   q.tensor_scale_inv = 1.0f;
   if (cfg.mode == ScalingMode::tensor) q.tensor_scale_inv = 1.0f / cfg.scale;
   if (nvfp4_mode) {
@@ -318,6 +276,10 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
     p.s_enc = s;
     p.s_dec = 1.0f / s;
     q.tensor_scale_inv = p.s_dec;
+    for (int c = 0; c < 256; ++c) {
+      enc_scale[static_cast<size_t>(c)] = nvfp4_encode_scale(static_cast<uint8_t>(c), p);
+    }
+    p.enc_scale = enc_scale.data();
   }
   // 16x16: the tile scales first (one e4m3 code per tile), the grid
   // transposed for the column-wise copy.
@@ -401,13 +363,20 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
   const int64_t row_tiles = (rows + kTileRows - 1) / kTileRows;
   const int64_t col_tiles = (cols + kTileCols - 1) / kTileCols;
   const uint64_t col_stream = cfg.offset + static_cast<uint64_t>(rows * cols);
+#if defined(__x86_64__)
+  const bool avx2 = __builtin_cpu_supports("avx2");
+#else
+  const bool avx2 = false;
+#endif
 #pragma omp parallel for num_threads(ec.threads()) schedule(static) collapse(2)
   for (int64_t ct = 0; ct < col_tiles; ++ct) {
     for (int64_t rt = 0; rt < row_tiles; ++rt) {
       const int64_t r0 = rt * kTileRows, nr = std::min(kTileRows, rows - r0);
       const int64_t c0 = ct * kTileCols, nc = std::min(kTileCols, cols - c0);
       std::array<float, kTileRows * kTileCols> t{};
-      if (x.dtype() == DType::f32) {
+      if (x.dtype() == DType::f32 && nr == kTileRows && nc == kTileCols && avx2) {
+        transpose_tile_avx2(x.data<float>() + r0 * cols + c0, cols, t.data());
+      } else if (x.dtype() == DType::f32) {
         const float* src = x.data<float>() + r0 * cols + c0;
         for (int64_t r = 0; r < nr; ++r) {
           for (int64_t c = 0; c < nc; ++c)
@@ -452,6 +421,13 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
                                     : q.dtype == DType::e5m2 ? e5m2_to_f32(b)
                                                              : e2m1_to_f32(b);
   }
+  // The decoded block scales: e8m0 (MXFP8) or e4m3 (NVFP4) codes.
+  std::array<float, 256> block_scale{};
+  for (int v = 0; v < 256; ++v) {
+    const auto b = static_cast<uint8_t>(v);
+    block_scale[static_cast<size_t>(v)] =
+        q.mode == ScalingMode::block_1x32 ? e8m0_to_f32(b) : e4m3_to_f32(b);
+  }
   // The stored matrix: (rows, cols) row-wise, (cols, rows) column-wise; its
   // element (i, j) goes to out (i, j), or to out (j, i) for the column-wise copy.
   const int64_t rows = columnwise ? q.cols : q.rows, cols = columnwise ? q.rows : q.cols;
@@ -467,12 +443,33 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
     float* orow = o + r * out_row;
     if (q.mode == ScalingMode::tensor) {
       const uint8_t* drow = d + r * cols;
-      for (int64_t c = 0; c < cols; ++c) orow[c * out_col] = table[drow[c]] * t;
+      if (columnwise) {
+        for (int64_t c = 0; c < cols; ++c) orow[c * out_col] = table[drow[c]] * t;
+      } else {
+        dequant_tensor(drow, table.data(), t, cols, orow);
+      }
       continue;
     }
-    // Block by block: one decoded scale per block.
+    // Block by block: one decoded scale per block; whole blocks of a
+    // row-wise copy by the vectorized loop.
     const uint8_t* srow = s + (r / br) * scale_cols;
-    for (int64_t c0 = 0; c0 < cols; c0 += bc) {
+    int64_t done = 0;
+    if (!columnwise) {
+      const int64_t blocks = cols / bc;
+      const float second = q.mode == ScalingMode::block_1x32 ? 1.0f : t;
+      if (q.mode == ScalingMode::block_1x32) {
+        dequant_blocks<32, false>(d, r * cols, table.data(), block_scale.data(), srow, second,
+                                  blocks, orow);
+      } else if (q.dtype == DType::e2m1) {
+        dequant_blocks<16, true>(d, r * cols, table.data(), block_scale.data(), srow, second,
+                                 blocks, orow);
+      } else {
+        dequant_blocks<16, false>(d, r * cols, table.data(), block_scale.data(), srow, second,
+                                  blocks, orow);
+      }
+      done = blocks * bc;
+    }
+    for (int64_t c0 = done; c0 < cols; c0 += bc) {
       const int64_t len = std::min(bc, cols - c0);
       // NVFP4 decodes (q · s_block) · (1/S), in that order (q · s_block is exact).
       const bool mx = q.mode == ScalingMode::block_1x32;
