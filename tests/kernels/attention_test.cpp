@@ -192,7 +192,8 @@ Result run_attention(const Tensor& qkv, const AttentionConfig& cfg, const Tensor
   return r;
 }
 
-// The kernels work in blocks of 64 query rows and 256 keys: lengths below,
+// The kernels work in blocks of 64 query rows and 256 keys (backward: 256
+// rows and 128 keys): lengths below,
 // at and past both, and odd ones.
 const Case kCases[] = {{1, 1, 1, 8},   {2, 1, 4, 16},  {2, 7, 4, 8},  {2, 5, 1, 16},
                        {1, 16, 4, 16}, {2, 33, 2, 8},  {1, 64, 1, 8}, {1, 65, 2, 8},

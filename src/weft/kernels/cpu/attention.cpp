@@ -22,13 +22,16 @@ using detail::exp_in_range;
 using detail::from_f32;
 using detail::to_f32;
 
-// Query rows and keys per block. A block's scores, probabilities and
-// gradients (64 x 256 f32, 64 KiB each) and the output accumulator stay in
-// the core's L2 cache while the key block's products run. kKeyBlock is a
-// multiple of kQueryBlock, so a key block starts where a query block does.
+// Query rows and keys per block, in forward and in backward. A block's
+// scores, probabilities and gradients (64 KiB to 128 KiB each in f32) and its
+// accumulators stay in the core's L2 cache while the block's products run;
+// backward's blocks are taller because its five products per block run below
+// oneDNN's small-matrix efficiency at 64 rows (measured: about 3x slower at
+// T = 256). Under the causal mask a block starts at a key block's first row.
 constexpr int64_t kQueryBlock = 64;
 constexpr int64_t kKeyBlock = 256;
-static_assert(kKeyBlock % kQueryBlock == 0);
+constexpr int64_t kBackwardQueryBlock = 256;
+constexpr int64_t kBackwardKeyBlock = 128;
 
 struct Dims {
   int64_t B, T, C, H, D;
@@ -221,6 +224,62 @@ inline uint64_t dropout_counter(const AttentionConfig& cfg, int64_t T, int64_t b
   return cfg.offset + static_cast<uint64_t>((bh * T + t) * T + k0);
 }
 
+// The row loops of the softmax and its gradient: compiled for AVX-512 and
+// AVX2 besides the baseline x86-64 the library is built for, the processor
+// picking one at load time (they were ~40% of the kernels' time as SSE2 code).
+// Sanitizer builds (WEFT_NO_MULTIVERSIONING) keep the baseline only.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(WEFT_NO_MULTIVERSIONING)
+#define WEFT_ROW_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+#else
+#define WEFT_ROW_CLONES
+#endif
+
+// s[0..n) -> e^(s - max) with *max raised to the largest s first; returns
+// the sum of the exponentials.
+WEFT_ROW_CLONES float exp_row_online(float* s, int64_t n, float* max) {
+  float m = *max;
+  // A select, not std::max, so that GCC vectorizes the reduction.
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = exp_nonpositive(s[j] - m);
+    sum += s[j];
+  }
+  *max = m;
+  return sum;
+}
+
+// p[0..n) -> e^(p - shift) (shift at least every p)
+WEFT_ROW_CLONES void exp_row(float* p, int64_t n, float shift) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) p[j] = exp_nonpositive(p[j] - shift);
+}
+
+// x[0..n) *= a
+WEFT_ROW_CLONES void scale_row(float* x, int64_t n, float a) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) x[j] *= a;
+}
+
+// dst[0..n) = bf16(src)
+WEFT_ROW_CLONES void bf16_row(const float* src, uint16_t* dst, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) dst[j] = f32_to_bf16(src[j]);
+}
+
+// The softmax gradient: g[0..n) -> p·(g - delta), or into bf16 dst.
+WEFT_ROW_CLONES void softmax_grad_row(const float* p, float* g, int64_t n, float delta) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) g[j] = p[j] * (g[j] - delta);
+}
+WEFT_ROW_CLONES void softmax_grad_row(const float* p, const float* g, uint16_t* dst, int64_t n,
+                                      float delta) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) dst[j] = f32_to_bf16(p[j] * (g[j] - delta));
+}
+
 // Whether the product with V (or its gradient) needs the probabilities in a
 // buffer of their own: in bf16 (the product reads bf16) or with dropout.
 bool separate_weights(DType dt, const AttentionConfig& cfg) {
@@ -286,32 +345,21 @@ void forward_block(const ForwardArgs& a, int64_t b, int64_t h, int64_t q0, int64
       float* sr = s.s + r * n;
       T* wr = w + r * n;
       float max = s.max[r];
-      // A select, not std::max, so that GCC vectorizes the reduction.
-#pragma omp simd reduction(max : max)
-      for (int64_t j = 0; j < seen; ++j) max = sr[j] > max ? sr[j] : max;
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < seen; ++j) {
-        sr[j] = exp_nonpositive(sr[j] - max);
-        sum += sr[j];
-      }
+      const float sum = exp_row_online(sr, seen, &max);
       std::fill(sr + seen, sr + n, 0.0f);
       // Rescales what earlier blocks added (e^(old max - new max); 0 before
       // the first block, whose max was -inf).
       const float rescale = seen > 0 ? exp_nonpositive(s.max[r] - max) : 1.0f;
       s.max[r] = max;
       s.sum[r] = s.sum[r] * rescale + sum;
-      if (rescale != 1.0f) {
-        float* acc = s.acc + r * d.D;
-        for (int64_t c = 0; c < d.D; ++c) acc[c] *= rescale;
-      }
+      if (rescale != 1.0f) scale_row(s.acc + r * d.D, d.D, rescale);
       if (dropout) {
         for_each_uniform(cfg.seed, dropout_counter(cfg, d.T, bh, t, k0), n,
                          [&](int64_t j, float u) {
                            wr[j] = from_f32<T>(u >= cfg.dropout ? sr[j] * keep_scale : 0.0f);
                          });
       } else if (separate) {
-        for (int64_t j = 0; j < n; ++j) wr[j] = from_f32<T>(sr[j]);
+        bf16_row(sr, reinterpret_cast<uint16_t*>(wr), n);  // T is bf16 here
       }
     }
     // acc += weights·V
@@ -339,15 +387,15 @@ struct BackwardScratch {
   float* p;       // (Bq, Bk) scores, then probabilities
   float* dp;      // (Bq, Bk) dO·Vᵀ, then (f32 without dropout) dS
   char* w;        // (Bq, Bk) in qkv's dtype: the weights that multiplied V
-  char* ds;       // (Bq, Bk) in qkv's dtype: dS
+  char* ds;       // (Bq, Bk) bf16 dS (f32 dS takes dp.s place)
   uint8_t* keep;  // (Bq, Bk) dropout decisions
 
   static BackwardScratch carve(Carve& c, const Dims& d, DType dt) {
     BackwardScratch s;
-    const int64_t block = kQueryBlock * kKeyBlock;
+    const int64_t block = kBackwardQueryBlock * kBackwardKeyBlock;
     s.dq = c.take<float>(d.T * d.D);
-    s.dk = c.take<float>(kKeyBlock * d.D);
-    s.dv = c.take<float>(kKeyBlock * d.D);
+    s.dk = c.take<float>(kBackwardKeyBlock * d.D);
+    s.dv = c.take<float>(kBackwardKeyBlock * d.D);
     s.delta = c.take<float>(d.T);
     s.p = c.take<float>(block);
     s.dp = c.take<float>(block);
@@ -405,14 +453,14 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
   }
   std::fill(s.dq, s.dq + d.T * D, 0.0f);
   T* w = reinterpret_cast<T*>(s.w);
-  T* ds = reinterpret_cast<T*>(s.ds);
-  for (int64_t k0 = 0; k0 < d.T; k0 += kKeyBlock) {
-    const int64_t n_block = std::min(kKeyBlock, d.T - k0);
+  const bool bf16 = dt == DType::bf16;
+  for (int64_t k0 = 0; k0 < d.T; k0 += kBackwardKeyBlock) {
+    const int64_t n_block = std::min(kBackwardKeyBlock, d.T - k0);
     std::fill(s.dk, s.dk + n_block * D, 0.0f);
     std::fill(s.dv, s.dv + n_block * D, 0.0f);
     // Under the causal mask, query rows before k0 see none of these keys.
-    for (int64_t q0 = cfg.causal ? k0 : 0; q0 < d.T; q0 += kQueryBlock) {
-      const int64_t m = std::min(kQueryBlock, d.T - q0);
+    for (int64_t q0 = cfg.causal ? k0 : 0; q0 < d.T; q0 += kBackwardQueryBlock) {
+      const int64_t m = std::min(kBackwardQueryBlock, d.T - q0);
       const int64_t n = keys_seen(cfg, q0, m, k0, n_block);
       // P = e^(Q·Kᵀ/√D - lse), 0 where masked
       product(rows_of(q, dt, q0, m, D), rows_of(k, dt, k0, n, D, true),
@@ -420,9 +468,7 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
       for (int64_t r = 0; r < m; ++r) {
         const int64_t t = q0 + r, seen = visible(cfg, t, k0, n);
         float* pr = s.p + r * n;
-        const float l = lse[t];
-#pragma omp simd
-        for (int64_t j = 0; j < seen; ++j) pr[j] = exp_nonpositive(pr[j] - l);
+        exp_row(pr, seen, lse[t]);
         std::fill(pr + seen, pr + n, 0.0f);
         T* wr = w + r * n;
         if (dropout) {
@@ -433,7 +479,7 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
                              wr[j] = from_f32<T>(kr[j] ? pr[j] * keep_scale : 0.0f);
                            });
         } else if (separate) {
-          for (int64_t j = 0; j < n; ++j) wr[j] = from_f32<T>(pr[j]);
+          bf16_row(pr, reinterpret_cast<uint16_t*>(wr), n);  // T is bf16 here
         }
       }
       // dV += weightsᵀ·dO
@@ -450,18 +496,17 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
           const uint8_t* kr = s.keep + r * n;
           for (int64_t j = 0; j < n; ++j) gr[j] *= kr[j] ? keep_scale : 0.0f;
         }
-        if (separate) {
-          T* dsr = ds + r * n;
-          for (int64_t j = 0; j < n; ++j) dsr[j] = from_f32<T>(pr[j] * (gr[j] - delta));
+        if (bf16) {
+          softmax_grad_row(pr, gr, reinterpret_cast<uint16_t*>(s.ds) + r * n, n, delta);
         } else {
-#pragma omp simd
-          for (int64_t j = 0; j < n; ++j) gr[j] = pr[j] * (gr[j] - delta);
+          softmax_grad_row(pr, gr, n, delta);
         }
       }
-      const StridedMatrices dsm = separate ? matrix(s.ds, dt, m, n, n)
-                                           : matrix(s.dp, DType::f32, m, n, n),
-                            dst = separate ? matrix(s.ds, dt, n, m, n, true)
-                                           : matrix(s.dp, DType::f32, n, m, n, true);
+      // dS: bf16 in its own buffer, f32 in place of dP.
+      const StridedMatrices dsm = bf16 ? matrix(s.ds, dt, m, n, n)
+                                       : matrix(s.dp, DType::f32, m, n, n),
+                            dst = bf16 ? matrix(s.ds, dt, n, m, n, true)
+                                       : matrix(s.dp, DType::f32, n, m, n, true);
       // dQ += dS·K/√D, dK += dSᵀ·Q/√D
       product(dsm, rows_of(k, dt, k0, n, D), matrix(s.dq + q0 * D, DType::f32, m, D, D), inv_sqrt_d,
               true);
