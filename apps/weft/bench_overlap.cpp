@@ -33,6 +33,7 @@ struct Setup {
   int64_t width, tokens, heads;
   DType dtype;
   int splits, threads, warmup, iters;
+  int comm_cores = 0;
 };
 
 // Seconds of `fn` on the slowest rank, the median over `iters` runs.
@@ -114,6 +115,7 @@ parallel::ContextPtr context(comm::ProcessGroup& world, const Setup& s, const ch
   pc->sp = nn::SequenceParallel::seq;
   pc->precision = parallel::Precision::of(s.dtype);
   pc->overlap = parallel::OverlapConfig::parse(config);
+  pc->overlap.set_comm_cores(s.comm_cores);
   return pc;
 }
 
@@ -136,7 +138,8 @@ std::vector<Row> run_gemms(comm::ProcessGroup& world, const Setup& s) {
     rows.push_back(measure(
         timer, s, "ring all-gather + GEMM (qkv fprop)",
         [&] { kernels::gemm(ec, full, w, out, {.trans_b = true}); },
-        [&] { world.all_gather(gathered, a).wait(); }, sched({}), sched({OverlapMethod::ring, 1})));
+        [&] { world.all_gather(gathered, a).wait(); }, sched({}),
+        sched({OverlapMethod::ring, 1, s.comm_cores})));
   }
   // fc2 forward: every token, the rank's 4C/P features, reduce-scattered.
   {
@@ -149,9 +152,10 @@ std::vector<Row> run_gemms(comm::ProcessGroup& world, const Setup& s) {
     auto gemm = [&] { kernels::gemm(ec, a, w, partial, {.trans_b = true}); };
     auto rs = [&] { world.reduce_scatter(out, partial).wait(); };
     rows.push_back(measure(timer, s, "ring GEMM + reduce-scatter (fc2 fprop)", gemm, rs, sched({}),
-                           sched({OverlapMethod::ring, 1})));
+                           sched({OverlapMethod::ring, 1, s.comm_cores})));
     rows.push_back(measure(timer, s, format("pipelined GEMM + reduce-scatter, {} splits", s.splits),
-                           gemm, rs, sched({}), sched({OverlapMethod::pipeline, s.splits})));
+                           gemm, rs, sched({}),
+                           sched({OverlapMethod::pipeline, s.splits, s.comm_cores})));
   }
   // qkv backward under SP: the input re-gather beside dgrad, the dgrad
   // reduce-scatter beside wgrad (bulk) against both on their own (off).
@@ -267,6 +271,8 @@ cli::Options run_options() {
       .option("dtype", "f32|bf16", "f32", "compute dtype")
       .option("splits", "N", "4", "pipeline chunks")
       .option("threads", "N", "1", "GEMM threads per rank")
+      .option("comm-cores", "N", "0",
+              "threads an overlapped GEMM leaves to the transfers (the overlap option comm_cores)")
       .option("warmup", "N", "1", "untimed runs")
       .option("iters", "N", "5", "timed runs")
       .flag("layer", "time a TransformerLayer forward + backward with overlap off and on")
@@ -284,7 +290,8 @@ int run(const std::vector<std::string>& args) {
                 static_cast<int>(opts.integer("splits")),
                 static_cast<int>(opts.integer("threads")),
                 static_cast<int>(opts.integer("warmup")),
-                static_cast<int>(opts.integer("iters"))};
+                static_cast<int>(opts.integer("iters")),
+                static_cast<int>(opts.integer("comm-cores"))};
   const bool mpi = comm::launched_by_mpi();
   const int tp = mpi ? comm::launcher_world_size() : static_cast<int>(opts.integer("tp"));
   WEFT_CHECK(tp >= 2, "bench overlap needs at least 2 ranks (--tp, or mpirun -np)");
@@ -293,6 +300,8 @@ int run(const std::vector<std::string>& args) {
              s.width, s.heads, tp);
   WEFT_CHECK(s.iters >= 1 && s.warmup >= 0 && s.threads >= 1 && s.splits >= 1,
              "--iters, --threads and --splits must be positive");
+  WEFT_CHECK(s.comm_cores >= 0 && s.comm_cores <= 1024, "--comm-cores {} must be in [0, 1024]",
+             s.comm_cores);
   const bool layer = opts.flag_set("layer"), json = opts.flag_set("json");
   std::vector<Row> rows;
   LayerRow lr;
@@ -328,20 +337,26 @@ int run(const std::vector<std::string>& args) {
       j["off_ms"] = lr.off * 1e3;
       j["on_ms"] = lr.on * 1e3;
       j["ratio"] = lr.on / lr.off;
+      j["threads"] = s.threads;
+      j["comm_cores"] = s.comm_cores;
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("TransformerLayer C=%lld, %lld tokens, sp seq, tp %d, %s, backend %s\n",
-                  static_cast<long long>(s.width), static_cast<long long>(s.tokens), tp,
-                  std::string(dtype_name(s.dtype)).c_str(), backend);
+      std::printf(
+          "TransformerLayer C=%lld, %lld tokens, sp seq, tp %d, %s, %d thread(s) per rank, "
+          "comm_cores %d, backend %s\n",
+          static_cast<long long>(s.width), static_cast<long long>(s.tokens), tp,
+          std::string(dtype_name(s.dtype)).c_str(), s.threads, s.comm_cores, backend);
       std::printf("fwd+bwd, overlap off %9.2f ms\nfwd+bwd, overlap on  %9.2f ms\non/off %.3f\n",
                   lr.off * 1e3, lr.on * 1e3, lr.on / lr.off);
     }
     return 0;
   }
   if (!json) {
-    std::printf("GEMMs of C=%lld, %lld tokens, tp %d, %s, %d thread(s) per rank, backend %s\n",
-                static_cast<long long>(s.width), static_cast<long long>(s.tokens), tp,
-                std::string(dtype_name(s.dtype)).c_str(), s.threads, backend);
+    std::printf(
+        "GEMMs of C=%lld, %lld tokens, tp %d, %s, %d thread(s) per rank, comm_cores %d, backend "
+        "%s\n",
+        static_cast<long long>(s.width), static_cast<long long>(s.tokens), tp,
+        std::string(dtype_name(s.dtype)).c_str(), s.threads, s.comm_cores, backend);
     std::printf("%-58s %9s %9s %9s %9s %7s\n", "algorithm", "gemm ms", "comm ms", "off ms",
                 "overlap", "hidden");
   }
@@ -356,6 +371,8 @@ int run(const std::vector<std::string>& args) {
       j["off_ms"] = r.off * 1e3;
       j["overlap_ms"] = r.on * 1e3;
       j["hidden"] = r.hidden();
+      j["threads"] = s.threads;
+      j["comm_cores"] = s.comm_cores;
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("%-58s %9.2f %9.2f %9.2f %9.2f %6.0f%%\n", r.name.c_str(), r.gemm * 1e3,

@@ -2,6 +2,8 @@
 // backend at TP 2 and 4, f32 and bf16, with row blocks of 1 and of 5 rows (so
 // that num_splits 1, 2, 3 and 8 divide some blocks and not others), and a
 // bias added once.
+#include "weft/parallel/overlap/overlap.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -71,6 +73,11 @@ TEST_P(Overlap, EveryAlgorithmEqualsThePlainSchedule) {
                 {p * c.rows, 3, n_out}, &bias, bf16);
     expect_same(g, Schedule::gemm_reduce_scatter, {OverlapMethod::ring, 1}, part, b,
                 {c.rows, 3, n_out}, &bias, bf16);
+    // Leaving cores to the transfers changes the GEMM's team, not the result.
+    expect_same(g, Schedule::all_gather_gemm, {OverlapMethod::ring, 1, 1}, mine, b,
+                {p * c.rows, 3, n_out}, &bias, bf16);
+    expect_same(g, Schedule::gemm_reduce_scatter, {OverlapMethod::pipeline, 3, 2}, part, b,
+                {c.rows, 3, n_out}, &bias, bf16);
     for (int splits : {1, 2, 3, 8}) {
       expect_same(g, Schedule::gemm_reduce_scatter, {OverlapMethod::pipeline, splits}, part, b,
                   {c.rows, 3, n_out}, &bias, bf16);
@@ -129,8 +136,9 @@ TEST(OverlapOrder, RingTransfersRunBesideTheGemms) {
     std::vector<Event> events;
     g.set_observer([&](const comm::CommEvent& e) {
       if (e.kind == comm::CommEvent::Kind::completed) return;
-      events.push_back({format("{} {}", comm::comm_event_kind_name(e.kind), comm::op_kind_name(e.op)),
-                        profile::totals().gemm});
+      events.push_back(
+          {format("{} {}", comm::comm_event_kind_name(e.kind), comm::op_kind_name(e.op)),
+           profile::totals().gemm});
     });
     profile::reset();
     scheduled_gemm(ec(),
@@ -172,6 +180,34 @@ TEST(OverlapConfig, ParsesTransformerEngineDefaultsAndOverrides) {
   EXPECT_NE(err.find("use ring, pipeline, bulk or off"), std::string::npos) << err;
   err = weft::testing::error_of([] { OverlapConfig::parse("fc2_fprop=pipeline:0"); });
   EXPECT_NE(err.find("num_splits"), std::string::npos) << err;
+}
+
+TEST(OverlapConfig, CommCoresReachEveryChoiceAndRoundTrip) {
+  EXPECT_EQ(OverlapConfig::parse("on").comm_cores(), 0);
+  EXPECT_EQ(OverlapConfig::parse("on").choice("fc1_fprop").comm_cores, 0);
+  const OverlapConfig c = OverlapConfig::parse("fc2_fprop=pipeline:8, comm_cores=1");
+  EXPECT_EQ(c.comm_cores(), 1);
+  EXPECT_EQ(c.choice("fc2_fprop"), (OverlapChoice{OverlapMethod::pipeline, 8, 1}));
+  EXPECT_EQ(c.choice("qkv_fprop"), (OverlapChoice{OverlapMethod::ring, 4, 1}));
+  EXPECT_NE(c.str().find(",comm_cores=1"), std::string::npos) << c.str();
+  EXPECT_EQ(OverlapConfig::parse(c.str()).str(), c.str());
+  EXPECT_EQ(OverlapConfig::parse("on").str().find("comm_cores"), std::string::npos);
+  for (const char* bad : {"comm_cores=-1", "comm_cores=x", "comm_cores=2000", "comm_cores="}) {
+    const std::string err = weft::testing::error_of([&] { OverlapConfig::parse(bad); });
+    EXPECT_NE(err.find("comm_cores"), std::string::npos) << bad << ": " << err;
+    EXPECT_NE(err.find("[0, 1024]"), std::string::npos) << bad << ": " << err;
+  }
+  OverlapConfig d;
+  EXPECT_THROW(d.set_comm_cores(-1), Error);
+}
+
+TEST(OverlapConfig, GemmBesideCommLeavesCommCoresButAtLeastOne) {
+  const ExecContext four(Device::cpu(), 4);
+  EXPECT_EQ(overlap::beside_comm(four, 0).threads(), 4);
+  EXPECT_EQ(overlap::beside_comm(four, 1).threads(), 3);
+  EXPECT_EQ(overlap::beside_comm(four, 3).threads(), 1);
+  EXPECT_EQ(overlap::beside_comm(four, 8).threads(), 1);
+  EXPECT_EQ(overlap::beside_comm(ExecContext(Device::cpu(), 1), 1).threads(), 1);
 }
 
 }  // namespace

@@ -203,6 +203,8 @@ TEST_F(TrainerTest, OverlapGivesTheSameTraining) {
     expect_close(plain, run(on, data_, 1), off.lr_value());
     on.overlap = "proj_fprop=pipeline:3,fc2_fprop=pipeline:3,qkv_dgrad=pipeline:3";
     expect_close(plain, run(on, data_, 1), off.lr_value());
+    on.overlap = "comm_cores=1";
+    expect_close(plain, run(on, data_, 1), off.lr_value());
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include "weft/kernels/activation.h"
 #include "weft/kernels/gemm.h"
+#include "weft/parallel/overlap/overlap.h"
 
 namespace weft::nn {
 
@@ -187,6 +188,9 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   const Tensor w = source_->weight_for_backward(ctx);
   Tensor dy = cfg_.gather_output ? parallel::backward(Mapping::gather_from_tp, g, dy_in) : dy_in;
   dy = parallel::gemm_input(ec, w.dtype(), dy, ws().grad_cast);
+  // A GEMM with a collective in flight beside it leaves the configured cores
+  // to the transfer (overlap/config.h, comm_cores).
+  const ExecContext busy = parallel::overlap::beside_comm(ec, pc_->overlap.comm_cores());
   Tensor dx;
   if (cfg_.mode == Parallel::row) {
     // dx = gather(dy) · W, and the wgrad GEMM reads the same gathered dy.
@@ -220,7 +224,7 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   if (schedule == Schedule::gemm_reduce_scatter) dxs = parallel::scattered_shape(dxs, g);
   dx = ec.empty(dxs, dy.dtype(), MemoryTag::activations);
   comm::Work dgrad =
-      parallel::scheduled_gemm(ec,
+      parallel::scheduled_gemm(regather && bulk_wgrad ? busy : ec,
                                {.schedule = schedule,
                                 .group = g,
                                 .async = bulk_dgrad,
@@ -230,7 +234,9 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
           .pending;
   Tensor wgrad = source_->weight_grad(ctx);
   const Tensor x_full = xs.get(ec);
-  kernels::gemm(ec, dy, x_full, wgrad, {.trans_a = true, .accumulate = true});
+  const bool dgrad_in_flight = bulk_dgrad && schedule != Schedule::plain && g && g->size() > 1;
+  kernels::gemm(dgrad_in_flight ? busy : ec, dy, x_full, wgrad,
+                {.trans_a = true, .accumulate = true});
   if (cfg_.bias) kernels::bias_backward(ec, dy, bias_.grad);
   source_->finalize_weight_grad(ctx, wgrad);
   dgrad.wait(ec);

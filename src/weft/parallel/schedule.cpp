@@ -76,14 +76,16 @@ ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const 
     } else if (s == Schedule::all_gather_gemm) {
       Tensor g =
           ec.reuse(ws.gathered, gathered_shape(x.shape(), call.group), x.dtype(), MemoryTag::comm);
-      overlap::ring_all_gather_gemm(ec, *call.group, x, b, c, opt, g);
+      overlap::ring_all_gather_gemm(overlap::beside_comm(ec, call.overlap.comm_cores), *call.group,
+                                    x, b, c, opt, g);
       return {.pending = {}, .gathered = g};
     } else {
       opt.bias = nullptr;
+      const ExecContext gec = overlap::beside_comm(ec, call.overlap.comm_cores);
       if (ring) {
-        overlap::ring_gemm_reduce_scatter(ec, *call.group, x, b, c, opt, ws);
+        overlap::ring_gemm_reduce_scatter(gec, *call.group, x, b, c, opt, ws);
       } else {
-        overlap::pipelined_gemm_collective(ec, *call.group, s == Schedule::gemm_reduce_scatter, x,
+        overlap::pipelined_gemm_collective(gec, *call.group, s == Schedule::gemm_reduce_scatter, x,
                                            b, c, opt, call.overlap.num_splits, ws);
       }
       if (call.options.bias) kernels::bias_add(ec, c, *call.options.bias);

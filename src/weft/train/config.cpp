@@ -221,7 +221,8 @@ const std::vector<KeyDef>& key_defs() {
         {"overlap", "CONFIG", "",
          "comm-GEMM overlap: off, on (Transformer Engine's defaults: ring for qkv/fc1 fprop and "
          "proj/fc2 dgrad, pipeline for proj/fc2 fprop, bulk for qkv/fc1 dgrad and wgrad), a list "
-         "over the defaults (fc2_fprop=pipeline:8,qkv_fprop=off) or a JSON file"},
+         "over the defaults (fc2_fprop=pipeline:8,qkv_fprop=off; comm_cores=N leaves N of a "
+         "rank's threads to the transfers during an overlapped GEMM, default 0) or a JSON file"},
         &TrainConfig::overlap));
     d.push_back({{"backend", "auto|local|mpi", "",
                   "local: ranks are threads; mpi: one process per rank (start with mpirun)"},
@@ -571,6 +572,12 @@ parallel::OverlapConfig overlap_config(const std::string& text) {
              text);
   parallel::OverlapConfig c = parallel::OverlapConfig::defaults();
   for (const auto& [name, v] : j.as_object()) {
+    if (name == "comm_cores") {
+      WEFT_CHECK(v.is_integer() && v.as_int() >= 0 && v.as_int() <= 1024,
+                 "overlap file {}: comm_cores must be an integer in [0, 1024]", text);
+      c.set_comm_cores(static_cast<int>(v.as_int()));
+      continue;
+    }
     parallel::check_overlap_gemm_name(name);
     WEFT_CHECK(v.is_object() && v.find("method") && v.at("method").is_string(),
                "overlap file {}: {} must be an object with a \"method\" string", text, name);

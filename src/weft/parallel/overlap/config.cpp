@@ -29,11 +29,11 @@ void check_overlap_gemm_name(const std::string& name) {
 
 namespace {
 
-int parse_splits(std::string_view s, std::string_view where) {
+int parse_int(std::string_view s, std::string_view where, const char* what, int lo) {
   int n = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  WEFT_CHECK(ec == std::errc() && p == s.data() + s.size() && n >= 1 && n <= 1024,
-             "overlap {}: num_splits '{}' is not an integer in [1, 1024]", where, s);
+  WEFT_CHECK(ec == std::errc() && p == s.data() + s.size() && n >= lo && n <= 1024,
+             "overlap {}: {} '{}' is not an integer in [{}, 1024]", where, what, s, lo);
   return n;
 }
 
@@ -122,13 +122,18 @@ OverlapConfig OverlapConfig::parse(std::string_view text) {
                  "on, off or a JSON file",
                  item);
       const std::string name(item.substr(0, eq));
+      if (name == "comm_cores") {
+        c.comm_cores_ = parse_int(item.substr(eq + 1), name, "value", 0);
+        start = end + 1;
+        continue;
+      }
       check_overlap_gemm_name(name);
       std::string_view rhs = item.substr(eq + 1);
       OverlapChoice choice;
       const size_t colon = rhs.find(':');
       choice.method = parse_overlap_method(rhs.substr(0, colon), name);
       if (colon != std::string_view::npos)
-        choice.num_splits = parse_splits(rhs.substr(colon + 1), name);
+        choice.num_splits = parse_int(rhs.substr(colon + 1), name, "num_splits", 1);
       c.choices_[name] = choice;
     }
     start = end + 1;
@@ -139,7 +144,14 @@ OverlapConfig OverlapConfig::parse(std::string_view text) {
 OverlapChoice OverlapConfig::choice(const std::string& gemm) const {
   if (!enabled_) return {};
   auto it = choices_.find(gemm);
-  return it == choices_.end() ? OverlapChoice{} : it->second;
+  OverlapChoice c = it == choices_.end() ? OverlapChoice{} : it->second;
+  c.comm_cores = comm_cores_;
+  return c;
+}
+
+void OverlapConfig::set_comm_cores(int n) {
+  WEFT_CHECK(n >= 0 && n <= 1024, "overlap: comm_cores {} is not an integer in [0, 1024]", n);
+  comm_cores_ = n;
 }
 
 void OverlapConfig::set(const std::string& gemm, OverlapChoice c) {
@@ -157,6 +169,7 @@ std::string OverlapConfig::str() const {
     out += n + "=" + overlap_method_name(c.method);
     if (c.method == OverlapMethod::pipeline) out += ":" + std::to_string(c.num_splits);
   }
+  if (comm_cores_ != 0) out += ",comm_cores=" + std::to_string(comm_cores_);
   return out;
 }
 

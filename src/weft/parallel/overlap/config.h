@@ -15,6 +15,12 @@
 // dgrad, pipeline for proj/fc2 fprop, bulk for qkv/fc1 dgrad and wgrad. A
 // method that does not apply (TP 1, no collective, no SP for ring, a chunk
 // too small to split) falls back to the plain schedule.
+//
+// Cores for communication. On the CPU a transfer is work: the local backend's
+// worker and the MPI progress thread copy the bytes while the GEMM runs. An
+// overlapped GEMM (ring, pipeline, or a bulk GEMM with a collective in flight)
+// runs on comm_cores fewer threads than the rank's team (at least one), as
+// Transformer Engine leaves num_sm SMs to its userbuffers kernels.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +37,9 @@ const char* overlap_method_name(OverlapMethod m);
 struct OverlapChoice {
   OverlapMethod method = OverlapMethod::off;
   int num_splits = 4;  // pipeline: row chunks per GEMM
+  // Threads the GEMM leaves to the collective beside it (the configuration's
+  // comm_cores, filled in by OverlapConfig::choice).
+  int comm_cores = 0;
   friend bool operator==(const OverlapChoice&, const OverlapChoice&) = default;
 };
 
@@ -56,11 +65,21 @@ class OverlapConfig {
   // The choice for a GEMM ("fc1_fprop"); off for unknown names and when disabled.
   OverlapChoice choice(const std::string& gemm) const;
   void set(const std::string& gemm, OverlapChoice c);
-  // "qkv_fprop=ring,..." (every GEMM, in a fixed order), or "off".
+  // "qkv_fprop=ring,..." (every GEMM, in a fixed order, then comm_cores when
+  // not 0), or "off".
   std::string str() const;
+
+  // Threads an overlapped GEMM leaves to communication ("comm_cores=N" in the
+  // text, "comm_cores" in a JSON file). Default 0: the GEMM keeps every
+  // thread and the transfer threads share the cores (measured in README,
+  // "Communication-GEMM overlap").
+  int comm_cores() const { return comm_cores_; }
+  // Throws unless 0 <= n <= 1024.
+  void set_comm_cores(int n);
 
  private:
   bool enabled_ = false;
+  int comm_cores_ = 0;
   std::map<std::string, OverlapChoice> choices_;
 };
 

@@ -19,6 +19,11 @@ Shape with_rows(Shape s, int64_t rows) {
 
 }  // namespace
 
+ExecContext beside_comm(const ExecContext& ec, int comm_cores) {
+  if (comm_cores <= 0) return ec;
+  return ExecContext(ec.device(), std::max(1, ec.threads() - comm_cores));
+}
+
 void ring_all_gather_gemm(const ExecContext& ec, comm::ProcessGroup& g, const Tensor& a,
                           const Tensor& b, const Tensor& out, const kernels::GemmOptions& opt,
                           const Tensor& gathered) {

@@ -16,6 +16,10 @@
 
 namespace weft::parallel::overlap {
 
+// The context a GEMM runs on while a collective is in flight beside it: `ec`
+// with comm_cores fewer threads (at least one); `ec` itself for 0.
+ExecContext beside_comm(const ExecContext& ec, int comm_cores);
+
 // Ring-exchange all-gather + GEMM. a: this rank's rows (n, ...); gathered:
 // (P·n, ...) receives every rank's rows (contiguous, rank r's at block r, kept
 // for a wgrad GEMM); out: (P·n, N) = gathered · op(b) [+ bias]. P steps: at
