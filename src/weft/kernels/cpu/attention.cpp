@@ -3,13 +3,13 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
 
 #include "weft/core/exec_context.h"
+#include "weft/kernels/cpu/attention_rows.h"
 #include "weft/kernels/cpu/gemm.h"
 #include "weft/kernels/elementwise.h"
 #include "weft/kernels/random.h"
@@ -18,7 +18,7 @@ namespace weft::kernels::cpu {
 
 namespace {
 
-using detail::exp_in_range;
+using namespace attention_rows;
 using detail::from_f32;
 using detail::to_f32;
 
@@ -196,18 +196,6 @@ void for_each_item(const ExecContext& ec, int64_t n, F&& f) {
   }
 }
 
-// e^x for x <= 0 (exp_in_range after a clamp). std::exp does not vectorize
-// without -ffast-math, and the softmax spends most of its time here.
-inline float exp_nonpositive(float x) {
-  // max(x, -87): below -87 e^x is no longer a normal float, and the softmax
-  // divides by a sum >= 1, so e^-87 instead of 0 changes nothing visible. It is
-  // an unsigned min of the bit patterns (a negative float's pattern grows with
-  // its magnitude; -inf's is the largest) because GCC does not vectorize a
-  // float compare under the default -ftrapping-math.
-  return exp_in_range(
-      std::bit_cast<float>(std::min(std::bit_cast<uint32_t>(x), std::bit_cast<uint32_t>(-87.0f))));
-}
-
 // How many of the n keys k0 .. k0+n-1 row t sees.
 inline int64_t visible(const AttentionConfig& cfg, int64_t t, int64_t k0, int64_t n) {
   return cfg.causal ? std::clamp<int64_t>(t - k0 + 1, 0, n) : n;
@@ -222,62 +210,6 @@ inline int64_t keys_seen(const AttentionConfig& cfg, int64_t q0, int64_t m, int6
 inline uint64_t dropout_counter(const AttentionConfig& cfg, int64_t T, int64_t bh, int64_t t,
                                 int64_t k0) {
   return cfg.offset + static_cast<uint64_t>((bh * T + t) * T + k0);
-}
-
-// The row loops of the softmax and its gradient: compiled for AVX-512 and
-// AVX2 besides the baseline x86-64 the library is built for, the processor
-// picking one at load time (they were ~40% of the kernels' time as SSE2 code).
-// Sanitizer builds (WEFT_NO_MULTIVERSIONING) keep the baseline only.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(WEFT_NO_MULTIVERSIONING)
-#define WEFT_ROW_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
-#else
-#define WEFT_ROW_CLONES
-#endif
-
-// s[0..n) -> e^(s - max) with *max raised to the largest s first; returns
-// the sum of the exponentials.
-WEFT_ROW_CLONES float exp_row_online(float* s, int64_t n, float* max) {
-  float m = *max;
-  // A select, not std::max, so that GCC vectorizes the reduction.
-#pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < n; ++j) {
-    s[j] = exp_nonpositive(s[j] - m);
-    sum += s[j];
-  }
-  *max = m;
-  return sum;
-}
-
-// p[0..n) -> e^(p - shift) (shift at least every p)
-WEFT_ROW_CLONES void exp_row(float* p, int64_t n, float shift) {
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) p[j] = exp_nonpositive(p[j] - shift);
-}
-
-// x[0..n) *= a
-WEFT_ROW_CLONES void scale_row(float* x, int64_t n, float a) {
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) x[j] *= a;
-}
-
-// dst[0..n) = bf16(src)
-WEFT_ROW_CLONES void bf16_row(const float* src, uint16_t* dst, int64_t n) {
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) dst[j] = f32_to_bf16(src[j]);
-}
-
-// The softmax gradient: g[0..n) -> p·(g - delta), or into bf16 dst.
-WEFT_ROW_CLONES void softmax_grad_row(const float* p, float* g, int64_t n, float delta) {
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) g[j] = p[j] * (g[j] - delta);
-}
-WEFT_ROW_CLONES void softmax_grad_row(const float* p, const float* g, uint16_t* dst, int64_t n,
-                                      float delta) {
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) dst[j] = f32_to_bf16(p[j] * (g[j] - delta));
 }
 
 // Whether the product with V (or its gradient) needs the probabilities in a
