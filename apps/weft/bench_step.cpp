@@ -142,6 +142,10 @@ cli::Options bench_step_options() {
       .option("dp", "N", "1", "data-parallel size")
       .option("sp", "off|seq|batch", "off", "sequence parallelism")
       .option("dtype", "f32|bf16", "f32", "compute type")
+      .option("precision", "RECIPE", "f32",
+              "f32, bf16, fp8-delayed, fp8-current, mxfp8 or nvfp4 (as weft train --precision; "
+              "the quantized recipes are exact emulations on the CPU: their cost here is the "
+              "emulation's, not an FP8 tensor core's)")
       .option("micro-batch", "B", "auto",
               "sequences per data-parallel rank (auto: 16 tiny, 1 gpt2-124m)")
       .option("seq", "T", "preset", "context length")
@@ -164,7 +168,7 @@ int bench_step(const std::vector<std::string>& args) {
   train::TrainConfig cfg;
   train::Json s = train::Json::object();
   s["preset"] = opts.str("preset");
-  for (const char* key : {"tp", "dp", "sp", "dtype", "seq", "layers", "overlap"})
+  for (const char* key : {"tp", "dp", "sp", "dtype", "precision", "seq", "layers", "overlap"})
     if (opts.given(key)) s[key] = opts.str(key);
   s["micro-batch"] = opts.given("micro-batch")      ? opts.str("micro-batch")
                      : opts.str("preset") == "tiny" ? "16"
@@ -181,7 +185,7 @@ int bench_step(const std::vector<std::string>& args) {
   train::validate(cfg);
 
   const bool json = opts.flag_set("json");
-  const char* dtype = cfg.dtype == DType::bf16 ? "bf16" : "f32";
+  const char* dtype = parallel::recipe_name(cfg.precision.recipe);
   if (!json) {
     std::printf(
         "%s, %s, %lld layers, width %lld, context %lld, micro-batch %lld per DP rank; "

@@ -23,10 +23,11 @@ struct TpCase {
 const std::vector<TpCase>& tp_cases();
 
 // Families, one per source file.
-std::vector<TpCase> linear_cases();  // linear_cases.cpp
-std::vector<TpCase> vocab_cases();   // vocab_cases.cpp
-std::vector<TpCase> layer_cases();   // layer_cases.cpp
-std::vector<TpCase> gpt_cases();     // gpt_cases.cpp
+std::vector<TpCase> linear_cases();     // linear_cases.cpp
+std::vector<TpCase> vocab_cases();      // vocab_cases.cpp
+std::vector<TpCase> layer_cases();      // layer_cases.cpp
+std::vector<TpCase> gpt_cases();        // gpt_cases.cpp
+std::vector<TpCase> quantized_cases();  // quantized_cases.cpp
 
 inline void PrintTo(const TpCase& c, std::ostream* os) { *os << c.name; }
 

@@ -62,6 +62,9 @@ void Linear::init(bool own_weight) {
     weight_ = sharded_parameter(cfg_.name + ".weight", full, cfg_.mode == Parallel::row ? 1 : 0,
                                 split ? r : 0, split ? t : 1, cfg_.out_groups, true);
     source_ = std::make_shared<parallel::LocalShardSource>(weight_, pc_->precision, pc_->exec);
+    if (pc_->precision.quantized()) {
+      quantizer_ = std::make_unique<parallel::GemmQuantizer>(*pc_, cfg_.name, group());
+    }
   }
   WEFT_CHECK(source_->shape() == (Shape{local_out(), local_in()}),
              "{}: the weight source holds a {} weight, the layer needs ({}, {})", cfg_.name,
@@ -131,7 +134,7 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
   const ExecContext& ec = pc_->exec;
   comm::ProcessGroup* g = group();
   const bool sp = pc_->sequence_parallel();
-  const Tensor w = source_->weight_for_forward(ctx);
+  Tensor w = source_->weight_for_forward(ctx);
   Tensor xin = x;
   if (cfg_.mode == Parallel::row && !cfg_.input_is_parallel) {
     // Own tokens, all features -> all tokens (under SP), this rank's features.
@@ -139,6 +142,11 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
   }
   xin = parallel::gemm_input(ec, w.dtype(), xin, ws().input_cast);
   ctx.saved<Saved>(this).x = xin;
+  if (quantizer_) {
+    using Op = parallel::GemmQuantizer::Operand;
+    w = quantizer_->operand(Op::weight, w, false, ctx);
+    xin = quantizer_->operand(Op::input, xin, false, ctx);
+  }
   const DType out_dtype = pc_->compute();
   const std::string fprop = gemm_name("fprop");
   parallel::GemmCall call{.options = {.trans_b = true, .bias = bias_ptr()},
@@ -185,9 +193,17 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   parallel::Pending xs =
       regather ? parallel::all_gather_rows(ec, g, x, ws().gemm.gathered) : parallel::Pending{x, {}};
   if (!bulk_wgrad) xs = {xs.get(ec), {}};
-  const Tensor w = source_->weight_for_backward(ctx);
+  Tensor w = source_->weight_for_backward(ctx);
   Tensor dy = cfg_.gather_output ? parallel::backward(Mapping::gather_from_tp, g, dy_in) : dy_in;
   dy = parallel::gemm_input(ec, w.dtype(), dy, ws().grad_cast);
+  // Quantized recipes: the dgrad GEMM's operands, and the wgrad GEMM's made
+  // from the high-precision tensors.
+  using Op = parallel::GemmQuantizer::Operand;
+  const Tensor dy_hp = dy;
+  if (quantizer_) {
+    w = quantizer_->operand(Op::weight, w, true, ctx);
+    dy = quantizer_->operand(Op::grad_output, dy, false, ctx);
+  }
   // A GEMM with a collective in flight beside it leaves the configured cores
   // to the transfer (overlap/config.h, comm_cores).
   const ExecContext busy = parallel::overlap::beside_comm(ec, pc_->overlap.comm_cores());
@@ -201,12 +217,24 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
         ec,
         {.schedule = schedule, .group = g, .overlap = dgrad_overlap, .name = dgrad_name.c_str()},
         dy, w, dx, ws().gemm);
-    const Tensor dy_full = run.gathered.defined() ? run.gathered : dy;
+    Tensor dy_full = run.gathered.defined() ? run.gathered : dy;
+    Tensor x_w = x;
+    if (quantizer_) {
+      // The wgrad operands, column-wise from the high-precision tensors (the
+      // gathered dy above holds the row-wise quantized values).
+      Tensor dy_hp_full = dy_hp;
+      if (run.gathered.defined()) {
+        dy_hp_full = ec.empty(run.gathered.shape(), dy_hp.dtype(), MemoryTag::activations);
+        g->all_gather(dy_hp_full, dy_hp).wait(ec);
+      }
+      dy_full = quantizer_->operand(Op::grad_output, dy_hp_full, true, ctx);
+      x_w = quantizer_->operand(Op::input, x, true, ctx);
+    }
     Tensor wgrad = source_->weight_grad(ctx);
-    kernels::gemm(ec, dy_full, x, wgrad, {.trans_a = true, .accumulate = true});
+    kernels::gemm(ec, dy_full, x_w, wgrad, {.trans_a = true, .accumulate = true});
     // The bias was added after the reduction: its gradient is this rank's
     // rows of dy (partial over the group under SP: grad_sum_group).
-    if (cfg_.bias) kernels::bias_backward(ec, dy, bias_.grad);
+    if (cfg_.bias) kernels::bias_backward(ec, dy_hp, bias_.grad);
     source_->finalize_weight_grad(ctx, wgrad);
     if (!cfg_.input_is_parallel) {
       // The dual of the input mapping: this rank's tokens, all features.
@@ -233,11 +261,16 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
                                dy, w, dx, ws().gemm)
           .pending;
   Tensor wgrad = source_->weight_grad(ctx);
-  const Tensor x_full = xs.get(ec);
+  Tensor x_full = xs.get(ec);
+  Tensor dy_w = dy;
+  if (quantizer_) {
+    dy_w = quantizer_->operand(Op::grad_output, dy_hp, true, ctx);
+    x_full = quantizer_->operand(Op::input, x_full, true, ctx);
+  }
   const bool dgrad_in_flight = bulk_dgrad && schedule != Schedule::plain && g && g->size() > 1;
-  kernels::gemm(dgrad_in_flight ? busy : ec, dy, x_full, wgrad,
+  kernels::gemm(dgrad_in_flight ? busy : ec, dy_w, x_full, wgrad,
                 {.trans_a = true, .accumulate = true});
-  if (cfg_.bias) kernels::bias_backward(ec, dy, bias_.grad);
+  if (cfg_.bias) kernels::bias_backward(ec, dy_hp, bias_.grad);
   source_->finalize_weight_grad(ctx, wgrad);
   dgrad.wait(ec);
   return dx;

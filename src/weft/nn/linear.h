@@ -30,6 +30,12 @@
 // above, also the default without a configuration) or off (each collective
 // on its own) for the backward's.
 //
+// Quantized recipes (fp8-delayed, fp8-current, mxfp8, nvfp4; precision.h):
+// a Linear that owns its weight has a GemmQuantizer and hands each GEMM the
+// operands it returns (fprop: x and W row-wise; dgrad: dy row-wise and W
+// column-wise; wgrad: dy and x column-wise). A Linear over another module's
+// weight (the LM head) stays in the compute dtype.
+//
 // Initialization is TP-invariant: every rank draws the full master weight from
 // (seed, name) and keeps its slice, so shards are bit-identical to slices of
 // the TP=1 weight. `out_groups` > 1 splits the output rows into that many
@@ -43,6 +49,7 @@
 
 #include "weft/nn/module.h"
 #include "weft/parallel/context.h"
+#include "weft/parallel/gemm_quantizer.h"
 #include "weft/parallel/mappings.h"
 #include "weft/parallel/schedule.h"
 #include "weft/parallel/weight_source.h"
@@ -111,6 +118,7 @@ class Linear : public Module {
   LinearConfig cfg_;
   Parameter weight_, bias_;  // weight_ is unused over an external source
   std::shared_ptr<parallel::WeightSource> source_;
+  std::unique_ptr<parallel::GemmQuantizer> quantizer_;  // quantized recipes only
 };
 
 // The Linear that closes a residual branch of a block (attention's proj, the

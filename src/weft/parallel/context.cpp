@@ -18,12 +18,6 @@ SequenceParallel parse_sequence_parallel(const std::string& s) {
   WEFT_FAIL("unknown sequence parallelism '{}': use off, seq or batch", s);
 }
 
-Precision Precision::of(DType dtype) {
-  WEFT_CHECK(dtype == DType::f32 || dtype == DType::bf16,
-             "no precision recipe computes in {}: use f32 or bf16", dtype_name(dtype));
-  return {dtype == DType::bf16 ? Recipe::bf16 : Recipe::f32};
-}
-
 ContextPtr make_context(std::shared_ptr<comm::ProcessGroup> tp, SequenceParallel sp,
                         Precision precision, uint64_t seed) {
   auto c = std::make_shared<ParallelContext>();

@@ -24,6 +24,7 @@
 #include "weft/core/exec_context.h"
 #include "weft/parallel/overlap/config.h"
 #include "weft/parallel/precision.h"
+#include "weft/parallel/scaling.h"
 #include "weft/parallel/workspace.h"
 
 namespace weft::parallel {
@@ -48,6 +49,9 @@ struct ParallelContext {
   OverlapConfig overlap{};
   // The rank's scratch buffers, shared by every module on this context.
   std::shared_ptr<Workspace> workspace = std::make_shared<Workspace>();
+  // The scaling state of the quantized recipes (amax histories, the step
+  // counter of their random streams), shared by every module on this context.
+  std::shared_ptr<ScalingRegistry> scaling = std::make_shared<ScalingRegistry>();
 
   int tp_size() const { return tp ? tp->size() : 1; }
   int tp_rank() const { return tp ? tp->rank() : 0; }

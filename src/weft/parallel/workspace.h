@@ -8,6 +8,9 @@
 // One Workspace per rank (a ParallelContext owns it); not thread-safe.
 #pragma once
 
+#include <array>
+
+#include "weft/core/quantized.h"
 #include "weft/core/tensor.h"
 
 namespace weft::parallel {
@@ -23,9 +26,18 @@ struct GemmWorkspace {
 // column-parallel backward's input (in flight during its dgrad GEMM, whose
 // reduce-scatter uses `partial`) and of the embedding's gradient all use
 // gemm.gathered.
+// The quantized recipes' operands (gemm_quantizer.h), one slot per operand
+// and direction: each lives only within its GEMM.
+struct QuantizeWorkspace {
+  std::array<QuantizedTensor, 6> quantized;
+  std::array<Tensor, 6> dequantized;  // what the CPU's emulation multiplies
+  Tensor hadamard;                    // NVFP4's transformed wgrad operand
+};
+
 struct Workspace {
   GemmWorkspace gemm;
   Tensor input_cast, grad_cast;  // activations converted to the GEMM input dtype
+  QuantizeWorkspace quantize;
 };
 
 }  // namespace weft::parallel

@@ -195,6 +195,7 @@ void write_rank_files(const fs::path& tmp, int rank, const comm::Grid& grid, nn:
   for (const std::string& dim : grid.layout().names()) coords[dim] = grid.rank_in(dim);
   info["coords"] = std::move(coords);
   info["rng"] = rng_json(state.rng);
+  if (!state.scaling.is_null()) info["scaling"] = state.scaling;
   write_text(tmp / format("rank{}.json", rank), sealed_json_text(info));
 }
 
@@ -463,7 +464,10 @@ TrainState load_checkpoint(const std::string& dir, comm::ProcessGroup& world,
     state.data_seed = json_u64(ck.index().at("data_seed"), dir + " data_seed");
     state.config = ck.index().at("config");
     // Evaluation and generation (no optimizer) never draw from the streams.
-    if (optimizer) state.rng = restored_rng(ck, world, grid);
+    if (optimizer) {
+      state.rng = restored_rng(ck, world, grid);
+      state.scaling = ck.rank_scaling(same_layout(ck, world, grid) ? world.rank() : 0);
+    }
   });
   return state;
 }

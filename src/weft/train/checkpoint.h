@@ -55,6 +55,10 @@ struct TrainState {
   uint64_t data_seed = 0;
   parallel::RngTracker::State rng{};  // this rank's streams
   Json config{};                      // the model + run config
+  // The quantized recipes' scaling state of this rank (scaling_state.h);
+  // null when the run has none. Loaded as the streams are: this rank's at
+  // the saved layout, else rank 0's.
+  Json scaling{};
 };
 
 // Collective over `world` (every rank calls it); see the top of this file.

@@ -445,13 +445,29 @@ Tensor CheckpointReader::read_full(const SavedTensor& t) const {
   return read(t, whole);
 }
 
-parallel::RngTracker::State CheckpointReader::rank_rng(int rank) const {
-  const fs::path path = fs::path(dir_) / format("rank{}.json", rank);
+namespace {
+
+Json read_rank_json(const std::string& dir, int rank, bool index_sealed) {
+  const fs::path path = fs::path(dir) / format("rank{}.json", rank);
   bool sealed = false;
-  const Json j = parse_sealed_json(read_text(path, "checkpoint " + dir_), path.string(), sealed);
-  WEFT_CHECK(sealed || !sealed_, "{} is damaged: it has no checksum, unlike its index; {}",
+  Json j = parse_sealed_json(read_text(path, "checkpoint " + dir), path.string(), sealed);
+  WEFT_CHECK(sealed || !index_sealed, "{} is damaged: it has no checksum, unlike its index; {}",
              path.string(), kUseAnother);
-  return rng_from_json(j.at("rng"), path.string());
+  WEFT_CHECK(j.is_object(), "{} is damaged: not a JSON object; {}", path.string(), kUseAnother);
+  return j;
+}
+
+}  // namespace
+
+parallel::RngTracker::State CheckpointReader::rank_rng(int rank) const {
+  const Json j = read_rank_json(dir_, rank, sealed_);
+  return rng_from_json(j.at("rng"), (fs::path(dir_) / format("rank{}.json", rank)).string());
+}
+
+Json CheckpointReader::rank_scaling(int rank) const {
+  const Json j = read_rank_json(dir_, rank, sealed_);
+  const Json* s = j.find("scaling");
+  return s ? *s : Json();
 }
 
 }  // namespace weft::train

@@ -114,6 +114,8 @@ class CheckpointReader {
 
   // The saved random streams of world rank `rank`.
   parallel::RngTracker::State rank_rng(int rank) const;
+  // The scaling state world rank `rank` saved (null when it saved none).
+  Json rank_scaling(int rank) const;
 
   // The file `name` of the checkpoint, opened and its header checked.
   const SafetensorsFile& file(const std::string& name) const;

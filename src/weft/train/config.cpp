@@ -169,6 +169,27 @@ KeyDef optional_number_key(ConfigKey key, std::optional<double> TrainConfig::*m)
           [m](const TrainConfig& c) { return c.*m ? Json(*(c.*m)) : Json(nullptr); }};
 }
 
+// A setting of the precision recipe spelled as one of `names`.
+template <typename E>
+KeyDef enum_key(ConfigKey key, E parallel::Precision::*m,
+                std::vector<std::pair<std::string, E>> names) {
+  return {std::move(key),
+          [m, names](TrainConfig& c, const Json& v, const Where& w) {
+            std::vector<std::string> choices;
+            for (const auto& n : names) choices.push_back(n.first);
+            const std::string s = to_choice(v, w, choices);
+            for (const auto& [name, value] : names) {
+              if (name == s) c.precision.*m = value;
+            }
+          },
+          [m, names](const TrainConfig& c) {
+            for (const auto& [name, value] : names) {
+              if (c.precision.*m == value) return Json(name);
+            }
+            return Json(nullptr);
+          }};
+}
+
 KeyDef string_key(ConfigKey key, std::string TrainConfig::*m) {
   return {std::move(key),
           [m](TrainConfig& c, const Json& v, const Where& w) { c.*m = to_string(v, w); },
@@ -199,11 +220,51 @@ const std::vector<KeyDef>& key_defs() {
                         model_field(&nn::GptConfig::vocab_pad), 1));
     d.push_back(number_key({"dropout", "P", "", "attention and residual dropout probability"},
                            model_field(&nn::GptConfig::dropout)));
-    d.push_back({{"dtype", "f32|bf16", "", "compute type (master weights stay f32)"},
+    d.push_back({{"dtype", "f32|bf16", "",
+                  "compute type (master weights stay f32); the same as --precision f32|bf16"},
                  [](TrainConfig& c, const Json& v, const Where& w) {
                    c.dtype = parse_dtype(to_choice(v, w, {"f32", "bf16"}));
+                   if (!c.precision.quantized()) {
+                     c.precision.recipe = parallel::Precision::of(c.dtype).recipe;
+                   }
                  },
                  [](const TrainConfig& c) { return Json(std::string(dtype_name(c.dtype))); }});
+    d.push_back(
+        {{"precision", "RECIPE", "f32",
+          "f32, bf16, or a quantized recipe for the Linear GEMMs (qkv, proj, fc1, fc2): "
+          "fp8-delayed (per-tensor FP8 scales from an amax history, Transformer Engine's "
+          "DelayedScaling), fp8-current (scales from the current amax), mxfp8 (E4M3 in blocks "
+          "of 32 with E8M0 scales), nvfp4 (E2M1 in blocks of 16, E4M3 block scales, an f32 "
+          "tensor scale, Hadamard transform and stochastic rounding in the backward); on the "
+          "CPU the quantized recipes are exact emulations computing in f32"},
+         [](TrainConfig& c, const Json& v, const Where& w) {
+           c.precision.recipe = parallel::parse_recipe(
+               to_choice(v, w, {"f32", "bf16", "fp8-delayed", "fp8-current", "mxfp8", "nvfp4"}));
+           if (!c.precision.quantized()) c.dtype = c.precision.gemm_input();
+         },
+         [](const TrainConfig& c) { return Json(parallel::recipe_name(c.precision.recipe)); }});
+    d.push_back(
+        enum_key({"fp8-format", "hybrid|e4m3", "hybrid",
+                  "fp8-delayed / fp8-current: E4M3 forward and E5M2 gradients (hybrid) "
+                  "or E4M3 everywhere"},
+                 &parallel::Precision::fp8_format,
+                 {{"hybrid", parallel::Fp8Format::hybrid}, {"e4m3", parallel::Fp8Format::e4m3}}));
+    d.push_back(int_key(
+        {"amax-history", "N", "1024", "fp8-delayed: amax history length"},
+        [](auto& c) -> auto& { return c.precision.amax_history; }, 1));
+    d.push_back(enum_key(
+        {"amax-algo", "max|most_recent", "max",
+         "fp8-delayed: scale by the history's maximum or its most recent amax"},
+        &parallel::Precision::amax_algo,
+        {{"max", parallel::AmaxAlgo::max}, {"most_recent", parallel::AmaxAlgo::most_recent}}));
+    d.push_back(int_key(
+        {"fp8-margin", "N", "0", "fp8-delayed: scale = fp8_max / amax / 2^N (headroom for growth)"},
+        [](auto& c) -> auto& { return c.precision.margin; }, 0));
+    d.push_back(enum_key({"amax-group", "tp|tp-dp", "tp",
+                          "fp8-delayed: reduce the amaxes over the TP group or over TP x DP (all "
+                          "ranks), once per step"},
+                         &parallel::Precision::amax_group,
+                         {{"tp", parallel::AmaxGroup::tp}, {"tp-dp", parallel::AmaxGroup::tp_dp}}));
     d.push_back(int_key({"tp", "N", "", "tensor-parallel size"}, &TrainConfig::tp, 1));
     d.push_back({{"dp", "N", "auto", "data-parallel size (auto: world / tp under mpirun, else 1)"},
                  [](TrainConfig& c, const Json& v, const Where& w) {
@@ -538,6 +599,10 @@ void validate(const TrainConfig& c) {
   } catch (const Error& e) {
     WEFT_FAIL("--overlap {}: {}", c.overlap, e.what());
   }
+  WEFT_CHECK(!c.precision.quantized() || c.dtype == DType::f32,
+             "--precision {} computes in f32 on the CPU (its GEMM operands are quantized, then "
+             "dequantized to f32): drop --dtype bf16",
+             parallel::recipe_name(c.precision.recipe));
   WEFT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every {} needs --save DIR",
              c.save_every);
   WEFT_CHECK(c.init.empty() || c.resume.empty(),
@@ -550,7 +615,8 @@ parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::P
   pc->tp = std::move(tp);
   pc->dp = std::move(dp);
   pc->sp = c.sp;
-  pc->precision = parallel::Precision::of(c.dtype);
+  pc->precision = c.precision;
+  if (!c.precision.quantized()) pc->precision.recipe = parallel::Precision::of(c.dtype).recipe;
   pc->seed = c.seed;
   pc->overlap = overlap_config(c.overlap);
   return pc;

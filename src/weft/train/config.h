@@ -34,6 +34,10 @@ struct TrainConfig {
   std::string preset = "tiny";
   nn::GptConfig model = nn::gpt_preset("tiny");
   DType dtype = DType::f32;  // compute type
+  // The precision recipe and its options (--precision, --fp8-format,
+  // --amax-history, --amax-algo, --fp8-margin, --amax-group). Its recipe
+  // follows --dtype for f32 and bf16; the quantized recipes compute in f32.
+  parallel::Precision precision{};
   // Layout: world = tp · dp ranks.
   int tp = 2;
   int dp = 0;  // 0: the world size / tp (1 on the local backend)

@@ -14,6 +14,7 @@
 #include "weft/train/load_model.h"
 #include "weft/train/metrics.h"
 #include "weft/train/run_start.h"
+#include "weft/train/scaling_state.h"
 #include "weft/train/schedule.h"
 #include "weft/train/stop_signal.h"
 
@@ -69,6 +70,15 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Datase
     if (!cfg_.save.empty() && in_run_dir(dir, cfg_.save)) saved_step_ = step_;
     data_seed_ = state.data_seed;
     rng_.set_state(state.rng);
+    parallel::ScalingRegistry& scaling = *model_->context()->scaling;
+    if (!state.scaling.is_null()) {
+      scaling.restore(scaling_from_json(state.scaling, "checkpoint " + dir + " scaling state"));
+    } else {
+      WEFT_CHECK(!cfg_.precision.quantized(),
+                 "the checkpoint in {} holds no FP8 scaling state, so --precision {} cannot "
+                 "resume it bitwise: resume with the precision it was saved with",
+                 cfg_.resume, parallel::recipe_name(cfg_.precision.recipe));
+    }
     WEFT_CHECK(step_ < cfg_.steps,
                "the checkpoint in {} is at step {} and --steps is {}: pass a larger --steps to "
                "continue training",
@@ -115,6 +125,13 @@ StepResult Trainer::step() {
   auto t = Clock::now();
   sync_->finish();
   r.times.backward += seconds_since(t);
+  // The quantized recipes' step end: delayed scaling reduces every amax of
+  // the step over its group in one collective and updates the scales.
+  const parallel::ParallelContext& pc = *model_->context();
+  if (pc.precision.quantized()) {
+    const bool world_group = pc.precision.amax_group == parallel::AmaxGroup::tp_dp;
+    pc.scaling->end_step(pc.precision, world_group ? &world_ : grid_->group_ptr("tp").get());
+  }
 
   t = Clock::now();
   Tensor loss = Tensor::from({1}, std::vector<float>{static_cast<float>(loss_sum / accum)});
@@ -173,6 +190,8 @@ void Trainer::save(const std::string& dir) {
   config[kFingerprintKey] = std::to_string(data_.data().fingerprint());
   config[kBatchKey] = cfg_.sequences_per_step(grid_->size("dp"));
   TrainState state{.step = step_, .data_seed = data_seed_, .rng = rng_.state(), .config = config};
+  if (cfg_.precision.quantized())
+    state.scaling = scaling_json(model_->context()->scaling->snapshot());
   save_checkpoint(dir, world_, *grid_, *model_, optimizer_.get(), state);
   if (dir == cfg_.save) saved_step_ = step_;
 }

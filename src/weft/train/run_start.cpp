@@ -159,10 +159,14 @@ std::string describe_run(Trainer& t, const Dataset& data) {
       "steps {}: {} sequences x {} tokens per step (micro-batch {} x dp {} x accum {}), lr {:g} "
       "(warmup {}, cosine {}to {:g})",
       is_preset ? c.preset : "(custom)", c.model.layers, c.model.width, c.model.heads, c.model.seq,
-      c.model.vocab, params, dtype_name(c.dtype), data.data().source, data.data().size(),
-      data.train().size(), data.val().size(), t.world().size(), t.world().backend(), g.size("tp"),
-      g.size("dp"), nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(g.size("dp")),
-      c.model.seq, c.micro_batch, g.size("dp"), c.grad_accum, c.lr_value(), c.warmup_steps(),
+      c.model.vocab, params,
+      c.precision.quantized() ? std::string(parallel::recipe_name(c.precision.recipe)) +
+                                    " (GEMM operands quantized, f32 compute)"
+                              : std::string(dtype_name(c.dtype)),
+      data.data().source, data.data().size(), data.train().size(), data.val().size(),
+      t.world().size(), t.world().backend(), g.size("tp"), g.size("dp"),
+      nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(g.size("dp")), c.model.seq,
+      c.micro_batch, g.size("dp"), c.grad_accum, c.lr_value(), c.warmup_steps(),
       c.schedule_total() == c.steps ? std::string() : format("over {} steps ", c.schedule_total()),
       c.min_lr_value());
 }

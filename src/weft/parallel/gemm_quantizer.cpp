@@ -1,0 +1,161 @@
+#include "weft/parallel/gemm_quantizer.h"
+
+#include <cfloat>
+#include <cmath>
+
+#include "weft/kernels/cast.h"
+#include "weft/kernels/random.h"
+#include "weft/parallel/context.h"
+#include "weft/parallel/scaling.h"
+
+namespace weft::parallel {
+
+namespace {
+
+constexpr const char* kOperandNames[] = {"input", "weight", "grad_output"};
+
+size_t index(GemmQuantizer::Operand which, bool columnwise) {
+  return static_cast<size_t>(which) * 2 + (columnwise ? 1 : 0);
+}
+
+// A 64-bit mix of a few words (splitmix64's finalizer over a running sum).
+uint64_t mix(uint64_t a, uint64_t b, uint64_t c = 0) {
+  uint64_t z = a + 0x9e3779b97f4a7c15ull * (b + 1) + 0xbf58476d1ce4e5b9ull * (c + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+GemmQuantizer::GemmQuantizer(const ParallelContext& pc, const std::string& name,
+                             comm::ProcessGroup* group)
+    : pc_(pc), precision_(pc.precision), registry_(*pc.scaling), group_(group) {
+  WEFT_CHECK(precision_.quantized(),
+             "{}: a GemmQuantizer under the {} recipe, which quantizes "
+             "nothing",
+             name, recipe_name(precision_.recipe));
+  if (precision_.recipe == Recipe::fp8_delayed) {
+    for (int i = 0; i < 3; ++i) {
+      const bool grad = i == 2;
+      const DType t =
+          grad && precision_.fp8_format == Fp8Format::hybrid ? DType::e5m2 : DType::e4m3;
+      ids_[static_cast<size_t>(i)] =
+          registry_.add(name + "." + kOperandNames[i], dtype_max(t), precision_.amax_history);
+    }
+  }
+}
+
+bool GemmQuantizer::columnwise_differs() const {
+  return precision_.recipe == Recipe::mxfp8 || precision_.recipe == Recipe::nvfp4;
+}
+
+QuantizedTensor& GemmQuantizer::slot(Operand which, bool columnwise) {
+  return pc_.workspace->quantize.quantized[index(which, columnwise)];
+}
+
+float GemmQuantizer::reduced_amax(float amax) const {
+  if (!group_ || group_->size() == 1) return amax;
+  Tensor t = Tensor::from({1}, std::vector<float>{amax});
+  group_->all_reduce(t, comm::ReduceOp::max).wait();
+  return t.item(0);
+}
+
+const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, bool columnwise,
+                                                PassContext& pass) {
+  const ExecContext& ec = pc_.exec;
+  const bool grad = which == Operand::grad_output;
+  const DType fp8 = grad && precision_.fp8_format == Fp8Format::hybrid ? DType::e5m2 : DType::e4m3;
+  kernels::QuantizeConfig cfg;
+  cfg.rowwise = true;
+  switch (precision_.recipe) {
+    case Recipe::fp8_delayed: {
+      // One scale for both directions: the row-wise data serves both.
+      QuantizedTensor& q = slot(which, false);
+      const int id = ids_[static_cast<size_t>(which)];
+      cfg.dtype = fp8;
+      cfg.scale = registry_.state(id).scale;
+      kernels::quantize(ec, x, cfg, q);
+      if (pass.training()) registry_.record(id, q.amax);
+      return q;
+    }
+    case Recipe::fp8_current: {
+      QuantizedTensor& q = slot(which, false);
+      const float amax = reduced_amax(kernels::amax(ec, x));
+      cfg.dtype = fp8;
+      cfg.scale = scale_from_amax(amax, dtype_max(fp8), 0, 1.0f);
+      kernels::quantize(ec, x, cfg, q);
+      return q;
+    }
+    case Recipe::mxfp8: {
+      QuantizedTensor& q = slot(which, columnwise);
+      cfg.mode = ScalingMode::block_1x32;
+      cfg.dtype = DType::e4m3;
+      cfg.rowwise = !columnwise;
+      cfg.columnwise = columnwise;
+      kernels::quantize(ec, x, cfg, q);
+      return q;
+    }
+    case Recipe::nvfp4: {
+      const bool weight = which == Operand::weight;
+      cfg.mode = weight ? ScalingMode::block_16x16 : ScalingMode::block_1x16;
+      cfg.dtype = DType::e2m1;
+      if (weight) columnwise = false;  // 16x16 tiles: one copy serves both
+      QuantizedTensor& q = slot(which, columnwise);
+      if (grad && precision_.stochastic_rounding) {
+        cfg.stochastic = true;
+        cfg.seed = mix(pc_.seed, registry_.steps(), registry_.next_stream());
+      }
+      const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
+      if (columnwise && precision_.hadamard && rows % 16 == 0) {
+        // wgrad: the Hadamard transform along the tokens, fused with the
+        // transpose; its rows are the column-wise copy's.
+        const auto signs = static_cast<uint16_t>(mix(pc_.seed, registry_.steps(), 0x5248ull));
+        const Tensor xf = x.dtype() == DType::f32 ? x : x.to(DType::f32);
+        Tensor rht = ec.reuse(pc_.workspace->quantize.hadamard, {cols, rows}, DType::f32);
+        kernels::hadamard16_transpose(ec, xf, signs, rht);
+        cfg.global_amax = reduced_amax(kernels::amax(ec, rht));
+        QuantizedTensor t;
+        t.data = q.col_data;
+        t.scale_inv = q.col_scale_inv;
+        kernels::quantize(ec, rht, cfg, t);
+        q.mode = t.mode;
+        q.dtype = t.dtype;
+        q.rows = rows;
+        q.cols = cols;
+        q.data = Tensor();
+        q.scale_inv = Tensor();
+        q.col_data = t.data;
+        q.col_scale_inv = t.scale_inv;
+        q.tensor_scale_inv = t.tensor_scale_inv;
+        q.amax = t.amax;
+        return q;
+      }
+      cfg.global_amax = reduced_amax(kernels::amax(ec, x));
+      cfg.rowwise = !columnwise;
+      cfg.columnwise = columnwise;
+      kernels::quantize(ec, x, cfg, q);
+      return q;
+    }
+    case Recipe::f32:
+    case Recipe::bf16: break;
+  }
+  WEFT_FAIL("the {} recipe quantizes nothing", recipe_name(precision_.recipe));
+}
+
+Tensor GemmQuantizer::operand(Operand which, const Tensor& x, bool columnwise, PassContext& pass) {
+  const QuantizedTensor& q = quantized(which, x, columnwise, pass);
+  const bool col = q.has_columnwise() && (columnwise || !q.has_rowwise());
+  Tensor out = pc_.exec.reuse(pc_.workspace->quantize.dequantized[index(which, columnwise)],
+                              x.shape(), DType::f32, MemoryTag::activations);
+  kernels::dequantize(pc_.exec, q, col, out);
+  return out;
+}
+
+Tensor GemmQuantizer::operand_of(const QuantizedTensor& q, bool columnwise) const {
+  Tensor out = pc_.exec.empty({q.rows, q.cols}, DType::f32, MemoryTag::activations);
+  kernels::dequantize(pc_.exec, q, q.has_columnwise() && (columnwise || !q.has_rowwise()), out);
+  return out;
+}
+
+}  // namespace weft::parallel

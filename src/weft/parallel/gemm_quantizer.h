@@ -1,0 +1,88 @@
+// GemmQuantizer: how one Linear's GEMM operands are quantized under the
+// context's precision recipe (precision.h). The Linear calls it on each
+// operand right before each of its three GEMMs:
+//
+//   fprop  y  = x · Wᵀ     input (row-wise),        weight (row-wise)
+//   dgrad  dx = dy · W     grad_output (row-wise),  weight (column-wise)
+//   wgrad  dW = dyᵀ · x    grad_output (column-wise), input (column-wise)
+//
+// Column-wise means quantized in blocks down the columns, the copy the
+// backward GEMMs read (core/quantized.h). Per recipe:
+//   fp8-delayed  per-tensor; E4M3, gradients E5M2 under HYBRID; the scale
+//                from the tensor's amax history (ScalingRegistry), each
+//                quantization recording its amax (training passes only).
+//   fp8-current  per-tensor; scale fp8_max / amax of this tensor, the amax
+//                reduced (max) over the Linear's TP group when it is split,
+//                so that every rank quantizes its shard as the TP=1 run would.
+//   mxfp8        E4M3 1x32 blocks, E8M0 scales; nothing to reduce.
+//   nvfp4        E2M1 1x16 blocks (16x16 for weights), E4M3 block scales,
+//                an f32 per-tensor scale from the amax reduced over the TP
+//                group; gradients stochastically rounded (streams from the
+//                context's seed, the registry's step and a per-step counter);
+//                the wgrad operands pass through the random Hadamard
+//                transform along the tokens first when their count is a
+//                multiple of 16 (signs drawn once per step, shared by all
+//                layers, as TE does).
+// Per-tensor and 16x16 scaling give both directions the same values.
+//
+// The quantized operands live in the context's Workspace (one slot per
+// operand and direction, shared by every Linear): valid until the next call
+// for the same operand and direction.
+//
+// operand() returns what the GEMM multiplies: on the CPU the quantized
+// operand dequantized to f32 in the input's layout (exact emulation). A GPU
+// backend takes quantized() instead and hands the data and scales to an FP8
+// GEMM; a weight source that gathers quantized shards (GTP) calls
+// quantized(Operand::weight, shard, ...) and gathers data and scales.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "weft/comm/process_group.h"
+#include "weft/core/quantized.h"
+#include "weft/parallel/pass.h"
+#include "weft/parallel/precision.h"
+
+namespace weft::parallel {
+
+struct ParallelContext;
+class ScalingRegistry;
+
+class GemmQuantizer {
+ public:
+  enum class Operand : uint8_t { input, weight, grad_output };
+
+  // `name`: the Linear's ("h.0.attn.qkv"); `group`: the TP group the
+  // Linear's tensors are split over (null when it is not split). Under
+  // fp8-delayed registers input, weight and grad_output with the context's
+  // registry.
+  GemmQuantizer(const ParallelContext& pc, const std::string& name, comm::ProcessGroup* group);
+
+  // x quantized for its GEMM (columnwise: the copy the backward reads).
+  const QuantizedTensor& quantized(Operand which, const Tensor& x, bool columnwise,
+                                   PassContext& pass);
+  // The same, dequantized to f32 in x's layout: what the CPU multiplies.
+  Tensor operand(Operand which, const Tensor& x, bool columnwise, PassContext& pass);
+  // What the CPU multiplies for a quantized tensor made elsewhere (a weight
+  // gathered in its quantized form): its values in (q.rows, q.cols) f32,
+  // from the column-wise copy when asked for and present.
+  Tensor operand_of(const QuantizedTensor& q, bool columnwise) const;
+
+  // Whether the column-wise copy can differ from the row-wise one (block
+  // scaling along the other direction): then the backward quantizes the
+  // high-precision tensors again.
+  bool columnwise_differs() const;
+
+ private:
+  QuantizedTensor& slot(Operand which, bool columnwise);
+  float reduced_amax(float amax) const;
+
+  const ParallelContext& pc_;
+  Precision precision_;
+  ScalingRegistry& registry_;
+  comm::ProcessGroup* group_;
+  std::array<int, 3> ids_{-1, -1, -1};  // delayed scaling: the registry's tensor ids
+};
+
+}  // namespace weft::parallel

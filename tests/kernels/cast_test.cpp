@@ -1,0 +1,433 @@
+#include "weft/kernels/cast.h"
+
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "testing.h"
+
+namespace weft::kernels {
+namespace {
+
+const ExecContext& ec = ExecContext::host();
+
+// ---- a naive reference quantizer over dtype.h's scalar converters ----------
+
+uint8_t encode(DType t, float v) {
+  switch (t) {
+    case DType::e4m3: return f32_to_e4m3(v);
+    case DType::e5m2: return f32_to_e5m2(v);
+    default: return f32_to_e2m1(v);
+  }
+}
+float decode(DType t, uint8_t c) {
+  switch (t) {
+    case DType::e4m3: return e4m3_to_f32(c);
+    case DType::e5m2: return e5m2_to_f32(c);
+    default: return e2m1_to_f32(c);
+  }
+}
+
+// MXFP8's exponent as the OCP MX spec and TE state it, written differently
+// from the kernel: the smallest e with 2^(e-127) >= amax / fp8_max.
+uint8_t mx_exponent(float amax, DType t) {
+  const float v = amax * (1.0f / dtype_max(t));
+  if (v == 0.0f) return 0;
+  int e = 0;
+  while (e < 254 && std::ldexp(1.0, e - 127) < static_cast<double>(v)) ++e;
+  return static_cast<uint8_t>(e);
+}
+
+struct Ref {
+  std::vector<uint8_t> codes;   // one per element (rows x cols)
+  std::vector<uint8_t> scales;  // block scale codes
+  std::vector<float> values;    // the dequantized values
+};
+
+// x (rows, cols) row-wise under `mode`, the scale of per-tensor scaling `scale`.
+Ref reference(const std::vector<float>& x, int64_t rows, int64_t cols, ScalingMode mode, DType t,
+              float scale, float global_amax) {
+  Ref r;
+  r.codes.resize(x.size());
+  r.values.resize(x.size());
+  const Shape ss = scale_shape(mode, rows, cols);
+  r.scales.assign(static_cast<size_t>(ss.numel()), 0);
+  const int64_t bc = scaling_block_cols(mode), br = scaling_block_rows(mode);
+  float g = 0;
+  for (float v : x) g = std::max(g, std::fabs(v));
+  if (global_amax >= 0) g = global_amax;
+  const float s_enc = g > 0 ? 448.0f * 6.0f / g : 1.0f;
+  const float s_dec = 1.0f / s_enc;
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      const size_t k = static_cast<size_t>(i * cols + j);
+      if (mode == ScalingMode::tensor) {
+        r.codes[k] = encode(t, x[k] * scale);
+        r.values[k] = decode(t, r.codes[k]) * (1.0f / scale);
+        continue;
+      }
+      // The block of (i, j): rows [bi*br, ..), cols [bj*bc, ..).
+      const int64_t bi = i / br, bj = j / bc;
+      float bamax = 0;
+      for (int64_t a = bi * br; a < std::min(rows, bi * br + br); ++a) {
+        for (int64_t b = bj * bc; b < std::min(cols, bj * bc + bc); ++b) {
+          bamax = std::max(bamax, std::fabs(x[static_cast<size_t>(a * cols + b)]));
+        }
+      }
+      const size_t si = static_cast<size_t>(bi * ss[1] + bj);
+      if (mode == ScalingMode::block_1x32) {
+        const uint8_t e = mx_exponent(bamax, t);
+        r.scales[si] = e;
+        const float mul = e == 0 ? 1.0f : static_cast<float>(std::ldexp(1.0, 127 - e));
+        r.codes[k] = encode(t, x[k] * mul);
+        r.values[k] = decode(t, r.codes[k]) * e8m0_to_f32(e);
+      } else {
+        const uint8_t sc = f32_to_e4m3(bamax / 6.0f * s_enc);
+        r.scales[si] = sc;
+        const float mul = std::min(1.0f / (e4m3_to_f32(sc) * s_dec), FLT_MAX);
+        r.codes[k] = encode(t, x[k] * mul);
+        r.values[k] = decode(t, r.codes[k]) * e4m3_to_f32(sc) * s_dec;
+      }
+    }
+  }
+  return r;
+}
+
+std::vector<uint8_t> codes_of(const Tensor& data, DType t, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(data.raw());
+  std::vector<uint8_t> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    out[static_cast<size_t>(i)] = t == DType::e2m1 ? (p[i / 2] >> ((i % 2) * 4)) & 0xf : p[i];
+  }
+  return out;
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const uint8_t*>(t.raw());
+  return {p, p + t.nbytes()};
+}
+
+std::vector<float> transpose(const std::vector<float>& x, int64_t rows, int64_t cols) {
+  std::vector<float> t(x.size());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      t[static_cast<size_t>(j * rows + i)] = x[static_cast<size_t>(i * cols + j)];
+  return t;
+}
+
+// Values spanning many binades, so that blocks get different scales: block
+// b of a row is scaled by 2^(3b - 20), with a few exact ties and specials.
+std::vector<float> spread_values(int64_t rows, int64_t cols, uint32_t seed, int64_t block) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const int e = static_cast<int>((j / block + i) % 12) * 3 - 20;
+      v[static_cast<size_t>(i * cols + j)] = std::ldexp(dist(gen), e);
+    }
+  return v;
+}
+
+void expect_matches_reference(const std::vector<float>& x, int64_t rows, int64_t cols,
+                              ScalingMode mode, DType t, float scale = 1.0f,
+                              float global_amax = -1.0f) {
+  SCOPED_TRACE(::testing::Message() << scaling_mode_name(mode) << " " << dtype_name(t) << " ("
+                                    << rows << ", " << cols << ")");
+  const Tensor xt = Tensor::from({rows, cols}, x);
+  QuantizedTensor q;
+  quantize(ec, xt,
+           {.mode = mode,
+            .dtype = t,
+            .rowwise = true,
+            .columnwise = true,
+            .scale = scale,
+            .global_amax = global_amax},
+           q);
+  const Ref r = reference(x, rows, cols, mode, t, scale, global_amax);
+  EXPECT_EQ(codes_of(q.data, t, rows * cols), r.codes);
+  if (mode != ScalingMode::tensor) {
+    EXPECT_EQ(bytes_of(q.scale_inv), r.scales);
+  }
+  Tensor back = Tensor::empty({rows, cols});
+  dequantize(ec, q, false, back);
+  EXPECT_EQ(back.to_vector(), r.values);
+  // The column-wise copy: xᵀ quantized row-wise (16x16: the same tiles).
+  const std::vector<float> xt_t = transpose(x, rows, cols);
+  const ScalingMode col_mode = mode;
+  const Ref rc =
+      reference(xt_t, cols, rows, col_mode, t, scale,
+                mode == ScalingMode::tensor ? -1.0f : (global_amax >= 0 ? global_amax : -1.0f));
+  EXPECT_EQ(codes_of(q.col_data, t, rows * cols), rc.codes);
+  if (mode != ScalingMode::tensor) {
+    EXPECT_EQ(bytes_of(q.col_scale_inv), rc.scales);
+  }
+  // Dequantized back into x's layout.
+  Tensor back_t = Tensor::empty({rows, cols});
+  dequantize(ec, q, true, back_t);
+  EXPECT_EQ(back_t.to_vector(), transpose(rc.values, cols, rows));
+  if (mode == ScalingMode::tensor || mode == ScalingMode::block_16x16) {
+    // One scale for both directions: the copies hold the same values.
+    EXPECT_EQ(back_t.to_vector(), back.to_vector());
+  }
+  float amax = 0;
+  for (float v : x) amax = std::max(amax, std::fabs(v));
+  EXPECT_EQ(q.amax, amax);
+}
+
+// Every code of the format, the midpoints between neighbours (ties), a hair
+// either side of them, beyond the largest value, Inf, f32 subnormals and 0.
+std::vector<float> format_edges(DType t) {
+  std::vector<float> v;
+  const int codes = t == DType::e2m1 ? 8 : 128;
+  std::vector<float> mags;
+  for (int c = 0; c < codes; ++c) {
+    const float m = decode(t, static_cast<uint8_t>(c));
+    if (std::isfinite(m)) mags.push_back(m);
+  }
+  for (size_t i = 0; i < mags.size(); ++i) {
+    v.push_back(mags[i]);
+    if (i + 1 < mags.size()) {
+      const float mid = (mags[i] + mags[i + 1]) / 2;
+      v.push_back(mid);
+      v.push_back(std::nextafter(mid, 0.0f));
+      v.push_back(std::nextafter(mid, 1e30f));
+    }
+  }
+  const float mx = dtype_max(t);
+  for (float f : {mx * 1.0625f, mx * 2, 1e30f, std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::denorm_min(), 1e-40f, 0.0f}) {
+    v.push_back(f);
+  }
+  const size_t n = v.size();
+  for (size_t i = 0; i < n; ++i) v.push_back(-v[i]);
+  if (v.size() % 2) v.push_back(0.5f);
+  return v;
+}
+
+TEST(Cast, PerTensorEncodesLikeTheDtypeConvertersAtEveryEdge) {
+  for (DType t : {DType::e4m3, DType::e5m2}) {
+    std::vector<float> x = format_edges(t);
+    x.push_back(std::numeric_limits<float>::quiet_NaN());
+    if (x.size() % 2) x.push_back(1.0f);
+    const auto n = static_cast<int64_t>(x.size());
+    QuantizedTensor q;
+    quantize(ec, Tensor::from({2, n / 2}, x), {.dtype = t, .scale = 1.0f}, q);
+    const std::vector<uint8_t> got = codes_of(q.data, t, n);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_EQ(got[static_cast<size_t>(i)], encode(t, x[static_cast<size_t>(i)]))
+          << dtype_name(t) << " " << x[static_cast<size_t>(i)];
+    }
+    EXPECT_TRUE(std::isnan(q.amax));
+  }
+}
+
+TEST(Cast, RandomBitPatternsEncodeLikeTheDtypeConverters) {
+  std::mt19937 gen(7);
+  std::vector<float> x(1 << 16);
+  for (float& v : x) {
+    uint32_t u = gen();
+    std::memcpy(&v, &u, 4);
+    if (std::isnan(v)) v = 1.0f;
+  }
+  for (DType t : {DType::e4m3, DType::e5m2}) {
+    for (float scale : {1.0f, 0x1p-100f, 0x1p100f}) {
+      QuantizedTensor q;
+      quantize(ec, Tensor::from({256, 256}, x), {.dtype = t, .scale = scale}, q);
+      const std::vector<uint8_t> got = codes_of(q.data, t, 1 << 16);
+      int bad = 0;
+      for (size_t i = 0; i < x.size(); ++i) bad += got[i] != encode(t, x[i] * scale);
+      EXPECT_EQ(bad, 0) << dtype_name(t) << " scale " << scale;
+    }
+  }
+}
+
+TEST(Cast, Fp4EdgesThroughUnitScales) {
+  // A per-tensor amax of 2688 = 448 · 6 makes the second-level scale 1, and a
+  // block holding a 6 gets the block scale 1: pin one in every block of 16,
+  // so that each element is encoded at unit scale.
+  std::vector<float> x;
+  for (float v : format_edges(DType::e2m1)) {
+    if (!(std::fabs(v) <= 6.0f)) continue;
+    if (x.size() % 16 == 0) x.push_back(6.0f);
+    x.push_back(v);
+  }
+  while (x.size() % 32) x.push_back(0.0f);
+  const auto n = static_cast<int64_t>(x.size());
+  expect_matches_reference(x, 2, n / 2, ScalingMode::block_1x16, DType::e2m1, 1.0f, 2688.0f);
+}
+
+TEST(Cast, BlockScalesAtBoundariesAndRaggedTails) {
+  struct Case {
+    ScalingMode mode;
+    DType t;
+    int64_t rows, cols;
+  };
+  const Case cases[] = {
+      {ScalingMode::block_1x32, DType::e4m3, 3, 70},
+      {ScalingMode::block_1x32, DType::e5m2, 33, 64},
+      {ScalingMode::block_1x32, DType::e4m3, 65, 31},
+      {ScalingMode::block_1x32, DType::e4m3, 1, 1},
+      {ScalingMode::block_1x16, DType::e2m1, 4, 18},
+      {ScalingMode::block_1x16, DType::e2m1, 34, 48},
+      {ScalingMode::block_16x16, DType::e2m1, 34, 50},
+      {ScalingMode::block_16x16, DType::e2m1, 16, 16},
+      {ScalingMode::tensor, DType::e4m3, 37, 29},
+      {ScalingMode::tensor, DType::e5m2, 8, 130},
+  };
+  for (const Case& c : cases) {
+    const std::vector<float> x = spread_values(c.rows, c.cols, 11, scaling_block_cols(c.mode) + 3);
+    const float scale = c.mode == ScalingMode::tensor ? 0x1p10f : 1.0f;
+    expect_matches_reference(x, c.rows, c.cols, c.mode, c.t, scale);
+  }
+  // NVFP4 with a group's amax larger than this shard's.
+  const std::vector<float> x = spread_values(32, 32, 5, 16);
+  expect_matches_reference(x, 32, 32, ScalingMode::block_1x16, DType::e2m1, 1.0f, 1e3f);
+}
+
+TEST(Cast, Mxfp8ExponentRoundsUpUnlessExact) {
+  // One block of 32 whose amax is `a`: the scale is the smallest power of
+  // two that keeps a / scale <= 448.
+  struct Case {
+    float a;
+    uint8_t e;
+  };
+  const Case cases[] = {{448.0f, 127},
+                        {std::nextafter(448.0f, 1e9f), 128},
+                        {224.0f, 126},
+                        {300.0f, 127},
+                        {0.0f, 0},
+                        {448.0f * 0x1p-120f, 7},
+                        {448.0f * 0x1p100f, 227},
+                        {1e-38f, 0}};
+  for (const Case& c : cases) {
+    std::vector<float> x(32, 0.0f);
+    x[5] = -c.a;
+    QuantizedTensor q;
+    quantize(ec, Tensor::from({1, 32}, x), {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3},
+             q);
+    EXPECT_EQ(static_cast<const uint8_t*>(q.scale_inv.raw())[0], c.e) << c.a;
+    EXPECT_EQ(static_cast<const uint8_t*>(q.scale_inv.raw())[0], mx_exponent(c.a, DType::e4m3));
+  }
+}
+
+TEST(Cast, Bf16InputQuantizesAsItsF32Values) {
+  const Tensor x16 = weft::testing::random_tensor({48, 64}, 3, -4.0f, 4.0f, DType::bf16);
+  const Tensor x32 = x16.to(DType::f32);
+  for (ScalingMode m : {ScalingMode::tensor, ScalingMode::block_1x32, ScalingMode::block_1x16}) {
+    const DType t = m == ScalingMode::block_1x16 ? DType::e2m1 : DType::e4m3;
+    QuantizedTensor a, b;
+    const QuantizeConfig cfg{
+        .mode = m, .dtype = t, .rowwise = true, .columnwise = true, .scale = 3};
+    quantize(ec, x16, cfg, a);
+    quantize(ec, x32, cfg, b);
+    EXPECT_EQ(bytes_of(a.data), bytes_of(b.data));
+    EXPECT_EQ(bytes_of(a.col_data), bytes_of(b.col_data));
+    EXPECT_EQ(a.amax, b.amax);
+  }
+}
+
+TEST(Cast, AmaxOfLargeTensorsAndNaN) {
+  Tensor x = weft::testing::random_tensor({1000, 77}, 9);
+  std::vector<float> v = x.to_vector();
+  float want = 0;
+  for (float f : v) want = std::max(want, std::fabs(f));
+  EXPECT_EQ(amax(ec, x), want);
+  v[70000] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(amax(ec, Tensor::from({1000, 77}, v))));
+}
+
+// Mean of the dequantized values of `v` (one block) over `draws` seeds.
+TEST(Cast, StochasticRoundingIsUnbiasedAndReproducible) {
+  // 16 elements: one 6 (pins the block scale at unit encode scale) and 15
+  // copies of a value between grid points.
+  const float amax = 448.0f * 6.0f;
+  for (float v : {0.3f, 1.2f, 2.6f, -4.9f}) {
+    std::vector<float> x(16, v);
+    x[0] = 6.0f;
+    const Tensor xt = Tensor::from({1, 16}, x);
+    double sum = 0;
+    const int draws = 4000;
+    for (int d = 0; d < draws; ++d) {
+      QuantizedTensor q;
+      quantize(ec, xt,
+               {.mode = ScalingMode::block_1x16,
+                .dtype = DType::e2m1,
+                .global_amax = amax,
+                .stochastic = true,
+                .seed = 42,
+                .offset = static_cast<uint64_t>(d) * 32},
+               q);
+      Tensor back = Tensor::empty({1, 16});
+      dequantize(ec, q, false, back);
+      for (int i = 1; i < 16; ++i) sum += back.item(i);
+    }
+    const double mean = sum / (draws * 15.0);
+    // Neighbours at most 2 apart: the standard error of the mean is below
+    // 1/sqrt(60000) ≈ 0.004; RNE would be off by up to 0.1 here.
+    EXPECT_NEAR(mean, v, 0.02) << v;
+  }
+  std::vector<float> x = spread_values(32, 64, 1, 16);
+  QuantizeConfig cfg{.mode = ScalingMode::block_1x16,
+                     .dtype = DType::e2m1,
+                     .rowwise = true,
+                     .columnwise = true,
+                     .stochastic = true,
+                     .seed = 7,
+                     .offset = 100};
+  QuantizedTensor a, b, c;
+  quantize(ec, Tensor::from({32, 64}, x), cfg, a);
+  quantize(ec, Tensor::from({32, 64}, x), cfg, b);
+  cfg.offset += 32 * 64 * 2;
+  quantize(ec, Tensor::from({32, 64}, x), cfg, c);
+  EXPECT_EQ(bytes_of(a.data), bytes_of(b.data));
+  EXPECT_EQ(bytes_of(a.col_data), bytes_of(b.col_data));
+  EXPECT_NE(bytes_of(a.data), bytes_of(c.data));
+}
+
+TEST(Cast, HadamardLeavesTheWgradProductUnchanged) {
+  // dW = dyᵀ x summed over 48 tokens; both operands transformed along the tokens.
+  const int64_t tokens = 48, out = 5, in = 7;
+  const Tensor dy = weft::testing::random_tensor({tokens, out}, 1);
+  const Tensor x = weft::testing::random_tensor({tokens, in}, 2);
+  Tensor dyt = Tensor::empty({out, tokens}), xt = Tensor::empty({in, tokens});
+  hadamard16_transpose(ec, dy, 0xa5c3, dyt);
+  hadamard16_transpose(ec, x, 0xa5c3, xt);
+  const std::vector<float> a = dy.to_vector(), b = x.to_vector(), at = dyt.to_vector(),
+                           bt = xt.to_vector();
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      double want = 0, got = 0;
+      for (int64_t t = 0; t < tokens; ++t) {
+        want += static_cast<double>(a[static_cast<size_t>(t * out + o)]) *
+                b[static_cast<size_t>(t * in + i)];
+        got += static_cast<double>(at[static_cast<size_t>(o * tokens + t)]) *
+               bt[static_cast<size_t>(i * tokens + t)];
+      }
+      EXPECT_NEAR(got, want, 1e-5) << o << "," << i;
+    }
+  }
+  // And it is not the identity: the transformed tensor differs from the transpose.
+  EXPECT_NE(at[0], a[0]);
+}
+
+TEST(Cast, RejectsMismatchedModesAndOddFp4Rows) {
+  QuantizedTensor q;
+  EXPECT_THROW(quantize(ec, Tensor::zeros({2, 32}),
+                        {.mode = ScalingMode::block_1x16, .dtype = DType::e4m3}, q),
+               Error);
+  EXPECT_THROW(quantize(ec, Tensor::zeros({2, 31}),
+                        {.mode = ScalingMode::block_1x16, .dtype = DType::e2m1}, q),
+               Error);
+  EXPECT_THROW(quantize(ec, Tensor::zeros({2, 32}),
+                        {.mode = ScalingMode::tensor, .dtype = DType::e4m3, .stochastic = true}, q),
+               Error);
+}
+
+}  // namespace
+}  // namespace weft::kernels
