@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "direct_gemm.h"
+#include "synthetic_data.h"
 #include "weft/comm/world.h"
 #include "weft/core/threads.h"
 #include "weft/train/json.h"
@@ -17,27 +18,12 @@ namespace {
 
 struct Measured {
   std::string label;
-  int tp = 1, dp = 1;
+  int tp = 1, gtp = 1, dp = 1;
   train::StepTimes mean{};  // rank 0's, per step
   double tokens_per_s = 0;
   double flops_per_token = 0;
   int64_t peak_bytes = 0;  // largest rank
 };
-
-// Random tokens: the step's cost does not depend on what the text says.
-train::Dataset synthetic_data(const train::TrainConfig& cfg) {
-  train::TokenData d;
-  d.source = "random tokens";
-  const int64_t n = std::max<int64_t>(64 * (cfg.model.seq + 1), 1 << 16);
-  uint64_t x = 88172645463325252ull;
-  for (int64_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    d.tokens.push_back(static_cast<int32_t>(x % static_cast<uint64_t>(cfg.model.vocab)));
-  }
-  return train::Dataset(std::move(d), cfg.model.seq, 0.1);
-}
 
 // 6 FLOPs per parameter per token (forward 2, backward 4) for the GEMMs, plus
 // the attention scores and weighted sums (2·2·T·C per layer forward, ×3).
@@ -50,10 +36,11 @@ double flops_per_token(const train::TrainConfig& c, int64_t params) {
 Measured measure(train::TrainConfig cfg, int warmup, int steps) {
   Measured m;
   m.tp = cfg.tp;
+  m.gtp = cfg.gtp;
   m.dp = cfg.dp ? cfg.dp : 1;
   const train::Dataset data = synthetic_data(cfg);
   std::mutex mu;
-  comm::run_world(m.tp * m.dp, [&](comm::ProcessGroup& world) {
+  comm::run_world(m.tp * m.gtp * m.dp, [&](comm::ProcessGroup& world) {
     train::Trainer t(cfg, world, data);
     for (int i = 0; i < warmup; ++i) t.step();
     train::StepTimes sum;
@@ -108,6 +95,7 @@ train::Json to_json(const Measured& r, const Measured& base, double gemm_gflops)
   train::Json j = train::Json::object();
   j["layout"] = r.label;
   j["tp"] = r.tp;
+  j["gtp"] = r.gtp;
   j["dp"] = r.dp;
   j["tokens_per_s"] = r.tokens_per_s;
   j["step_s"] = r.mean.total;
@@ -139,6 +127,9 @@ cli::Options bench_step_options() {
       "in the same run; \"util\" is tokens/s over the limit.");
   opts.option("preset", "NAME", "tiny", "model preset: tiny or gpt2-124m")
       .option("tp", "N", "2", "tensor-parallel size")
+      .option("gtp", "N", "1",
+              "generalized tensor-parallel size (weights sharded 1/N; its ranks take their own "
+              "micro-batches, as data-parallel ranks do)")
       .option("dp", "N", "1", "data-parallel size")
       .option("sp", "off|seq|batch", "off", "sequence parallelism")
       .option("dtype", "f32|bf16", "f32", "compute type")
@@ -168,7 +159,8 @@ int bench_step(const std::vector<std::string>& args) {
   train::TrainConfig cfg;
   train::Json s = train::Json::object();
   s["preset"] = opts.str("preset");
-  for (const char* key : {"tp", "dp", "sp", "dtype", "precision", "seq", "layers", "overlap"})
+  for (const char* key :
+       {"tp", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers", "overlap"})
     if (opts.given(key)) s[key] = opts.str(key);
   s["micro-batch"] = opts.given("micro-batch")      ? opts.str("micro-batch")
                      : opts.str("preset") == "tiny" ? "16"
@@ -195,20 +187,22 @@ int bench_step(const std::vector<std::string>& args) {
         static_cast<long long>(cfg.micro_batch), available_cores());
   }
   auto label = [](const train::TrainConfig& c) {
-    std::string l = format("tp {} x dp {}", c.tp, c.dp);
+    std::string l = c.gtp > 1 ? format("tp {} x gtp {} x dp {}", c.tp, c.gtp, c.dp)
+                              : format("tp {} x dp {}", c.tp, c.dp);
     if (c.sp != nn::SequenceParallel::off) l += format(" sp {}", nn::sequence_parallel_name(c.sp));
     if (c.overlap != "off") l += " overlap";
     return l;
   };
   std::vector<Measured> rows;
-  const bool is_base = cfg.tp == 1 && cfg.dp == 1;
+  const bool is_base = cfg.tp == 1 && cfg.gtp == 1 && cfg.dp == 1;
   if (!is_base && !opts.flag_set("no-baseline")) {
     train::TrainConfig base = cfg;
     base.tp = 1;
     base.sp = nn::SequenceParallel::off;
     base.overlap = "off";
-    base.micro_batch = cfg.micro_batch * cfg.dp;
+    base.micro_batch = cfg.micro_batch * cfg.dp * cfg.gtp;
     base.dp = 1;
+    base.gtp = 1;
     rows.push_back(measure(base, warmup, steps));
     rows.back().label = label(base) + " (base)";
   }

@@ -71,6 +71,9 @@ std::string shards_text(const weft::train::SavedTensor& t) {
     std::string f = sh.file.substr(0, sh.file.find(".safetensors"));
     s += (s.empty() ? "" : " ") +
          (t.split_dim < 0 ? f : weft::format("{}[{},{})", f, sh.offset, sh.offset + sh.length));
+    if (sh.row_length >= 0) {
+      s += weft::format(" rows[{},{})", sh.row_offset, sh.row_offset + sh.row_length);
+    }
   }
   if (t.valid_rows >= 0) s += weft::format("  (rows < {} valid)", t.valid_rows);
   return s;

@@ -34,6 +34,16 @@ TEST(GridLayout, GoldenWorld16Tp2Gtp2Dp4) {
   }
 }
 
+// The gtp and dp groups together: the ranks that see different data.
+TEST(GridLayout, GroupsAcrossDimensions) {
+  GridLayout g(16, "tp-gtp-dp", {{"tp", 2}, {"gtp", 2}, {"dp", 4}});
+  EXPECT_EQ(g.groups_across({"gtp", "dp"}),
+            (Lists{{0, 2, 4, 6, 8, 10, 12, 14}, {1, 3, 5, 7, 9, 11, 13, 15}}));
+  EXPECT_EQ(g.groups_across({"tp"}), g.groups("tp"));
+  EXPECT_EQ(g.groups_across({"tp", "gtp", "dp"}).size(), 1u);
+  EXPECT_THROW(g.groups_across({"pp"}), Error);
+}
+
 TEST(GridLayout, OrderDecidesWhichDimensionIsContiguous) {
   GridLayout g(8, "dp-tp", {{"tp", 4}});
   EXPECT_EQ(g.groups("dp"), (Lists{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));

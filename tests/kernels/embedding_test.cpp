@@ -247,6 +247,20 @@ TEST(Embedding, BadTokenIdsNamePositionAndId) {
                weft::Error);
 }
 
+// A bf16 table gives the rows of the f32 table rounded to bf16, in either
+// output dtype: the same values as an f32 lookup stored in bf16.
+TEST(Embedding, ReadsABf16Table) {
+  Tensor wte = random_tensor({10, 4}, 18);
+  Tensor tokens = token_tensor(2, 2, {0, 9, 2, 3});
+  for (DType out_dtype : {DType::f32, DType::bf16}) {
+    Tensor from_f32 = Tensor::empty({2, 2, 4}, DType::bf16);
+    Tensor from_bf16 = Tensor::empty({2, 2, 4}, out_dtype);
+    embedding_forward(ec, tokens, wte, from_f32);
+    embedding_forward(ec, tokens, wte.to(DType::bf16), from_bf16);
+    EXPECT_EQ(from_bf16.to_vector(), from_f32.to_vector());
+  }
+}
+
 TEST(Embedding, RejectsBadShapesAndTypes) {
   Tensor wte = random_tensor({10, 4}, 18);
   Tensor wpe = random_tensor({3, 4}, 19);
@@ -258,8 +272,9 @@ TEST(Embedding, RejectsBadShapesAndTypes) {
   EXPECT_THROW(embedding_forward(ec, tokens, wte, wrong_channels), weft::Error);
   EXPECT_THROW(embedding_forward(ec, tokens, wte, wrong_seq), weft::Error);
   EXPECT_THROW(embedding_forward(ec, Tensor::zeros({2, 2}), wte, out), weft::Error);
-  EXPECT_THROW(embedding_forward(ec, tokens, bf16_table, out), weft::Error);
+  // A bf16 table is read (the weight a bf16 recipe hands out), never accumulated into.
   EXPECT_THROW(embedding_backward(ec, out, tokens, bf16_table), weft::Error);
+  EXPECT_THROW(embedding_forward(ec, tokens, Tensor::zeros({10, 4}, DType::i32), out), weft::Error);
   // Positions past the table (a sequence longer than the context).
   EXPECT_THROW(position_embedding_forward(ec, wpe, out, 2), weft::Error);
   EXPECT_THROW(position_embedding_forward(ec, wpe, out, -1), weft::Error);

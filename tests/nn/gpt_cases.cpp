@@ -10,6 +10,16 @@
 
 namespace weft::nn::testing {
 
+Tensor random_tokens(const Shape& shape, int64_t vocab, uint32_t seed) {
+  std::vector<int32_t> v(static_cast<size_t>(shape.numel()));
+  uint32_t s = seed;
+  for (auto& t : v) {
+    s = s * 1664525u + 1013904223u;
+    t = static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(vocab));
+  }
+  return Tensor::from_i32(shape, v);
+}
+
 namespace {
 
 GptConfig small_config() {
@@ -20,16 +30,6 @@ GptConfig small_config() {
   c.width = 16;
   c.heads = 4;
   return c;
-}
-
-Tensor random_tokens(const Shape& shape, int64_t vocab, uint32_t seed) {
-  std::vector<int32_t> v(static_cast<size_t>(shape.numel()));
-  uint32_t s = seed;
-  for (auto& t : v) {
-    s = s * 1664525u + 1013904223u;
-    t = static_cast<int32_t>((s >> 8) % static_cast<uint32_t>(vocab));
-  }
-  return Tensor::from_i32(shape, v);
 }
 
 void check_gpt(comm::ProcessGroup& world, int tp_size, SequenceParallel sp) {

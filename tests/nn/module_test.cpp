@@ -470,7 +470,7 @@ TEST(Parameters, TransformerLayerNamesAndSpecs) {
                          "h.3.attn.qkv.bias", "h.3.attn.proj.weight", "h.3.attn.proj.bias",
                          "h.3.ln_2.weight", "h.3.ln_2.bias", "h.3.mlp.fc1.weight",
                          "h.3.mlp.fc1.bias", "h.3.mlp.fc2.weight", "h.3.mlp.fc2.bias"}));
-    const std::vector<std::string> replicated{"tp", "dp"};
+    const std::vector<std::string> replicated{"tp", "gtp", "dp"};
     for (Parameter* p : m.parameters()) {
       SCOPED_TRACE(p->name);
       const bool is_norm = p->name.find(".ln_") != std::string::npos;
@@ -498,7 +498,7 @@ TEST(Parameters, NormsStartAtOneAndZero) {
                {.name = "ln", .width = C});
   EXPECT_EQ(ln.weight().value.to_vector(), std::vector<float>(C, 1.0f));
   EXPECT_EQ(ln.bias()->value.to_vector(), std::vector<float>(C, 0.0f));
-  EXPECT_EQ(ln.weight().spec.replicated_over, std::vector<std::string>{"dp"});
+  EXPECT_EQ(ln.weight().spec.replicated_over, (std::vector<std::string>{"gtp", "dp"}));
   EXPECT_EQ(ln.weight().grad_sum_group, nullptr);
 }
 
@@ -591,20 +591,25 @@ TEST(PartitionPlan, ReplicatedMlpInsideATpGroup) {
     for (Parameter* p : m.mlp().parameters()) {
       SCOPED_TRACE(p->name);
       EXPECT_FALSE(p->spec.is_split());
-      EXPECT_EQ(p->spec.replicated_over, (std::vector<std::string>{"tp", "dp"}));
+      EXPECT_EQ(p->spec.replicated_over, (std::vector<std::string>{"tp", "gtp", "dp"}));
       EXPECT_EQ(p->grad_sum_group, tp);  // each rank brings its own samples
     }
   });
 }
 
-TEST(PartitionPlan, ReshardingNeedsWholeParameters) {
+// Re-sharding takes whole parameters, or parameters split as the target's
+// are at the TP level (to add generalized tensor parallelism on top).
+TEST(PartitionPlan, ReshardingNeedsWholeOrEquallySplitParameters) {
   comm::run_local(2, [&](comm::ProcessGroup& world) {
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
     auto m = std::make_unique<TransformerLayer>(
         ctx_of(grid.group_ptr("tp")),
         TransformerLayerConfig{.name = "h.0", .width = C, .heads = H});
-    std::string err = error_of([&] { set_tensor_parallel_group(m, ctx_of(grid.group_ptr("tp"))); });
-    EXPECT_NE(err.find("already split"), std::string::npos) << err;
+    const std::vector<float> qkv = m->attn().qkv().weight().value.to_vector();
+    set_tensor_parallel_group(m, ctx_of(grid.group_ptr("tp")));
+    EXPECT_EQ(m->attn().qkv().weight().value.to_vector(), qkv);
+    std::string err = error_of([&] { set_tensor_parallel_group(m, ctx_of(nullptr)); });
+    EXPECT_NE(err.find("unlike the target"), std::string::npos) << err;
   });
 }
 

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "weft/comm/process_group.h"
+#include "weft/nn/gpt.h"
+#include "weft/parallel/gtp/options.h"
 
 namespace weft::nn::testing {
 
@@ -30,5 +32,18 @@ std::vector<TpCase> gpt_cases();        // gpt_cases.cpp
 std::vector<TpCase> quantized_cases();  // quantized_cases.cpp
 
 inline void PrintTo(const TpCase& c, std::ostream* os) { *os << c.name; }
+
+// Token ids in [0, vocab) of `shape` from a fixed seed (gpt_cases.cpp).
+Tensor random_tokens(const Shape& shape, int64_t vocab, uint32_t seed);
+
+// Generalized tensor parallelism (gtp_cases.cpp): the GPT on a "tp-gtp-dp"
+// grid of the world at these TP and GTP sizes against TP=1 without GTP.
+void check_gtp_gpt(comm::ProcessGroup& world, int tp, int gtp, parallel::SequenceParallel sp);
+// Its model (vocabulary 257, width 24: unaligned) and a context with GTP on.
+nn::GptConfig unaligned_config(int tp);
+parallel::ContextPtr gtp_context(std::shared_ptr<comm::ProcessGroup> tp,
+                                 std::shared_ptr<comm::ProcessGroup> gtp,
+                                 parallel::SequenceParallel sp,
+                                 parallel::gtp::Options options = {});
 
 }  // namespace weft::nn::testing

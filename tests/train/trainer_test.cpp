@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "testing.h"
+#include "trainer_harness.h"
 #include "weft/comm/local.h"
 #include "weft/core/threads.h"
 #include "weft/train/checkpoint.h"
@@ -22,133 +23,6 @@
 
 namespace weft::train {
 namespace {
-
-// A few thousand bytes of varied English text: enough windows of 16 tokens.
-TokenData test_text() {
-  const char* words[] = {"the ",  "quick ", "brown ", "fox ",   "jumps ", "over ",
-                         "a ",    "lazy ",  "dog ",   "while ", "seven ", "wizards ",
-                         "hum. ", "Then ",  "every ", "cat ",   "naps.\n"};
-  std::string text;
-  uint64_t x = 7;
-  while (text.size() < 6000) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    text += words[(x >> 33) % std::size(words)];
-  }
-  return text_tokens(text, "test text");
-}
-
-TrainConfig tiny_config() {
-  TrainConfig c;
-  c.model.layers = 2;
-  c.model.width = 32;
-  c.model.heads = 4;
-  c.model.seq = 16;
-  c.model.vocab = 256;
-  c.tp = 1;
-  c.micro_batch = 4;
-  c.steps = 4;
-  c.lr = 1e-3;
-  c.warmup = 1;
-  c.eval_batches = 2;
-  c.sample_tokens = 0;
-  return c;
-}
-
-struct FullParam {
-  Shape shape;
-  std::vector<float> values;
-};
-
-struct RunResult {
-  std::vector<double> losses;
-  std::vector<double> grad_norms;  // before clipping: catches a gradient scaled by mistake
-  double val_loss = 0;
-  std::map<std::string, FullParam> params;  // whole tensors, assembled from the TP slices
-};
-
-// Writes a rank's slice of `p` into the whole tensor it belongs to.
-void place(const nn::Parameter& p, FullParam& full) {
-  const Shape& g = p.spec.global_shape;
-  if (full.values.empty()) {
-    full.shape = g;
-    full.values.assign(static_cast<size_t>(g.numel()), 0.0f);
-  }
-  std::vector<float> local = p.value.to_vector();
-  if (!p.spec.is_split()) {
-    full.values = local;
-    return;
-  }
-  ASSERT_LE(g.rank(), 2);
-  const int d = p.spec.split_dim;
-  const int64_t rows = g[0], cols = g.rank() == 2 ? g[1] : 1;
-  const int64_t block = g[d] / p.spec.blocks;
-  const int64_t local_cols = d == 1 ? p.spec.blocks * p.spec.length : cols;
-  auto global_index = [&](int64_t i) {  // local index along d -> global
-    return (i / p.spec.length) * block + p.spec.offset + i % p.spec.length;
-  };
-  const int64_t local_rows = d == 0 ? p.spec.blocks * p.spec.length : rows;
-  for (int64_t r = 0; r < local_rows; ++r) {
-    for (int64_t c = 0; c < local_cols; ++c) {
-      const int64_t gr = d == 0 ? global_index(r) : r, gc = d == 1 ? global_index(c) : c;
-      full.values[static_cast<size_t>(gr * cols + gc)] =
-          local[static_cast<size_t>(r * local_cols + c)];
-    }
-  }
-}
-
-// Trains cfg.steps steps on tp · dp local ranks; losses and the final whole parameters.
-RunResult run(const TrainConfig& cfg, const Dataset& data, int dp = 1) {
-  RunResult out;
-  std::mutex mu;
-  comm::run_local(cfg.tp * dp, [&](comm::ProcessGroup& world) {
-    set_num_threads(1);
-    Trainer t(cfg, world, data);
-    std::vector<double> losses, norms;
-    while (t.steps_done() < cfg.steps) {
-      const StepResult r = t.step();
-      losses.push_back(r.loss);
-      norms.push_back(r.grad_norm);
-    }
-    const double val = t.evaluate();
-    std::lock_guard<std::mutex> lock(mu);
-    if (world.rank() == 0) {
-      out.losses = losses;
-      out.grad_norms = norms;
-      out.val_loss = val;
-    }
-    if (t.grid().rank_in("dp") == 0) {
-      for (nn::Parameter* p : t.model().parameters()) place(*p, out.params[p->name]);
-    }
-  });
-  return out;
-}
-
-// Losses at fp32 tolerance. Parameters: AdamW divides every gradient by its
-// own running RMS, so an element whose gradient is as small as eps (1e-8; a
-// byte the text never holds) moves by about lr whatever its exact value, and
-// the rounding noise of a different reduction order shows up as a fraction
-// of lr: parameters are compared at 2% of one step's largest update.
-void expect_close(const RunResult& a, const RunResult& b, double lr) {
-  constexpr double kRel = 1e-5;
-  ASSERT_EQ(a.losses.size(), b.losses.size());
-  for (size_t i = 0; i < a.losses.size(); ++i) {
-    EXPECT_NEAR(a.losses[i], b.losses[i], kRel * std::abs(a.losses[i])) << "step " << i + 1;
-  }
-  ASSERT_EQ(a.grad_norms.size(), b.grad_norms.size());
-  for (size_t i = 0; i < a.grad_norms.size(); ++i) {
-    EXPECT_NEAR(a.grad_norms[i], b.grad_norms[i], kRel * std::abs(a.grad_norms[i]))
-        << "grad norm, step " << i + 1;
-  }
-  EXPECT_NEAR(a.val_loss, b.val_loss, kRel * std::abs(a.val_loss));
-  ASSERT_EQ(a.params.size(), b.params.size());
-  for (const auto& [name, pa] : a.params) {
-    const FullParam& pb = b.params.at(name);
-    ASSERT_EQ(pa.shape, pb.shape) << name;
-    EXPECT_TRUE(testing::close(std::vector<double>(pa.values.begin(), pa.values.end()), pb.values,
-                               {kRel, 2e-2 * lr}))
-        << name;
-  }
-}
 
 class TrainerTest : public ::testing::Test {
  protected:

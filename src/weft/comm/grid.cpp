@@ -115,6 +115,23 @@ std::vector<std::vector<int>> GridLayout::groups(const std::string& dim) const {
   return out;
 }
 
+std::vector<std::vector<int>> GridLayout::groups_across(
+    const std::vector<std::string>& dims) const {
+  for (const std::string& d : dims) size(d);  // names the problem for an unknown dimension
+  std::map<std::vector<int>, size_t> index;   // the other coordinates -> group
+  std::vector<std::vector<int>> out;
+  for (int r = 0; r < world_; ++r) {
+    std::vector<int> others;
+    for (const std::string& n : names_) {
+      if (std::find(dims.begin(), dims.end(), n) == dims.end()) others.push_back(coord(n, r));
+    }
+    auto [it, fresh] = index.emplace(others, out.size());
+    if (fresh) out.emplace_back();
+    out[it->second].push_back(r);
+  }
+  return out;
+}
+
 Grid::Grid(ProcessGroup& world, const std::string& order,
            const std::vector<std::pair<std::string, int>>& sizes)
     : layout_(world.size(), order, sizes), world_rank_(world.rank()) {

@@ -43,6 +43,10 @@ class GridLayout {
   std::vector<int> group_of(const std::string& dim, int rank) const;
   // All groups of `dim`, ordered by their smallest rank.
   std::vector<std::vector<int>> groups(const std::string& dim) const;
+  // The groups spanning several dimensions (ranks equal in every other
+  // coordinate, "gtp" and "dp" together: the replicas that see different
+  // data), each in world-rank order, ordered by their smallest rank.
+  std::vector<std::vector<int>> groups_across(const std::vector<std::string>& dims) const;
 
  private:
   size_t index(const std::string& dim) const;

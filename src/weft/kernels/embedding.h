@@ -1,6 +1,8 @@
 // Token and position embeddings (GPT-2's wte and wpe).
 //
-// Tables and their gradients are f32; activations are f32 or bf16. Under
+// Tables and their gradients are f32 (the lookup also reads a bf16 table:
+// the weight a bf16 recipe's weight source hands out); activations are f32
+// or bf16. Under
 // vocab parallelism each rank holds the rows [vocab_start, vocab_start + V) of
 // wte: tokens held by other ranks look up zeros here, the per-rank outputs are
 // summed by an all-reduce, and the position embedding is added once, after it.
@@ -28,7 +30,7 @@ struct EmbeddingOptions {
   int64_t valid_vocab = 0;
 };
 
-// tokens (B,T) i32, wte (V,C) f32 -> out (B,T,C) f32|bf16 = wte[tokens - vocab_start],
+// tokens (B,T) i32, wte (V,C) f32|bf16 -> out (B,T,C) f32|bf16 = wte[tokens - vocab_start],
 // zero rows for tokens outside [vocab_start, vocab_start + V). Token ids
 // outside [0, valid_vocab) throw weft::Error naming the position and the id.
 void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor& wte, Tensor& out,

@@ -6,6 +6,7 @@
 #include "weft/kernels/gemm.h"
 #include "weft/kernels/transpose.h"
 #include "weft/nn/cross_entropy.h"
+#include "weft/nn/weight_sources.h"
 #include "weft/parallel/mappings.h"
 
 namespace weft::nn {
@@ -57,10 +58,10 @@ VocabParallelEmbedding::VocabParallelEmbedding(ContextPtr context, EmbeddingConf
       parallel::normal_init({cfg_.max_seq, cfg_.channels}, pc_->seed, wpe_name, cfg_.init_std);
   wpe_ = sharded_parameter(wpe_name, pos, 0, 0, 1, 1, true);
   if (t > 1) {
-    wpe_.spec.replicated_over = {"tp", "dp"};
+    wpe_.spec.replicated_over = parallel::replicated_groups(true);
     if (pc_->sequence_parallel()) wpe_.grad_sum_group = pc_->tp;
   }
-  wte_source_ = std::make_shared<parallel::LocalShardSource>(wte_, pc_->precision, pc_->exec);
+  wte_source_ = make_weight_source(pc_, wte_);
 }
 
 bool VocabParallelEmbedding::sequence_major() const {
@@ -78,7 +79,7 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens) {
 
 Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t pos_offset) {
   WEFT_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::i32,
-             "{}: tokens must be i32 of shape (B, T), got {} {}", wte_.name,
+             "{}: tokens must be i32 of shape (B, T), got {} {}", wte().name,
              dtype_name(tokens.dtype()), tokens.shape());
   const int64_t batch = tokens.size(0), seq = tokens.size(1);
   WEFT_CHECK(pos_offset >= 0 && pos_offset + seq <= cfg_.max_seq,
@@ -94,7 +95,7 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
   }
   Tensor partial =
       ec.empty({ids.size(0), ids.size(1), cfg_.channels}, pc_->compute(), MemoryTag::activations);
-  kernels::embedding_forward(pc_->exec, ids, wte_.value, partial, opt);
+  kernels::embedding_forward(pc_->exec, ids, wte_source_->weight_for_forward(ctx), partial, opt);
   comm::ProcessGroup* g = pc_->tp_group();
   Tensor x_slot;  // the output is the residual stream's: a tensor of its own
   Tensor x = pc_->sequence_parallel()
@@ -110,7 +111,7 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
 
 Tensor VocabParallelEmbedding::backward(Ctx& ctx, const Tensor& dx) {
   Saved& s = ctx.saved<Saved>(this);
-  WEFT_CHECK(s.tokens.defined(), "{}: backward without a forward in this context", wte_.name);
+  WEFT_CHECK(s.tokens.defined(), "{}: backward without a forward in this context", wte().name);
   const Tensor ids = s.tokens;
   const int64_t pos_offset = s.pos_offset;
   ctx.release(this);
@@ -122,8 +123,11 @@ Tensor VocabParallelEmbedding::backward(Ctx& ctx, const Tensor& dx) {
   Tensor dfull = pc_->sequence_parallel()
                      ? parallel::all_gather_rows(ec, g, dx, pc_->workspace->gemm.gathered).get(ec)
                      : parallel::backward(Mapping::reduce_from_tp, g, dx);
-  kernels::embedding_backward(pc_->exec, dfull, ids, wte_.grad,
+  // No weight in backward: the gradient goes through the source alone.
+  Tensor dwte = wte_source_->weight_grad(ctx);
+  kernels::embedding_backward(pc_->exec, dfull, ids, dwte,
                               {.vocab_start = vocab_start(), .valid_vocab = cfg_.vocab});
+  wte_source_->finalize_weight_grad(ctx, dwte);
   return {};
 }
 

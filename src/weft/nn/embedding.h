@@ -28,6 +28,11 @@
 // reduce-scatter), and wpe's gradient holds only this rank's tokens:
 // grad_sum_group is the TP group.
 //
+// wte reaches the lookup and the tied LM head through one weight source
+// (weight_for_forward; weight_grad + finalize_weight_grad in backward, no
+// weight): the local slice, or under generalized tensor parallelism the
+// gathered slice, its gradient reduce-scattered back (weight_sources.h).
+//
 // Collectives per call (TP > 1):  forward      backward
 //   no SP                          1 all_reduce 0
 //   SP (seq or batch)              1 reduce_scatter 1 all_gather
@@ -69,19 +74,20 @@ class VocabParallelEmbedding : public Module {
   Tensor forward(Ctx& ctx, const Tensor& tokens, int64_t pos_offset);
   // dx (B, T, C) [SP: shard] -> an undefined tensor; gradients accumulate.
   Tensor backward(Ctx& ctx, const Tensor& dx) override;
-  std::vector<Parameter*> own_parameters() override { return {&wte_, &wpe_}; }
+  std::vector<Parameter*> own_parameters() override { return {&wte(), &wpe_}; }
 
   const EmbeddingConfig& config() const { return cfg_; }
   const ContextPtr& context() const { return pc_; }
-  Parameter& wte() { return wte_; }
+  Parameter& wte() { return wte_source_->parameter(); }
+  const Parameter& wte() const { return wte_source_->parameter(); }
   Parameter& wpe() { return wpe_; }
-  // wte as the tied LM head's GEMMs read it.
+  // wte as the lookup and the tied LM head's GEMMs read it.
   const std::shared_ptr<parallel::WeightSource>& wte_source() const { return wte_source_; }
   int tp_size() const { return pc_->tp_size(); }
   int64_t padded_vocab() const { return padded_vocab_; }
-  // Vocabulary id of this rank's first row, and its number of rows.
-  int64_t vocab_start() const { return wte_.spec.is_split() ? wte_.spec.offset : 0; }
-  int64_t local_vocab() const { return wte_.value.size(0); }
+  // Vocabulary id of this rank's first row, and its number of rows (at the TP level).
+  int64_t vocab_start() const { return wte().spec.is_split() ? wte().spec.offset : 0; }
+  int64_t local_vocab() const { return wte().spec.tp_rows(); }
 
  private:
   struct Saved {
@@ -95,6 +101,8 @@ class VocabParallelEmbedding : public Module {
   ContextPtr pc_;
   EmbeddingConfig cfg_;
   int64_t padded_vocab_ = 0;
+  // wte_ is the table as built; wte_source_ keeps it or takes it over
+  // (make_weight_source): wte() is the source's parameter.
   Parameter wte_, wpe_;
   std::shared_ptr<parallel::WeightSource> wte_source_;
 };

@@ -2,6 +2,7 @@
 
 #include "weft/kernels/activation.h"
 #include "weft/kernels/gemm.h"
+#include "weft/nn/weight_sources.h"
 #include "weft/parallel/overlap/overlap.h"
 
 namespace weft::nn {
@@ -61,25 +62,19 @@ void Linear::init(bool own_weight) {
         parallel::normal_init({cfg_.out, cfg_.in}, pc_->seed, cfg_.name + ".weight", cfg_.init_std);
     weight_ = sharded_parameter(cfg_.name + ".weight", full, cfg_.mode == Parallel::row ? 1 : 0,
                                 split ? r : 0, split ? t : 1, cfg_.out_groups, true);
-    source_ = std::make_shared<parallel::LocalShardSource>(weight_, pc_->precision, pc_->exec);
-    if (pc_->precision.quantized()) {
-      quantizer_ = std::make_unique<parallel::GemmQuantizer>(*pc_, cfg_.name, group());
-    }
   }
-  WEFT_CHECK(source_->shape() == (Shape{local_out(), local_in()}),
-             "{}: the weight source holds a {} weight, the layer needs ({}, {})", cfg_.name,
-             source_->shape(), local_out(), local_in());
   if (cfg_.bias) {
     Tensor zeros = Tensor::zeros({cfg_.out});
     const bool split_bias = split && cfg_.mode == Parallel::column;
     bias_ = sharded_parameter(cfg_.name + ".bias", zeros, 0, split_bias ? r : 0, split_bias ? t : 1,
                               cfg_.out_groups, false);
   }
-  std::vector<Parameter*> mine = own_parameters();
+  std::vector<Parameter*> mine;
+  if (own_weight) mine.push_back(&weight_);
+  if (cfg_.bias) mine.push_back(&bias_);
   if (split) {
-    if (own_weight) weight_.spec.replicated_over = {"dp"};
     if (cfg_.bias && cfg_.mode == Parallel::row) {
-      bias_.spec.replicated_over = {"tp", "dp"};
+      bias_.spec.replicated_over = parallel::replicated_groups(true);
       if (sp) bias_.grad_sum_group = pc_->tp;
     }
   } else if (t > 1) {
@@ -87,10 +82,18 @@ void Linear::init(bool own_weight) {
     // Under SP each rank feeds it different tokens, so its gradients are
     // partial sums over the group.
     for (Parameter* p : mine) {
-      p->spec.replicated_over = {"tp", "dp"};
+      p->spec.replicated_over = parallel::replicated_groups(true);
       if (sp) p->grad_sum_group = pc_->tp;
     }
   }
+  if (own_weight) source_ = make_weight_source(pc_, weight_);
+  if (own_weight && pc_->precision.quantized()) {
+    quantizer_ = std::make_unique<parallel::GemmQuantizer>(*pc_, cfg_.name, group());
+  }
+  WEFT_CHECK(source_->shape() == (Shape{local_out(), local_in()}),
+             "{}: the weight source holds a {} weight, the layer needs ({}, {})", cfg_.name,
+             source_->shape(), local_out(), local_in());
+  owns_source_ = own_weight;
 }
 
 parallel::OverlapChoice Linear::overlap(const char* pass) const {
@@ -111,7 +114,7 @@ int64_t Linear::local_out() const {
 
 std::vector<Parameter*> Linear::own_parameters() {
   std::vector<Parameter*> out;
-  if (source_ && &source_->parameter() == &weight_) out.push_back(&weight_);
+  if (owns_source_) out.push_back(&source_->parameter());
   if (cfg_.bias) out.push_back(&bias_);
   return out;
 }

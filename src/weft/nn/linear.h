@@ -12,8 +12,9 @@
 // themselves.
 //
 // The weight comes from a parallel::WeightSource (weight_for_forward,
-// weight_for_backward, weight_grad + finalize_weight_grad): by default the
-// local shard of this layer's own parameter; LmHead passes the embedding's.
+// weight_for_backward, weight_grad + finalize_weight_grad): the one
+// make_weight_source picks for this layer's own parameter (weight_sources.h);
+// LmHead passes the embedding's.
 // The schedule (parallel/schedule.h) runs the GEMM with its collective and
 // applies the bias rule.
 //
@@ -116,9 +117,12 @@ class Linear : public Module {
 
   ContextPtr pc_;
   LinearConfig cfg_;
-  Parameter weight_, bias_;  // weight_ is unused over an external source
+  // weight_ is the weight as built; the source made from it keeps it or
+  // takes it over (make_weight_source). Unused over an external source.
+  Parameter weight_, bias_;
   std::shared_ptr<parallel::WeightSource> source_;
   std::unique_ptr<parallel::GemmQuantizer> quantizer_;  // quantized recipes only
+  bool owns_source_ = false;                            // the source's parameter is this layer's
 };
 
 // The Linear that closes a residual branch of a block (attention's proj, the

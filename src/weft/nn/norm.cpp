@@ -20,7 +20,7 @@ Norm::Norm(NormKind kind, ContextPtr context, NormConfig cfg)
   }
   if (pc_->tp_size() > 1) {
     for (Parameter* p : own_parameters()) {
-      p->spec.replicated_over = {"tp", "dp"};
+      p->spec.replicated_over = parallel::replicated_groups(true);
       if (pc_->sequence_parallel()) p->grad_sum_group = pc_->tp;
     }
   }

@@ -8,9 +8,11 @@ namespace weft::nn {
 
 using parallel::make_parameter;
 using parallel::Parameter;
+using parallel::row_shard_of;
 using parallel::shard_of;
 using parallel::sharded_parameter;
 using parallel::ShardSpec;
 using parallel::split_spec;
+using parallel::unpadded;
 
 }  // namespace weft::nn

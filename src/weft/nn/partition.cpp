@@ -112,14 +112,24 @@ void load_full_parameters(Module& sharded, Module& full) {
     const Parameter& s = *src[i];
     WEFT_CHECK(d.name == s.name, "cannot re-shard: parameter {} of the source is {} in the target",
                s.name, d.name);
-    WEFT_CHECK(!s.spec.is_split(),
-               "cannot re-shard {}: its source is already split over '{}'; re-shard a module "
-               "built without a tensor-parallel group",
-               s.name, s.spec.split_group);
-    WEFT_CHECK(s.value.shape() == d.spec.global_shape,
-               "cannot re-shard {}: the source has shape {}, the target's global shape is {}",
-               s.name, s.value.shape(), d.spec.global_shape);
-    d.value.copy_from(shard_of(d.spec, s.value));
+    WEFT_CHECK(s.spec.global_shape == d.spec.global_shape,
+               "cannot re-shard {}: the source has global shape {}, the target's is {}", s.name,
+               s.spec.global_shape, d.spec.global_shape);
+    WEFT_CHECK(!s.spec.rows_split(), "cannot re-shard {}: its source's rows are split over '{}'",
+               s.name, s.spec.row_group);
+    if (s.spec.is_split()) {
+      // Split at the TP level already: only the rows may be split further.
+      const ShardSpec t = d.spec.tp_level();
+      WEFT_CHECK(t.split_dim == s.spec.split_dim && t.split_group == s.spec.split_group &&
+                     t.blocks == s.spec.blocks && t.offset == s.spec.offset &&
+                     t.length == s.spec.length,
+                 "cannot re-shard {}: its source is split over '{}' unlike the target; re-shard a "
+                 "module built without a tensor-parallel group",
+                 s.name, s.spec.split_group);
+      d.value.copy_from(parallel::row_shard_of(d.spec, s.value));
+    } else {
+      d.value.copy_from(shard_of(d.spec, s.value));
+    }
     d.grad.zero();
   }
 }

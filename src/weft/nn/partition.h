@@ -78,16 +78,18 @@ class PartitionPlan {
 };
 
 // Copies the parameters of `full` (a tree whose parameters are whole: built
-// without a TP group) into `sharded` (the same tree built with one), each
-// rank keeping the slice its ShardSpec describes. Names and global shapes must
-// match. Gradients of `sharded` are zeroed.
+// without a TP group, or split at the TP level as `sharded`'s are) into
+// `sharded` (the same tree built with the groups), each rank keeping the
+// slice its ShardSpec describes. Names and global shapes must match.
+// Gradients of `sharded` are zeroed.
 void load_full_parameters(Module& sharded, Module& full);
 
-// Replaces `module` (built without a TP group, or with a group of one rank)
-// by the same module built on `context` (its TP group), holding the slices of
-// its current parameters: call it before training starts (gradients start at
-// zero). M needs `const Config& config() const` and a constructor from a
-// context and that config (every module in nn/ has both).
+// Replaces `module` (built without a TP group, or with a group of one rank,
+// or with the same TP group) by the same module built on `context` (its
+// groups), holding the slices of its current parameters: call it before
+// training starts (gradients start at zero). M needs `const Config&
+// config() const` and a constructor from a context and that config (every
+// module in nn/ has both).
 template <typename M>
 void set_tensor_parallel_group(std::unique_ptr<M>& module, parallel::ContextPtr context) {
   auto sharded = std::make_unique<M>(std::move(context), module->config());

@@ -1,11 +1,10 @@
 // The global gradient norm over every sharding of the model, each parameter
 // element counted once.
 //
-// A parameter split over a group contributes its local slice on every rank of
-// that group; a parameter replicated over a group contributes only on the
-// group's rank 0. The partial sums are then summed over every group given, so
-// each element of the global model is counted exactly once, whatever the
-// TP / GTP / DP layout.
+// A parameter split over a group contributes its local slice (without row
+// padding) on every rank of that group; a parameter replicated over a group
+// contributes only on the group's rank 0. The partial sums are then summed over every group given,
+// so each element of the global model is counted exactly once, whatever the TP / GTP / DP layout.
 #pragma once
 
 #include <map>

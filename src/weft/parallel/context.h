@@ -1,12 +1,11 @@
 // ParallelContext: everything about how a model runs that is not its shape.
 //
 // One object per model and rank, shared by every module (std::shared_ptr<const
-// ParallelContext>): the process groups (tp; gtp and dp are slots for
-// generalized tensor parallelism and data parallelism), the sequence-parallel
-// mode, the precision recipe, the execution context kernels run on and the
-// seed every parameter's initialization derives from. Module configs hold
-// only their name, shape and initialization; nothing else carries these
-// options.
+// ParallelContext>): the process groups (tp, gtp for generalized tensor
+// parallelism, dp for data parallelism), the sequence-parallel mode, the
+// precision recipe, the execution context kernels run on and the seed every
+// parameter's initialization derives from. Module configs hold only their
+// name, shape and initialization; nothing else carries these options.
 //
 // Residual-stream layout. Activations between tensor-parallel regions are
 // row blocks (tokens x C), 3-D with the token order chosen by the SP mode so
@@ -29,6 +28,10 @@
 
 namespace weft::parallel {
 
+namespace gtp {
+struct Runtime;
+}
+
 enum class SequenceParallel : uint8_t { off, seq, batch };
 const char* sequence_parallel_name(SequenceParallel sp);
 // "off", "seq", "batch"; throws weft::Error naming the choices otherwise.
@@ -39,7 +42,7 @@ enum class TokenLayout : uint8_t { batch_major, sequence_major };
 
 struct ParallelContext {
   std::shared_ptr<comm::ProcessGroup> tp{};   // null: no tensor parallelism
-  std::shared_ptr<comm::ProcessGroup> gtp{};  // generalized TP (weights sharded 1/N); reserved
+  std::shared_ptr<comm::ProcessGroup> gtp{};  // generalized TP: weights sharded 1/N over it
   std::shared_ptr<comm::ProcessGroup> dp{};   // data parallelism (gradient sync); may be null
   SequenceParallel sp = SequenceParallel::off;
   Precision precision{};
@@ -52,6 +55,10 @@ struct ParallelContext {
   // The scaling state of the quantized recipes (amax histories, the step
   // counter of their random streams), shared by every module on this context.
   std::shared_ptr<ScalingRegistry> scaling = std::make_shared<ScalingRegistry>();
+  // Generalized tensor parallelism's state (options, prefetch chain, weight
+  // cache; gtp/runtime.h): set with a gtp group of several ranks by
+  // gtp::enable, null otherwise.
+  std::shared_ptr<gtp::Runtime> gtp_runtime{};
 
   int tp_size() const { return tp ? tp->size() : 1; }
   int tp_rank() const { return tp ? tp->rank() : 0; }

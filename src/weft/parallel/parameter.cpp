@@ -1,8 +1,26 @@
 #include "weft/parallel/parameter.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace weft::parallel {
+
+int64_t ShardSpec::tp_rows() const {
+  WEFT_CHECK(global_shape.rank() >= 1, "a tensor of shape {} has no rows", global_shape);
+  return split_dim == 0 ? blocks * length : global_shape[0];
+}
+
+ShardSpec ShardSpec::tp_level() const {
+  ShardSpec s = *this;
+  s.row_group.clear();
+  s.row_offset = s.row_length = s.row_padding = 0;
+  return s;
+}
+
+std::vector<std::string> replicated_groups(bool over_tp) {
+  if (over_tp) return {"tp", "gtp", "dp"};
+  return {"gtp", "dp"};
+}
 
 Parameter make_parameter(std::string name, Tensor value, ShardSpec spec, bool decay) {
   WEFT_CHECK(value.dtype() == DType::f32, "parameter {} must be f32 (master weights), got {}", name,
@@ -23,7 +41,7 @@ ShardSpec split_spec(const Shape& global, int dim, const std::string& group_name
                      int group_size, int64_t blocks) {
   ShardSpec spec;
   spec.global_shape = global;
-  spec.replicated_over = {"dp"};
+  spec.replicated_over = replicated_groups(false);
   if (group_size == 1) return spec;
   WEFT_CHECK(dim >= 0 && dim < global.rank(), "cannot split dimension {} of {}", dim, global);
   const int64_t extent = global[dim];
@@ -38,10 +56,47 @@ ShardSpec split_spec(const Shape& global, int dim, const std::string& group_name
   return spec;
 }
 
+ShardSpec row_split_spec(ShardSpec spec, const std::string& group_name, int rank, int group_size,
+                         int64_t alignment) {
+  WEFT_CHECK(!spec.rows_split(), "the rows of this slice are already split over '{}'",
+             spec.row_group);
+  WEFT_CHECK(group_size >= 1 && rank >= 0 && rank < group_size && alignment >= 1,
+             "cannot split rows over rank {} of {} with alignment {}", rank, group_size, alignment);
+  const int64_t rows = spec.tp_rows();
+  const int64_t multiple = alignment * group_size;
+  const int64_t shard = (rows + multiple - 1) / multiple * multiple / group_size;
+  spec.row_group = group_name;
+  spec.row_offset = rank * shard;
+  spec.row_length = std::clamp<int64_t>(rows - spec.row_offset, 0, shard);
+  spec.row_padding = shard - spec.row_length;
+  std::erase(spec.replicated_over, group_name);
+  return spec;
+}
+
+Tensor row_shard_of(const ShardSpec& spec, const Tensor& tp_slice) {
+  if (!spec.rows_split()) return tp_slice;
+  WEFT_CHECK(tp_slice.dim() >= 1 && tp_slice.size(0) == spec.tp_rows(),
+             "row_shard_of: a slice of {} rows, the spec's has {}", tp_slice.shape(),
+             spec.tp_rows());
+  Shape s = tp_slice.shape();
+  s[0] = spec.row_length + spec.row_padding;
+  Tensor out = Tensor::zeros(s, tp_slice.dtype(), tp_slice.device());
+  if (spec.row_length > 0) {
+    out.narrow(0, spec.row_length).copy_from(tp_slice.narrow(spec.row_offset, spec.row_length));
+  }
+  return out;
+}
+
+Tensor unpadded(const ShardSpec& spec, const Tensor& local) {
+  if (!spec.rows_split()) return local;
+  return local.narrow(0, spec.row_length);
+}
+
 Tensor shard_of(const ShardSpec& spec, const Tensor& full) {
   WEFT_CHECK(full.shape() == spec.global_shape,
              "shard_of: tensor {} does not have the global shape {}", full.shape(),
              spec.global_shape);
+  if (spec.rows_split()) return row_shard_of(spec, shard_of(spec.tp_level(), full));
   if (!spec.is_split()) return full;
   const int d = spec.split_dim;
   const int64_t extent = full.shape()[d], block = extent / spec.blocks;

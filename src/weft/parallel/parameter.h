@@ -31,11 +31,33 @@ struct ShardSpec {
   int64_t valid_rows = -1;
   // Groups over which this parameter is replicated: its gradient is the same
   // (or must be made the same) on every rank of each, and a global norm
-  // counts it once per group. "tp" for replicated layers, "dp" always.
+  // counts it once per group. "tp" for replicated layers; the data groups
+  // ("gtp", "dp") unless the parameter is sharded over one (replicated_groups).
   std::vector<std::string> replicated_over;
+  // A second split, by rows (generalized tensor parallelism): the slice
+  // above, this rank's part at the TP level (tp_rows() rows along dimension
+  // 0), is split again over `row_group` ("gtp"). This rank holds its rows
+  // [row_offset, row_offset + row_length) followed by `row_padding` rows of
+  // zeros, so that every rank of the group holds the same number of rows.
+  // The padding never reaches a GEMM, a gradient norm or a checkpoint.
+  std::string row_group{};  // empty: no row split
+  int64_t row_offset = 0;
+  int64_t row_length = 0;
+  int64_t row_padding = 0;
 
   bool is_split() const { return split_dim >= 0; }
+  bool rows_split() const { return !row_group.empty(); }
+  // Rows (dimension 0) of this rank's slice at the TP level.
+  int64_t tp_rows() const;
+  // The same spec without the row split: the TP-level slice.
+  ShardSpec tp_level() const;
 };
+
+// What ShardSpec::replicated_over holds for a parameter that nothing but
+// tensor parallelism splits: the data groups, whose ranks all hold it whole
+// and see different data ("gtp", "dp"), and "tp" too when every rank of the
+// TP group holds it whole (`over_tp`).
+std::vector<std::string> replicated_groups(bool over_tp);
 
 struct Parameter {
   std::string name;  // "h.3.attn.qkv.weight"
@@ -54,8 +76,21 @@ struct Parameter {
 };
 
 // This rank's part of `full` (a tensor of spec.global_shape) as the spec
-// describes it; `full` itself when the spec is not split.
+// describes it, row padding included; `full` itself when the spec is not split.
 Tensor shard_of(const ShardSpec& spec, const Tensor& full);
+// This rank's rows of `tp_slice` (its slice at the TP level), padded as the
+// spec's row split says; `tp_slice` itself without a row split.
+Tensor row_shard_of(const ShardSpec& spec, const Tensor& tp_slice);
+// The rows of `local` (a tensor of this rank's shape under `spec`) that hold
+// data: `local` without its row padding (a view).
+Tensor unpadded(const ShardSpec& spec, const Tensor& local);
+
+// `tp_spec` (a TP-level spec) with its rows split over the `group_size` ranks
+// of `group_name`, this rank at `rank`: the rows are padded at the tail to a
+// multiple of alignment · group_size, so each rank holds the same number of
+// rows, a multiple of `alignment`. The group leaves replicated_over.
+ShardSpec row_split_spec(ShardSpec tp_spec, const std::string& group_name, int rank, int group_size,
+                         int64_t alignment);
 
 // The spec of a tensor of `global` split along `dim` over the `group_size`
 // ranks of group `group_name`, this rank at `rank`, in `blocks` equal blocks.

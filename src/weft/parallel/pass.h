@@ -1,7 +1,11 @@
 // PassContext: what one forward/backward pass (one microbatch) shares with
-// the parallel layer — the random streams, whether it trains, and whether
-// weights are known unchanged since the previous pass. nn::Ctx is one.
+// the parallel layer — the random streams, whether it trains, whether
+// weights are known unchanged since the previous pass and whether its
+// gradients complete the optimizer step's. nn::Ctx is one.
 #pragma once
+
+#include <atomic>
+#include <cstdint>
 
 #include "weft/parallel/rng.h"
 
@@ -10,10 +14,13 @@ namespace weft::parallel {
 class PassContext {
  public:
   explicit PassContext(RngTracker* rng = nullptr, bool training = true)
-      : rng_(rng), training_(training) {}
+      : rng_(rng), training_(training), serial_(next_serial()) {}
 
   bool training() const { return training_; }
   RngTracker* rng() const { return rng_; }
+  // Distinct for every pass of the process: weight sources that follow the
+  // passes (generalized tensor parallelism's prefetch chain) tell a new pass by it.
+  uint64_t serial() const { return serial_; }
 
   // The passes of one optimizer step (its microbatches) see the same weights:
   // a trainer sets this so a weight source casts each weight once per step
@@ -22,10 +29,23 @@ class PassContext {
   bool reuse_weight_casts() const { return reuse_weight_casts_; }
   void set_reuse_weight_casts(bool on) { reuse_weight_casts_ = on; }
 
+  // Whether this pass's gradients complete the optimizer step's (the last
+  // microbatch of a gradient accumulation; every pass by default). A weight
+  // source that reduces its gradient once a step does it in this pass.
+  bool final_microbatch() const { return final_microbatch_; }
+  void set_final_microbatch(bool on) { final_microbatch_ = on; }
+
  private:
+  static uint64_t next_serial() {
+    static std::atomic<uint64_t> counter{0};
+    return ++counter;
+  }
+
   RngTracker* rng_;
   bool training_;
+  uint64_t serial_;
   bool reuse_weight_casts_ = false;
+  bool final_microbatch_ = true;
 };
 
 }  // namespace weft::parallel

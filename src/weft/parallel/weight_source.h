@@ -10,9 +10,13 @@
 //   weight_for_backward(pass)           the dgrad GEMM's weight (same pass)
 //   weight_grad(pass)                   the f32 buffer the wgrad GEMM accumulates into
 //   finalize_weight_grad(pass, wgrad)   wgrad (that buffer) holds this pass's gradient
+// (a user whose backward needs no weight, the embedding's lookup, skips
+// weight_for_backward; a weight used twice in a pass, wte, is called twice).
 // Both weights are (rows, cols) = shape() in the precision recipe's GEMM input
-// dtype; a GEMM reads them transposed (y = x·Wᵀ). They stay valid until the
-// pass's backward is done.
+// dtype; a GEMM reads them transposed (y = x·Wᵀ). They stay valid while the
+// module that asked for them runs: a source may reuse their memory for the
+// next weight another module asks for (generalized tensor parallelism's
+// sources do; the plain source's stay valid until the pass's backward is done).
 #pragma once
 
 #include <memory>

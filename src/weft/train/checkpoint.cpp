@@ -30,16 +30,21 @@ namespace {
 std::string errno_text() { return std::strerror(errno); }
 
 // The ShardSpec fields a saved slice carries (safetensors metadata, one per
-// tensor), the checksum of the bytes written for it and how many of its
-// values are not finite.
+// tensor), the checksum of the bytes written for it (`local` without its row
+// padding) and how many of its values are not finite.
 Json slice_json(const nn::ShardSpec& spec, const Tensor& local) {
   Json out = Json::object();
   out["global_shape"] = shape_json(spec.global_shape);
   out["split_dim"] = spec.split_dim;
   out["blocks"] = spec.is_split() ? spec.blocks : int64_t{1};
   out["offset"] = spec.is_split() ? spec.offset : int64_t{0};
-  out["length"] = spec.is_split() ? spec.length : (local.dim() ? local.size(0) : int64_t{1});
+  out["length"] = spec.is_split() ? spec.length
+                                  : (spec.global_shape.rank() ? spec.global_shape[0] : int64_t{1});
   out["valid_rows"] = spec.valid_rows;
+  if (spec.rows_split()) {
+    out["row_offset"] = spec.row_offset;
+    out["row_length"] = spec.row_length;
+  }
   out["xxh3"] = checksum_hex(xxh3(local.raw(), static_cast<size_t>(local.nbytes())));
   if (const int64_t n = count_nonfinite(local)) out["nonfinite"] = n;
   return out;
@@ -169,19 +174,25 @@ void write_rank_files(const fs::path& tmp, int rank, const comm::Grid& grid, nn:
     (*meta)["format_version"] = std::to_string(kCheckpointFormatVersion);
     (*meta)["rank"] = std::to_string(rank);
   }
+  // A rank whose rows of a row-split parameter are all padding writes none.
+  const auto writes = [&](const nn::ShardSpec& spec) {
+    return owns(spec, grid) && (!spec.rows_split() || spec.row_length > 0);
+  };
   for (nn::Parameter* p : model.parameters()) {
-    if (!owns(p->spec, grid)) continue;
-    params.push_back({p->name, p->value});
-    pmeta[p->name] = slice_json(p->spec, p->value).dump();
+    if (!writes(p->spec)) continue;
+    const Tensor data = nn::unpadded(p->spec, p->value);
+    params.push_back({p->name, data});
+    pmeta[p->name] = slice_json(p->spec, data).dump();
   }
   if (optimizer) {
     const auto& ps = optimizer->parameters();
     for (size_t i = 0; i < ps.size(); ++i) {
-      if (!owns(ps[i]->spec, grid)) continue;
+      if (!writes(ps[i]->spec)) continue;
       for (const auto& [suffix, t] : {std::pair{".exp_avg", optimizer->first_moments()[i]},
                                       std::pair{".exp_avg_sq", optimizer->second_moments()[i]}}) {
-        moments.push_back({ps[i]->name + suffix, t});
-        mmeta[ps[i]->name + suffix] = slice_json(ps[i]->spec, t).dump();
+        const Tensor data = nn::unpadded(ps[i]->spec, t);
+        moments.push_back({ps[i]->name + suffix, data});
+        mmeta[ps[i]->name + suffix] = slice_json(ps[i]->spec, data).dump();
       }
     }
   }
@@ -244,6 +255,8 @@ Json build_index(const fs::path& tmp, const comm::ProcessGroup& world, const com
             {.file = name,
              .offset = m.at("offset").as_int(),
              .length = m.at("length").as_int(),
+             .row_offset = m.find("row_offset") ? m.at("row_offset").as_int() : 0,
+             .row_length = m.find("row_length") ? m.at("row_length").as_int() : -1,
              .xxh3 = checksum_from_hex(m.at("xxh3").as_string()),
              .nonfinite = m.find("nonfinite") ? m.at("nonfinite").as_int() : 0});
       }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "weft/train/checksum.h"
 
@@ -119,6 +120,10 @@ Json saved_tensor_json(const SavedTensor& t) {
     j["file"] = s.file;
     j["offset"] = s.offset;
     j["length"] = s.length;
+    if (s.row_length >= 0) {
+      j["row_offset"] = s.row_offset;
+      j["row_length"] = s.row_length;
+    }
     if (s.xxh3) j["xxh3"] = checksum_hex(*s.xxh3);
     if (s.nonfinite) j["nonfinite"] = s.nonfinite;
     shards.push_back(std::move(j));
@@ -202,18 +207,52 @@ void check_tiling(SavedTensor& t, const std::string& where) {
   // An unsplit tensor is one shard of its rows.
   const int64_t block =
       t.split_dim >= 0 ? extent / t.blocks : (rank ? t.global_shape[0] : int64_t{1});
-  std::stable_sort(t.shards.begin(), t.shards.end(),
-                   [](const SavedShard& a, const SavedShard& b) { return a.offset < b.offset; });
+  std::stable_sort(t.shards.begin(), t.shards.end(), [](const SavedShard& a, const SavedShard& b) {
+    return std::tie(a.offset, a.row_offset) < std::tie(b.offset, b.row_offset);
+  });
+  const auto same_slice = [](const SavedShard& a, const SavedShard& b) {
+    return a.offset == b.offset && a.length == b.length;
+  };
+  // Rows of the slice a shard belongs to (dimension 0 of the rank's part).
+  const auto slice_rows = [&](const SavedShard& s) {
+    return t.split_dim == 0 ? t.blocks * s.length : (rank ? t.global_shape[0] : int64_t{1});
+  };
   std::vector<SavedShard> kept;
-  int64_t next = 0;
+  int64_t next = 0, next_row = 0;
+  const auto check_rows = [&] {
+    const SavedShard& last = kept.back();
+    WEFT_CHECK(next_row == slice_rows(last),
+               "{}: the shards of tensor {} cover rows [0, {}) of the slice at {} of {} rows",
+               where, t.name, next_row, last.offset, slice_rows(last));
+  };
   for (const SavedShard& s : t.shards) {
-    if (!kept.empty() && s.offset == kept.back().offset && s.length == kept.back().length) continue;
-    WEFT_CHECK(s.offset == next && s.length > 0,
-               "{}: the shards of tensor {} do not tile it: {} starts at {}, expected {}", where,
-               t.name, s.file, s.offset, next);
-    next += s.length;
+    if (!kept.empty() && same_slice(s, kept.back()) && s.row_offset == kept.back().row_offset &&
+        s.row_length == kept.back().row_length) {
+      continue;
+    }
+    if (kept.empty() || !same_slice(s, kept.back())) {
+      if (!kept.empty()) check_rows();
+      WEFT_CHECK(s.offset == next && s.length > 0,
+                 "{}: the shards of tensor {} do not tile it: {} starts at {}, expected {}", where,
+                 t.name, s.file, s.offset, next);
+      next += s.length;
+      next_row = 0;
+    }
+    if (s.row_length < 0) {
+      WEFT_CHECK(next_row == 0, "{}: tensor {} has a slice both whole and in rows ({})", where,
+                 t.name, s.file);
+      next_row = slice_rows(s);
+    } else {
+      WEFT_CHECK(rank >= 1 && s.row_offset == next_row && s.row_length > 0 &&
+                     s.row_length <= slice_rows(s) - s.row_offset,
+                 "{}: the row pieces of tensor {} do not tile its slice at {}: {} holds rows "
+                 "[{}, +{}), expected them to start at {}",
+                 where, t.name, s.offset, s.file, s.row_offset, s.row_length, next_row);
+      next_row += s.row_length;
+    }
     kept.push_back(s);
   }
+  if (!kept.empty()) check_rows();
   WEFT_CHECK(next == block, "{}: the shards of tensor {} cover {} of {} along dimension {}", where,
              t.name, next, block, t.split_dim);
   t.shards = std::move(kept);
@@ -262,6 +301,10 @@ CheckpointReader::CheckpointReader(std::string dir, ReadOptions options)
         t.shards.push_back({.file = s.at("file").as_string(),
                             .offset = s.at("offset").as_int(),
                             .length = s.at("length").as_int()});
+        if (const Json* r = s.find("row_offset")) {
+          t.shards.back().row_offset = r->as_int();
+          t.shards.back().row_length = s.at("row_length").as_int();
+        }
         if (const Json* h = s.find("xxh3")) {
           t.shards.back().xxh3 = checksum_from_hex(h->as_string());
           WEFT_CHECK(t.shards.back().xxh3, "{}: tensor {} has checksum \"{}\", not 16 hex digits",
@@ -390,9 +433,36 @@ Tensor CheckpointReader::read_shard(const SavedTensor& t, const SavedShard& s) c
   return whole;
 }
 
+Tensor CheckpointReader::read_slice(const SavedTensor& t, size_t begin, size_t end) const {
+  const Shape& g = t.global_shape;
+  Shape expect = g;
+  if (t.split_dim >= 0) expect[t.split_dim] = t.blocks * t.shards[begin].length;
+  const auto check_shape = [&](const SavedShard& s, const Shape& want) {
+    const TensorInfo& info = file(s.file).info(t.name);
+    WEFT_CHECK(info.dtype == t.dtype && Shape(std::span<const int64_t>(info.shape)) == want,
+               "{} is corrupted: tensor {} is {} {}, the index says {} {}", file(s.file).path(),
+               t.name, info.dtype, Shape(std::span<const int64_t>(info.shape)), t.dtype, want);
+  };
+  if (end - begin == 1 && t.shards[begin].row_length < 0) {
+    check_shape(t.shards[begin], expect);
+    return read_shard(t, t.shards[begin]);
+  }
+  Tensor slice = Tensor::empty(expect, *dtype_from_safetensors(t.dtype));
+  for (size_t i = begin; i < end; ++i) {
+    const SavedShard& s = t.shards[i];
+    Shape rows = expect;
+    rows[0] = s.row_length;
+    check_shape(s, rows);
+    slice.narrow(s.row_offset, s.row_length).copy_from(read_shard(t, s));
+  }
+  return slice;
+}
+
 Tensor CheckpointReader::read(const SavedTensor& t, const nn::ShardSpec& target) const {
   WEFT_CHECK(target.global_shape == t.global_shape, "checkpoint {}: {} has shape {}, not {}", dir_,
              t.name, t.global_shape, target.global_shape);
+  // A row split (generalized tensor parallelism) takes its rows of the TP-level slice.
+  if (target.rows_split()) return nn::row_shard_of(target, read(t, target.tp_level()));
   const Shape& g = t.global_shape;
   if (target.is_split() && t.split_dim >= 0 && target.split_dim != t.split_dim) {
     return nn::shard_of(target, read_full(t));
@@ -411,14 +481,14 @@ Tensor CheckpointReader::read(const SavedTensor& t, const nn::ShardSpec& target)
   local[d] = tb * tlen;
   Tensor out = Tensor::empty(local, dtype);
   int64_t covered = 0;
-  for (const SavedShard& s : t.shards) {
-    const SafetensorsFile& f = file(s.file);
-    const TensorInfo& info = f.info(t.name);
-    Shape expect = g;
-    if (t.split_dim >= 0) expect[t.split_dim] = sb * s.length;
-    WEFT_CHECK(info.dtype == t.dtype && Shape(std::span<const int64_t>(info.shape)) == expect,
-               "{} is corrupted: tensor {} is {} {}, the index says {} {}", f.path(), t.name,
-               info.dtype, Shape(std::span<const int64_t>(info.shape)), t.dtype, expect);
+  // The saved slices: runs of shards with one offset and length (a slice's
+  // row pieces), as check_tiling sorted them.
+  for (size_t begin = 0, end = 0; begin < t.shards.size(); begin = end) {
+    const SavedShard& s = t.shards[begin];
+    for (end = begin + 1; end < t.shards.size() && t.shards[end].offset == s.offset &&
+                          t.shards[end].length == s.length;
+         ++end) {
+    }
     const int64_t len = t.split_dim >= 0 ? s.length : extent;
     // Read whole (every byte read is checked) when any part of it is needed.
     Tensor whole;
@@ -428,7 +498,7 @@ Tensor CheckpointReader::read(const SavedTensor& t, const nn::ShardSpec& target)
         const int64_t lo_s = b2 * (extent / sb) + (t.split_dim >= 0 ? s.offset : 0);
         const int64_t lo = std::max(lo_t, lo_s), hi = std::min(hi_t, lo_s + len);
         if (lo >= hi) continue;
-        if (!whole.defined()) whole = read_shard(t, s);
+        if (!whole.defined()) whole = read_slice(t, begin, end);
         copy_along(out, d, b * tlen + (lo - lo_t), whole, b2 * len + (lo - lo_s), hi - lo);
         covered += hi - lo;
       }

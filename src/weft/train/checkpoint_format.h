@@ -11,9 +11,13 @@
 // shape is the global shape; the split dimension is `blocks` equal blocks and
 // each shard holds [offset, offset + length) of every block; the shards tile
 // a block exactly. An unsplit tensor (split_dim -1) is one shard of all its
-// rows. Each file's safetensors metadata repeats this per tensor (global_shape,
-// split_dim, blocks, offset, length, valid_rows), so rank 0 builds the index
-// from the files themselves.
+// rows. A shard with "row_offset" and "row_length" holds only those rows
+// (dimension 0) of that slice (generalized tensor parallelism splits the
+// rows of a rank's slice again, ShardSpec's row split; the padding is never
+// saved): the shards of one slice tile its rows. Each file's safetensors
+// metadata repeats this per tensor (global_shape, split_dim, blocks, offset,
+// length, valid_rows, and row_offset and row_length when rows are split), so
+// rank 0 builds the index from the files themselves.
 //
 // Checksums (checksum.h; XXH3-64 as 16 hex digits): every shard's "xxh3" is
 // the hash of that tensor's bytes in its file, computed by the rank that wrote
@@ -52,6 +56,9 @@ struct SavedShard {
   std::string file{};  // relative to the checkpoint directory
   int64_t offset = 0;  // along the split dimension, in every block
   int64_t length = 0;
+  // Rows [row_offset, row_offset + row_length) of that slice; -1: all of them.
+  int64_t row_offset = 0;
+  int64_t row_length = -1;
   std::optional<uint64_t> xxh3{};  // of the tensor's bytes in `file`
   int64_t nonfinite = 0;           // NaN and infinite values in them, counted when written
 };
@@ -124,6 +131,9 @@ class CheckpointReader {
   Tensor read_shard(const SavedTensor& t, const SavedShard& s) const;
 
  private:
+  // Shards [begin, end) of `t`, one slice's row pieces, as that slice.
+  Tensor read_slice(const SavedTensor& t, size_t begin, size_t end) const;
+
   std::string dir_;
   ReadOptions options_;
   bool sealed_ = false;
@@ -157,9 +167,10 @@ void check_finite(const Tensor& t, const std::string& what, const std::string& f
 // How many values of `t` are NaN or infinite (f32, bf16 or f16; 0 for other types).
 int64_t count_nonfinite(const Tensor& t);
 
-// Sorts the shards, drops exact duplicates and checks that they tile each
-// block of the split dimension (or all rows of an unsplit tensor); errors
-// start with `where`.
+// Sorts the shards (by offset, then rows), drops exact duplicates and checks
+// that they tile each block of the split dimension (or all rows of an
+// unsplit tensor) and the row pieces of each slice its rows; errors start
+// with `where`.
 void check_tiling(SavedTensor& t, const std::string& where);
 
 }  // namespace weft::train

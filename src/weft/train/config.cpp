@@ -14,6 +14,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "weft/parallel/gtp/runtime.h"
+
 namespace weft::train {
 
 namespace {
@@ -272,6 +274,26 @@ const std::vector<KeyDef>& key_defs() {
                    c.dp = is_auto ? 0 : static_cast<int>(at_least(to_int(v, w), 1, w));
                  },
                  [](const TrainConfig& c) { return c.dp ? Json(c.dp) : Json("auto"); }});
+    d.push_back(int_key({"gtp", "N", "",
+                         "generalized tensor-parallel size: weights sharded 1/N, gathered just in "
+                         "time (world = tp x gtp x dp; gtp ranks see different data)"},
+                        &TrainConfig::gtp, 1));
+    d.push_back(int_key({"gtp-cache", "N", "",
+                         "GTP: gathered weights alive at once (2: the next layer's all-gather "
+                         "runs while a layer computes; 1: no prefetch)"},
+                        &TrainConfig::gtp_cache, 1));
+    d.push_back({{"gtp-grad-accum", "shard|full", "",
+                  "GTP with --grad-accum: shard (reduce-scatter every micro-batch into the "
+                  "shard: less memory) or full (accumulate full gradients, reduce-scatter once "
+                  "a step)"},
+                 [](TrainConfig& c, const Json& v, const Where& w) {
+                   c.gtp_grad_accum = to_choice(v, w, {"shard", "full"});
+                 },
+                 [](const TrainConfig& c) { return Json(c.gtp_grad_accum); }});
+    d.push_back(string_key({"gtp-plan", "RULES", "all weights",
+                            "GTP: weights kept whole, as pattern=replicate rules over the names "
+                            "without .weight (wte=replicate,h.*.mlp=replicate)"},
+                           &TrainConfig::gtp_plan));
     d.push_back({{"sp", "off|seq|batch", "",
                   "sequence parallelism: shard activations along the sequence or the batch"},
                  [](TrainConfig& c, const Json& v, const Where& w) {
@@ -603,6 +625,11 @@ void validate(const TrainConfig& c) {
              "--precision {} computes in f32 on the CPU (its GEMM operands are quantized, then "
              "dequantized to f32): drop --dtype bf16",
              parallel::recipe_name(c.precision.recipe));
+  try {
+    (void)nn::PartitionPlan::parse(c.gtp_plan);
+  } catch (const Error& e) {
+    WEFT_FAIL("--gtp-plan {}: {}", c.gtp_plan, e.what());
+  }
   WEFT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every {} needs --save DIR",
              c.save_every);
   WEFT_CHECK(c.init.empty() || c.resume.empty(),
@@ -610,7 +637,8 @@ void validate(const TrainConfig& c) {
 }
 
 parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::ProcessGroup> tp,
-                                   std::shared_ptr<comm::ProcessGroup> dp) {
+                                   std::shared_ptr<comm::ProcessGroup> dp,
+                                   std::shared_ptr<comm::ProcessGroup> gtp) {
   auto pc = std::make_shared<parallel::ParallelContext>();
   pc->tp = std::move(tp);
   pc->dp = std::move(dp);
@@ -619,6 +647,15 @@ parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::P
   if (!c.precision.quantized()) pc->precision.recipe = parallel::Precision::of(c.dtype).recipe;
   pc->seed = c.seed;
   pc->overlap = overlap_config(c.overlap);
+  parallel::gtp::Options options{
+      .cache_weights = c.gtp_cache,
+      .grad_accumulation = parallel::gtp::parse_grad_accumulation(c.gtp_grad_accum)};
+  if (!c.gtp_plan.empty()) {
+    options.shards = [plan = nn::PartitionPlan::parse(c.gtp_plan)](const std::string& name) {
+      return plan.partitioned(name);
+    };
+  }
+  parallel::gtp::enable(*pc, std::move(gtp), std::move(options));
   return pc;
 }
 

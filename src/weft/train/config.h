@@ -38,9 +38,15 @@ struct TrainConfig {
   // --amax-history, --amax-algo, --fp8-margin, --amax-group). Its recipe
   // follows --dtype for f32 and bf16; the quantized recipes compute in f32.
   parallel::Precision precision{};
-  // Layout: world = tp · dp ranks.
+  // Layout: world = tp · gtp · dp ranks.
   int tp = 2;
-  int dp = 0;  // 0: the world size / tp (1 on the local backend)
+  int dp = 0;  // 0: the world size / (tp · gtp) (1 on the local backend)
+  // Generalized tensor parallelism: weights sharded 1/gtp over the gtp
+  // group, whose ranks see different data as data-parallel ranks do.
+  int gtp = 1;
+  int gtp_cache = 2;                     // gathered weights alive at once (1: no prefetch)
+  std::string gtp_grad_accum = "shard";  // shard | full (parallel/gtp/options.h)
+  std::string gtp_plan{};                // weights left whole: "wte=replicate,h.*.mlp=replicate"
   nn::SequenceParallel sp = nn::SequenceParallel::off;
   // Comm-GEMM overlap (overlap_config): off, on, a list or a JSON file.
   std::string overlap = "off";
@@ -100,7 +106,8 @@ struct TrainConfig {
   // 700 for gpt2-124m).
   int64_t warmup_steps() const;
   double min_lr_value() const { return min_lr ? *min_lr : lr_value() / 10; }
-  // Global sequences per optimizer step, given the data-parallel size.
+  // Global sequences per optimizer step, given the data-parallel size (the
+  // ranks that see different data: gtp · dp).
   int64_t sequences_per_step(int dp_size) const { return micro_batch * dp_size * grad_accum; }
 };
 
@@ -165,9 +172,11 @@ nn::GptConfig model_config(const TrainConfig& cfg);
 // "num_splits": 8}, ...}, also over the defaults.
 parallel::OverlapConfig overlap_config(const std::string& text);
 // The parallel context of the run's model over its TP group (null: TP=1):
-// the run's sequence parallelism, precision and seed. The one place a run's
-// parallel options reach the model.
+// the run's sequence parallelism, precision and seed, and generalized
+// tensor parallelism over `gtp` (null or one rank: off). The one place a
+// run's parallel options reach the model.
 parallel::ContextPtr model_context(const TrainConfig& cfg, std::shared_ptr<comm::ProcessGroup> tp,
-                                   std::shared_ptr<comm::ProcessGroup> dp = nullptr);
+                                   std::shared_ptr<comm::ProcessGroup> dp = nullptr,
+                                   std::shared_ptr<comm::ProcessGroup> gtp = nullptr);
 
 }  // namespace weft::train

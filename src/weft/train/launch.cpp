@@ -15,20 +15,23 @@ Launch plan_launch(const TrainConfig& cfg) {
   WEFT_CHECK(cfg.backend != "local" || !out.under_mpi,
              "--backend local runs the ranks as threads of one process: start weft without "
              "mpirun, or use --backend mpi");
+  // The ranks of one model replica: its TP and GTP groups.
+  const int model = cfg.tp * cfg.gtp;
+  const std::string model_text =
+      cfg.gtp > 1 ? format("--tp {} x --gtp {}", cfg.tp, cfg.gtp) : format("--tp {}", cfg.tp);
   if (out.under_mpi) {
     const int world = comm::launcher_world_size();
-    WEFT_CHECK(world <= 0 || world % cfg.tp == 0,
-               "mpirun started {} processes, not a multiple of --tp {}: use mpirun -np {}", world,
-               cfg.tp, (world / cfg.tp + 1) * cfg.tp);
-    WEFT_CHECK(
-        world <= 0 || cfg.dp == 0 || cfg.dp * cfg.tp == world,
-        "--tp {} x --dp {} needs {} processes, mpirun started {}: leave --dp out to infer it",
-        cfg.tp, cfg.dp, cfg.tp * cfg.dp, world);
+    WEFT_CHECK(world <= 0 || world % model == 0,
+               "mpirun started {} processes, not a multiple of {}: use mpirun -np {}", world,
+               model_text, (world / model + 1) * model);
+    WEFT_CHECK(world <= 0 || cfg.dp == 0 || cfg.dp * model == world,
+               "{} x --dp {} needs {} processes, mpirun started {}: leave --dp out to infer it",
+               model_text, cfg.dp, model * cfg.dp, world);
     out.dp = std::max(1, world / cfg.tp);
   } else {
-    out.dp = cfg.dp ? cfg.dp : 1;
+    out.dp = (cfg.dp ? cfg.dp : 1) * cfg.gtp;
   }
-  out.local_ranks = cfg.tp * (cfg.dp ? cfg.dp : 1);
+  out.local_ranks = model * (cfg.dp ? cfg.dp : 1);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "weft/core/memory.h"
 #include "weft/core/profile.h"
 #include "weft/optim/grad_norm.h"
+#include "weft/parallel/gtp/runtime.h"
 #include "weft/train/checkpoint.h"
 #include "weft/train/checkpoint_dir.h"
 #include "weft/train/generate.h"
@@ -33,33 +34,54 @@ double seconds_since(Clock::time_point t) {
 Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Dataset& data)
     : cfg_(cfg), world_(world), data_(data), data_seed_(cfg.seed) {
   validate(cfg_);
-  WEFT_CHECK(world.size() % cfg_.tp == 0,
-             "the world of {} ranks is not divisible by --tp {}: start a multiple of {} ranks",
-             world.size(), cfg_.tp, cfg_.tp);
-  const int dp = world.size() / cfg_.tp;
+  const int model_ranks = cfg_.tp * cfg_.gtp;
+  WEFT_CHECK(world.size() % model_ranks == 0,
+             "the world of {} ranks is not divisible by --tp {} x --gtp {}: start a multiple of "
+             "{} ranks",
+             world.size(), cfg_.tp, cfg_.gtp, model_ranks);
+  const int dp = world.size() / model_ranks;
   WEFT_CHECK(cfg_.dp == 0 || cfg_.dp == dp,
-             "--dp {} does not match the world: {} ranks at --tp {} make dp {}", cfg_.dp,
-             world.size(), cfg_.tp, dp);
+             "--dp {} does not match the world: {} ranks at --tp {} x --gtp {} make dp {}", cfg_.dp,
+             world.size(), cfg_.tp, cfg_.gtp, dp);
   WEFT_CHECK(data.seq_len() == cfg_.model.seq,
              "the dataset is split for windows of {}, the model's context is {}", data.seq_len(),
              cfg_.model.seq);
-  grid_ = std::make_unique<comm::Grid>(
-      world, "tp-dp", std::vector<std::pair<std::string, int>>{{"tp", cfg_.tp}, {"dp", dp}});
+  const bool gtp = cfg_.gtp > 1;
+  grid_ = gtp ? std::make_unique<comm::Grid>(world, "tp-gtp-dp",
+                                             std::vector<std::pair<std::string, int>>{
+                                                 {"tp", cfg_.tp}, {"gtp", cfg_.gtp}, {"dp", dp}})
+              : std::make_unique<comm::Grid>(
+                    world, "tp-dp",
+                    std::vector<std::pair<std::string, int>>{{"tp", cfg_.tp}, {"dp", dp}});
+  // The ranks that see different data: the gtp and dp groups together.
+  data_group_ = gtp ? world.new_subgroups_by_enumeration(
+                          grid_->layout().groups_across({"gtp", "dp"}), "gtp-dp")
+                    : grid_->group_ptr("dp");
   const int tp_rank = grid_->rank_in("tp");
   rng_ = parallel::RngTracker(cfg_.seed, tp_rank);
-  model_ = std::make_unique<nn::Gpt>(
-      model_context(cfg_, grid_->group_ptr("tp"), grid_->group_ptr("dp")), model_config(cfg_));
+  model_ =
+      std::make_unique<nn::Gpt>(model_context(cfg_, grid_->group_ptr("tp"), grid_->group_ptr("dp"),
+                                              gtp ? grid_->group_ptr("gtp") : nullptr),
+                                model_config(cfg_));
   params_ = model_->parameters();
-  const auto bucket = static_cast<int64_t>(cfg_.bucket_mb * (1 << 20));
+  const auto bucket = std::max<int64_t>(static_cast<int64_t>(cfg_.bucket_mb * (1 << 20)), 1);
   // The model's execution context: optimizer and gradient sync run where it does.
   const ExecContext& ec = model_->context()->exec;
-  sync_ = std::make_unique<optim::GradSync>(params_, model_->context()->dp,
-                                            std::max<int64_t>(bucket, 1), ec);
+  // GTP shards are averaged over the gtp group by their reduce-scatter and
+  // synchronized over dp once final; every other gradient over gtp and dp.
+  std::vector<nn::Parameter*> shards, replicated;
+  for (nn::Parameter* p : params_) (p->spec.rows_split() ? shards : replicated).push_back(p);
+  sync_ = std::make_unique<optim::GradSync>(replicated, data_group_, bucket, ec);
+  if (!shards.empty()) {
+    shard_sync_ = std::make_unique<optim::GradSync>(shards, grid_->group_ptr("dp"), bucket, ec);
+    model_->context()->gtp_runtime->chain.set_on_gradient_final(
+        [this](nn::Parameter& p) { shard_sync_->mark_ready(&p); });
+  }
   optimizer_ = std::make_unique<optim::AdamW>(
       params_, optim::AdamWOptions{.weight_decay = static_cast<float>(cfg_.weight_decay)}, ec);
   const bool batch_sp = cfg_.sp == nn::SequenceParallel::batch;
-  slice_ = {.dp_rank = grid_->rank_in("dp"),
-            .dp_size = dp,
+  slice_ = {.dp_rank = data_group_->rank(),
+            .dp_size = data_group_->size(),
             .sub_rank = batch_sp ? tp_rank : 0,
             .sub_size = batch_sp ? cfg_.tp : 1};
   if (!cfg_.init.empty()) load_weights(cfg_.init, world, *grid_, *model_);
@@ -84,10 +106,13 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Datase
                "continue training",
                cfg_.resume, step_, cfg_.steps);
   }
-  sampler_ = std::make_unique<Sampler>(data_, data_seed_, cfg_.sequences_per_step(dp));
+  sampler_ = std::make_unique<Sampler>(data_, data_seed_, cfg_.sequences_per_step(dp_size()));
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  // The chain reports to shard_sync_, which goes before the model does.
+  if (const auto& gtp = model_->context()->gtp_runtime) gtp->chain.set_on_gradient_final({});
+}
 
 void Trainer::check_finite(double loss, double norm) const {
   const bool loss_bad = !std::isfinite(loss);
@@ -105,25 +130,35 @@ StepResult Trainer::step() {
   const profile::Totals p0 = profile::totals();
   StepResult r;
   const int64_t accum = cfg_.grad_accum;
+  // GTP shards are final only after their deferred reduce-scatter: the
+  // prefetch chain reports them (set_on_gradient_final).
   auto ready = [this](const std::vector<nn::Parameter*>& ps) {
-    for (const nn::Parameter* p : ps) sync_->mark_ready(p);
+    for (const nn::Parameter* p : ps) {
+      if (!shard_sync_ || !p->spec.rows_split()) sync_->mark_ready(p);
+    }
   };
+  parallel::gtp::Runtime* gtp = model_->context()->gtp_runtime.get();
   double loss_sum = 0;
   for (int64_t m = 0; m < accum; ++m) {
     Batch b = sampler_->next_batch(step_, 0, part(m));
     nn::Ctx ctx(&rng_, true);
     // The microbatches of a step see the same weights: bf16 casts once a step.
     ctx.set_reuse_weight_casts(true);
+    ctx.set_final_microbatch(m == accum - 1);
     sync_->set_sync(m == accum - 1);
+    if (shard_sync_) shard_sync_->set_sync(m == accum - 1);
     auto t = Clock::now();
     loss_sum += model_->forward_loss(ctx, b.inputs, b.targets);
     r.times.forward += seconds_since(t);
     t = Clock::now();
     model_->backward_loss(ctx, 1.0f / static_cast<float>(accum), ready);
+    // Every reduce-scatter completed before anything reads a gradient.
+    if (gtp) gtp->chain.drain();
     r.times.backward += seconds_since(t);
   }
   auto t = Clock::now();
   sync_->finish();
+  if (shard_sync_) shard_sync_->finish();
   r.times.backward += seconds_since(t);
   // The quantized recipes' step end: delayed scaling reduces every amax of
   // the step over its group in one collective and updates the scales.
@@ -135,10 +170,11 @@ StepResult Trainer::step() {
 
   t = Clock::now();
   Tensor loss = Tensor::from({1}, std::vector<float>{static_cast<float>(loss_sum / accum)});
-  grid_->group("dp").all_reduce(loss, comm::ReduceOp::avg).wait();
+  data_group_->all_reduce(loss, comm::ReduceOp::avg).wait();
   r.loss = loss.item(0);
-  r.grad_norm = optim::global_grad_norm(
-      params_, {{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}});
+  optim::Groups groups{{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
+  if (grid_->layout().has("gtp")) groups["gtp"] = grid_->group_ptr("gtp");
+  r.grad_norm = optim::global_grad_norm(params_, groups);
   check_finite(r.loss, r.grad_norm);
   LrSchedule schedule{.lr = cfg_.lr_value(),
                       .warmup = cfg_.warmup_steps(),
@@ -151,7 +187,7 @@ StepResult Trainer::step() {
 
   ++step_;
   r.step = step_;
-  r.tokens = cfg_.sequences_per_step(grid_->size("dp")) * cfg_.model.seq;
+  r.tokens = cfg_.sequences_per_step(dp_size()) * cfg_.model.seq;
   const profile::Totals p1 = profile::totals();
   r.times.comm = p1.comm - p0.comm;
   r.times.gemm = p1.gemm - p0.gemm;
@@ -167,7 +203,7 @@ BatchSlice Trainer::part(int64_t micro) const {
 }
 
 double Trainer::evaluate() {
-  const int64_t batch = cfg_.sequences_per_step(grid_->size("dp"));
+  const int64_t batch = cfg_.sequences_per_step(dp_size());
   const int64_t n = data_.val_batches(batch, cfg_.eval_batches);
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -179,7 +215,7 @@ double Trainer::evaluate() {
   }
   const double local = sum / static_cast<double>(n * cfg_.grad_accum);
   Tensor mean = Tensor::from({1}, std::vector<float>{static_cast<float>(local)});
-  grid_->group("dp").all_reduce(mean, comm::ReduceOp::avg).wait();
+  data_group_->all_reduce(mean, comm::ReduceOp::avg).wait();
   return mean.item(0);
 }
 
@@ -188,7 +224,7 @@ void Trainer::save(const std::string& dir) {
   Json config = relative_paths(cfg_.to_json(), dir);
   config[kPathsKey] = kPathsRelativeToCheckpoint;
   config[kFingerprintKey] = std::to_string(data_.data().fingerprint());
-  config[kBatchKey] = cfg_.sequences_per_step(grid_->size("dp"));
+  config[kBatchKey] = cfg_.sequences_per_step(dp_size());
   TrainState state{.step = step_, .data_seed = data_seed_, .rng = rng_.state(), .config = config};
   if (cfg_.precision.quantized())
     state.scaling = scaling_json(model_->context()->scaling->snapshot());

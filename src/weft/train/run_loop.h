@@ -1,16 +1,20 @@
 // The run loop. Trainer: one rank's part of a data- and tensor-parallel GPT training run.
 //
 // Layout. The world's ranks form a "tp-dp" grid (TP fastest: with 4 ranks
-// and tp 2, TP groups [0,1] [2,3], DP groups [0,2] [1,3]). Each rank seeds
-// its RNG tracker with (seed, tp_rank), builds its shard of the model with
-// the TP group, wraps the gradients in a bucketed GradSync over the DP group
-// and steps an AdamW over its parameters.
+// and tp 2, TP groups [0,1] [2,3], DP groups [0,2] [1,3]), "tp-gtp-dp" with
+// generalized tensor parallelism (--gtp > 1). Each rank seeds its RNG
+// tracker with (seed, tp_rank), builds its shard of the model with the TP
+// group (and its weights' 1/gtp shards over the gtp group), wraps the
+// gradients in bucketed GradSyncs — GTP shards over dp once their deferred
+// reduce-scatter is in, every other gradient over the gtp and dp groups
+// together (the data group: the ranks that see different data) — and steps
+// an AdamW over its parameters (shards: the optimizer state is 1/gtp too).
 //
 // One optimizer step (step() below):
-//   the step's global batch: micro_batch · D · A sequences (D = dp,
+//   the step's global batch: micro_batch · D · A sequences (D = gtp · dp,
 //   A = grad_accum), a function of (data seed, step) only
 //   for micro-batch m < A:
-//     DP rank r takes part m·D + r of the A·D equal parts of the global
+//     data rank r takes part m·D + r of the A·D equal parts of the global
 //     batch; under --sp batch each TP rank takes its share of that part,
 //     otherwise every TP rank of a group passes the same rows. So DP=2 at
 //     micro-batch b, DP=1 at 2b and 2 accumulated micro-batches of b all
@@ -19,8 +23,8 @@
 //     all-reduce as soon as its gradients are final, on the last micro-batch
 //     only (the others accumulate locally)
 //   sync.finish()
-//   loss = mean over micro-batches, averaged over DP: the same on every rank
-//   norm = global grad norm over {tp, dp}, each element counted once
+//   loss = mean over micro-batches, averaged over the data group: the same on every rank
+//   norm = global grad norm over {tp, gtp, dp}, each element counted once
 //   a loss or norm that is not finite stops the run (weft::Error naming the step)
 //   AdamW step at lr(step) with the clipping factor as its gradient scale
 //
@@ -72,7 +76,7 @@ struct StepResult {
 
 class Trainer {
  public:
-  // Collective over `world` (tp · dp ranks). Builds the grid, the model, the
+  // Collective over `world` (tp · gtp · dp ranks). Builds the grid, the model, the
   // gradient sync and the optimizer, and loads cfg.resume when set. `data`
   // must outlive the trainer.
   Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Dataset& data);
@@ -108,6 +112,8 @@ class Trainer {
 
   // Optimizer steps taken (counting those before a resume).
   int64_t steps_done() const { return step_; }
+  // The ranks that see different data: gtp · dp.
+  int dp_size() const { return data_group_->size(); }
   const TrainConfig& config() const { return cfg_; }
   const comm::Grid& grid() const { return *grid_; }
   nn::Gpt& model() { return *model_; }
@@ -125,10 +131,12 @@ class Trainer {
   comm::ProcessGroup& world_;
   const Dataset& data_;
   std::unique_ptr<comm::Grid> grid_;
+  std::shared_ptr<comm::ProcessGroup> data_group_;  // gtp and dp together
   parallel::RngTracker rng_;
   std::unique_ptr<nn::Gpt> model_;
   std::vector<nn::Parameter*> params_;
-  std::unique_ptr<optim::GradSync> sync_;
+  std::unique_ptr<optim::GradSync> sync_;        // every gradient but GTP shards'
+  std::unique_ptr<optim::GradSync> shard_sync_;  // GTP shards' (null without GTP)
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<Sampler> sampler_;
   BatchSlice slice_{};

@@ -155,7 +155,7 @@ std::string describe_run(Trainer& t, const Dataset& data) {
   return format(
       "model {}: {} layers, width {}, {} heads, context {}, vocab {} ({:.2f}M parameters), {}\n"
       "data  {}: {} tokens ({} train, {} validation)\n"
-      "ranks {} on the {} backend: tp {} x dp {}, sp {}\n"
+      "ranks {} on the {} backend: tp {}{} x dp {}, sp {}\n"
       "steps {}: {} sequences x {} tokens per step (micro-batch {} x dp {} x accum {}), lr {:g} "
       "(warmup {}, cosine {}to {:g})",
       is_preset ? c.preset : "(custom)", c.model.layers, c.model.width, c.model.heads, c.model.seq,
@@ -164,9 +164,10 @@ std::string describe_run(Trainer& t, const Dataset& data) {
                                     " (GEMM operands quantized, f32 compute)"
                               : std::string(dtype_name(c.dtype)),
       data.data().source, data.data().size(), data.train().size(), data.val().size(),
-      t.world().size(), t.world().backend(), g.size("tp"), g.size("dp"),
-      nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(g.size("dp")), c.model.seq,
-      c.micro_batch, g.size("dp"), c.grad_accum, c.lr_value(), c.warmup_steps(),
+      t.world().size(), t.world().backend(), g.size("tp"),
+      g.layout().has("gtp") ? format(" x gtp {}", g.size("gtp")) : std::string(), g.size("dp"),
+      nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(t.dp_size()), c.model.seq,
+      c.micro_batch, t.dp_size(), c.grad_accum, c.lr_value(), c.warmup_steps(),
       c.schedule_total() == c.steps ? std::string() : format("over {} steps ", c.schedule_total()),
       c.min_lr_value());
 }

@@ -73,8 +73,7 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
     TrainSummary s;
     s.first_step = trainer.steps_done();
     if (!run.resume.empty()) {
-      for (const std::string& line :
-           resume_notes(run, data, s.first_step, trainer.grid().size("dp"))) {
+      for (const std::string& line : resume_notes(run, data, s.first_step, trainer.dp_size())) {
         note(line);
       }
     }

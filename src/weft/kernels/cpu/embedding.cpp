@@ -13,12 +13,13 @@ using detail::load;
 using detail::store;
 using detail::with_floats;
 
-void check_table(const Tensor& table, const char* op, const char* name) {
+// Gradient tables are f32; a table read (wte for the lookup) may be bf16 too.
+void check_table(const Tensor& table, const char* op, const char* name, bool read_only) {
   WEFT_CHECK(table.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op,
              name, table.device());
-  WEFT_CHECK(table.dim() == 2 && table.dtype() == DType::f32,
-             "{}: {} must be an f32 table (rows, C), got {} {}", op, name,
-             dtype_name(table.dtype()), table.shape());
+  const bool dtype_ok = table.dtype() == DType::f32 || (read_only && table.dtype() == DType::bf16);
+  WEFT_CHECK(table.dim() == 2 && dtype_ok, "{}: {} must be an {} table (rows, C), got {} {}", op,
+             name, read_only ? "f32 or bf16" : "f32", dtype_name(table.dtype()), table.shape());
 }
 
 // Checks that act is (B,T,C) for the table's C.
@@ -38,8 +39,8 @@ struct Shapes {
   int64_t table_rows, channels, batch, seq;
 };
 Shapes checked_shapes(const Tensor& table, const Tensor& act, const char* op,
-                      const char* table_name, const char* act_name) {
-  check_table(table, op, table_name);
+                      const char* table_name, const char* act_name, bool read_only) {
+  check_table(table, op, table_name, read_only);
   check_activation(act, table.size(1), op, act_name);
   return {table.size(0), table.size(1), act.size(0), act.size(1)};
 }
@@ -79,32 +80,33 @@ void check_positions(int64_t seq, int64_t table_rows, int64_t pos_offset, const 
 void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor& wte, Tensor& out,
                        const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_forward";
-  const Shapes shapes = checked_shapes(wte, out, op, "wte", "out");
+  const Shapes shapes = checked_shapes(wte, out, op, "wte", "out", true);
   const int64_t vocab = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
                 seq = shapes.seq;
   check_tokens(tokens, batch, seq, vocab, opt, op);
   const int32_t* tok = tokens.data<int32_t>();
-  const float* table = wte.data<float>();
   const int64_t rows = batch * seq;
-  with_floats(out, [&](auto* y) {
+  with_floats(wte, [&](const auto* table) {
+    with_floats(out, [&](auto* y) {
 #pragma omp parallel for num_threads(ec.threads()) schedule(static)
-    for (int64_t n = 0; n < rows; ++n) {
-      const int64_t local = tok[n] - opt.vocab_start;
-      auto* dst = y + n * channels;
-      if (local < 0 || local >= vocab) {
-        for (int64_t c = 0; c < channels; ++c) store(dst, c, 0.0f);
-        continue;
+      for (int64_t n = 0; n < rows; ++n) {
+        const int64_t local = tok[n] - opt.vocab_start;
+        auto* dst = y + n * channels;
+        if (local < 0 || local >= vocab) {
+          for (int64_t c = 0; c < channels; ++c) store(dst, c, 0.0f);
+          continue;
+        }
+        const auto* src = table + local * channels;
+        for (int64_t c = 0; c < channels; ++c) store(dst, c, load(src, c));
       }
-      const float* src = table + local * channels;
-      for (int64_t c = 0; c < channels; ++c) store(dst, c, src[c]);
-    }
+    });
   });
 }
 
 void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor& tokens,
                         Tensor& dwte, const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_backward";
-  const Shapes shapes = checked_shapes(dwte, dout, op, "dwte", "dout");
+  const Shapes shapes = checked_shapes(dwte, dout, op, "dwte", "dout", false);
   const int64_t vocab = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
                 seq = shapes.seq;
   check_tokens(tokens, batch, seq, vocab, opt, op);
@@ -135,7 +137,7 @@ void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
 void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor& out,
                                 int64_t pos_offset, bool sequence_major) {
   constexpr const char* op = "position_embedding_forward";
-  const Shapes shapes = checked_shapes(wpe, out, op, "wpe", "out");
+  const Shapes shapes = checked_shapes(wpe, out, op, "wpe", "out", false);
   const int64_t positions = shapes.table_rows, channels = shapes.channels;
   const int64_t batch = sequence_major ? shapes.seq : shapes.batch;
   const int64_t seq = sequence_major ? shapes.batch : shapes.seq;
@@ -156,7 +158,7 @@ void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor
 void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tensor& dwpe,
                                  int64_t pos_offset, bool sequence_major) {
   constexpr const char* op = "position_embedding_backward";
-  const Shapes shapes = checked_shapes(dwpe, dout, op, "dwpe", "dout");
+  const Shapes shapes = checked_shapes(dwpe, dout, op, "dwpe", "dout", false);
   const int64_t positions = shapes.table_rows, channels = shapes.channels;
   const int64_t batch = sequence_major ? shapes.seq : shapes.batch;
   const int64_t seq = sequence_major ? shapes.batch : shapes.seq;

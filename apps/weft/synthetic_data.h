@@ -1,0 +1,13 @@
+// Random tokens for the benchmarks that time training steps: a step's cost
+// does not depend on what the text says.
+#pragma once
+
+#include "weft/train/config.h"
+#include "weft/train/data.h"
+
+namespace weft {
+
+// At least 64 windows of the model's context, tokens uniform over its vocabulary.
+train::Dataset synthetic_data(const train::TrainConfig& cfg);
+
+}  // namespace weft

@@ -1,0 +1,92 @@
+// Generalized tensor parallelism on the whole GPT, local backend
+// (gtp_cases.cpp): GTP 2 and 4 at TP 1 and 2, SP off/seq/batch, DP 1 and 2
+// equal TP=1 without GTP; a partition plan leaves weights out; one call
+// shards a built model.
+#include <gtest/gtest.h>
+
+#include "contexts.h"
+#include "testing.h"
+#include "tp_cases.h"
+#include "weft/comm/grid.h"
+#include "weft/comm/local.h"
+#include "weft/nn/gpt.h"
+#include "weft/nn/weight_sources.h"
+#include "weft/optim/grad_norm.h"
+#include "weft/parallel/gtp/runtime.h"
+#include "weft/parallel/gtp/sharded_weight_source.h"
+#include "weft/parallel/mappings.h"
+
+namespace weft::nn {
+namespace {
+
+using testing::gtp_context;
+using testing::unaligned_config;
+
+struct Layout {
+  int tp, gtp;
+  SequenceParallel sp;
+  int dp = 1;
+};
+
+class GtpGpt : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(GtpGpt, EqualsTp1WithoutGtp) {
+  const Layout l = GetParam();
+  comm::run_local(l.tp * l.gtp * l.dp, [&](comm::ProcessGroup& world) {
+    testing::check_gtp_gpt(world, l.tp, l.gtp, l.sp);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, GtpGpt,
+    ::testing::Values(Layout{1, 2, SequenceParallel::off}, Layout{1, 4, SequenceParallel::off},
+                      Layout{2, 2, SequenceParallel::off}, Layout{2, 2, SequenceParallel::seq},
+                      Layout{2, 2, SequenceParallel::batch}, Layout{2, 4, SequenceParallel::off},
+                      Layout{2, 4, SequenceParallel::seq}, Layout{1, 2, SequenceParallel::off, 2}),
+    [](const auto& p) {
+      return "tp" + std::to_string(p.param.tp) + "_gtp" + std::to_string(p.param.gtp) + "_dp" +
+             std::to_string(p.param.dp) + "_sp_" + sequence_parallel_name(p.param.sp);
+    });
+
+// A partition plan leaves weights out of GTP: they stay whole, replicated
+// over the gtp group. One call puts a model built without GTP under it.
+TEST(GtpGpt, PlanLeavesWeightsOutAndOneCallShardsAModel) {
+  comm::run_local(2, [&](comm::ProcessGroup& world) {
+    comm::Grid grid(world, "tp-gtp-dp", {{"tp", 1}, {"gtp", 2}});
+    const PartitionPlan plan = PartitionPlan::parse("wte=replicate,h.*.mlp=replicate");
+    parallel::gtp::Options options{
+        .shards = [plan](const std::string& name) { return plan.partitioned(name); }};
+    auto model = std::make_unique<Gpt>(ctx_of(nullptr, SequenceParallel::off, DType::f32, 5),
+                                       unaligned_config(1));
+    const auto find = [&](const std::string& name) {
+      for (Parameter* p : model->parameters()) {
+        if (p->name == name) return p;
+      }
+      return static_cast<Parameter*>(nullptr);
+    };
+    const std::vector<float> qkv = find("h.0.attn.qkv.weight")->value.to_vector();
+    set_generalized_tensor_parallel_group(
+        model, gtp_context(nullptr, grid.group_ptr("gtp"), SequenceParallel::off, options));
+    for (Parameter* p : model->parameters()) {
+      SCOPED_TRACE(p->name);
+      const bool weight = p->name.ends_with(".weight") &&
+                          p->name.find("ln_") == std::string::npos && p->name != "wpe.weight";
+      const bool left_out = p->name == "wte.weight" || p->name.find(".mlp.") != std::string::npos;
+      EXPECT_EQ(p->spec.rows_split(), weight && !left_out);
+      const bool replicated =
+          std::find(p->spec.replicated_over.begin(), p->spec.replicated_over.end(), "gtp") !=
+          p->spec.replicated_over.end();
+      EXPECT_EQ(replicated, !p->spec.rows_split());
+    }
+    // This rank's rows of the weight the model had.
+    const Parameter& sharded = *find("h.0.attn.qkv.weight");
+    const std::vector<float> mine = unpadded(sharded.spec, sharded.value).to_vector();
+    EXPECT_EQ(mine, std::vector<float>(
+                        qkv.begin() + sharded.spec.row_offset * 24,
+                        qkv.begin() + (sharded.spec.row_offset + sharded.spec.row_length) * 24));
+    EXPECT_THROW(set_generalized_tensor_parallel_group(model, ctx_of(nullptr)), Error);
+  });
+}
+
+}  // namespace
+}  // namespace weft::nn
