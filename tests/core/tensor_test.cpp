@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <vector>
 
 #include "weft/core/device.h"
 #include "weft/core/error.h"
@@ -148,6 +149,30 @@ TEST(Memory, FreeOnAnotherThreadCreditsTheAllocatingTracker) {
   EXPECT_EQ(mine.device(Device::cpu()).live, 400);
   std::thread([moved = std::move(t)]() mutable { moved = Tensor(); }).join();
   EXPECT_EQ(mine.device(Device::cpu()).live, 0);
+}
+
+TEST(Memory, HandsAFreedLargeBlockToTheNextRequestOfItsSize) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer builds keep no freed blocks";
+#endif
+  MemoryTracker tracker;
+  ScopedMemoryTracker scope(tracker);
+  const int64_t n = (3 << 20) / 4 + 7;  // about 3 MiB
+  const void* first = nullptr;
+  {
+    Tensor a = Tensor::empty({n});
+    first = a.raw();
+  }
+  EXPECT_EQ(tracker.device(Device::cpu()).live, 0);
+  Tensor b = Tensor::empty({n});
+  EXPECT_EQ(b.raw(), first);
+  EXPECT_EQ(tracker.device(Device::cpu()).live, n * 4);
+  // A block in use is never handed out twice, and small blocks are not kept.
+  Tensor c = Tensor::empty({n});
+  EXPECT_NE(c.raw(), b.raw());
+  std::vector<float> ones(static_cast<size_t>(n), 1.0f);
+  Tensor d = Tensor::from({n}, ones);
+  EXPECT_EQ(d.to_vector(), ones);
 }
 
 TEST(Memory, CudaAllocationWithoutCudaIsAClearError) {

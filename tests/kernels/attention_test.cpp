@@ -96,6 +96,28 @@ struct Reference {
     return P;
   }
 
+  // (B,H,T): log Σ_j e^(s_tj) over each row's visible positions.
+  std::vector<double> logsumexp(const std::vector<double>& qkv) const {
+    std::vector<double> lse(static_cast<size_t>(c.B * c.H * c.T), 0.0);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.D));
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t h = 0; h < c.H; ++h)
+        for (int64_t t = 0; t < c.T; ++t) {
+          double sum = 0;
+          for (int64_t j = 0; j < c.T; ++j) {
+            if (!visible(t, j)) continue;
+            double dot = 0;
+            for (int64_t k = 0; k < c.D; ++k) {
+              dot +=
+                  qkv[at(b, t, h * c.D + k, 3 * C())] * qkv[at(b, j, C() + h * c.D + k, 3 * C())];
+            }
+            sum += std::exp(dot * scale);
+          }
+          lse[static_cast<size_t>((b * c.H + h) * c.T + t)] = std::log(sum);
+        }
+    return lse;
+  }
+
   std::vector<double> forward(const std::vector<double>& qkv) const {
     std::vector<double> P = probs(qkv);
     std::vector<double> out(static_cast<size_t>(c.B * c.T * C()), 0.0);
@@ -170,8 +192,12 @@ Result run_attention(const Tensor& qkv, const AttentionConfig& cfg, const Tensor
   return r;
 }
 
-const Case kCases[] = {{1, 1, 1, 8},   {2, 1, 4, 16}, {2, 7, 4, 8}, {2, 5, 1, 16},
-                       {1, 16, 4, 16}, {2, 33, 2, 8}, {1, 64, 1, 8}};
+// The kernels work in blocks of 64 query rows and 256 keys (backward: 256
+// rows and 128 keys): lengths below,
+// at and past both, and odd ones.
+const Case kCases[] = {{1, 1, 1, 8},   {2, 1, 4, 16},  {2, 7, 4, 8},  {2, 5, 1, 16},
+                       {1, 16, 4, 16}, {2, 33, 2, 8},  {1, 64, 1, 8}, {1, 65, 2, 8},
+                       {1, 255, 1, 4}, {1, 257, 1, 8}, {2, 300, 1, 4}};
 
 TEST(Attention, ForwardMatchesReference) {
   for (const Case& c : kCases) {
@@ -181,29 +207,26 @@ TEST(Attention, ForwardMatchesReference) {
     Result r = run_attention(qkv, {.heads = c.H});
     Reference ref{c};
     EXPECT_TRUE(close(ref.forward(doubles(qkv)), r.out.to_vector(), weft::testing::kF32));
-    std::vector<double> P = ref.probs(doubles(qkv));
-    std::vector<float> probs = r.saved.probs.to_vector();
-    EXPECT_TRUE(close(P, probs, weft::testing::kF32));
-    for (size_t i = 0; i < P.size(); ++i) {
-      if (P[i] == 0.0) {
-        ASSERT_EQ(probs[i], 0.0f) << "masked probability " << i;
-      }
-    }
-    EXPECT_FALSE(r.saved.mask.defined());
-    EXPECT_FALSE(r.saved.weights.defined());
+    ASSERT_EQ(r.saved.lse.shape(), (Shape{c.B, c.H, c.T}));
+    EXPECT_TRUE(close(ref.logsumexp(doubles(qkv)), r.saved.lse.to_vector(), weft::testing::kF32));
+    // The saved output is the caller's tensor, not a copy.
+    EXPECT_EQ(r.saved.out.raw(), r.out.raw());
   }
 }
 
 TEST(Attention, NonCausalMatchesReference) {
-  const Case c{2, 9, 2, 8};
-  Tensor qkv = random_tensor(qkv_shape(c), 2, -2, 2);
-  Tensor dout = random_tensor(out_shape(c), 3);
-  const AttentionConfig cfg{.heads = c.H, .causal = false};
-  Result r = run_attention(qkv, cfg, &dout);
-  Reference ref{c, false};
-  EXPECT_TRUE(close(ref.forward(doubles(qkv)), r.out.to_vector(), weft::testing::kF32));
-  EXPECT_TRUE(close(ref.backward(doubles(qkv), doubles(dout)), r.dqkv.to_vector(),
-                    weft::testing::kF32, 1e-2));
+  for (const Case& c : {Case{2, 9, 2, 8}, Case{1, 300, 2, 4}}) {
+    SCOPED_TRACE(::testing::Message() << "T " << c.T);
+    Tensor qkv = random_tensor(qkv_shape(c), 2, -2, 2);
+    Tensor dout = random_tensor(out_shape(c), 3);
+    const AttentionConfig cfg{.heads = c.H, .causal = false};
+    Result r = run_attention(qkv, cfg, &dout);
+    Reference ref{c, false};
+    EXPECT_TRUE(close(ref.forward(doubles(qkv)), r.out.to_vector(), weft::testing::kF32));
+    EXPECT_TRUE(close(ref.logsumexp(doubles(qkv)), r.saved.lse.to_vector(), weft::testing::kF32));
+    EXPECT_TRUE(close(ref.backward(doubles(qkv), doubles(dout)), r.dqkv.to_vector(),
+                      weft::testing::kF32, 1e-2));
+  }
 }
 
 TEST(Attention, BackwardMatchesReference) {
@@ -224,20 +247,23 @@ TEST(Attention, BackwardMatchesReference) {
 constexpr weft::testing::Tolerance kFiniteDifference{2e-3, 2e-4};
 
 TEST(Attention, BackwardMatchesFiniteDifferences) {
-  const Case c{2, 5, 2, 8};
-  Tensor qkv = random_tensor(qkv_shape(c), 6);
-  Tensor w = random_tensor(out_shape(c), 7);
-  const AttentionConfig cfg{.heads = c.H};
-  AttentionSaved saved;
-  AttentionWorkspace ws;
-  Tensor out = Tensor::empty(out_shape(c));
-  auto loss = [&] {
-    attention_forward(ec, qkv, cfg, out, saved, ws);
-    return weighted_sum(out, w);
-  };
-  std::vector<double> fd = finite_difference(qkv, loss);
-  Result r = run_attention(qkv, cfg, &w);
-  EXPECT_TRUE(close(fd, r.dqkv.to_vector(), kFiniteDifference));
+  // T = 67 spans two query blocks.
+  for (const Case& c : {Case{2, 5, 2, 8}, Case{1, 67, 1, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "T " << c.T);
+    Tensor qkv = random_tensor(qkv_shape(c), 6);
+    Tensor w = random_tensor(out_shape(c), 7);
+    const AttentionConfig cfg{.heads = c.H};
+    AttentionSaved saved;
+    AttentionWorkspace ws;
+    Tensor out = Tensor::empty(out_shape(c));
+    auto loss = [&] {
+      attention_forward(ec, qkv, cfg, out, saved, ws);
+      return weighted_sum(out, w);
+    };
+    std::vector<double> fd = finite_difference(qkv, loss);
+    Result r = run_attention(qkv, cfg, &w);
+    EXPECT_TRUE(close(fd, r.dqkv.to_vector(), kFiniteDifference));
+  }
 }
 
 TEST(Attention, DropoutMatchesReferenceAndFiniteDifferences) {
@@ -249,7 +275,9 @@ TEST(Attention, DropoutMatchesReferenceAndFiniteDifferences) {
 
   // The mask is the documented stream: entry (b, h, t, j) uses number
   // offset + ((b·H + h)·T + t)·T + j and is kept when it is >= p.
-  std::vector<float> mask = r.saved.mask.to_vector();
+  Tensor mask_tensor = attention_dropout_mask(ec, cfg, c.B, c.T);
+  ASSERT_EQ(mask_tensor.shape(), (Shape{c.B, c.H, c.T, c.T}));
+  std::vector<float> mask = mask_tensor.to_vector();
   int64_t dropped = 0;
   for (int64_t bh = 0; bh < c.B * c.H; ++bh)
     for (int64_t t = 0; t < c.T; ++t)
@@ -261,7 +289,7 @@ TEST(Attention, DropoutMatchesReferenceAndFiniteDifferences) {
       }
   EXPECT_GT(dropped, 0);
 
-  Reference ref{c, true, cfg.dropout, doubles(r.saved.mask)};
+  Reference ref{c, true, cfg.dropout, doubles(mask_tensor)};
   EXPECT_TRUE(close(ref.forward(doubles(qkv)), r.out.to_vector(), weft::testing::kF32));
   EXPECT_TRUE(
       close(ref.backward(doubles(qkv), doubles(w)), r.dqkv.to_vector(), weft::testing::kF32, 1e-2));
@@ -278,6 +306,23 @@ TEST(Attention, DropoutMatchesReferenceAndFiniteDifferences) {
   EXPECT_TRUE(close(finite_difference(qkv, loss), r.dqkv.to_vector(), kFiniteDifference));
 }
 
+TEST(Attention, DropoutAcrossBlocksMatchesReference) {
+  // Query and key blocks draw their numbers at the documented counters too.
+  const Case c{1, 300, 2, 4};
+  Tensor qkv = random_tensor(qkv_shape(c), 40, -2, 2);
+  Tensor dout = random_tensor(out_shape(c), 41);
+  for (bool causal : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "causal " << causal);
+    const AttentionConfig cfg{
+        .heads = c.H, .dropout = 0.2f, .seed = 23, .offset = 1001, .causal = causal};
+    Result r = run_attention(qkv, cfg, &dout);
+    Reference ref{c, causal, cfg.dropout, doubles(attention_dropout_mask(ec, cfg, c.B, c.T))};
+    EXPECT_TRUE(close(ref.forward(doubles(qkv)), r.out.to_vector(), weft::testing::kF32));
+    EXPECT_TRUE(close(ref.backward(doubles(qkv), doubles(dout)), r.dqkv.to_vector(),
+                      weft::testing::kF32, 1e-2));
+  }
+}
+
 TEST(Attention, DropoutDependsOnSeedAndOffsetOnly) {
   ThreadsGuard guard;
   const Case c{2, 16, 2, 8};
@@ -287,7 +332,6 @@ TEST(Attention, DropoutDependsOnSeedAndOffsetOnly) {
   Result a = run_attention(qkv, cfg);
   set_num_threads(2);
   Result b = run_attention(qkv, cfg);
-  EXPECT_EQ(a.saved.mask.to_vector(), b.saved.mask.to_vector());
   EXPECT_TRUE(close(a.out, b.out, weft::testing::kF32));
   Result again = run_attention(qkv, cfg);
   EXPECT_EQ(again.out.to_vector(), b.out.to_vector());
@@ -295,13 +339,16 @@ TEST(Attention, DropoutDependsOnSeedAndOffsetOnly) {
   AttentionConfig other_seed = cfg;
   other_seed.seed = 2;
   Result d = run_attention(qkv, other_seed);
-  EXPECT_NE(a.saved.mask.to_vector(), d.saved.mask.to_vector());
+  EXPECT_NE(attention_dropout_mask(ec, cfg, c.B, c.T).to_vector(),
+            attention_dropout_mask(ec, other_seed, c.B, c.T).to_vector());
   EXPECT_NE(a.out.to_vector(), d.out.to_vector());
 
   AttentionConfig other_offset = cfg;
   other_offset.offset = 1000;
   Result e = run_attention(qkv, other_offset);
-  EXPECT_NE(a.saved.mask.to_vector(), e.saved.mask.to_vector());
+  EXPECT_NE(a.out.to_vector(), e.out.to_vector());
+  EXPECT_NE(attention_dropout_mask(ec, cfg, c.B, c.T).to_vector(),
+            attention_dropout_mask(ec, other_offset, c.B, c.T).to_vector());
 }
 
 TEST(Attention, ZeroDropoutIsNoDropout) {
@@ -312,7 +359,7 @@ TEST(Attention, ZeroDropoutIsNoDropout) {
   Result zero = run_attention(qkv, {.heads = c.H, .dropout = 0.0f, .seed = 99, .offset = 7}, &dout);
   EXPECT_EQ(plain.out.to_vector(), zero.out.to_vector());
   EXPECT_EQ(plain.dqkv.to_vector(), zero.dqkv.to_vector());
-  EXPECT_FALSE(zero.saved.mask.defined());
+  EXPECT_FALSE(attention_dropout_mask(ec, {.heads = c.H, .seed = 99}, c.B, c.T).defined());
 }
 
 TEST(Attention, Causal) {
@@ -340,26 +387,25 @@ TEST(Attention, Causal) {
 }
 
 TEST(Attention, Bf16MatchesF32) {
-  const Case c{2, 24, 4, 16};
-  Tensor qkv16 = random_tensor(qkv_shape(c), 14, -2, 2, DType::bf16);
-  Tensor dout16 = random_tensor(out_shape(c), 15, -1, 1, DType::bf16);
-  // The f32 run sees exactly the bf16 inputs, so only the bf16 arithmetic differs.
-  Tensor qkv = qkv16.to(DType::f32), dout = dout16.to(DType::f32);
-  for (float p : {0.0f, 0.25f}) {
-    SCOPED_TRACE(::testing::Message() << "dropout " << p);
-    const AttentionConfig cfg{.heads = c.H, .dropout = p, .seed = 21};
-    Result r16 = run_attention(qkv16, cfg, &dout16);
-    Result r32 = run_attention(qkv, cfg, &dout);
-    EXPECT_EQ(r16.out.dtype(), DType::bf16);
-    EXPECT_EQ(r16.saved.probs.dtype(), DType::bf16);
-    if (p > 0) {
-      EXPECT_EQ(r16.saved.mask.to_vector(), r32.saved.mask.to_vector());
+  for (const Case& c : {Case{2, 24, 4, 16}, Case{1, 300, 2, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "T " << c.T);
+    Tensor qkv16 = random_tensor(qkv_shape(c), 14, -2, 2, DType::bf16);
+    Tensor dout16 = random_tensor(out_shape(c), 15, -1, 1, DType::bf16);
+    // The f32 run sees exactly the bf16 inputs, so only the bf16 arithmetic differs.
+    Tensor qkv = qkv16.to(DType::f32), dout = dout16.to(DType::f32);
+    for (float p : {0.0f, 0.25f}) {
+      SCOPED_TRACE(::testing::Message() << "dropout " << p);
+      const AttentionConfig cfg{.heads = c.H, .dropout = p, .seed = 21};
+      Result r16 = run_attention(qkv16, cfg, &dout16);
+      Result r32 = run_attention(qkv, cfg, &dout);
+      EXPECT_EQ(r16.out.dtype(), DType::bf16);
+      EXPECT_EQ(r16.saved.lse.dtype(), DType::f32);
+      // bf16 rounds the probabilities and the softmax gradient (2^-9 relative),
+      // so an element's error follows the size of the terms summed into it,
+      // which the largest element bounds, not the element itself.
+      EXPECT_TRUE(close(r32.out, r16.out, weft::testing::kBF16, max_abs(r32.out)));
+      EXPECT_TRUE(close(r32.dqkv, r16.dqkv, weft::testing::kBF16, max_abs(r32.dqkv)));
     }
-    // bf16 rounds the probabilities and the softmax gradient (2^-9 relative),
-    // so an element's error follows the size of the terms summed into it,
-    // which the largest element bounds, not the element itself.
-    EXPECT_TRUE(close(r32.out, r16.out, weft::testing::kBF16, max_abs(r32.out)));
-    EXPECT_TRUE(close(r32.dqkv, r16.dqkv, weft::testing::kBF16, max_abs(r32.dqkv)));
   }
 }
 
@@ -377,7 +423,7 @@ Tensor swap01(const Tensor& t) {
 }
 
 TEST(Attention, SequenceMajorEqualsBatchMajorOnTransposedData) {
-  for (const Case& c : {Case{3, 11, 2, 8}, Case{2, 64, 2, 32}})
+  for (const Case& c : {Case{3, 11, 2, 8}, Case{2, 64, 2, 32}, Case{2, 261, 1, 8}})
     for (DType dt : {DType::f32, DType::bf16})
       for (float p : {0.0f, 0.2f})
         for (bool causal : {true, false}) {
@@ -394,9 +440,10 @@ TEST(Attention, SequenceMajorEqualsBatchMajorOnTransposedData) {
           Result sequence_major = run_attention(qkv_t, seq, &dout_t);
           ASSERT_EQ(sequence_major.out.shape(), (Shape{c.T, c.B, c.H * c.D}));
           // The same products on the same numbers, read through other strides.
-          EXPECT_EQ(sequence_major.saved.probs.to_vector(), batch_major.saved.probs.to_vector());
+          EXPECT_EQ(sequence_major.saved.lse.to_vector(), batch_major.saved.lse.to_vector());
           if (p > 0) {
-            EXPECT_EQ(sequence_major.saved.mask.to_vector(), batch_major.saved.mask.to_vector());
+            EXPECT_EQ(attention_dropout_mask(ec, seq, c.B, c.T).to_vector(),
+                      attention_dropout_mask(ec, cfg, c.B, c.T).to_vector());
           }
           EXPECT_EQ(swap01(sequence_major.out).to_vector(), batch_major.out.to_vector());
           EXPECT_EQ(swap01(sequence_major.dqkv).to_vector(), batch_major.dqkv.to_vector());
@@ -412,7 +459,7 @@ TEST(Attention, SequenceMajorChecksItsShapes) {
   EXPECT_THROW(attention_forward(ec, qkv, seq, batch_major_out, saved, ws), Error);
   Tensor out = Tensor::empty({4, 3, 8});
   attention_forward(ec, qkv, seq, out, saved, ws);
-  EXPECT_EQ(saved.probs.shape(), (Shape{3, 2, 4, 4}));
+  EXPECT_EQ(saved.lse.shape(), (Shape{3, 2, 4}));
   Tensor dqkv = Tensor::empty({4, 3, 24});
   EXPECT_THROW(attention_backward(ec, batch_major_out, qkv, saved, seq, dqkv, ws), Error);
   EXPECT_NO_THROW(attention_backward(ec, out, qkv, saved, seq, dqkv, ws));
@@ -430,13 +477,11 @@ TEST(Attention, ReusesSavedStateAndWorkspace) {
     attention_forward(ec, qkv, cfg, out, saved, ws);
     attention_backward(ec, dout, qkv, saved, cfg, dqkv, ws);
     std::vector<float> out1 = out.to_vector(), dqkv1 = dqkv.to_vector();
-    const void* probs = saved.probs.raw();
-    const void* mask = saved.mask.raw();
+    const void* lse = saved.lse.raw();
     const void* buffer = ws.buffer.raw();
     attention_forward(ec, qkv, cfg, out, saved, ws);
     attention_backward(ec, dout, qkv, saved, cfg, dqkv, ws);
-    EXPECT_EQ(saved.probs.raw(), probs);
-    EXPECT_EQ(saved.mask.raw(), mask);
+    EXPECT_EQ(saved.lse.raw(), lse);
     EXPECT_EQ(ws.buffer.raw(), buffer);
     EXPECT_EQ(out.to_vector(), out1);
     EXPECT_EQ(dqkv.to_vector(), dqkv1);
@@ -462,6 +507,23 @@ TEST(Attention, ConcurrentCallers) {
   for (const Result& r : runs) {
     EXPECT_TRUE(close(expected.out, r.out, weft::testing::kF32));
     EXPECT_TRUE(close(expected.dqkv, r.dqkv, weft::testing::kF32));
+  }
+}
+
+TEST(Attention, NeverHoldsTheFullProbabilities) {
+  // Everything the kernels keep besides the activations (the saved row
+  // logsumexps and the workspace) is far below one f32 T x T matrix per head.
+  const Case c{1, 2048, 2, 16};
+  for (DType dt : {DType::f32, DType::bf16}) {
+    Tensor qkv = random_tensor(qkv_shape(c), 50, -1, 1, dt);
+    Tensor dout = random_tensor(out_shape(c), 51, -1, 1, dt);
+    AttentionSaved saved;
+    AttentionWorkspace ws;
+    Tensor out = Tensor::empty(out_shape(c), dt), dqkv = Tensor::empty(qkv_shape(c), dt);
+    attention_forward(ec, qkv, {.heads = c.H, .dropout = 0.1f, .seed = 1}, out, saved, ws);
+    attention_backward(ec, dout, qkv, saved, {.heads = c.H, .dropout = 0.1f, .seed = 1}, dqkv, ws);
+    const int64_t square = c.B * c.H * c.T * c.T * 4;
+    EXPECT_LT(saved.lse.nbytes() + ws.buffer.nbytes(), square / 8) << dtype_name(dt);
   }
 }
 
@@ -493,9 +555,6 @@ TEST(Attention, RejectsBadShapes) {
   EXPECT_THROW(attention_backward(ec, wrong_dout, good, saved, {.heads = 2}, dqkv, ws), Error);
   Tensor wrong_dqkv = Tensor::empty({1, 4, 21});
   EXPECT_THROW(attention_backward(ec, dout, good, saved, {.heads = 2}, wrong_dqkv, ws), Error);
-  // Saved from a forward without dropout cannot serve a backward with dropout.
-  EXPECT_THROW(attention_backward(ec, dout, good, saved, {.heads = 2, .dropout = 0.1f}, dqkv, ws),
-               Error);
   // Nor from another head count.
   EXPECT_THROW(attention_backward(ec, dout, good, saved, {.heads = 4}, dqkv, ws), Error);
   AttentionSaved empty;

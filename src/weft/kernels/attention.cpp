@@ -8,8 +8,7 @@ namespace weft::kernels {
 void attention_forward(const ExecContext& ec, const Tensor& qkv, const AttentionConfig& config,
                        Tensor& out, AttentionSaved& saved, AttentionWorkspace& workspace) {
   return detail::dispatch(
-      ec, "attention_forward",
-      {&qkv, &out, &saved.probs, &saved.mask, &saved.weights, &workspace.buffer},
+      ec, "attention_forward", {&qkv, &out, &saved.lse, &saved.out, &workspace.buffer},
       [&] { return cpu::attention_forward(ec, qkv, config, out, saved, workspace); });
 }
 
@@ -17,9 +16,14 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
                         const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
                         AttentionWorkspace& workspace) {
   return detail::dispatch(
-      ec, "attention_backward",
-      {&dout, &qkv, &saved.probs, &saved.mask, &saved.weights, &dqkv, &workspace.buffer},
+      ec, "attention_backward", {&dout, &qkv, &saved.lse, &saved.out, &dqkv, &workspace.buffer},
       [&] { return cpu::attention_backward(ec, dout, qkv, saved, config, dqkv, workspace); });
+}
+
+Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& config, int64_t batch,
+                              int64_t seq) {
+  return detail::dispatch(ec, "attention_dropout_mask", {},
+                          [&] { return cpu::attention_dropout_mask(ec, config, batch, seq); });
 }
 
 }  // namespace weft::kernels

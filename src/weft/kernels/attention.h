@@ -14,6 +14,13 @@
 // the counter-based stream (seed, offset + ((b·H + h)·T + t)·T + j) for entry
 // (b, h, t, j), so one call consumes B·H·T·T numbers of the stream whatever
 // the thread count; advance the offset by that much between calls.
+//
+// The CPU kernels are fused and cache-blocked (FlashAttention-2's algorithm):
+// forward runs each block of query rows over the blocks of keys with an
+// online softmax, skipping the blocks the causal mask hides entirely, and
+// keeps only each row's logsumexp; backward recomputes the probabilities block
+// by block from it, and draws the dropout decisions again from the stream.
+// Besides the activations they keep O(T) per head, never a (B,H,T,T) tensor.
 #pragma once
 
 #include <cstdint>
@@ -40,13 +47,12 @@ struct AttentionConfig {
 // rather than reallocated, so passing the same AttentionSaved every step
 // allocates nothing (pass a fresh one to keep an older result).
 struct AttentionSaved {
-  // (B,H,T,T) in qkv's dtype: softmax probabilities before dropout.
-  Tensor probs;
-  // (B,H,T,T) u8, 1 where a probability was kept; undefined without dropout.
-  Tensor mask;
-  // (B,H,T,T) in qkv's dtype: probs·mask/(1-p), the matrix multiplied with V;
-  // undefined without dropout (probs is used instead).
-  Tensor weights;
+  // (B,H,T) f32: log Σ_j e^(s_tj) of each row over its visible positions,
+  // s = q·k/√D (the softmax's normalizer; P = e^(s - lse)).
+  Tensor lse;
+  // The forward's output, the caller's tensor itself (not a copy): backward
+  // reads it (Σ_k dO·O per row), so it must not change until then.
+  Tensor out;
 };
 
 // Scratch memory of the attention kernels, grown when a call needs more and
@@ -56,7 +62,7 @@ struct AttentionWorkspace {
   Tensor buffer;
 };
 
-// qkv (B,T,3C) -> out (B,T,C); saved.probs (B,H,T,T) [, saved.mask, saved.weights]
+// qkv (B,T,3C) -> out (B,T,C); saved.lse (B,H,T), saved.out = out
 // (qkv (T,B,3C) -> out (T,B,C) when sequence_major)
 void attention_forward(const ExecContext& ec, const Tensor& qkv, const AttentionConfig& config,
                        Tensor& out, AttentionSaved& saved, AttentionWorkspace& workspace);
@@ -65,5 +71,13 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
 void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
                         const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
                         AttentionWorkspace& workspace);
+
+// The dropout mask of a forward with this config over `batch` sequences of
+// `seq` positions: (B,H,T,T) u8, 1 where an attention weight was kept, 0 where
+// it was dropped or masked (future position); undefined when config.dropout
+// is 0. The kernels never store it: this regenerates it from the stream, for
+// inspection and tests.
+Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& config, int64_t batch,
+                              int64_t seq);
 
 }  // namespace weft::kernels

@@ -130,6 +130,12 @@ Tensor MultiheadAttention::backward(Ctx& ctx, const Tensor& dy) {
   return dx;
 }
 
-Tensor MultiheadAttention::dropout_mask(Ctx& ctx) { return ctx.saved<Saved>(this).attention.mask; }
+Tensor MultiheadAttention::dropout_mask(Ctx& ctx) {
+  const Saved& s = ctx.saved<Saved>(this);
+  if (!s.qkv.defined()) return Tensor();
+  const bool seq_major = s.config.sequence_major;
+  return kernels::attention_dropout_mask(pc_->exec, s.config, s.qkv.size(seq_major ? 1 : 0),
+                                         s.qkv.size(seq_major ? 0 : 1));
+}
 
 }  // namespace weft::nn

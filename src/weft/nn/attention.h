@@ -76,6 +76,7 @@ class MultiheadAttention : public Module {
   Linear& proj() { return proj_; }
   // The attention-probability dropout mask of the forward saved in ctx:
   // (B, H_local, T, T) u8, 1 where kept; undefined when no dropout ran.
+  // Regenerated from the dropout stream (the kernels never store it).
   Tensor dropout_mask(Ctx& ctx);
 
  private:

@@ -1,13 +1,15 @@
 #include "weft/kernels/cpu/attention.h"
 
+#include <omp.h>
+
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
 
 #include "weft/core/exec_context.h"
+#include "weft/kernels/cpu/attention_rows.h"
 #include "weft/kernels/cpu/gemm.h"
 #include "weft/kernels/elementwise.h"
 #include "weft/kernels/random.h"
@@ -16,9 +18,20 @@ namespace weft::kernels::cpu {
 
 namespace {
 
-using detail::exp_in_range;
+using namespace attention_rows;
 using detail::from_f32;
 using detail::to_f32;
+
+// Query rows and keys per block, in forward and in backward. A block's
+// scores, probabilities and gradients (64 KiB to 128 KiB each in f32) and its
+// accumulators stay in the core's L2 cache while the block's products run;
+// backward's blocks are taller because its five products per block run below
+// oneDNN's small-matrix efficiency at 64 rows (measured: about 3x slower at
+// T = 256). Under the causal mask a block starts at a key block's first row.
+constexpr int64_t kQueryBlock = 64;
+constexpr int64_t kKeyBlock = 256;
+constexpr int64_t kBackwardQueryBlock = 256;
+constexpr int64_t kBackwardKeyBlock = 128;
 
 struct Dims {
   int64_t B, T, C, H, D;
@@ -51,19 +64,9 @@ Dims check_qkv(const Tensor& qkv, const AttentionConfig& cfg) {
   return {B, T, C, cfg.heads, C / cfg.heads, cfg.sequence_major};
 }
 
-Shape square_shape(const Dims& d) { return {d.B, d.H, d.T, d.T}; }
-
 // Keeps t when it already has the shape and dtype, so steady-state calls reuse it.
 void ensure(const ExecContext& ec, Tensor& t, const Shape& shape, DType dtype) {
   if (!t.defined() || !(t.shape() == shape) || t.dtype() != dtype) t = ec.empty(shape, dtype);
-}
-
-// The first `bytes` bytes of the workspace, grown if it is smaller.
-char* scratch(const ExecContext& ec, AttentionWorkspace& ws, int64_t bytes) {
-  if (!ws.buffer.defined() || ws.buffer.nbytes() < bytes) {
-    ws.buffer = ec.empty({bytes}, DType::u8);
-  }
-  return reinterpret_cast<char*>(ws.buffer.data<uint8_t>());
 }
 
 int64_t element_bytes(DType dt) { return dt == DType::f32 ? 4 : 2; }
@@ -71,77 +74,51 @@ int64_t element_bytes(DType dt) { return dt == DType::f32 ? 4 : 2; }
 // Workspace regions start on cache lines.
 int64_t aligned(int64_t bytes) { return (bytes + 63) / 64 * 64; }
 
-// The (T x D) matrix of every (b, h) inside a (B, T, width) or (T, B, width)
-// activation, its head columns starting at `col`; read transposed (D x T)
-// when asked.
-StridedMatrices head_matrices(const Tensor& t, const Dims& d, int64_t col, bool transposed) {
-  const int64_t width = t.size(2);
-  StridedMatrices m;
-  m.data = static_cast<char*>(t.raw()) + col * element_bytes(t.dtype());
-  m.dtype = t.dtype();
-  m.batch[0] = d.B;
-  m.batch[1] = d.H;
-  const int64_t position_stride = d.position_rows() * width;
-  m.batch_stride[0] = d.batch_rows() * width;
-  m.batch_stride[1] = d.D;
-  m.rows = transposed ? d.D : d.T;
-  m.cols = transposed ? d.T : d.D;
-  m.row_stride = transposed ? 1 : position_stride;
-  m.col_stride = transposed ? position_stride : 1;
-  return m;
+// Hands out consecutive cache-line-aligned regions of a buffer; with a null
+// buffer it only adds up their sizes (to size the workspace first).
+struct Carve {
+  char* base = nullptr;
+  int64_t used = 0;
+
+  template <typename T>
+  T* take(int64_t n) {
+    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
+    used += aligned(n * static_cast<int64_t>(sizeof(T)));
+    return p;
+  }
+  char* bytes(int64_t n) { return take<char>(n); }
+};
+
+// The first `bytes` bytes of the workspace, grown if it is smaller.
+char* scratch(const ExecContext& ec, AttentionWorkspace& ws, int64_t bytes) {
+  if (!ws.buffer.defined() || ws.buffer.nbytes() < bytes) {
+    ws.buffer = ec.empty({std::max<int64_t>(bytes, 1)}, DType::u8);
+  }
+  return reinterpret_cast<char*>(ws.buffer.data<uint8_t>());
 }
 
-// Whether q, k and v are multiplied from dense (B, H, T, D) copies rather
-// than in place inside qkv. oneDNN 2.6 runs its brgemm kernels (AMX for
-// bf16) only on operands that are a permutation of a dense tensor, and the
-// heads inside qkv (rows of stride 3C) get its gemm:jit fallback instead: for
-// bf16 that is several times slower than copying the heads out and multiplying
-// the copies (QKᵀ at B=4, T=256, H=12, D=64 on one core: 17 ms in place,
-// 1.7 ms dense). For f32 the gain in the products only pays for the copies,
-// so f32 stays in place and needs no extra scratch. out and dout, (B, T, C)
-// or (T, B, C) with heads at stride C, are a permutation of a dense tensor
-// and are always used in place.
+// Whether q, k and v (and dO) are multiplied from dense (B, H, T, D) copies
+// rather than in place. oneDNN 2.6 runs its brgemm kernels (AMX for bf16)
+// only on dense operands and falls back to gemm:jit, several times slower in
+// bf16, for rows of a larger stride; the copies cost one pass over qkv. f32
+// gains nothing from them and multiplies in place.
 bool copies_heads(DType dt) { return dt == DType::bf16; }
 
-// Bytes of one dense (B, H, T, D) copy.
-int64_t heads_bytes(const Dims& d, DType dt) {
-  return aligned(d.B * d.T * d.C * element_bytes(dt));
-}
+// A head's (T x D) matrix: element (t, k) at data + (t·ld + k) elements.
+struct Head {
+  char* data;
+  int64_t ld;
+};
 
-// The (rows x cols) matrix of every (b, h) in a dense (B, H, rows, cols)
-// buffer; read transposed (cols x rows) when asked.
-StridedMatrices dense_matrices(void* data, DType dtype, const Dims& d, int64_t rows, int64_t cols,
-                               bool transposed) {
-  StridedMatrices m;
-  m.data = data;
-  m.dtype = dtype;
-  m.batch[0] = d.B;
-  m.batch[1] = d.H;
-  m.batch_stride[0] = d.H * rows * cols;
-  m.batch_stride[1] = rows * cols;
-  m.rows = transposed ? cols : rows;
-  m.cols = transposed ? rows : cols;
-  m.row_stride = transposed ? 1 : cols;
-  m.col_stride = transposed ? cols : 1;
-  return m;
-}
-
-// The (T x D) head matrices of a dense (B, H, T, D) copy.
-StridedMatrices dense_heads(void* data, DType dtype, const Dims& d, bool transposed) {
-  return dense_matrices(data, dtype, d, d.T, d.D, transposed);
-}
-
-// The (T x T) matrices of a dense (B, H, T, T) buffer.
-StridedMatrices square_matrices(void* data, DType dtype, const Dims& d, bool transposed) {
-  return dense_matrices(data, dtype, d, d.T, d.T, transposed);
-}
-
-// Part `part` (0 q, 1 k, 2 v) of a (B, T, 3C) tensor: its dense copy when
-// there is one, else in place.
-StridedMatrices part_heads(const Tensor& t, const Dims& d, int64_t part, char* dense,
-                           bool transposed) {
-  return dense ? dense_heads(dense, t.dtype(), d, transposed)
-               : head_matrices(t, d, part * d.C, transposed);
+// Head h of batch entry b of part `part` (0 q, 1 k, 2 v; 0 for out and dout)
+// of a (B, T, width) or (T, B, width) activation, or of its dense
+// (B, H, T, D) copy.
+Head head(const Tensor& t, const Dims& d, int64_t part, const char* dense, int64_t b, int64_t h) {
+  const int64_t es = element_bytes(t.dtype());
+  if (dense) return {const_cast<char*>(dense) + (b * d.H + h) * d.T * d.D * es, d.D};
+  const int64_t width = t.size(2);
+  return {static_cast<char*>(t.raw()) + (b * d.batch_rows() * width + part * d.C + h * d.D) * es,
+          d.position_rows() * width};
 }
 
 // A part (0 q, 1 k, 2 v) of a (B, T, 3C) tensor and its dense copy.
@@ -150,125 +127,327 @@ struct HeadCopy {
   char* dense;
 };
 
-// Copies parts of the (B, T, 3C) tensor t into their dense copies (pack) or
-// back (unpack), in one pass over the rows of t.
-template <bool kPack>
-void copy_heads(const ExecContext& ec, const Tensor& t, const Dims& d,
+// Copies parts of the (B, T, 3C) tensor t (or (B, T, C) with part 0) into
+// their dense copies, in one pass over the rows of t.
+void pack_heads(const ExecContext& ec, const Tensor& t, const Dims& d,
                 std::initializer_list<HeadCopy> copies) {
   const int64_t es = element_bytes(t.dtype());
-  const int64_t width = t.size(2) * es, head = d.D * es;
-  char* base = static_cast<char*>(t.raw());
+  const int64_t width = t.size(2) * es, head_bytes = d.D * es;
+  const char* base = static_cast<const char*>(t.raw());
 #pragma omp parallel for num_threads(ec.threads()) schedule(static)
   for (int64_t row = 0; row < d.B * d.T; ++row) {
     const int64_t b = d.sequence_major ? row % d.B : row / d.T;
     const int64_t tt = d.sequence_major ? row / d.B : row % d.T;
     for (const HeadCopy& c : copies) {
-      char* strided = base + row * width + c.part * d.C * es;
-      char* dense = c.dense + (b * d.H * d.T + tt) * head;
+      const char* strided = base + row * width + c.part * d.C * es;
+      char* dense = c.dense + (b * d.H * d.T + tt) * head_bytes;
       for (int64_t h = 0; h < d.H; ++h) {
-        char* s = strided + h * head;
-        char* x = dense + h * d.T * head;
-        if constexpr (kPack) {
-          std::memcpy(x, s, static_cast<size_t>(head));
-        } else {
-          std::memcpy(s, x, static_cast<size_t>(head));
+        std::memcpy(dense + h * d.T * head_bytes, strided + h * head_bytes,
+                    static_cast<size_t>(head_bytes));
+      }
+    }
+  }
+}
+
+// The (rows x cols) matrix at p, row-major with leading dimension ld, or
+// (transposed) the transpose of the (cols x rows) row-major matrix there.
+StridedMatrices matrix(const void* p, DType dt, int64_t rows, int64_t cols, int64_t ld,
+                       bool transposed = false) {
+  StridedMatrices m;
+  m.data = const_cast<void*>(p);
+  m.dtype = dt;
+  m.rows = rows;
+  m.cols = cols;
+  m.row_stride = transposed ? 1 : ld;
+  m.col_stride = transposed ? ld : 1;
+  return m;
+}
+
+// Rows `first` .. of a head as a matrix of `rows` rows (transposed when asked).
+StridedMatrices rows_of(const Head& h, DType dt, int64_t first, int64_t rows, int64_t D,
+                        bool transposed = false) {
+  const void* p = h.data + first * h.ld * element_bytes(dt);
+  return transposed ? matrix(p, dt, D, rows, h.ld, true) : matrix(p, dt, rows, D, h.ld);
+}
+
+// c = alpha·a·b (+ c) on the calling thread: the block products run inside
+// the kernels' own parallel region, one block per thread.
+void product(const StridedMatrices& a, const StridedMatrices& b, const StridedMatrices& c,
+             float alpha = 1.0f, bool accumulate = false) {
+  static const ExecContext one_thread(Device::cpu(), 1);
+  cpu::batched_gemm(one_thread, a, b, c, alpha, accumulate);
+}
+
+// Runs f(item, thread) for item = 0 .. n-1 on the context's threads, handing
+// out items in order as threads become free (blocks differ in cost under the
+// causal mask).
+template <typename F>
+void for_each_item(const ExecContext& ec, int64_t n, F&& f) {
+  const int threads = ec.threads();
+  if (threads <= 1 || n <= 1) {
+    for (int64_t i = 0; i < n; ++i) f(i, 0);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int thread = omp_get_thread_num();
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; ++i) f(i, thread);
+  }
+}
+
+// How many of the n keys k0 .. k0+n-1 row t sees.
+inline int64_t visible(const AttentionConfig& cfg, int64_t t, int64_t k0, int64_t n) {
+  return cfg.causal ? std::clamp<int64_t>(t - k0 + 1, 0, n) : n;
+}
+
+// Keys of a key block that any of the query rows q0 .. q0+m-1 sees.
+inline int64_t keys_seen(const AttentionConfig& cfg, int64_t q0, int64_t m, int64_t k0, int64_t n) {
+  return cfg.causal ? std::min(n, q0 + m - k0) : n;
+}
+
+// The stream number of entry (bh, t, k0) of the (B·H, T, T) probabilities.
+inline uint64_t dropout_counter(const AttentionConfig& cfg, int64_t T, int64_t bh, int64_t t,
+                                int64_t k0) {
+  return cfg.offset + static_cast<uint64_t>((bh * T + t) * T + k0);
+}
+
+// Whether the product with V (or its gradient) needs the probabilities in a
+// buffer of their own: in bf16 (the product reads bf16) or with dropout.
+bool separate_weights(DType dt, const AttentionConfig& cfg) {
+  return dt != DType::f32 || cfg.dropout > 0.0f;
+}
+
+// ---------------------------------------------------------------------------
+// Forward: one query block of one head per item.
+
+struct ForwardScratch {
+  float* s;    // (Bq, Bk) scores, then e^(s - max)
+  char* w;     // (Bq, Bk) in qkv's dtype: what multiplies V (when separate_weights)
+  float* acc;  // (Bq, D) unnormalized output
+  float* max;  // (Bq) running row max
+  float* sum;  // (Bq) running row sum of e^(s - max)
+
+  static ForwardScratch carve(Carve& c, const Dims& d, DType dt) {
+    ForwardScratch s;
+    s.s = c.take<float>(kQueryBlock * kKeyBlock);
+    s.w = c.bytes(kQueryBlock * kKeyBlock * element_bytes(dt));
+    s.acc = c.take<float>(kQueryBlock * d.D);
+    s.max = c.take<float>(kQueryBlock);
+    s.sum = c.take<float>(kQueryBlock);
+    return s;
+  }
+};
+
+struct ForwardArgs {
+  const Dims& d;
+  const AttentionConfig& cfg;
+  DType dt;
+  const Tensor& qkv;
+  Tensor& out;
+  float* lse;
+  const char* dense[3];  // dense copies of q, k, v (bf16) or null
+};
+
+// Rows q0 .. q0+m-1 of head (b, h).
+template <typename T>
+void forward_block(const ForwardArgs& a, int64_t b, int64_t h, int64_t q0, int64_t m,
+                   const ForwardScratch& s) {
+  const Dims& d = a.d;
+  const AttentionConfig& cfg = a.cfg;
+  const int64_t bh = b * d.H + h;
+  const Head q = head(a.qkv, d, 0, a.dense[0], b, h), k = head(a.qkv, d, 1, a.dense[1], b, h),
+             v = head(a.qkv, d, 2, a.dense[2], b, h);
+  const bool dropout = cfg.dropout > 0.0f;
+  const float keep_scale = 1.0f / (1.0f - cfg.dropout);
+  const bool separate = separate_weights(a.dt, cfg);
+  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d.D));
+  std::fill(s.max, s.max + m, -std::numeric_limits<float>::infinity());
+  std::fill(s.sum, s.sum + m, 0.0f);
+  std::fill(s.acc, s.acc + m * d.D, 0.0f);
+  T* w = reinterpret_cast<T*>(s.w);
+  const int64_t key_end = cfg.causal ? q0 + m : d.T;
+  for (int64_t k0 = 0; k0 < key_end; k0 += kKeyBlock) {
+    const int64_t n = keys_seen(cfg, q0, m, k0, std::min(kKeyBlock, d.T - k0));
+    // s = Q·Kᵀ/√D
+    product(rows_of(q, a.dt, q0, m, d.D), rows_of(k, a.dt, k0, n, d.D, true),
+            matrix(s.s, DType::f32, m, n, n), inv_sqrt_d);
+    for (int64_t r = 0; r < m; ++r) {
+      const int64_t t = q0 + r, seen = visible(cfg, t, k0, n);
+      float* sr = s.s + r * n;
+      T* wr = w + r * n;
+      float max = s.max[r];
+      const float sum = exp_row_online(sr, seen, &max);
+      std::fill(sr + seen, sr + n, 0.0f);
+      // Rescales what earlier blocks added (e^(old max - new max); 0 before
+      // the first block, whose max was -inf).
+      const float rescale = seen > 0 ? exp_nonpositive(s.max[r] - max) : 1.0f;
+      s.max[r] = max;
+      s.sum[r] = s.sum[r] * rescale + sum;
+      if (rescale != 1.0f) scale_row(s.acc + r * d.D, d.D, rescale);
+      if (dropout) {
+        for_each_uniform(cfg.seed, dropout_counter(cfg, d.T, bh, t, k0), n,
+                         [&](int64_t j, float u) {
+                           wr[j] = from_f32<T>(u >= cfg.dropout ? sr[j] * keep_scale : 0.0f);
+                         });
+      } else if (separate) {
+        bf16_row(sr, reinterpret_cast<uint16_t*>(wr), n);  // T is bf16 here
+      }
+    }
+    // acc += weights·V
+    product(separate ? matrix(s.w, a.dt, m, n, n) : matrix(s.s, DType::f32, m, n, n),
+            rows_of(v, a.dt, k0, n, d.D), matrix(s.acc, DType::f32, m, d.D, d.D), 1.0f, true);
+  }
+  const Head o = head(a.out, d, 0, nullptr, b, h);
+  for (int64_t r = 0; r < m; ++r) {
+    const float inv = 1.0f / s.sum[r];
+    T* orow = reinterpret_cast<T*>(o.data) + (q0 + r) * o.ld;
+    const float* acc = s.acc + r * d.D;
+    for (int64_t c = 0; c < d.D; ++c) orow[c] = from_f32<T>(acc[c] * inv);
+    a.lse[bh * d.T + q0 + r] = s.max[r] + std::log(s.sum[r]);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Backward: one head per item (its dQ gathers every key block's share).
+
+struct BackwardScratch {
+  float* dq;      // (T, D)
+  float* dk;      // (Bk, D)
+  float* dv;      // (Bk, D)
+  float* delta;   // (T): Σ_k dO·O per row
+  float* p;       // (Bq, Bk) scores, then probabilities
+  float* dp;      // (Bq, Bk) dO·Vᵀ, then (f32 without dropout) dS
+  char* w;        // (Bq, Bk) in qkv's dtype: the weights that multiplied V
+  char* ds;       // (Bq, Bk) bf16 dS (f32 dS takes dp.s place)
+  uint8_t* keep;  // (Bq, Bk) dropout decisions
+
+  static BackwardScratch carve(Carve& c, const Dims& d, DType dt) {
+    BackwardScratch s;
+    const int64_t block = kBackwardQueryBlock * kBackwardKeyBlock;
+    s.dq = c.take<float>(d.T * d.D);
+    s.dk = c.take<float>(kBackwardKeyBlock * d.D);
+    s.dv = c.take<float>(kBackwardKeyBlock * d.D);
+    s.delta = c.take<float>(d.T);
+    s.p = c.take<float>(block);
+    s.dp = c.take<float>(block);
+    s.w = c.bytes(block * element_bytes(dt));
+    s.ds = c.bytes(block * element_bytes(dt));
+    s.keep = c.take<uint8_t>(block);
+    return s;
+  }
+};
+
+struct BackwardArgs {
+  const Dims& d;
+  const AttentionConfig& cfg;
+  DType dt;
+  const Tensor& qkv;
+  const Tensor& out;
+  const Tensor& dout;
+  Tensor& dqkv;
+  const float* lse;
+  const char* dense[4];  // dense copies of q, k, v, dO (bf16) or null
+};
+
+// Rows first .. first+rows-1 of an f32 (rows, D) accumulator times `scale`
+// into a head of a dtype-T activation.
+template <typename T>
+void store_rows(const float* src, float scale, const Head& dst, int64_t first, int64_t rows,
+                int64_t D) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = reinterpret_cast<T*>(dst.data) + (first + r) * dst.ld;
+    for (int64_t c = 0; c < D; ++c) row[c] = from_f32<T>(src[r * D + c] * scale);
+  }
+}
+
+template <typename T>
+void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardScratch& s) {
+  const Dims& d = a.d;
+  const AttentionConfig& cfg = a.cfg;
+  const DType dt = a.dt;
+  const int64_t bh = b * d.H + h, D = d.D;
+  const Head q = head(a.qkv, d, 0, a.dense[0], b, h), k = head(a.qkv, d, 1, a.dense[1], b, h),
+             v = head(a.qkv, d, 2, a.dense[2], b, h), dout = head(a.dout, d, 0, a.dense[3], b, h);
+  const Head o = head(a.out, d, 0, nullptr, b, h), g = head(a.dout, d, 0, nullptr, b, h);
+  const bool dropout = cfg.dropout > 0.0f;
+  const float keep_scale = 1.0f / (1.0f - cfg.dropout);
+  const bool separate = separate_weights(dt, cfg);
+  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(D));
+  const float* lse = a.lse + bh * d.T;
+
+  for (int64_t t = 0; t < d.T; ++t) {
+    const T* orow = reinterpret_cast<const T*>(o.data) + t * o.ld;
+    const T* grow = reinterpret_cast<const T*>(g.data) + t * g.ld;
+    float dot = 0.0f;
+    for (int64_t c = 0; c < D; ++c) dot += to_f32(orow[c]) * to_f32(grow[c]);
+    s.delta[t] = dot;
+  }
+  std::fill(s.dq, s.dq + d.T * D, 0.0f);
+  T* w = reinterpret_cast<T*>(s.w);
+  const bool bf16 = dt == DType::bf16;
+  for (int64_t k0 = 0; k0 < d.T; k0 += kBackwardKeyBlock) {
+    const int64_t n_block = std::min(kBackwardKeyBlock, d.T - k0);
+    std::fill(s.dk, s.dk + n_block * D, 0.0f);
+    std::fill(s.dv, s.dv + n_block * D, 0.0f);
+    // Under the causal mask, query rows before k0 see none of these keys.
+    for (int64_t q0 = cfg.causal ? k0 : 0; q0 < d.T; q0 += kBackwardQueryBlock) {
+      const int64_t m = std::min(kBackwardQueryBlock, d.T - q0);
+      const int64_t n = keys_seen(cfg, q0, m, k0, n_block);
+      // P = e^(Q·Kᵀ/√D - lse), 0 where masked
+      product(rows_of(q, dt, q0, m, D), rows_of(k, dt, k0, n, D, true),
+              matrix(s.p, DType::f32, m, n, n), inv_sqrt_d);
+      for (int64_t r = 0; r < m; ++r) {
+        const int64_t t = q0 + r, seen = visible(cfg, t, k0, n);
+        float* pr = s.p + r * n;
+        exp_row(pr, seen, lse[t]);
+        std::fill(pr + seen, pr + n, 0.0f);
+        T* wr = w + r * n;
+        if (dropout) {
+          uint8_t* kr = s.keep + r * n;
+          for_each_uniform(cfg.seed, dropout_counter(cfg, d.T, bh, t, k0), n,
+                           [&](int64_t j, float u) {
+                             kr[j] = u >= cfg.dropout;
+                             wr[j] = from_f32<T>(kr[j] ? pr[j] * keep_scale : 0.0f);
+                           });
+        } else if (separate) {
+          bf16_row(pr, reinterpret_cast<uint16_t*>(wr), n);  // T is bf16 here
         }
       }
-    }
-  }
-}
-
-// e^x for x <= 0 (exp_in_range after a clamp). std::exp does not vectorize
-// without -ffast-math, and the softmax spends most of its time here.
-inline float exp_nonpositive(float x) {
-  // max(x, -87): below -87 e^x is no longer a normal float, and the softmax
-  // divides by a sum >= 1, so e^-87 instead of 0 changes nothing visible. It is
-  // an unsigned min of the bit patterns (a negative float's pattern grows with
-  // its magnitude) because GCC does not vectorize a float compare under the
-  // default -ftrapping-math.
-  return exp_in_range(
-      std::bit_cast<float>(std::min(std::bit_cast<uint32_t>(x), std::bit_cast<uint32_t>(-87.0f))));
-}
-
-// Row t of (b, h) attends to positions 0 .. visible-1.
-inline int64_t visible(const AttentionConfig& cfg, const Dims& d, int64_t t) {
-  return cfg.causal ? t + 1 : d.T;
-}
-
-// scores (B,H,T,T) f32, scaled, unmasked -> probs (B,H,T,T) [, mask, weights]
-// probs may be the scores buffer itself (f32). Visible entries only: the
-// others are written as zeros without being looked at.
-template <typename T>
-void softmax_forward(const ExecContext& ec, const Dims& d, const AttentionConfig& cfg,
-                     float* scores, T* probs, uint8_t* mask, T* weights) {
-  const float keep_scale = 1.0f / (1.0f - cfg.dropout);
-  const T zero = from_f32<T>(0.0f);
-#pragma omp parallel for num_threads(ec.threads()) schedule(static)
-  for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
-    for (int64_t t = 0; t < d.T; ++t) {
-      const int64_t row = (bh * d.T + t) * d.T;
-      const int64_t n = visible(cfg, d, t);
-      float* s = scores + row;
-      T* p = probs + row;
-      // A select, not std::max, so that GCC vectorizes the reduction.
-      float max = -std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(max : max)
-      for (int64_t j = 0; j < n; ++j) max = s[j] > max ? s[j] : max;
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < n; ++j) {
-        s[j] = exp_nonpositive(s[j] - max);
-        sum += s[j];
+      // dV += weightsᵀ·dO
+      product(separate ? matrix(s.w, dt, n, m, n, true) : matrix(s.p, DType::f32, n, m, n, true),
+              rows_of(dout, dt, q0, m, D), matrix(s.dv, DType::f32, n, D, D), 1.0f, true);
+      // dP = dO·Vᵀ; dS = P ∘ (dP·mask/(1-p) - Σ_k dO·O)
+      product(rows_of(dout, dt, q0, m, D), rows_of(v, dt, k0, n, D, true),
+              matrix(s.dp, DType::f32, m, n, n));
+      for (int64_t r = 0; r < m; ++r) {
+        const float delta = s.delta[q0 + r];
+        const float* pr = s.p + r * n;
+        float* gr = s.dp + r * n;
+        if (dropout) {
+          const uint8_t* kr = s.keep + r * n;
+          for (int64_t j = 0; j < n; ++j) gr[j] *= kr[j] ? keep_scale : 0.0f;
+        }
+        if (bf16) {
+          softmax_grad_row(pr, gr, reinterpret_cast<uint16_t*>(s.ds) + r * n, n, delta);
+        } else {
+          softmax_grad_row(pr, gr, n, delta);
+        }
       }
-      const float inv = 1.0f / sum;
-      if (!mask) {
-        for (int64_t j = 0; j < n; ++j) p[j] = from_f32<T>(s[j] * inv);
-      } else {
-        uint8_t* m = mask + row;
-        T* w = weights + row;
-        for_each_uniform(cfg.seed, cfg.offset + static_cast<uint64_t>(row), n,
-                         [&](int64_t j, float u) {
-                           const float prob = s[j] * inv;  // read before p (maybe s) is written
-                           const bool keep = u >= cfg.dropout;
-                           p[j] = from_f32<T>(prob);
-                           m[j] = keep;
-                           w[j] = from_f32<T>(keep ? prob * keep_scale : 0.0f);
-                         });
-        std::fill(m + n, m + d.T, uint8_t{0});
-        std::fill(w + n, w + d.T, zero);
-      }
-      std::fill(p + n, p + d.T, zero);
+      // dS: bf16 in its own buffer, f32 in place of dP.
+      const StridedMatrices dsm = bf16 ? matrix(s.ds, dt, m, n, n)
+                                       : matrix(s.dp, DType::f32, m, n, n),
+                            dst = bf16 ? matrix(s.ds, dt, n, m, n, true)
+                                       : matrix(s.dp, DType::f32, n, m, n, true);
+      // dQ += dS·K/√D, dK += dSᵀ·Q/√D
+      product(dsm, rows_of(k, dt, k0, n, D), matrix(s.dq + q0 * D, DType::f32, m, D, D), inv_sqrt_d,
+              true);
+      product(dst, rows_of(q, dt, q0, m, D), matrix(s.dk, DType::f32, n, D, D), inv_sqrt_d, true);
     }
+    store_rows<T>(s.dk, 1.0f, head(a.dqkv, d, 1, nullptr, b, h), k0, n_block, D);
+    store_rows<T>(s.dv, 1.0f, head(a.dqkv, d, 2, nullptr, b, h), k0, n_block, D);
   }
-}
-
-// dweights (B,H,T,T) f32 (= dO·Vᵀ), probs, mask -> dscores (B,H,T,T), unscaled
-// by 1/√D (the next products apply it). dscores may be the dweights buffer
-// itself (f32).
-template <typename T>
-void softmax_backward(const ExecContext& ec, const Dims& d, const AttentionConfig& cfg,
-                      float* dweights, const T* probs, const uint8_t* mask, T* dscores) {
-  const float keep_scale = 1.0f / (1.0f - cfg.dropout);
-  const T zero = from_f32<T>(0.0f);
-#pragma omp parallel for num_threads(ec.threads()) schedule(static)
-  for (int64_t bh = 0; bh < d.B * d.H; ++bh) {
-    for (int64_t t = 0; t < d.T; ++t) {
-      const int64_t row = (bh * d.T + t) * d.T;
-      const int64_t n = visible(cfg, d, t);
-      float* g = dweights + row;  // becomes dL/dprobs
-      const T* p = probs + row;
-      T* ds = dscores + row;
-      if (mask) {
-        const uint8_t* m = mask + row;
-        for (int64_t j = 0; j < n; ++j) g[j] *= m[j] ? keep_scale : 0.0f;
-      }
-      float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-      for (int64_t j = 0; j < n; ++j) dot += g[j] * to_f32(p[j]);
-      for (int64_t j = 0; j < n; ++j) ds[j] = from_f32<T>(to_f32(p[j]) * (g[j] - dot));
-      std::fill(ds + n, ds + d.T, zero);
-    }
-  }
+  store_rows<T>(s.dq, 1.0f, head(a.dqkv, d, 0, nullptr, b, h), 0, d.T, D);
 }
 
 }  // namespace
@@ -280,42 +459,32 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
   WEFT_CHECK(out.shape() == d.tokens(d.C) && out.dtype() == dt,
              "attention output must be {} {} for qkv {}, got {} {}", dtype_name(dt), d.tokens(d.C),
              qkv.shape(), dtype_name(out.dtype()), out.shape());
-  const bool dropout = cfg.dropout > 0.0f;
-  ensure(ec, saved.probs, square_shape(d), dt);
-  if (dropout) {
-    ensure(ec, saved.mask, square_shape(d), DType::u8);
-    ensure(ec, saved.weights, square_shape(d), dt);
-  } else {
-    saved.mask = Tensor();
-    saved.weights = Tensor();
-  }
+  ensure(ec, saved.lse, {d.B, d.H, d.T}, DType::f32);
+  saved.out = out;
   if (d.B * d.T == 0) return;
 
-  // Scores go straight into probs for f32; bf16 keeps f32 scores in scratch,
-  // followed by the copies of q, k and v.
-  const int64_t n = saved.probs.numel();
-  void* scores = saved.probs.raw();
-  char* copy[3] = {};
+  // Workspace: the dense copies (bf16), then one block scratch per thread.
+  const int threads = std::max(ec.threads(), 1);
+  const int64_t heads_bytes = copies_heads(dt) ? aligned(d.B * d.T * d.C * element_bytes(dt)) : 0;
+  Carve per_thread;
+  ForwardScratch::carve(per_thread, d, dt);
+  char* base = scratch(ec, workspace, 3 * heads_bytes + threads * per_thread.used);
+  ForwardArgs args{d, cfg, dt, qkv, out, saved.lse.data<float>(), {}};
   if (copies_heads(dt)) {
-    const int64_t scores_bytes = aligned(n * 4), hb = heads_bytes(d, dt);
-    char* base = scratch(ec, workspace, scores_bytes + 3 * hb);
-    scores = base;
-    for (int64_t p = 0; p < 3; ++p) copy[p] = base + scores_bytes + p * hb;
-    copy_heads<true>(ec, qkv, d, {{0, copy[0]}, {1, copy[1]}, {2, copy[2]}});
+    char* copy[3] = {base, base + heads_bytes, base + 2 * heads_bytes};
+    pack_heads(ec, qkv, d, {{0, copy[0]}, {1, copy[1]}, {2, copy[2]}});
+    for (int p = 0; p < 3; ++p) args.dense[p] = copy[p];
   }
-  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d.D));
-  // scores = Q·Kᵀ/√D
-  cpu::batched_gemm(ec, part_heads(qkv, d, 0, copy[0], false), part_heads(qkv, d, 1, copy[1], true),
-                    square_matrices(scores, DType::f32, d, false), inv_sqrt_d);
+  // The last query blocks (which see the most keys) go first.
+  const int64_t blocks = (d.T + kQueryBlock - 1) / kQueryBlock, heads = d.B * d.H;
   detail::dispatch_float(dt, [&]<typename T>() {
-    softmax_forward<T>(ec, d, cfg, static_cast<float*>(scores), static_cast<T*>(saved.probs.raw()),
-                       dropout ? saved.mask.data<uint8_t>() : nullptr,
-                       dropout ? static_cast<T*>(saved.weights.raw()) : nullptr);
+    for_each_item(ec, heads * blocks, [&](int64_t item, int thread) {
+      const int64_t bh = item % heads, q0 = (blocks - 1 - item / heads) * kQueryBlock;
+      Carve c{base + 3 * heads_bytes + thread * per_thread.used};
+      forward_block<T>(args, bh / d.H, bh % d.H, q0, std::min(kQueryBlock, d.T - q0),
+                       ForwardScratch::carve(c, d, dt));
+    });
   });
-  // out = weights·V
-  const Tensor& weights = dropout ? saved.weights : saved.probs;
-  cpu::batched_gemm(ec, square_matrices(weights.raw(), dt, d, false),
-                    part_heads(qkv, d, 2, copy[2], false), head_matrices(out, d, 0, false));
 }
 
 void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
@@ -331,66 +500,54 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
              qkv.shape(), dtype_name(dqkv.dtype()), dqkv.shape());
   WEFT_CHECK(dqkv.raw() != qkv.raw() && dqkv.raw() != dout.raw(),
              "attention backward cannot write dqkv over qkv or dout");
-  const Shape square = square_shape(d);
-  WEFT_CHECK(saved.probs.defined() && saved.probs.shape() == square && saved.probs.dtype() == dt,
-             "attention saved probabilities must be {} {} (from the forward of qkv {})",
-             dtype_name(dt), square, qkv.shape());
-  const bool dropout = cfg.dropout > 0.0f;
-  if (dropout) {
-    WEFT_CHECK(saved.mask.defined() && saved.mask.shape() == square &&
-                   saved.mask.dtype() == DType::u8 && saved.weights.defined() &&
-                   saved.weights.shape() == square && saved.weights.dtype() == dt,
-               "attention backward with dropout {} needs the mask and weights of a forward with "
-               "dropout, shape {}",
-               cfg.dropout, square);
-  }
+  const Shape rows{d.B, d.H, d.T};
+  WEFT_CHECK(saved.lse.defined() && saved.lse.shape() == rows && saved.lse.dtype() == DType::f32 &&
+                 saved.out.defined() && saved.out.shape() == d.tokens(d.C) &&
+                 saved.out.dtype() == dt,
+             "attention backward needs the saved state of the forward of qkv {}: lse f32 {} and "
+             "the output {} {}",
+             qkv.shape(), rows, dtype_name(dt), d.tokens(d.C));
   if (d.B * d.T == 0) return;
 
-  // Scratch: dweights (f32); for bf16 then the softmax gradient and three
-  // dense head buffers: V, later Q and K, and the gradient of one part at a
-  // time on its way into dqkv.
-  const int64_t n = saved.probs.numel();
-  const bool dense = copies_heads(dt);
-  const int64_t f32_bytes = aligned(n * 4);
-  const int64_t dscores_bytes = dense ? aligned(n * 2) : 0;
-  const int64_t hb = dense ? heads_bytes(d, dt) : 0;
-  char* base = scratch(ec, workspace, f32_bytes + dscores_bytes + 3 * hb);
-  float* dweights = reinterpret_cast<float*>(base);
-  void* dscores = dense ? base + f32_bytes : base;
-  char* slot[3] = {};
-  if (dense) {
-    for (int64_t p = 0; p < 3; ++p) slot[p] = base + f32_bytes + dscores_bytes + p * hb;
+  const int threads = std::max(ec.threads(), 1);
+  const int64_t heads_bytes = copies_heads(dt) ? aligned(d.B * d.T * d.C * element_bytes(dt)) : 0;
+  Carve per_thread;
+  BackwardScratch::carve(per_thread, d, dt);
+  char* base = scratch(ec, workspace, 4 * heads_bytes + threads * per_thread.used);
+  BackwardArgs args{d, cfg, dt, qkv, saved.out, dout, dqkv, saved.lse.data<float>(), {}};
+  if (copies_heads(dt)) {
+    char* copy[4] = {base, base + heads_bytes, base + 2 * heads_bytes, base + 3 * heads_bytes};
+    pack_heads(ec, qkv, d, {{0, copy[0]}, {1, copy[1]}, {2, copy[2]}});
+    pack_heads(ec, dout, d, {{0, copy[3]}});
+    for (int p = 0; p < 4; ++p) args.dense[p] = copy[p];
   }
-  char* v = slot[0];
-  char* grad = slot[2];
-
-  const Tensor& weights = dropout ? saved.weights : saved.probs;
-  if (dense) copy_heads<true>(ec, qkv, d, {{2, v}});
-  // dV = weightsᵀ·dO
-  cpu::batched_gemm(ec, square_matrices(weights.raw(), dt, d, true),
-                    head_matrices(dout, d, 0, false), part_heads(dqkv, d, 2, grad, false));
-  if (dense) copy_heads<false>(ec, dqkv, d, {{2, grad}});
-
-  // dweights = dO·Vᵀ in f32; for bf16 the softmax gradient then goes to a
-  // second, bf16 region because the next products read bf16 operands.
-  cpu::batched_gemm(ec, head_matrices(dout, d, 0, false), part_heads(qkv, d, 2, v, true),
-                    square_matrices(dweights, DType::f32, d, false));
+  const int64_t heads = d.B * d.H;
   detail::dispatch_float(dt, [&]<typename T>() {
-    softmax_backward<T>(ec, d, cfg, dweights, static_cast<const T*>(saved.probs.raw()),
-                        dropout ? saved.mask.data<uint8_t>() : nullptr, static_cast<T*>(dscores));
+    for_each_item(ec, heads, [&](int64_t bh, int thread) {
+      Carve c{base + 4 * heads_bytes + thread * per_thread.used};
+      backward_head<T>(args, bh / d.H, bh % d.H, BackwardScratch::carve(c, d, dt));
+    });
   });
+}
 
-  // dQ = dS·K/√D, dK = dSᵀ·Q/√D
-  char* q = slot[0];
-  char* k = slot[1];
-  if (dense) copy_heads<true>(ec, qkv, d, {{0, q}, {1, k}});
-  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d.D));
-  cpu::batched_gemm(ec, square_matrices(dscores, dt, d, false), part_heads(qkv, d, 1, k, false),
-                    part_heads(dqkv, d, 0, grad, false), inv_sqrt_d);
-  if (dense) copy_heads<false>(ec, dqkv, d, {{0, grad}});
-  cpu::batched_gemm(ec, square_matrices(dscores, dt, d, true), part_heads(qkv, d, 0, q, false),
-                    part_heads(dqkv, d, 1, grad, false), inv_sqrt_d);
-  if (dense) copy_heads<false>(ec, dqkv, d, {{1, grad}});
+Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& cfg, int64_t batch,
+                              int64_t seq) {
+  if (cfg.dropout <= 0.0f) return Tensor();
+  WEFT_CHECK(batch >= 0 && seq >= 0 && cfg.heads >= 1,
+             "attention dropout mask needs a batch, length and head count, got {}, {}, {}", batch,
+             seq, cfg.heads);
+  Tensor mask = ec.empty({batch, cfg.heads, seq, seq}, DType::u8);
+  uint8_t* m = mask.data<uint8_t>();
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+  for (int64_t row = 0; row < batch * cfg.heads * seq; ++row) {
+    const int64_t t = row % seq, bh = row / seq;
+    const int64_t seen = visible(cfg, t, 0, seq);
+    uint8_t* mr = m + row * seq;
+    for_each_uniform(cfg.seed, dropout_counter(cfg, seq, bh, t, 0), seen,
+                     [&](int64_t j, float u) { mr[j] = u >= cfg.dropout; });
+    std::fill(mr + seen, mr + seq, uint8_t{0});
+  }
+  return mask;
 }
 
 }  // namespace weft::kernels::cpu

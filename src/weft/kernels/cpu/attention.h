@@ -1,4 +1,5 @@
-// The CPU implementations of kernels/attention.h (strided oneDNN matmuls around an OpenMP softmax);
+// The CPU implementations of kernels/attention.h (fused and cache-blocked: oneDNN matmuls of blocks
+// around an online softmax, one block per thread);
 // callers go through kernels/attention.h, which checks the devices and dispatches here.
 #pragma once
 
@@ -12,5 +13,7 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
 void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
                         const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
                         AttentionWorkspace& workspace);
+Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& config, int64_t batch,
+                              int64_t seq);
 
 }  // namespace weft::kernels::cpu

@@ -301,11 +301,21 @@ void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
 void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
                   const StridedMatrices& c, float alpha, bool accumulate) {
   check_inputs(a.dtype, b.dtype, c.dtype);
-  auto operand = [](const StridedMatrices& s) {
+  // Without batch dimensions, plain matrices: oneDNN takes 4-D operands whose
+  // batch strides do not describe a dense tensor (zero, or anything for a
+  // batch of one) to its reference kernel.
+  const bool single = c.batch[0] == 1 && c.batch[1] == 1;
+  auto operand = [single](const StridedMatrices& s) {
     Operand op;
-    op.ndims = 4;
-    op.dims = {s.batch[0], s.batch[1], s.rows, s.cols};
-    op.strides = {s.batch_stride[0], s.batch_stride[1], s.row_stride, s.col_stride};
+    if (single) {
+      op.ndims = 2;
+      op.dims = {s.rows, s.cols, 0, 0};
+      op.strides = {s.row_stride, s.col_stride, 0, 0};
+    } else {
+      op.ndims = 4;
+      op.dims = {s.batch[0], s.batch[1], s.rows, s.cols};
+      op.strides = {s.batch_stride[0], s.batch_stride[1], s.row_stride, s.col_stride};
+    }
     op.dtype = s.dtype;
     op.ptr = s.data;
     return op;

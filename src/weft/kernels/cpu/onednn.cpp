@@ -21,6 +21,11 @@ dnnl::stream& stream() {
 }
 
 int apply_thread_budget(const ExecContext& ec) {
+  // Called from inside a kernel's own parallel region (fused attention runs
+  // its block products on each thread of its team), oneDNN runs on the calling
+  // thread alone; the team size is left as it is, so that `applied` keeps
+  // matching what the thread's calls outside any region see.
+  if (omp_in_parallel()) return 1;
   thread_local int applied = 0;
   const int n = ec.threads();
   if (n != applied) {

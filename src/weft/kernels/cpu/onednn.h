@@ -14,7 +14,8 @@ namespace weft::kernels::cpu {
 dnnl::engine& engine();
 dnnl::stream& stream();
 // Applies ec.threads() to the calling thread's OpenMP team size (which oneDNN
-// primitives run on) and returns it.
+// primitives run on) and returns it; inside an active OpenMP parallel region
+// it changes nothing and returns 1 (oneDNN runs on the calling thread there).
 int apply_thread_budget(const ExecContext& ec);
 dnnl::memory::data_type to_dnnl(DType t);
 

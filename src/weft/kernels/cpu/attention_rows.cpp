@@ -1,0 +1,57 @@
+#include "weft/kernels/cpu/attention_rows.h"
+
+#include "weft/core/dtype.h"
+
+namespace weft::kernels::cpu::attention_rows {
+
+// The row loops of the softmax and its gradient: compiled for AVX-512 and
+// AVX2 besides the baseline x86-64 the library is built for, the processor
+// picking one at load time (they were ~40% of the kernels' time as SSE2 code).
+// Sanitizer builds (WEFT_NO_MULTIVERSIONING) keep the baseline only.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(WEFT_NO_MULTIVERSIONING)
+#define WEFT_ROW_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+#else
+#define WEFT_ROW_CLONES
+#endif
+
+WEFT_ROW_CLONES float exp_row_online(float* s, int64_t n, float* max) {
+  float m = *max;
+  // A select, not std::max, so that GCC vectorizes the reduction.
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) m = s[j] > m ? s[j] : m;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = exp_nonpositive(s[j] - m);
+    sum += s[j];
+  }
+  *max = m;
+  return sum;
+}
+
+WEFT_ROW_CLONES void exp_row(float* p, int64_t n, float shift) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) p[j] = exp_nonpositive(p[j] - shift);
+}
+
+WEFT_ROW_CLONES void scale_row(float* x, int64_t n, float a) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) x[j] *= a;
+}
+
+WEFT_ROW_CLONES void bf16_row(const float* src, uint16_t* dst, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) dst[j] = f32_to_bf16(src[j]);
+}
+
+WEFT_ROW_CLONES void softmax_grad_row(const float* p, float* g, int64_t n, float delta) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) g[j] = p[j] * (g[j] - delta);
+}
+WEFT_ROW_CLONES void softmax_grad_row(const float* p, const float* g, uint16_t* dst, int64_t n,
+                                      float delta) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) dst[j] = f32_to_bf16(p[j] * (g[j] - delta));
+}
+
+}  // namespace weft::kernels::cpu::attention_rows
