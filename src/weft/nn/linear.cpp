@@ -137,7 +137,10 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
   const ExecContext& ec = pc_->exec;
   comm::ProcessGroup* g = group();
   const bool sp = pc_->sequence_parallel();
-  Tensor w = source_->weight_for_forward(ctx);
+  using Op = parallel::GemmQuantizer::Operand;
+  // Quantized recipes: the source hands out the quantized weight operand.
+  Tensor w = quantizer_ ? source_->quantized_weight(*quantizer_, false, ctx)
+                        : source_->weight_for_forward(ctx);
   Tensor xin = x;
   if (cfg_.mode == Parallel::row && !cfg_.input_is_parallel) {
     // Own tokens, all features -> all tokens (under SP), this rank's features.
@@ -145,11 +148,7 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
   }
   xin = parallel::gemm_input(ec, w.dtype(), xin, ws().input_cast);
   ctx.saved<Saved>(this).x = xin;
-  if (quantizer_) {
-    using Op = parallel::GemmQuantizer::Operand;
-    w = quantizer_->operand(Op::weight, w, false, ctx);
-    xin = quantizer_->operand(Op::input, xin, false, ctx);
-  }
+  if (quantizer_) xin = quantizer_->operand(Op::input, xin, false, ctx);
   const DType out_dtype = pc_->compute();
   const std::string fprop = gemm_name("fprop");
   parallel::GemmCall call{.options = {.trans_b = true, .bias = bias_ptr()},
@@ -196,17 +195,15 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   parallel::Pending xs =
       regather ? parallel::all_gather_rows(ec, g, x, ws().gemm.gathered) : parallel::Pending{x, {}};
   if (!bulk_wgrad) xs = {xs.get(ec), {}};
-  Tensor w = source_->weight_for_backward(ctx);
+  Tensor w = quantizer_ ? source_->quantized_weight(*quantizer_, true, ctx)
+                        : source_->weight_for_backward(ctx);
   Tensor dy = cfg_.gather_output ? parallel::backward(Mapping::gather_from_tp, g, dy_in) : dy_in;
   dy = parallel::gemm_input(ec, w.dtype(), dy, ws().grad_cast);
   // Quantized recipes: the dgrad GEMM's operands, and the wgrad GEMM's made
   // from the high-precision tensors.
   using Op = parallel::GemmQuantizer::Operand;
   const Tensor dy_hp = dy;
-  if (quantizer_) {
-    w = quantizer_->operand(Op::weight, w, true, ctx);
-    dy = quantizer_->operand(Op::grad_output, dy, false, ctx);
-  }
+  if (quantizer_) dy = quantizer_->operand(Op::grad_output, dy, false, ctx);
   // A GEMM with a collective in flight beside it leaves the configured cores
   // to the transfer (overlap/config.h, comm_cores).
   const ExecContext busy = parallel::overlap::beside_comm(ec, pc_->overlap.comm_cores());

@@ -54,15 +54,19 @@ QuantizedTensor& GemmQuantizer::slot(Operand which, bool columnwise) {
   return pc_.workspace->quantize.quantized[index(which, columnwise)];
 }
 
-float GemmQuantizer::reduced_amax(float amax) const {
-  if (!group_ || group_->size() == 1) return amax;
-  Tensor t = Tensor::from({1}, std::vector<float>{amax});
-  group_->all_reduce(t, comm::ReduceOp::max).wait();
-  return t.item(0);
+float GemmQuantizer::reduced_amax(float amax, comm::ProcessGroup* shard_group) const {
+  for (comm::ProcessGroup* g : {shard_group, group_}) {
+    if (!g || g->size() == 1) continue;
+    Tensor t = Tensor::from({1}, std::vector<float>{amax});
+    g->all_reduce(t, comm::ReduceOp::max).wait();
+    amax = t.item(0);
+  }
+  return amax;
 }
 
 const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, bool columnwise,
-                                                PassContext& pass) {
+                                                PassContext& pass,
+                                                comm::ProcessGroup* shard_group) {
   const ExecContext& ec = pc_.exec;
   const bool grad = which == Operand::grad_output;
   const DType fp8 = grad && precision_.fp8_format == Fp8Format::hybrid ? DType::e5m2 : DType::e4m3;
@@ -76,12 +80,19 @@ const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, 
       cfg.dtype = fp8;
       cfg.scale = registry_.state(id).scale;
       kernels::quantize(ec, x, cfg, q);
+      // A shard records the whole tensor's amax (not reduced over TP here:
+      // the registry reduces every amax over its group once per step).
+      if (shard_group && shard_group->size() > 1) {
+        Tensor t = Tensor::from({1}, std::vector<float>{q.amax});
+        shard_group->all_reduce(t, comm::ReduceOp::max).wait();
+        q.amax = t.item(0);
+      }
       if (pass.training()) registry_.record(id, q.amax);
       return q;
     }
     case Recipe::fp8_current: {
       QuantizedTensor& q = slot(which, false);
-      const float amax = reduced_amax(kernels::amax(ec, x));
+      const float amax = reduced_amax(kernels::amax(ec, x), shard_group);
       cfg.dtype = fp8;
       cfg.scale = scale_from_amax(amax, dtype_max(fp8), 0, 1.0f);
       kernels::quantize(ec, x, cfg, q);
@@ -131,7 +142,7 @@ const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, 
         q.amax = t.amax;
         return q;
       }
-      cfg.global_amax = reduced_amax(kernels::amax(ec, x));
+      cfg.global_amax = reduced_amax(kernels::amax(ec, x), shard_group);
       cfg.rowwise = !columnwise;
       cfg.columnwise = columnwise;
       kernels::quantize(ec, x, cfg, q);

@@ -60,8 +60,15 @@ class GemmQuantizer {
   GemmQuantizer(const ParallelContext& pc, const std::string& name, comm::ProcessGroup* group);
 
   // x quantized for its GEMM (columnwise: the copy the backward reads).
+  // `shard_group`: x is this rank's shard of the tensor over that group
+  // (rows of a GTP weight): the amaxes that set per-tensor scales (and the
+  // one fp8-delayed records) are reduced (max) over it as well as over the TP
+  // group, so that every rank quantizes its shard with the scale of the
+  // whole tensor, and the shards' quantized data concatenated equal the whole
+  // tensor quantized (block scales too, when the shards align to the blocks
+  // and the padding is zero).
   const QuantizedTensor& quantized(Operand which, const Tensor& x, bool columnwise,
-                                   PassContext& pass);
+                                   PassContext& pass, comm::ProcessGroup* shard_group = nullptr);
   // The same, dequantized to f32 in x's layout: what the CPU multiplies.
   Tensor operand(Operand which, const Tensor& x, bool columnwise, PassContext& pass);
   // What the CPU multiplies for a quantized tensor made elsewhere (a weight
@@ -76,7 +83,7 @@ class GemmQuantizer {
 
  private:
   QuantizedTensor& slot(Operand which, bool columnwise);
-  float reduced_amax(float amax) const;
+  float reduced_amax(float amax, comm::ProcessGroup* shard_group = nullptr) const;
 
   const ParallelContext& pc_;
   Precision precision_;

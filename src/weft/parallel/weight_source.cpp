@@ -1,6 +1,14 @@
 #include "weft/parallel/weight_source.h"
 
+#include "weft/parallel/gemm_quantizer.h"
+
 namespace weft::parallel {
+
+Tensor WeightSource::quantized_weight(GemmQuantizer& quantizer, bool columnwise,
+                                      PassContext& pass) {
+  const Tensor w = columnwise ? weight_for_backward(pass) : weight_for_forward(pass);
+  return quantizer.operand(GemmQuantizer::Operand::weight, w, columnwise, pass);
+}
 
 LocalShardSource::LocalShardSource(Parameter& parameter, Precision precision, ExecContext exec)
     : parameter_(parameter), precision_(precision), exec_(exec) {}

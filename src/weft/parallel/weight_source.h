@@ -28,6 +28,8 @@
 
 namespace weft::parallel {
 
+class GemmQuantizer;
+
 class WeightSource {
  public:
   virtual ~WeightSource() = default;
@@ -40,6 +42,12 @@ class WeightSource {
   virtual void finalize_weight_grad(PassContext& pass, const Tensor& wgrad) = 0;
   // The parameter behind the weight (what the optimizer and checkpoints see).
   virtual Parameter& parameter() = 0;
+  // Under a quantized recipe, in place of weight_for_forward (columnwise
+  // false) or weight_for_backward (true): the weight quantized by
+  // `quantizer` as the GEMM operand (GemmQuantizer::operand). By default the
+  // weight asked for, quantized; generalized tensor parallelism's source
+  // quantizes its shard and gathers it in the quantized format.
+  virtual Tensor quantized_weight(GemmQuantizer& quantizer, bool columnwise, PassContext& pass);
 };
 
 // The plain source: this rank's shard of a parameter (all of it without TP),

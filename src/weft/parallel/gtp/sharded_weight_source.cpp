@@ -1,6 +1,9 @@
 #include "weft/parallel/gtp/sharded_weight_source.h"
 
+#include <numeric>
+
 #include "weft/kernels/activation.h"
+#include "weft/parallel/gtp/quantized_gather.h"
 #include "weft/parallel/gtp/runtime.h"
 
 namespace weft::parallel::gtp {
@@ -9,7 +12,8 @@ ShardedWeightSource::ShardedWeightSource(const Parameter& local,
                                          std::shared_ptr<comm::ProcessGroup> group,
                                          std::shared_ptr<Runtime> runtime, Precision precision,
                                          ExecContext exec)
-    : weight_(local, *group, runtime->options.alignment),
+    : weight_(local, *group,
+              std::lcm(runtime->options.alignment, quantized_row_alignment(precision.recipe))),
       group_(std::move(group)),
       runtime_(std::move(runtime)),
       exec_(exec) {
@@ -37,6 +41,15 @@ Tensor ShardedWeightSource::weight_for_forward(PassContext& pass) {
 
 Tensor ShardedWeightSource::weight_for_backward(PassContext& pass) {
   return runtime_->chain.materialize(*this, Use::backward, pass);
+}
+
+Tensor ShardedWeightSource::quantized_weight(GemmQuantizer& quantizer, bool columnwise,
+                                             PassContext& pass) {
+  const QuantizedGather g = gather_quantized(quantizer, *group_, weight_.parameter().value,
+                                             weight_.rows(), columnwise, pass);
+  quantized_bytes_ += g.bytes_sent;
+  quantized_elements_ += g.elements;
+  return quantizer.operand_of(g.weight, columnwise);
 }
 
 comm::Work ShardedWeightSource::gather(Use use) {

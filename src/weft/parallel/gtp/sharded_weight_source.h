@@ -16,7 +16,9 @@
 //                                    backward, waits for it and adds it in
 // The weights stay valid until the next weight of the chain is materialized
 // (the GEMMs that read them are done by then), not until the end of the
-// pass. Under bf16 the shard is cast into its place in the gathered buffer
+// pass. Under a quantized recipe (FP8, MXFP8, NVFP4) the shard is quantized
+// and gathered in that format instead (quantized_weight, quantized_gather.h).
+// Under bf16 the shard is cast into its place in the gathered buffer
 // and gathered in place: half the bytes of an f32 gather.
 #pragma once
 
@@ -47,6 +49,12 @@ class ShardedWeightSource final : public WeightSource {
   Tensor weight_grad(PassContext& pass) override;
   void finalize_weight_grad(PassContext& pass, const Tensor& wgrad) override;
   Parameter& parameter() override { return weight_.parameter(); }
+  // Quantized recipes: the shard quantized and gathered in the quantized
+  // format (quantized_gather.h), outside the prefetch chain (synchronous).
+  Tensor quantized_weight(GemmQuantizer& quantizer, bool columnwise, PassContext& pass) override;
+  // Bytes and elements this rank sent in quantized gathers so far.
+  int64_t quantized_bytes_sent() const { return quantized_bytes_; }
+  int64_t quantized_elements_sent() const { return quantized_elements_; }
 
   const ShardedParameter& sharded() const { return weight_; }
   comm::ProcessGroup& group() const { return *group_; }
@@ -78,6 +86,7 @@ class ShardedWeightSource final : public WeightSource {
   WeightCache::Ticket forward_ = 0, backward_ = 0, gradient_ = 0;
   // Full-gradient accumulation: the step's full gradient (tag grads).
   Tensor accumulated_;
+  int64_t quantized_bytes_ = 0, quantized_elements_ = 0;
 };
 
 }  // namespace weft::parallel::gtp
