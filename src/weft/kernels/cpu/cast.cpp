@@ -212,8 +212,8 @@ void transpose_tile_avx2(const float*, int64_t, float*) {}
 float amax(const ExecContext& ec, const Tensor& x) {
   check_input(x, "amax");
   const int64_t n = x.numel();
-  constexpr int64_t kChunk = 1 << 14;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  constexpr int64_t kSegment = 1 << 14;
+  const int64_t chunks = (n + kSegment - 1) / kSegment;
   float m = 0.0f;
   bool nan = false;
 #pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max  \
@@ -221,7 +221,7 @@ float amax(const ExecContext& ec, const Tensor& x) {
     reduction(||                                                                   \
               : nan)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kChunk, len = std::min(kChunk, n - begin);
+    const int64_t begin = c * kSegment, len = std::min(kSegment, n - begin);
     std::vector<float> buf;
     const float* p = nullptr;
     if (x.dtype() == DType::f32) {

@@ -14,7 +14,8 @@
 #include "weft/core/dtype.h"
 #include "weft/core/error.h"
 
-#if defined(__x86_64__) && !defined(WEFT_NO_MULTIVERSIONING)
+// Clang does not multiversion function templates: one baseline version there.
+#if defined(__x86_64__) && !defined(WEFT_NO_MULTIVERSIONING) && !defined(__clang__)
 #define WEFT_CAST_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
 #else
 #define WEFT_CAST_CLONES
