@@ -20,7 +20,10 @@
 // (AVX-512 here), so the AVX2 one is checked against it directly on any x86
 // machine that has AVX2.
 #if defined(__x86_64__)
-#define WEFT_NO_MULTIVERSIONING
+#if !defined(WEFT_NO_MULTIVERSIONING)  // sanitizer builds define it already
+#define WEFT_NO_MULTIVERSIONING 1
+#define WEFT_CAST_TEST_OWNS_NO_MULTIVERSIONING 1
+#endif
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 namespace cast_avx2 {
@@ -29,7 +32,10 @@ using namespace ::weft;  // NOLINT: the header names weft's types unqualified
 #include "weft/kernels/cpu/cast_blocks.h"
 }  // namespace cast_avx2
 #pragma GCC pop_options
+#if defined(WEFT_CAST_TEST_OWNS_NO_MULTIVERSIONING)
 #undef WEFT_NO_MULTIVERSIONING
+#undef WEFT_CAST_TEST_OWNS_NO_MULTIVERSIONING
+#endif
 #define WEFT_CAST_AVX2_VARIANT 1
 #endif
 
