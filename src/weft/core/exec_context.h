@@ -2,15 +2,18 @@
 //
 // On the CPU it is the rank's thread team: kernels use threads() threads
 // (0: weft::num_threads() of the calling thread, which under the local
-// backend is the rank's thread). A CUDA context will add a stream; kernels
-// enqueue on it and comm::Work::wait(context) orders it after a collective.
+// backend is the rank's thread). On a GPU it is a CUDA stream: kernels
+// enqueue on it and return without waiting, and comm::Work::wait(context)
+// orders it after a collective.
 // Every kernel takes the context it runs on and dispatches on the tensors'
 // device; every allocation above kernels/ goes through a context, so no code
 // outside core/ and kernels/ names a device.
 //
-// A context is a small value: copies share whatever the device needs (a
-// stream, later), so a ParallelContext holds one and hands out references.
+// A context is a small value: copies share whatever the device needs (the
+// stream), so a ParallelContext holds one and hands out references.
 #pragma once
+
+#include <memory>
 
 #include "weft/core/tensor.h"
 
@@ -24,10 +27,21 @@ class ExecContext {
 
   // The default context of the calling thread (the host, default threads).
   static const ExecContext& host();
+  // A context on GPU `index` with a stream of its own (throws weft::Error
+  // when this build or machine has no such GPU).
+  static ExecContext cuda(int index);
+  // The host context for Device::cpu(), a new CUDA context otherwise.
+  static ExecContext on(Device device);
 
   Device device() const { return device_; }
   // Threads a CPU kernel on this context uses.
   int threads() const;
+  // The CUDA stream (cudaStream_t) kernels on this context enqueue on; null
+  // on the CPU.
+  void* stream() const { return stream_.get(); }
+  // Blocks the host until everything queued on this context finished (a
+  // no-op on the CPU, whose kernels finish before they return).
+  void synchronize() const;
 
   // Allocation on this context's device.
   Tensor empty(const Shape& shape, DType dtype = DType::f32,
@@ -46,6 +60,7 @@ class ExecContext {
  private:
   Device device_ = Device::cpu();
   int threads_ = 0;
+  std::shared_ptr<void> stream_;
 };
 
 }  // namespace weft

@@ -6,6 +6,7 @@
 #include <new>
 #include <unordered_map>
 
+#include "weft/core/cuda.h"
 #include "weft/core/error.h"
 
 namespace weft {
@@ -137,7 +138,11 @@ ScopedMemoryTag::~ScopedMemoryTag() { t_tag = previous_; }
 
 void* allocate_bytes(Device d, int64_t bytes, MemoryTag tag, MemoryTracker& tracker) {
   WEFT_CHECK(bytes >= 0, "cannot allocate a negative number of bytes ({})", bytes);
-  WEFT_CHECK(d.is_cpu(), "cannot allocate on {}: this build of weft has no CUDA support", d);
+  if (d.is_cuda()) {
+    void* p = cuda::allocate(d, static_cast<size_t>(bytes));
+    tracker.on_alloc(d, tag, bytes);
+    return p;
+  }
   size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
   void* p = take_cached(rounded);
   if (!p && rounded) p = std::aligned_alloc(64, rounded);
@@ -147,6 +152,11 @@ void* allocate_bytes(Device d, int64_t bytes, MemoryTag tag, MemoryTracker& trac
 }
 
 void free_bytes(void* p, Device d, int64_t bytes, MemoryTag tag, MemoryTracker& tracker) {
+  if (d.is_cuda()) {
+    cuda::release(p, d);
+    tracker.on_free(d, tag, bytes);
+    return;
+  }
   if (!p || !keep_cached(p, (static_cast<size_t>(bytes) + 63) / 64 * 64)) std::free(p);
   tracker.on_free(d, tag, bytes);
 }

@@ -84,7 +84,8 @@ class ScopedMemoryTag {
   MemoryTag previous_;
 };
 
-// Raw allocation with accounting. CPU memory is 64-byte aligned. Throws
+// Raw allocation with accounting. CPU memory is 64-byte aligned; CUDA memory
+// comes from the device's caching allocator (core/cuda.h). Throws
 // weft::Error for devices this build cannot allocate on. Freed host blocks of
 // 1 MiB or more are kept (up to 1 GiB in all) and handed out again for the
 // same size, so steady-state steps touch no fresh pages; the accounting counts

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "weft/core/cuda.h"
+
 namespace weft {
 
 Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::span(dims.begin(), dims.size())) {}
@@ -97,8 +99,16 @@ void* Tensor::raw() const {
   return static_cast<char*>(storage_->data()) + offset_;
 }
 
+void Tensor::check_host() const {
+  WEFT_CHECK(device().is_cpu(),
+             "a tensor on {} is not addressable from the host: copy it first (to(Device::cpu())), "
+             "or pass it to a kernel with a context on its device",
+             device());
+}
+
 uint16_t* Tensor::bf16_data() const {
   WEFT_CHECK(dtype_ == DType::bf16, "tensor holds {}, not bf16", dtype_name(dtype_));
+  check_host();
   return static_cast<uint16_t*>(raw());
 }
 
@@ -138,7 +148,7 @@ Tensor Tensor::rows(int64_t start, int64_t length) const {
 
 Tensor Tensor::clone(MemoryTag tag) const {
   Tensor t = empty(shape_, dtype_, device(), tag);
-  if (nbytes() > 0) std::memcpy(t.raw(), raw(), static_cast<size_t>(nbytes()));
+  t.copy_from(*this);
   return t;
 }
 
@@ -149,18 +159,44 @@ Tensor Tensor::to(DType dtype) const {
   return t;
 }
 
+Tensor Tensor::to(Device device) const {
+  if (device == this->device()) return *this;
+  Tensor t = empty(shape_, dtype_, device, storage_ ? storage_->tag() : current_memory_tag());
+  t.copy_from(*this);
+  return t;
+}
+
 void Tensor::copy_from(const Tensor& src) {
   WEFT_CHECK(src.numel() == numel(), "copy of {} elements into a tensor of {} ({} vs {})",
              src.numel(), numel(), src.shape(), shape_);
-  WEFT_CHECK(device().is_cpu() && src.device().is_cpu(), "copy_from supports cpu tensors only");
-  if (src.dtype_ == dtype_) {
-    std::memmove(raw(), src.raw(), static_cast<size_t>(nbytes()));
-  } else {
-    convert(src.raw(), src.dtype_, raw(), dtype_, numel());
+  if (numel() == 0) return;
+  if (device().is_cpu() && src.device().is_cpu()) {
+    if (src.dtype_ == dtype_) {
+      std::memmove(raw(), src.raw(), static_cast<size_t>(nbytes()));
+    } else {
+      convert(src.raw(), src.dtype_, raw(), dtype_, numel());
+    }
+    return;
   }
+  if (src.dtype_ == dtype_) {
+    cuda::copy_bytes(raw(), device(), src.raw(), src.device(), static_cast<size_t>(nbytes()));
+    return;
+  }
+  // A conversion between devices goes through the host (tools and tests;
+  // kernels convert on the device with kernels::cast).
+  const Tensor host_src = src.to(Device::cpu());
+  Tensor host_dst = empty(shape_, dtype_, Device::cpu());
+  host_dst.copy_from(host_src);
+  copy_from(host_dst);
 }
 
 void Tensor::fill(float value) {
+  if (device().is_cuda()) {
+    Tensor host = empty(shape_, dtype_, Device::cpu());
+    host.fill(value);
+    copy_from(host);
+    return;
+  }
   int64_t n = numel();
   if (dtype_ == DType::f32) {
     std::fill_n(data<float>(), n, value);
@@ -173,10 +209,16 @@ void Tensor::fill(float value) {
 }
 
 void Tensor::zero() {
-  if (nbytes() > 0) std::memset(raw(), 0, static_cast<size_t>(nbytes()));  // empty: no storage
+  if (nbytes() == 0) return;  // empty: no storage
+  if (device().is_cuda()) {
+    cuda::zero_bytes(raw(), device(), static_cast<size_t>(nbytes()));
+  } else {
+    std::memset(raw(), 0, static_cast<size_t>(nbytes()));
+  }
 }
 
 std::vector<float> Tensor::to_vector() const {
+  if (device().is_cuda()) return to(Device::cpu()).to_vector();
   std::vector<float> out(static_cast<size_t>(numel()));
   convert(raw(), dtype_, out.data(), DType::f32, numel());
   return out;
@@ -184,6 +226,12 @@ std::vector<float> Tensor::to_vector() const {
 
 float Tensor::item(int64_t i) const {
   WEFT_CHECK(i >= 0 && i < numel(), "index {} out of range for {} elements", i, numel());
+  if (device().is_cuda()) {
+    // One element (a whole byte for packed fp4) brought to the host.
+    const int64_t first = dtype_ == DType::e2m1 ? i / 2 * 2 : i;
+    const int64_t count = dtype_ == DType::e2m1 ? std::min<int64_t>(2, numel() - first) : 1;
+    return reshape({numel()}).narrow(first, count).to(Device::cpu()).item(i - first);
+  }
   float v;
   if (dtype_ == DType::e2m1) {
     uint8_t byte = static_cast<const uint8_t*>(raw())[i / 2];

@@ -111,11 +111,15 @@ class Tensor {
   DType dtype() const { return dtype_; }
   Device device() const { return storage_ ? storage_->device() : Device::cpu(); }
 
+  // The first element's address, on the tensor's device (a device pointer
+  // for a CUDA tensor: only kernels/cuda/ dereferences it).
   void* raw() const;
+  // Host pointers to the elements; throw weft::Error for a tensor on a GPU.
   template <typename T>
   T* data() const {
     WEFT_CHECK(dtype_ == dtype_of<T>(), "tensor holds {}, not the requested element type",
                dtype_name(dtype_));
+    check_host();
     return static_cast<T*>(raw());
   }
   // bf16 storage as raw 16-bit words.
@@ -130,12 +134,16 @@ class Tensor {
 
   // Copies.
   Tensor clone(MemoryTag tag = current_memory_tag()) const;
-  Tensor to(DType dtype) const;       // same tensor when the dtype already matches
-  void copy_from(const Tensor& src);  // same shape; converts dtype
+  Tensor to(DType dtype) const;    // same tensor when the dtype already matches
+  Tensor to(Device device) const;  // same tensor when already there; synchronous
+  // Same number of elements; converts dtype; copies between devices
+  // (synchronous: complete when it returns, after the kernels queued before it).
+  void copy_from(const Tensor& src);
   void fill(float value);
   void zero();
 
-  // Element access for tests and tools (converts through f32).
+  // Element access for tests and tools (converts through f32; copies a GPU
+  // tensor to the host first).
   std::vector<float> to_vector() const;
   float item(int64_t flat_index) const;
 
@@ -145,6 +153,7 @@ class Tensor {
   bool sole_owner() const { return storage_ && storage_.use_count() == 1; }
 
  private:
+  void check_host() const;
   std::shared_ptr<Storage> storage_;
   int64_t offset_ = 0;  // bytes
   Shape shape_;

@@ -19,7 +19,15 @@ Device kernel_device(const ExecContext& ec, const char* kernel,
 }
 
 void no_kernel(const char* kernel, Device device) {
-  WEFT_FAIL("{}: tensors on {} but this build of weft has no CUDA kernels", kernel, device);
+#if WEFT_HAVE_CUDA
+  WEFT_FAIL("{}: tensors on {}, but this kernel has no CUDA implementation yet; run it on the CPU",
+            kernel, device);
+#else
+  WEFT_FAIL(
+      "{}: tensors on {} but this build of weft has no CUDA support (configure with "
+      "-DWEFT_CUDA=ON where nvcc is installed)",
+      kernel, device);
+#endif
 }
 
 }  // namespace weft::kernels::detail

@@ -1,0 +1,80 @@
+// CachingAllocator: the bookkeeping of weft's device memory, independent of
+// the device so that it is tested on any machine.
+//
+// Device allocations (cudaMalloc) synchronize the device and cost tens of
+// microseconds; a training step allocates and frees the same sizes every
+// time. Freed blocks are therefore kept and handed to the next request that
+// fits, so a steady-state step allocates nothing from the driver.
+//
+// Blocks belong to the stream they were allocated for, as in PyTorch's
+// allocator: work on one stream runs in order, so a block freed on the host
+// while a kernel queued on its stream still reads it may go to the next
+// allocation on that same stream (whose kernels run after the reader), but
+// never to another stream. A tensor used on a second stream must be kept
+// alive by its user until that stream is done with it.
+//
+// A request is served by the smallest cached block of its stream that holds
+// it and wastes less than half of it; sizes are rounded to 512 bytes. When
+// the driver refuses an allocation, every cached block is returned to it
+// (release_cached) and the allocation is tried once more.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+namespace weft {
+
+class CachingAllocator {
+ public:
+  // raw_alloc returns null when the device is out of memory; raw_free gives
+  // a block back to the driver.
+  using RawAlloc = std::function<void*(size_t bytes)>;
+  using RawFree = std::function<void(void* p)>;
+
+  struct Stats {
+    int64_t driver_allocations = 0;  // raw_alloc calls that succeeded
+    int64_t driver_frees = 0;
+    int64_t reused = 0;          // requests served from the cache
+    int64_t reserved_bytes = 0;  // held from the driver: live + cached
+    int64_t cached_bytes = 0;    // free blocks kept
+    int64_t live_bytes = 0;      // handed out and not yet freed (rounded sizes)
+  };
+
+  CachingAllocator(RawAlloc raw_alloc, RawFree raw_free);
+  ~CachingAllocator();  // returns every cached block; live blocks are leaked
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // A block of at least `bytes` for work on `stream` (an opaque handle);
+  // null only for 0 bytes. Throws weft::Error when the device has no memory
+  // left even after the cache was emptied.
+  void* allocate(size_t bytes, const void* stream);
+  // Returns a block from allocate() to the cache of its stream.
+  void free(void* p);
+  // Gives every cached block back to the driver.
+  void release_cached();
+
+  Stats stats() const;
+  static size_t round_size(size_t bytes) { return (bytes + 511) / 512 * 512; }
+
+ private:
+  struct Block {
+    size_t size;
+    const void* stream;
+  };
+  void release_cached_locked();
+
+  RawAlloc raw_alloc_;
+  RawFree raw_free_;
+  mutable std::mutex mu_;
+  std::unordered_map<void*, Block> live_;
+  // Per stream: size -> block.
+  std::map<const void*, std::multimap<size_t, void*>> cached_;
+  Stats stats_;
+};
+
+}  // namespace weft

@@ -1,0 +1,212 @@
+#include "weft/core/cuda.h"
+
+#include "weft/core/error.h"
+
+#if WEFT_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include <array>
+#include <mutex>
+#endif
+
+namespace weft::cuda {
+
+namespace {
+thread_local Stream t_allocation_stream = nullptr;
+}  // namespace
+
+Stream allocation_stream() { return t_allocation_stream; }
+ScopedAllocationStream::ScopedAllocationStream(Stream stream) : previous_(t_allocation_stream) {
+  t_allocation_stream = stream;
+}
+ScopedAllocationStream::~ScopedAllocationStream() { t_allocation_stream = previous_; }
+
+#if WEFT_HAVE_CUDA
+
+#define WEFT_CUDA_CALL(call, what)                                                        \
+  do {                                                                                    \
+    const cudaError_t weft_cuda_status = (call);                                          \
+    WEFT_CHECK(weft_cuda_status == cudaSuccess, "CUDA {} failed: {} ({})", what,          \
+               cudaGetErrorString(weft_cuda_status), cudaGetErrorName(weft_cuda_status)); \
+  } while (0)
+
+namespace {
+
+constexpr int kMaxDevices = 16;
+
+struct Runtime {
+  int count = 0;
+  std::string reason;
+};
+
+const Runtime& runtime() {
+  static const Runtime r = [] {
+    Runtime out;
+    const cudaError_t status = cudaGetDeviceCount(&out.count);
+    if (status != cudaSuccess) {
+      out.count = 0;
+      out.reason = format("the CUDA runtime found no usable GPU ({}: {})", cudaGetErrorName(status),
+                          cudaGetErrorString(status));
+      cudaGetLastError();  // clear the sticky error of a failed probe
+    } else if (out.count == 0) {
+      out.reason = "the CUDA runtime sees no GPU on this machine";
+    }
+    return out;
+  }();
+  return r;
+}
+
+class SetDevice {
+ public:
+  explicit SetDevice(int device) {
+    WEFT_CUDA_CALL(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) WEFT_CUDA_CALL(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~SetDevice() {
+    int now = 0;
+    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+  }
+  SetDevice(const SetDevice&) = delete;
+  SetDevice& operator=(const SetDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+CachingAllocator& allocator(int device) {
+  // Never destroyed: tensors may be freed during static destruction, after
+  // the CUDA runtime itself is gone.
+  static std::array<CachingAllocator*, kMaxDevices> allocators{};
+  static std::once_flag once[kMaxDevices];
+  std::call_once(once[device], [device] {
+    allocators[static_cast<size_t>(device)] = new CachingAllocator(
+        [device](size_t bytes) -> void* {
+          SetDevice guard(device);
+          void* p = nullptr;
+          if (cudaMalloc(&p, bytes) != cudaSuccess) {
+            cudaGetLastError();  // out of memory is not sticky: clear it and report null
+            return nullptr;
+          }
+          return p;
+        },
+        [device](void* p) {
+          SetDevice guard(device);
+          cudaFree(p);
+        });
+  });
+  return *allocators[static_cast<size_t>(device)];
+}
+
+cudaMemcpyKind copy_kind(Device dst, Device src) {
+  if (dst.is_cpu()) return src.is_cpu() ? cudaMemcpyHostToHost : cudaMemcpyDeviceToHost;
+  return src.is_cpu() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
+}
+
+}  // namespace
+
+bool built() { return true; }
+int device_count() { return runtime().count; }
+std::string unavailable_reason() { return runtime().reason; }
+
+std::string device_description(int index) {
+  check_device(Device::cuda(index));
+  cudaDeviceProp prop{};
+  WEFT_CUDA_CALL(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  return format("{} (sm_{}{}, {} SMs, {:.1f} GiB)", prop.name, prop.major, prop.minor,
+                prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+}
+
+void check_device(Device d) {
+  WEFT_CHECK(d.is_cuda(), "{} is not a CUDA device", d);
+  WEFT_CHECK(device_count() > 0, "cannot use {}: {}", d, unavailable_reason());
+  WEFT_CHECK(d.index >= 0 && d.index < device_count() && d.index < kMaxDevices,
+             "cannot use {}: this machine has {} GPU(s), cuda:0 to cuda:{}", d, device_count(),
+             device_count() - 1);
+}
+
+std::shared_ptr<void> new_stream(int device) {
+  check_device(Device::cuda(device));
+  SetDevice guard(device);
+  cudaStream_t stream = nullptr;
+  WEFT_CUDA_CALL(cudaStreamCreate(&stream), "cudaStreamCreate");
+  return std::shared_ptr<void>(stream, [device](void* s) {
+    SetDevice inner(device);
+    cudaStreamDestroy(static_cast<cudaStream_t>(s));
+  });
+}
+
+void synchronize(Stream stream, int device) {
+  SetDevice guard(device);
+  WEFT_CUDA_CALL(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "stream synchronize");
+}
+
+void synchronize_device(int device) {
+  SetDevice guard(device);
+  WEFT_CUDA_CALL(cudaDeviceSynchronize(), "device synchronize");
+}
+
+void* allocate(Device d, size_t bytes) {
+  check_device(d);
+  return allocator(d.index).allocate(bytes, t_allocation_stream);
+}
+
+void release(void* p, Device d) {
+  if (p) allocator(d.index).free(p);
+}
+
+CachingAllocator::Stats allocator_stats(Device d) {
+  check_device(d);
+  return allocator(d.index).stats();
+}
+
+void empty_cache(Device d) {
+  check_device(d);
+  allocator(d.index).release_cached();
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  if (bytes == 0) return;
+  const Device on = dst_device.is_cuda() ? dst_device : src_device;
+  SetDevice guard(on.index);
+  WEFT_CUDA_CALL(cudaMemcpy(dst, src, bytes, copy_kind(dst_device, src_device)), "cudaMemcpy");
+}
+
+void zero_bytes(void* p, Device d, size_t bytes) {
+  if (bytes == 0) return;
+  SetDevice guard(d.index);
+  WEFT_CUDA_CALL(cudaMemset(p, 0, bytes), "cudaMemset");
+}
+
+#else  // a build without the CUDA backend
+
+namespace {
+[[noreturn]] void not_built(const char* what) {
+  WEFT_FAIL(
+      "{}: this build of weft has no CUDA support; rebuild with nvcc on PATH "
+      "(cmake -DWEFT_CUDA=ON)",
+      what);
+}
+}  // namespace
+
+bool built() { return false; }
+int device_count() { return 0; }
+std::string unavailable_reason() {
+  return "this build of weft has no CUDA support (configure with -DWEFT_CUDA=ON)";
+}
+std::string device_description(int) { not_built("device_description"); }
+void check_device(Device d) { WEFT_FAIL("cannot use {}: {}", d, unavailable_reason()); }
+std::shared_ptr<void> new_stream(int) { not_built("new_stream"); }
+void synchronize(Stream, int) { not_built("synchronize"); }
+void synchronize_device(int) { not_built("synchronize_device"); }
+void* allocate(Device d, size_t) {
+  WEFT_FAIL("cannot allocate on {}: {}", d, unavailable_reason());
+}
+void release(void*, Device) {}
+CachingAllocator::Stats allocator_stats(Device) { not_built("allocator_stats"); }
+void empty_cache(Device) { not_built("empty_cache"); }
+void copy_bytes(void*, Device, const void*, Device, size_t) { not_built("copy_bytes"); }
+void zero_bytes(void*, Device, size_t) { not_built("zero_bytes"); }
+
+#endif
+
+}  // namespace weft::cuda

@@ -1,0 +1,68 @@
+// The CUDA runtime as the rest of weft sees it: devices, streams, device
+// memory and copies. Declared in every build, so that code above core/ can ask
+// whether a GPU is there; without the CUDA backend (WEFT_CUDA=OFF, or no
+// toolkit at configure time) device_count() is 0 and everything else throws
+// weft::Error saying so. No CUDA header is included here: streams travel as
+// opaque pointers (cudaStream_t).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "weft/core/caching_allocator.h"
+#include "weft/core/device.h"
+
+namespace weft::cuda {
+
+// Whether this build has the CUDA backend.
+bool built();
+// GPUs the CUDA runtime sees; 0 when the build has no CUDA backend, or the
+// machine no driver or no GPU.
+int device_count();
+// Why device_count() is 0, as a sentence for a skip or an error message;
+// empty when there is a GPU.
+std::string unavailable_reason();
+// "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)".
+std::string device_description(int index);
+// Throws weft::Error unless `d` is a CUDA device this process can use.
+void check_device(Device d);
+
+using Stream = void*;  // cudaStream_t
+// A new stream on `device`, destroyed with its last handle. It synchronizes
+// with the legacy default stream, so the synchronous copies below (and the
+// host reads of tensors) see every kernel queued before them.
+std::shared_ptr<void> new_stream(int device);
+// Blocks the host until all work queued on `stream` finished.
+void synchronize(Stream stream, int device);
+// Blocks the host until all work on `device` finished.
+void synchronize_device(int device);
+
+// Device memory, through a caching allocator per device (core/caching_allocator.h).
+// A block belongs to the calling thread's allocation stream (below).
+void* allocate(Device d, size_t bytes);
+void release(void* p, Device d);
+CachingAllocator::Stats allocator_stats(Device d);
+// Gives every cached block of `d` back to the driver.
+void empty_cache(Device d);
+
+// The stream that allocations of the calling thread are made for (null: the
+// legacy default stream). ExecContext sets it around its allocations.
+Stream allocation_stream();
+class ScopedAllocationStream {
+ public:
+  explicit ScopedAllocationStream(Stream stream);
+  ~ScopedAllocationStream();
+  ScopedAllocationStream(const ScopedAllocationStream&) = delete;
+  ScopedAllocationStream& operator=(const ScopedAllocationStream&) = delete;
+
+ private:
+  Stream previous_;
+};
+
+// Byte copies between any two devices (host included), complete when they return.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// Sets `bytes` bytes of device memory to zero, complete when it returns.
+void zero_bytes(void* p, Device d, size_t bytes);
+
+}  // namespace weft::cuda
