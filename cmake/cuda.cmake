@@ -37,6 +37,12 @@ if(WEFT_CUDA STREQUAL "ON" OR
   endif()
 endif()
 if(WEFT_HAVE_CUDA)
+  # weft's headers are C++20. CMake 3.25 does not know nvcc 13's flag for it
+  # (and refuses CUDA sources in a C++20 target): tell it.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   if(CCACHE_PROGRAM)

@@ -9,6 +9,7 @@
 #include "direct_gemm.h"
 #include "synthetic_data.h"
 #include "weft/comm/world.h"
+#include "weft/core/cuda.h"
 #include "weft/core/threads.h"
 #include "weft/train/json.h"
 #include "weft/train/trainer.h"
@@ -23,6 +24,7 @@ struct Measured {
   double tokens_per_s = 0;
   double flops_per_token = 0;
   int64_t peak_bytes = 0;  // largest rank
+  double llmc_flops_per_token = 0;
 };
 
 // 6 FLOPs per parameter per token (forward 2, backward 4) for the GEMMs, plus
@@ -31,6 +33,26 @@ double flops_per_token(const train::TrainConfig& c, int64_t params) {
   const double wpe = static_cast<double>(c.model.seq * c.model.width);
   return 6.0 * (static_cast<double>(params) - wpe) +
          12.0 * static_cast<double>(c.model.layers * c.model.seq * c.model.width);
+}
+
+// llm.c's count for its MFU: 6 FLOPs per parameter per token, wpe included,
+// plus 6·L·C·T for attention.
+double llmc_flops_per_token(const train::TrainConfig& c, int64_t params) {
+  return 6.0 * static_cast<double>(params) +
+         6.0 * static_cast<double>(c.model.layers * c.model.width * c.model.seq);
+}
+
+// The dense peak of the GPU's tensor cores (bf16) or CUDA cores (f32), in
+// TFLOP/s, from NVIDIA's data sheets: H100 SXM and H200 989.4 bf16 / 66.9 f32,
+// H100 PCIe 756 / 51.2; 0 for a GPU not in the list (pass --peak-tflops).
+double gpu_peak_tflops(const std::string& description, DType dtype) {
+  const bool bf16 = dtype == DType::bf16;
+  if (description.find("H100 PCIe") != std::string::npos) return bf16 ? 756.0 : 51.2;
+  if (description.find("H100") != std::string::npos ||
+      description.find("H200") != std::string::npos) {
+    return bf16 ? 989.4 : 66.9;
+  }
+  return 0.0;
 }
 
 Measured measure(train::TrainConfig cfg, int warmup, int steps) {
@@ -64,6 +86,7 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps) {
               sum.comm / n,    sum.gemm / n,     sum.total / n};
     m.tokens_per_s = static_cast<double>(tokens) / sum.total;
     m.flops_per_token = flops_per_token(cfg, params);
+    m.llmc_flops_per_token = llmc_flops_per_token(cfg, params);
     m.peak_bytes = *std::max_element(peaks.begin(), peaks.end());
   });
   return m;
@@ -88,6 +111,20 @@ void print_table(const std::vector<Measured>& rows, const Measured& base, double
         1e3 * r.mean.backward, 1e3 * r.mean.optimizer, 1e3 * r.mean.comm, 1e3 * r.mean.gemm,
         r.tokens_per_s * r.flops_per_token / 1e9, static_cast<double>(r.peak_bytes) / (1 << 20),
         r.tokens_per_s / base.tokens_per_s, limit, 100 * r.tokens_per_s / limit);
+  }
+}
+
+// On a GPU the yardstick is the data sheet's peak: MFU as llm.c reports it,
+// model FLOPs per second (llm.c's count) over the dense peak.
+void print_gpu_table(const std::vector<Measured>& rows, double peak_tflops) {
+  std::printf("%-18s %10s %9s %9s %9s %9s %9s %9s %7s\n", "layout", "tokens/s", "step ms", "fwd ms",
+              "bwd ms", "optim ms", "TFLOP/s", "peak MiB", "MFU");
+  for (const Measured& r : rows) {
+    const double tflops = r.tokens_per_s * r.llmc_flops_per_token / 1e12;
+    std::printf("%-18s %10.0f %9.2f %9.2f %9.2f %9.2f %9.1f %9.1f %6.1f%%\n", r.label.c_str(),
+                r.tokens_per_s, 1e3 * r.mean.total, 1e3 * r.mean.forward, 1e3 * r.mean.backward,
+                1e3 * r.mean.optimizer, tflops, static_cast<double>(r.peak_bytes) / (1 << 20),
+                peak_tflops > 0 ? 100 * tflops / peak_tflops : 0.0);
   }
 }
 
@@ -144,6 +181,11 @@ cli::Options bench_step_options() {
       .option("overlap", "CONFIG", "off",
               "comm-GEMM overlap (as weft train --overlap: on, a list or a JSON file); the same "
               "layout is also timed without it, in the same run")
+      .option("device", "cpu|cuda|cuda:N", "cpu",
+              "where the step runs; on a GPU (one rank, --tp 1) the table reports MFU: model "
+              "FLOPs as llm.c counts them (6N + 6LCT per token) over the GPU's dense peak")
+      .option("peak-tflops", "X", "auto",
+              "the GPU's dense peak in TFLOP/s for MFU (auto: from the data sheet of H100/H200)")
       .option("steps", "N", "5", "timed steps")
       .option("warmup", "N", "1", "untimed steps first (primitive creation, first touch)")
       .flag("no-baseline", "skip the TP=1 x DP=1 baseline")
@@ -160,12 +202,13 @@ int bench_step(const std::vector<std::string>& args) {
   train::Json s = train::Json::object();
   s["preset"] = opts.str("preset");
   for (const char* key :
-       {"tp", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers", "overlap"})
+       {"tp", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers", "overlap", "device"})
     if (opts.given(key)) s[key] = opts.str(key);
   s["micro-batch"] = opts.given("micro-batch")      ? opts.str("micro-batch")
                      : opts.str("preset") == "tiny" ? "16"
                                                     : "1";
-  if (!opts.given("tp")) s["tp"] = "2";
+  const bool on_gpu = Device::parse(opts.str("device")).is_cuda();
+  if (!opts.given("tp")) s["tp"] = on_gpu ? "1" : "2";
   train::apply_settings(cfg, s, "");
   const int steps = static_cast<int>(opts.integer("steps"));
   const int warmup = static_cast<int>(opts.integer("warmup"));
@@ -176,6 +219,15 @@ int bench_step(const std::vector<std::string>& args) {
   cfg.dp = std::max(cfg.dp, 1);
   train::validate(cfg);
 
+  double peak_tflops = 0;
+  std::string gpu;
+  if (on_gpu) {
+    const Device device = Device::parse(cfg.device);
+    cuda::check_device(device);
+    gpu = cuda::device_description(device.index);
+    peak_tflops =
+        opts.given("peak-tflops") ? opts.number("peak-tflops") : gpu_peak_tflops(gpu, cfg.dtype);
+  }
   const bool json = opts.flag_set("json");
   const char* dtype = parallel::recipe_name(cfg.precision.recipe);
   if (!json) {
@@ -185,6 +237,11 @@ int bench_step(const std::vector<std::string>& args) {
         cfg.preset.c_str(), dtype, static_cast<long long>(cfg.model.layers),
         static_cast<long long>(cfg.model.width), static_cast<long long>(cfg.model.seq),
         static_cast<long long>(cfg.micro_batch), available_cores());
+    if (on_gpu) {
+      std::printf("%s on %s; dense peak %s\n", cfg.device.c_str(), gpu.c_str(),
+                  peak_tflops > 0 ? format("{:.1f} TFLOP/s", peak_tflops).c_str()
+                                  : "unknown (pass --peak-tflops for MFU)");
+    }
   }
   auto label = [](const train::TrainConfig& c) {
     std::string l = c.gtp > 1 ? format("tp {} x gtp {} x dp {}", c.tp, c.gtp, c.dp)
@@ -214,6 +271,32 @@ int bench_step(const std::vector<std::string>& args) {
   }
   rows.push_back(measure(cfg, warmup, steps));
   rows.back().label = label(cfg) + (is_base ? " (base)" : "");
+  if (on_gpu) {
+    if (json) {
+      for (const Measured& r : rows) {
+        train::Json j = train::Json::object();
+        j["layout"] = r.label;
+        j["preset"] = cfg.preset;
+        j["dtype"] = dtype;
+        j["device"] = cfg.device;
+        j["gpu"] = gpu;
+        j["tokens_per_s"] = r.tokens_per_s;
+        j["step_s"] = r.mean.total;
+        j["forward_s"] = r.mean.forward;
+        j["backward_s"] = r.mean.backward;
+        j["optimizer_s"] = r.mean.optimizer;
+        j["peak_memory_bytes"] = r.peak_bytes;
+        j["tflops"] = r.tokens_per_s * r.llmc_flops_per_token / 1e12;
+        j["peak_tflops"] = peak_tflops;
+        j["mfu"] =
+            peak_tflops > 0 ? r.tokens_per_s * r.llmc_flops_per_token / 1e12 / peak_tflops : 0.0;
+        std::cout << j.dump() << "\n";
+      }
+    } else {
+      print_gpu_table(rows, peak_tflops);
+    }
+    return 0;
+  }
   // The yardstick, in the same run: the direct oneDNN matmuls of one layer of
   // this model over the step's tokens per rank, on every core.
   set_num_threads(available_cores());

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,26 @@ TEST(CudaTensor, ViewsCopiesAndConversionsOnTheDevice) {
   b.copy_from(x);
   EXPECT_EQ(b.to_vector(), x.to(DType::bf16).to_vector());
   EXPECT_EQ(g.item(5), x.item(5));
+}
+
+TEST(CudaTensor, Bf16ConversionOnTheDeviceMatchesTheHost) {
+  WEFT_REQUIRE_GPU();
+  std::vector<float> v = testing::random_tensor({4099}, 5, -1e3f, 1e3f).to_vector();
+  v[0] = std::numeric_limits<float>::quiet_NaN();
+  v[1] = std::numeric_limits<float>::infinity();
+  v[2] = -0.0f;
+  v[3] = 3.0e38f;  // rounds to bf16 infinity
+  const Tensor x = Tensor::from({4099}, v);
+  Tensor b = Tensor::empty({4099}, DType::bf16, Device::cuda(0));
+  b.copy_from(gpu(x));
+  const Tensor expect = x.to(DType::bf16);
+  const Tensor got = host(b);
+  EXPECT_EQ(std::memcmp(got.raw(), expect.raw(), static_cast<size_t>(expect.nbytes())), 0);
+  Tensor back = Tensor::empty({4099}, DType::f32, Device::cuda(0));
+  back.copy_from(b);
+  const Tensor back_host = host(back);
+  const Tensor expect_back = expect.to(DType::f32);
+  EXPECT_EQ(std::memcmp(back_host.raw(), expect_back.raw(), 4099 * 4), 0);
 }
 
 TEST(CudaTensor, ZeroAndFill) {

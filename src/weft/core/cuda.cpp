@@ -206,6 +206,9 @@ CachingAllocator::Stats allocator_stats(Device) { not_built("allocator_stats"); 
 void empty_cache(Device) { not_built("empty_cache"); }
 void copy_bytes(void*, Device, const void*, Device, size_t) { not_built("copy_bytes"); }
 void zero_bytes(void*, Device, size_t) { not_built("zero_bytes"); }
+bool convert_on_device(const void*, DType, void*, DType, int64_t, Device) {
+  not_built("convert_on_device");
+}
 
 #endif
 

@@ -12,6 +12,7 @@
 
 #include "weft/core/caching_allocator.h"
 #include "weft/core/device.h"
+#include "weft/core/dtype.h"
 
 namespace weft::cuda {
 
@@ -64,5 +65,11 @@ class ScopedAllocationStream {
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 // Sets `bytes` bytes of device memory to zero, complete when it returns.
 void zero_bytes(void* p, Device d, size_t bytes);
+// Converts n elements in device memory of `d` between f32 and bf16 (the
+// conversions a step needs on the GPU), queued on the legacy default stream,
+// which orders it with every weft stream; false for other dtype pairs (the
+// caller converts through the host).
+bool convert_on_device(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n,
+                       Device d);
 
 }  // namespace weft::cuda

@@ -182,8 +182,11 @@ void Tensor::copy_from(const Tensor& src) {
     cuda::copy_bytes(raw(), device(), src.raw(), src.device(), static_cast<size_t>(nbytes()));
     return;
   }
-  // A conversion between devices goes through the host (tools and tests;
-  // kernels convert on the device with kernels::cast).
+  if (device() == src.device() &&
+      cuda::convert_on_device(src.raw(), src.dtype_, raw(), dtype_, numel(), device())) {
+    return;
+  }
+  // Other conversions involving a GPU go through the host (tools and tests).
   const Tensor host_src = src.to(Device::cpu());
   Tensor host_dst = empty(shape_, dtype_, Device::cpu());
   host_dst.copy_from(host_src);

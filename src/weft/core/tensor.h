@@ -136,8 +136,10 @@ class Tensor {
   Tensor clone(MemoryTag tag = current_memory_tag()) const;
   Tensor to(DType dtype) const;    // same tensor when the dtype already matches
   Tensor to(Device device) const;  // same tensor when already there; synchronous
-  // Same number of elements; converts dtype; copies between devices
-  // (synchronous: complete when it returns, after the kernels queued before it).
+  // Same number of elements; converts dtype; copies between devices. A copy
+  // involving the host is complete when it returns (after the kernels queued
+  // before it); one within a GPU is ordered with every weft stream without
+  // blocking the host (the legacy default stream).
   void copy_from(const Tensor& src);
   void fill(float value);
   void zero();

@@ -51,12 +51,12 @@ VocabParallelEmbedding::VocabParallelEmbedding(ContextPtr context, EmbeddingConf
       parallel::normal_init({cfg_.vocab, cfg_.channels}, pc_->seed, wte_name, cfg_.init_std);
   Tensor full = Tensor::zeros({padded_vocab_, cfg_.channels});
   std::memcpy(full.raw(), real.raw(), static_cast<size_t>(real.nbytes()));
-  wte_ = sharded_parameter(wte_name, full, 0, r, t, 1, true);
+  wte_ = sharded_parameter(wte_name, full, 0, r, t, 1, true, pc_->exec.device());
   wte_.spec.valid_rows = cfg_.vocab;
 
   Tensor pos =
       parallel::normal_init({cfg_.max_seq, cfg_.channels}, pc_->seed, wpe_name, cfg_.init_std);
-  wpe_ = sharded_parameter(wpe_name, pos, 0, 0, 1, 1, true);
+  wpe_ = sharded_parameter(wpe_name, pos, 0, 0, 1, 1, true, pc_->exec.device());
   if (t > 1) {
     wpe_.spec.replicated_over = parallel::replicated_groups(true);
     if (pc_->sequence_parallel()) wpe_.grad_sum_group = pc_->tp;

@@ -102,8 +102,10 @@ Tensor Gpt::tokens_for_group(const Tensor& tokens) const {
              tokens.shape());
   WEFT_CHECK(tokens.size(1) <= cfg_.seq, "sequence of {} tokens is longer than the context {}",
              tokens.size(1), cfg_.seq);
-  if (pc_->sp != SequenceParallel::batch || !pc_->tp_group()) return tokens;
-  return parallel::all_gather_along(*pc_->tp, tokens, 0);
+  // Token ids come from the host (the data loader): the model's device takes a copy.
+  const Tensor here = tokens.to(pc_->exec.device());
+  if (pc_->sp != SequenceParallel::batch || !pc_->tp_group()) return here;
+  return parallel::all_gather_along(*pc_->tp, here, 0);
 }
 
 Tensor Gpt::forward_hidden(Ctx& ctx, const Tensor& tokens) {

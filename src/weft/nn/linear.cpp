@@ -60,14 +60,15 @@ void Linear::init(bool own_weight) {
   if (own_weight) {
     Tensor full =
         parallel::normal_init({cfg_.out, cfg_.in}, pc_->seed, cfg_.name + ".weight", cfg_.init_std);
-    weight_ = sharded_parameter(cfg_.name + ".weight", full, cfg_.mode == Parallel::row ? 1 : 0,
-                                split ? r : 0, split ? t : 1, cfg_.out_groups, true);
+    weight_ =
+        sharded_parameter(cfg_.name + ".weight", full, cfg_.mode == Parallel::row ? 1 : 0,
+                          split ? r : 0, split ? t : 1, cfg_.out_groups, true, pc_->exec.device());
   }
   if (cfg_.bias) {
     Tensor zeros = Tensor::zeros({cfg_.out});
     const bool split_bias = split && cfg_.mode == Parallel::column;
     bias_ = sharded_parameter(cfg_.name + ".bias", zeros, 0, split_bias ? r : 0, split_bias ? t : 1,
-                              cfg_.out_groups, false);
+                              cfg_.out_groups, false, pc_->exec.device());
   }
   std::vector<Parameter*> mine;
   if (own_weight) mine.push_back(&weight_);

@@ -13,10 +13,11 @@ Norm::Norm(NormKind kind, ContextPtr context, NormConfig cfg)
              norm_kind_name(kind_), cfg_.width);
   WEFT_CHECK(cfg_.eps > 0.0f, "{}: {} needs a positive eps, got {}", cfg_.name,
              norm_kind_name(kind_), cfg_.eps);
-  weight_ =
-      sharded_parameter(cfg_.name + ".weight", Tensor::full({cfg_.width}, 1.0f), 0, 0, 1, 1, false);
+  weight_ = sharded_parameter(cfg_.name + ".weight", Tensor::full({cfg_.width}, 1.0f), 0, 0, 1, 1,
+                              false, pc_->exec.device());
   if (kind_ == NormKind::layer) {
-    bias_ = sharded_parameter(cfg_.name + ".bias", Tensor::zeros({cfg_.width}), 0, 0, 1, 1, false);
+    bias_ = sharded_parameter(cfg_.name + ".bias", Tensor::zeros({cfg_.width}), 0, 0, 1, 1, false,
+                              pc_->exec.device());
   }
   if (pc_->tp_size() > 1) {
     for (Parameter* p : own_parameters()) {

@@ -22,16 +22,18 @@ std::vector<std::string> replicated_groups(bool over_tp) {
   return {"gtp", "dp"};
 }
 
-Parameter make_parameter(std::string name, Tensor value, ShardSpec spec, bool decay) {
+Parameter make_parameter(std::string name, const Tensor& value, ShardSpec spec, bool decay,
+                         Device device) {
   WEFT_CHECK(value.dtype() == DType::f32, "parameter {} must be f32 (master weights), got {}", name,
              dtype_name(value.dtype()));
   Parameter p;
   p.name = std::move(name);
   {
     ScopedMemoryTag tag(MemoryTag::params);
-    p.value = value.clone();
+    p.value = Tensor::empty(value.shape(), DType::f32, device);
+    p.value.copy_from(value);
   }
-  p.grad = Tensor::zeros(value.shape(), DType::f32, value.device(), MemoryTag::grads);
+  p.grad = Tensor::zeros(value.shape(), DType::f32, device, MemoryTag::grads);
   p.spec = std::move(spec);
   p.decay = decay;
   return p;
@@ -121,9 +123,9 @@ Tensor shard_of(const ShardSpec& spec, const Tensor& full) {
 }
 
 Parameter sharded_parameter(const std::string& name, const Tensor& full, int dim, int rank,
-                            int size, int64_t blocks, bool decay) {
+                            int size, int64_t blocks, bool decay, Device device) {
   ShardSpec spec = split_spec(full.shape(), dim, "tp", rank, size, blocks);
-  return make_parameter(name, shard_of(spec, full), spec, decay);
+  return make_parameter(name, shard_of(spec, full), spec, decay, device);
 }
 
 }  // namespace weft::parallel

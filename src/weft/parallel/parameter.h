@@ -97,13 +97,16 @@ ShardSpec row_split_spec(ShardSpec tp_spec, const std::string& group_name, int r
 ShardSpec split_spec(const Shape& global, int dim, const std::string& group_name, int rank,
                      int group_size, int64_t blocks = 1);
 
-// A new parameter with a zeroed gradient, tagged for memory accounting.
-Parameter make_parameter(std::string name, Tensor value, ShardSpec spec, bool decay);
+// A new parameter with a zeroed gradient, tagged for memory accounting: a
+// copy of `value` on `device` (the model's, its context's device).
+Parameter make_parameter(std::string name, const Tensor& value, ShardSpec spec, bool decay,
+                         Device device = Device::cpu());
 
 // A parameter holding this rank's slice of `full` (drawn identically on every
-// rank), split along `dim` over the "tp" group of `size` ranks in `blocks`
-// equal blocks; the whole tensor when size is 1.
+// rank, on the host), split along `dim` over the "tp" group of `size` ranks in
+// `blocks` equal blocks; the whole tensor when size is 1. The slice is kept on
+// `device`.
 Parameter sharded_parameter(const std::string& name, const Tensor& full, int dim, int rank,
-                            int size, int64_t blocks, bool decay);
+                            int size, int64_t blocks, bool decay, Device device);
 
 }  // namespace weft::parallel

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "weft/core/cuda.h"
 #include "weft/parallel/gtp/runtime.h"
 
 namespace weft::train {
@@ -313,6 +314,19 @@ const std::vector<KeyDef>& key_defs() {
                    c.backend = to_choice(v, w, {"auto", "local", "mpi"});
                  },
                  [](const TrainConfig& c) { return Json(c.backend); }});
+    d.push_back({{"device", "cpu|cuda|cuda:N", "cpu",
+                  "where the model runs: the CPU, or one NVIDIA GPU (a build with CUDA; one rank: "
+                  "--tp 1, no --gtp or data parallelism yet)"},
+                 [](TrainConfig& c, const Json& v, const Where& w) {
+                   const std::string s = to_string(v, w);
+                   try {
+                     (void)Device::parse(s);
+                   } catch (const Error& e) {
+                     WEFT_FAIL("{}: {}", w.label(), e.what());
+                   }
+                   c.device = s;
+                 },
+                 [](const TrainConfig& c) { return Json(c.device); }});
     d.push_back(number_key({"bucket-mb", "MB", "", "data-parallel gradient bucket size in MiB"},
                            &TrainConfig::bucket_mb));
     d.push_back(string_key({"data", "FILES", "fortunes",
@@ -488,7 +502,7 @@ void apply_settings(TrainConfig& cfg, const Json& settings, const std::string& s
 }
 
 Json resumable_settings(const Json& settings) {
-  static const char* const kPerRun[] = {"dp", "backend", "resume", "init", "stop-at"};
+  static const char* const kPerRun[] = {"dp", "backend", "device", "resume", "init", "stop-at"};
   Json out = Json::object();
   if (!settings.is_object()) return out;
   for (const auto& [name, value] : settings.as_object()) {
@@ -630,6 +644,17 @@ void validate(const TrainConfig& c) {
   } catch (const Error& e) {
     WEFT_FAIL("--gtp-plan {}: {}", c.gtp_plan, e.what());
   }
+  if (const Device device = Device::parse(c.device); device.is_cuda()) {
+    cuda::check_device(device);
+    WEFT_CHECK(c.tp == 1 && c.gtp == 1 && c.dp <= 1 && c.backend != "mpi",
+               "--device {} runs one rank in this version of weft (--tp 1, no --gtp, --dp or "
+               "mpirun): the NCCL and local CUDA backends are not built yet; got --tp {} --gtp {}",
+               c.device, c.tp, c.gtp);
+    WEFT_CHECK(
+        !c.precision.quantized(),
+        "--precision {} has no GPU kernels yet: use --precision bf16 or f32 with --device {}",
+        parallel::recipe_name(c.precision.recipe), c.device);
+  }
   WEFT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every {} needs --save DIR",
              c.save_every);
   WEFT_CHECK(c.init.empty() || c.resume.empty(),
@@ -646,6 +671,7 @@ parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::P
   pc->precision = c.precision;
   if (!c.precision.quantized()) pc->precision.recipe = parallel::Precision::of(c.dtype).recipe;
   pc->seed = c.seed;
+  pc->exec = ExecContext::on(Device::parse(c.device));
   pc->overlap = overlap_config(c.overlap);
   parallel::gtp::Options options{
       .cache_weights = c.gtp_cache,

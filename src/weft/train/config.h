@@ -51,6 +51,7 @@ struct TrainConfig {
   // Comm-GEMM overlap (overlap_config): off, on, a list or a JSON file.
   std::string overlap = "off";
   std::string backend = "auto";  // auto (mpi under mpirun, else local), local, mpi
+  std::string device = "cpu";    // cpu, cuda, cuda:N (Device::parse)
   double bucket_mb = 25;
   // Data: empty = the default corpus (Debian's fortunes).
   // Comma-separated files and globs (see data.h).

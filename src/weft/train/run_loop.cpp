@@ -159,6 +159,9 @@ StepResult Trainer::step() {
   auto t = Clock::now();
   sync_->finish();
   if (shard_sync_) shard_sync_->finish();
+  // On a GPU the phases end when their kernels finish, not when they are queued.
+  const ExecContext& ec = model_->context()->exec;
+  ec.synchronize();
   r.times.backward += seconds_since(t);
   // The quantized recipes' step end: delayed scaling reduces every amax of
   // the step over its group in one collective and updates the scales.
@@ -183,6 +186,7 @@ StepResult Trainer::step() {
   r.lr = schedule.at(step_);
   optimizer_->step(static_cast<float>(r.lr), optim::clip_scale(r.grad_norm, cfg_.grad_clip));
   model_->zero_grad();
+  ec.synchronize();
   r.times.optimizer = seconds_since(t);
 
   ++step_;
