@@ -180,7 +180,8 @@ void write_rank_files(const fs::path& tmp, int rank, const comm::Grid& grid, nn:
   };
   for (nn::Parameter* p : model.parameters()) {
     if (!writes(p->spec)) continue;
-    const Tensor data = nn::unpadded(p->spec, p->value);
+    // Written from the host: a model on a GPU is copied out first.
+    const Tensor data = nn::unpadded(p->spec, p->value).to(Device::cpu());
     params.push_back({p->name, data});
     pmeta[p->name] = slice_json(p->spec, data).dump();
   }
@@ -190,7 +191,7 @@ void write_rank_files(const fs::path& tmp, int rank, const comm::Grid& grid, nn:
       if (!writes(ps[i]->spec)) continue;
       for (const auto& [suffix, t] : {std::pair{".exp_avg", optimizer->first_moments()[i]},
                                       std::pair{".exp_avg_sq", optimizer->second_moments()[i]}}) {
-        const Tensor data = nn::unpadded(ps[i]->spec, t);
+        const Tensor data = nn::unpadded(ps[i]->spec, t).to(Device::cpu());
         moments.push_back({ps[i]->name + suffix, data});
         mmeta[ps[i]->name + suffix] = slice_json(ps[i]->spec, data).dump();
       }

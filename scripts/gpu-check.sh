@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# The one command to verify a GPU machine: builds weft with CUDA, runs every
+# CUDA test and the GPU benchmarks, and prints one summary table.
+#
+#   scripts/gpu-check.sh             configure and build build-cuda/ (WEFT_CUDA=ON), then check
+#   scripts/gpu-check.sh --no-build  check the binaries already in $WEFT_BUILD (for instance
+#                                    a bundle made by scripts/gpu-bundle.sh on a build machine)
+#
+# Environment: WEFT_BUILD (default build-cuda), GPU_CHECK_OUT (logs; default
+# gpu-check-out/), GPU_CHECK_BATCH (bench step micro-batch; default 16).
+# Exit status: 0 when every check passed, 1 otherwise, 2 when there is no GPU.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${WEFT_BUILD:-build-cuda}
+OUT=${GPU_CHECK_OUT:-gpu-check-out}
+BATCH=${GPU_CHECK_BATCH:-16}
+mkdir -p "$OUT"
+
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu-check: no NVIDIA GPU here (nvidia-smi -L failed); nothing to check" >&2
+  exit 2
+fi
+if [ "${1:-}" != "--no-build" ]; then
+  bash scripts/install-deps.sh
+  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA=ON >/dev/null || exit 1
+  cmake --build "$B" -j "$(nproc)" --target weft_cli core_tests kernels_tests || exit 1
+fi
+WEFT=$B/bin/weft
+
+rows=()
+failed=0
+row() {  # name, PASS|FAIL|INFO, detail
+  rows+=("$(printf '%-34s %-5s %s' "$1" "$2" "$3")")
+  [ "$2" = FAIL ] && failed=1
+  return 0
+}
+
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
+row "GPU" INFO "$gpu"
+
+# Every CUDA test (suites named Cuda*), against the CPU kernels as reference.
+for t in core_tests kernels_tests; do
+  log=$OUT/$t.log
+  "$B/tests/$t" --gtest_filter='Cuda*' --gtest_brief=1 >"$log" 2>&1
+  rc=$?
+  passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
+  nfail=$(grep -cE '^\[  FAILED  \] [A-Za-z]' "$log" || true)
+  skipped=$(grep -oE '\[  SKIPPED \] [0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
+  if [ "$rc" -eq 0 ] && [ "$skipped" = 0 ]; then
+    row "$t Cuda*" PASS "$passed passed"
+  else
+    row "$t Cuda*" FAIL "$passed passed, $nfail failed, $skipped skipped (rc $rc; $log)"
+    grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | head -20
+  fi
+done
+
+# GEMMs against cuBLASLt called directly.
+for dt in f32 bf16; do
+  log=$OUT/bench_gemm_$dt.log
+  if "$WEFT" bench gemm --device cuda --dtype "$dt" >"$log" 2>&1; then
+    row "bench gemm --device cuda $dt" INFO "see $log"
+  else
+    row "bench gemm --device cuda $dt" FAIL "rc $? ($log)"
+  fi
+  cat "$log"
+done
+
+# A GPT-2 (124M) training step: MFU as llm.c counts it.
+for dt in bf16 f32; do
+  log=$OUT/bench_step_$dt.log
+  if "$WEFT" bench step --device cuda --preset gpt2-124m --dtype "$dt" --micro-batch "$BATCH" \
+    --steps 10 --warmup 2 >"$log" 2>&1; then
+    row "bench step gpt2-124m $dt B=$BATCH" INFO "$(tail -1 "$log" | awk '{print $2 " tok/s, MFU " $NF}')"
+  else
+    row "bench step gpt2-124m $dt B=$BATCH" FAIL "rc $? ($log)"
+  fi
+  cat "$log"
+done
+
+# The same 20-step job on the CPU and the GPU, and a checkpoint carried
+# between them: losses compared step by step.
+train() {  # device, metrics file, extra options...
+  local device=$1 metrics=$2
+  shift 2
+  "$WEFT" train --preset tiny --tp 1 --steps 20 --sample-tokens 0 --log-every 1 \
+    --device "$device" --metrics "$metrics" "$@"
+}
+compare() {  # label, a.jsonl, b.jsonl, tolerance
+  python3 - "$2" "$3" "$4" <<'PY'
+import json, sys
+def losses(path):
+    out = {}
+    for line in open(path):
+        j = json.loads(line)
+        if "loss" in j and "step" in j:
+            out[j["step"]] = j["loss"]
+    return out
+a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+steps = sorted(set(a) & set(b))
+if not steps:
+    print("no common steps"); sys.exit(1)
+worst = max(abs(a[s] - b[s]) / max(abs(a[s]), 1e-12) for s in steps)
+print(f"{len(steps)} steps, max rel diff {worst:.2e} (tol {tol:g}), last loss {a[steps[-1]]:.5f} vs {b[steps[-1]]:.5f}")
+sys.exit(0 if worst <= tol else 1)
+PY
+}
+rm -rf "$OUT"/ck-cpu "$OUT"/ck-gpu "$OUT"/*.jsonl
+for dt in f32 bf16; do
+  tol=$([ "$dt" = f32 ] && echo 1e-3 || echo 2e-2)
+  if train cpu "$OUT/cpu_$dt.jsonl" --dtype "$dt" >"$OUT/train_cpu_$dt.log" 2>&1 &&
+    train cuda "$OUT/gpu_$dt.jsonl" --dtype "$dt" >"$OUT/train_gpu_$dt.log" 2>&1; then
+    if detail=$(compare "$dt" "$OUT/cpu_$dt.jsonl" "$OUT/gpu_$dt.jsonl" "$tol"); then
+      row "train tiny $dt: GPU vs CPU losses" PASS "$detail"
+    else
+      row "train tiny $dt: GPU vs CPU losses" FAIL "$detail"
+    fi
+  else
+    row "train tiny $dt: GPU vs CPU losses" FAIL "a run failed ($OUT/train_*_$dt.log)"
+    tail -5 "$OUT/train_gpu_$dt.log"
+  fi
+done
+# CPU checkpoint -> GPU resume, and GPU checkpoint -> CPU resume, against the
+# uninterrupted CPU run (f32).
+if train cpu "$OUT/cpu_half.jsonl" --stop-at 10 --save "$OUT/ck-cpu" >"$OUT/ck_cpu.log" 2>&1 &&
+  "$WEFT" train --resume "$OUT/ck-cpu" --device cuda --metrics "$OUT/resumed_gpu.jsonl" \
+    --sample-tokens 0 >"$OUT/resume_gpu.log" 2>&1; then
+  if detail=$(compare f32 "$OUT/cpu_f32.jsonl" "$OUT/resumed_gpu.jsonl" 1e-3); then
+    row "CPU checkpoint resumed on GPU" PASS "$detail"
+  else
+    row "CPU checkpoint resumed on GPU" FAIL "$detail"
+  fi
+else
+  row "CPU checkpoint resumed on GPU" FAIL "see $OUT/ck_cpu.log, $OUT/resume_gpu.log"
+  tail -5 "$OUT/resume_gpu.log"
+fi
+if train cuda "$OUT/gpu_half.jsonl" --stop-at 10 --save "$OUT/ck-gpu" >"$OUT/ck_gpu.log" 2>&1 &&
+  "$WEFT" train --resume "$OUT/ck-gpu" --device cpu --metrics "$OUT/resumed_cpu.jsonl" \
+    --sample-tokens 0 >"$OUT/resume_cpu.log" 2>&1; then
+  if detail=$(compare f32 "$OUT/cpu_f32.jsonl" "$OUT/resumed_cpu.jsonl" 1e-3); then
+    row "GPU checkpoint resumed on CPU" PASS "$detail"
+  else
+    row "GPU checkpoint resumed on CPU" FAIL "$detail"
+  fi
+else
+  row "GPU checkpoint resumed on CPU" FAIL "see $OUT/ck_gpu.log, $OUT/resume_cpu.log"
+  tail -5 "$OUT/ck_gpu.log" "$OUT/resume_cpu.log"
+fi
+
+echo
+echo "== gpu-check summary"
+printf '%s\n' "${rows[@]}"
+exit $failed
