@@ -165,8 +165,10 @@ TEST(CudaCast, DequantizeEveryCodeMatchesCpu) {
       q.rows = q.cols = 16;
       q.tensor_scale_inv = scale_inv;
       q.data = q.col_data = codes;
+      q.scale_inv = q.col_scale_inv = Tensor::full({1}, scale_inv);
       QuantizedTensor g = q;
       g.data = g.col_data = gpu(codes);
+      g.scale_inv = g.col_scale_inv = gpu(q.scale_inv);
       for (const bool col : {false, true}) {
         Tensor back = Tensor::empty({16, 16});
         dequantize(cpu_ec, q, col, back);
