@@ -3,9 +3,10 @@
 //
 // Targets are validated on the host (they are N int32, copied over): an
 // invalid one throws weft::Error naming its row before any kernel runs, so
-// every function taking targets synchronizes once on that copy. The mean
-// losses are summed on the host in f64, in row order, from the per-row lse
-// and target logits, as the CPU does.
+// every function taking targets waits for the stream's earlier work. The
+// mean losses are summed on the host in f64, in row order, from the per-row
+// lse and target logits, as the CPU does; row_max and sum_exp alone run
+// without waiting.
 #pragma once
 
 #include "weft/core/exec_context.h"
