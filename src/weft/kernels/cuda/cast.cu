@@ -1,0 +1,347 @@
+#include <algorithm>
+#include <bit>
+#include <limits>
+
+#include "weft/kernels/cuda/cast.h"
+#include "weft/kernels/cuda/common.cuh"
+
+namespace weft::kernels::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+// Transposes go by tiles of kTile x kTile elements, kTileRows rows of
+// threads walking down a tile.
+constexpr int kTile = 32;
+constexpr int kTileRows = 8;
+
+// ---- fp8 element formats -----------------------------------------------------
+//
+// encode: the CPU's branch-free encoder (cpu/cast_blocks.h encode_one) for
+// one element, with branches: round to nearest even, satfinite, NaN keeps its
+// sign (0x7f / 0xff). Normal results round the f32 significand with integer
+// arithmetic; results below the smallest normal are rounded by one f32
+// addition of a power of two whose ulp is the format's subnormal spacing
+// (__fadd_rn: never contracted into an FMA, rounded to nearest even).
+// decode: the value of a code exactly as core/minifloat.cpp's tables hold it.
+template <int Man, int Bias, uint32_t MaxCode, bool HasInf>
+struct Fp8 {
+  static __device__ __forceinline__ uint8_t encode(float v) {
+    constexpr int kEmin = 1 - Bias;
+    constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(kEmin + 127) << 23;
+    constexpr uint32_t kMagicBits = static_cast<uint32_t>(kEmin - Man + 23 + 127) << 23;
+    const uint32_t u = __float_as_uint(v);
+    const uint32_t a = u & 0x7fffffffu;
+    const uint32_t sign = (u >> 31) << 7;
+    if (a > 0x7f800000u) return static_cast<uint8_t>(0x7fu | sign);
+    uint32_t code;
+    if (a < kMinNormalBits) {
+      code =
+          __float_as_uint(__fadd_rn(__uint_as_float(a), __uint_as_float(kMagicBits))) - kMagicBits;
+    } else {
+      const uint32_t sat = a < 0x7f800000u ? a : 0x7f800000u;
+      const uint32_t r = sat + ((1u << (22 - Man)) - 1) + ((sat >> (23 - Man)) & 1u);
+      code = (r >> (23 - Man)) - (static_cast<uint32_t>(127 - Bias) << Man);
+      code = code < MaxCode ? code : MaxCode;
+    }
+    return static_cast<uint8_t>(code | sign);
+  }
+
+  static __device__ __forceinline__ float decode(uint8_t c) {
+    const uint32_t sign = static_cast<uint32_t>(c >> 7) << 31;
+    const uint32_t mag = c & 0x7fu;
+    const uint32_t field = mag >> Man, man = mag & ((1u << Man) - 1);
+    constexpr uint32_t kTopField = (1u << (7 - Man)) - 1;
+    uint32_t bits;
+    if (HasInf ? field == kTopField : mag == 0x7fu) {
+      // e5m2: 0x7c is Inf, the codes above it NaN; e4m3: 0x7f is its one NaN.
+      bits = HasInf && man == 0 ? 0x7f800000u : 0x7fc00000u;
+    } else if (field == 0) {
+      // Subnormal: man · 2^(1 - Bias - Man), exact in f32.
+      constexpr uint32_t kSpacing = static_cast<uint32_t>(1 - Bias - Man + 127) << 23;
+      bits = __float_as_uint(static_cast<float>(man) * __uint_as_float(kSpacing));
+    } else {
+      bits = ((field - Bias + 127) << 23) | (man << (23 - Man));
+    }
+    return __uint_as_float(bits | sign);
+  }
+};
+
+using E4M3 = Fp8<3, 7, 0x7e, false>;
+using E5M2 = Fp8<2, 15, 0x7b, true>;
+
+// Calls fn.template operator()<F>() with F the format of `dtype` (e4m3 or e5m2).
+template <typename Fn>
+void dispatch_fp8(DType dtype, const char* what, Fn&& fn) {
+  if (dtype == DType::e4m3) {
+    fn.template operator()<E4M3>();
+  } else if (dtype == DType::e5m2) {
+    fn.template operator()<E5M2>();
+  } else {
+    WEFT_FAIL("{}: per-tensor scaling stores fp8 e4m3 or e5m2, not {}", what, dtype_name(dtype));
+  }
+}
+
+// ---- kernels -------------------------------------------------------------------
+
+// |x| as f32 bits: an integer maximum ordered as the magnitudes, NaN above
+// Inf, reduced over the warp and then over the grid by atomicMax.
+__device__ __forceinline__ void reduce_abs_bits(uint32_t m, unsigned* amax_bits) {
+  m = __reduce_max_sync(0xffffffffu, m);
+  if (threadIdx.x % 32 == 0) atomicMax(amax_bits, m);
+}
+
+template <typename T>
+__global__ void amax_kernel(const T* x, int64_t n, unsigned* amax_bits) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  uint32_t m = 0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    m = max(m, __float_as_uint(load_f(x, i)) & 0x7fffffffu);
+  }
+  reduce_abs_bits(m, amax_bits);
+}
+
+// codes[i] = encode(x[i] · scale), and the amax of x.
+template <typename T, typename F>
+__global__ void quantize_rows_kernel(const T* x, int64_t n, float scale, uint8_t* codes,
+                                     unsigned* amax_bits) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  uint32_t m = 0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const float v = load_f(x, i);
+    m = max(m, __float_as_uint(v) & 0x7fffffffu);
+    codes[i] = F::encode(__fmul_rn(v, scale));
+  }
+  reduce_abs_bits(m, amax_bits);
+}
+
+template <typename F>
+__global__ void dequantize_rows_kernel(const uint8_t* codes, int64_t n, float scale, float* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    out[i] = __fmul_rn(F::decode(codes[i]), scale);
+  }
+}
+
+// What the transposes read and write, as functors (nvcc takes no device
+// lambdas without --extended-lambda).
+template <typename T>
+struct LoadFloat {
+  __device__ float operator()(const T* p, int64_t i) const { return load_f(p, i); }
+};
+template <typename F>
+struct Decode {
+  float scale;
+  __device__ float operator()(const uint8_t* p, int64_t i) const {
+    return __fmul_rn(F::decode(p[i]), scale);
+  }
+};
+template <typename F>
+struct Encode {
+  float scale;
+  __device__ uint8_t operator()(float v) const { return F::encode(__fmul_rn(v, scale)); }
+};
+struct Identity {
+  __device__ float operator()(float v) const { return v; }
+};
+
+// in (rows, cols) -> out (cols, rows): out[c · rows + r] = store(load(in, r · cols + c)),
+// through a shared tile so that both the reads and the writes are coalesced.
+// blockDim (kTile, kTileRows); blocks walk the tiles.
+template <typename In, typename Out, typename Load, typename Store>
+__global__ void transpose_kernel(const In* in, int64_t rows, int64_t cols, Out* out, Load load,
+                                 Store store) {
+  __shared__ float tile[kTile][kTile + 1];  // +1: no bank conflicts down a column
+  const int64_t tiles_c = (cols + kTile - 1) / kTile;
+  const int64_t tiles = tiles_c * ((rows + kTile - 1) / kTile);
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t r0 = (t / tiles_c) * kTile, c0 = (t % tiles_c) * kTile;
+    for (int i = ty; i < kTile; i += kTileRows) {
+      const int64_t r = r0 + i, c = c0 + tx;
+      if (r < rows && c < cols) tile[i][tx] = load(in, r * cols + c);
+    }
+    __syncthreads();
+    for (int i = ty; i < kTile; i += kTileRows) {
+      const int64_t c = c0 + i, r = r0 + tx;
+      if (r < rows && c < cols) out[c * rows + r] = store(tile[tx][i]);
+    }
+    __syncthreads();
+  }
+}
+
+template <typename In, typename Out, typename Load, typename Store>
+void launch_transpose(const ExecContext& ec, const In* in, int64_t rows, int64_t cols, Out* out,
+                      Load load, Store store, const char* name) {
+  const int64_t tiles = ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{1} << 20));
+  transpose_kernel<<<blocks, dim3(kTile, kTileRows), 0, stream_of(ec)>>>(in, rows, cols, out, load,
+                                                                         store);
+  check_launch(name);
+}
+
+__global__ void store_kernel(float* p, float value) { *p = value; }
+
+// ---- host side -------------------------------------------------------------------
+
+void check_input(const Tensor& x, const char* what) {
+  WEFT_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::bf16,
+             "{} reads f32 or bf16, got a {} tensor of shape {}", what, dtype_name(x.dtype()),
+             x.shape());
+}
+
+const char* mode_label(ScalingMode m) {
+  switch (m) {
+    case ScalingMode::tensor: return "per-tensor";
+    case ScalingMode::block_1x32: return "mxfp8 (1x32 block)";
+    case ScalingMode::block_1x16: return "nvfp4 (1x16 block)";
+    case ScalingMode::block_16x16: return "nvfp4 (16x16 block)";
+  }
+  return "?";
+}
+
+[[noreturn]] void no_cuda_mode(ScalingMode m, const char* op) {
+  WEFT_FAIL(
+      "{}: {} quantization has no CUDA kernel yet; the GPU implements per-tensor fp8 scaling "
+      "(ScalingMode::tensor, e4m3/e5m2) only: use that recipe on the GPU, or run on the CPU",
+      op, mode_label(m));
+}
+
+// A buffer of `shape` on ec's device in `slot`, the one there when it fits
+// and nobody else holds it.
+void reuse(const ExecContext& ec, Tensor& slot, const Shape& shape, DType dtype) {
+  if (!slot.defined() || !(slot.shape() == shape) || slot.dtype() != dtype || !slot.sole_owner() ||
+      !(slot.device() == ec.device())) {
+    slot = ec.empty(shape, dtype);
+  }
+}
+
+// A device word for the amax bits, zeroed on the stream.
+Tensor amax_buffer(const ExecContext& ec) {
+  Tensor bits = ec.empty({1}, DType::i32);
+  WEFT_CUDA_CHECK(cudaMemsetAsync(bits.raw(), 0, sizeof(unsigned), stream_of(ec)));
+  return bits;
+}
+
+// The amax those bits stand for (NaN when they are a NaN's), after the
+// stream's work.
+float read_amax(const ExecContext& ec, const Tensor& bits) {
+  uint32_t m = 0;
+  WEFT_CUDA_CHECK(cudaMemcpyAsync(&m, bits.raw(), sizeof m, cudaMemcpyDeviceToHost, stream_of(ec)));
+  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ec)));
+  return m > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(m);
+}
+
+void launch_amax(const ExecContext& ec, const Tensor& x, const Tensor& bits) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  dispatch_float(x.dtype(), "amax", [&]<typename T>() {
+    amax_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(dptr<const T>(x), n,
+                                                                            dptr<unsigned>(bits));
+    check_launch("amax_kernel");
+  });
+}
+
+}  // namespace
+
+float amax(const ExecContext& ec, const Tensor& x) {
+  check_input(x, "amax");
+  const Tensor bits = amax_buffer(ec);
+  launch_amax(ec, x, bits);
+  return read_amax(ec, bits);
+}
+
+void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+              QuantizedTensor& q) {
+  check_input(x, "quantize");
+  WEFT_CHECK(x.dim() >= 1, "quantize needs a tensor of rank >= 1");
+  WEFT_CHECK(cfg.dtype == DType::e4m3 || cfg.dtype == DType::e5m2 || cfg.dtype == DType::e2m1,
+             "quantize: {} is not an fp8 or fp4 element type", dtype_name(cfg.dtype));
+  const bool fp4 = cfg.dtype == DType::e2m1;
+  const bool nvfp4_mode =
+      cfg.mode == ScalingMode::block_1x16 || cfg.mode == ScalingMode::block_16x16;
+  WEFT_CHECK(fp4 == nvfp4_mode, "quantize: {} scaling stores {}, not {}",
+             scaling_mode_name(cfg.mode), nvfp4_mode ? "fp4_e2m1" : "fp8 e4m3 or e5m2",
+             dtype_name(cfg.dtype));
+  WEFT_CHECK(cfg.rowwise || cfg.columnwise, "quantize: neither row-wise nor column-wise asked for");
+  WEFT_CHECK(!cfg.stochastic || fp4, "stochastic rounding is implemented for fp4_e2m1 only");
+  if (cfg.mode != ScalingMode::tensor) no_cuda_mode(cfg.mode, "quantize");
+  const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
+  const int64_t n = rows * cols;
+  q.mode = cfg.mode;
+  q.dtype = cfg.dtype;
+  q.rows = rows;
+  q.cols = cols;
+  q.tensor_scale_inv = 1.0f / cfg.scale;
+  const Tensor bits = amax_buffer(ec);
+  if (cfg.rowwise) {
+    reuse(ec, q.data, {rows, cols}, cfg.dtype);
+    reuse(ec, q.scale_inv, scale_shape(cfg.mode, rows, cols), scale_dtype(cfg.mode));
+    store_kernel<<<1, 1, 0, stream_of(ec)>>>(dptr<float>(q.scale_inv), q.tensor_scale_inv);
+    check_launch("quantize store_kernel");
+    if (n > 0) {
+      dispatch_float(x.dtype(), "quantize", [&]<typename T>() {
+        dispatch_fp8(cfg.dtype, "quantize", [&]<typename F>() {
+          quantize_rows_kernel<T, F><<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(
+              dptr<const T>(x), n, cfg.scale, dptr<uint8_t>(q.data), dptr<unsigned>(bits));
+          check_launch("quantize_rows_kernel");
+        });
+      });
+    }
+  } else {
+    q.data = Tensor();
+    q.scale_inv = Tensor();
+    launch_amax(ec, x, bits);
+  }
+  if (cfg.columnwise) {
+    reuse(ec, q.col_data, {cols, rows}, cfg.dtype);
+    reuse(ec, q.col_scale_inv, scale_shape(cfg.mode, cols, rows), scale_dtype(cfg.mode));
+    store_kernel<<<1, 1, 0, stream_of(ec)>>>(dptr<float>(q.col_scale_inv), q.tensor_scale_inv);
+    check_launch("quantize store_kernel");
+    if (n > 0) {
+      dispatch_float(x.dtype(), "quantize", [&]<typename T>() {
+        dispatch_fp8(cfg.dtype, "quantize", [&]<typename F>() {
+          launch_transpose(ec, dptr<const T>(x), rows, cols, dptr<uint8_t>(q.col_data),
+                           LoadFloat<T>{}, Encode<F>{cfg.scale}, "quantize transpose_kernel");
+        });
+      });
+    }
+  } else {
+    q.col_data = Tensor();
+    q.col_scale_inv = Tensor();
+  }
+  q.amax = read_amax(ec, bits);
+}
+
+void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise, Tensor& out) {
+  const Tensor& data = columnwise ? q.col_data : q.data;
+  WEFT_CHECK(data.defined(), "dequantize: the quantized tensor has no {} data",
+             columnwise ? "column-wise" : "row-wise");
+  WEFT_CHECK(out.dtype() == DType::f32 && out.numel() == q.rows * q.cols,
+             "dequantize writes f32 ({}, {}), got {} {}", q.rows, q.cols, dtype_name(out.dtype()),
+             out.shape());
+  if (q.mode != ScalingMode::tensor) no_cuda_mode(q.mode, "dequantize");
+  WEFT_CHECK(data.dtype() == q.dtype && data.numel() == q.rows * q.cols,
+             "dequantize: the {} data is {} {}, not {} of ({}, {}) elements",
+             columnwise ? "column-wise" : "row-wise", dtype_name(data.dtype()), data.shape(),
+             dtype_name(q.dtype), q.rows, q.cols);
+  const int64_t n = q.rows * q.cols;
+  if (n == 0) return;
+  dispatch_fp8(q.dtype, "dequantize", [&]<typename F>() {
+    const auto* codes = dptr<const uint8_t>(data);
+    if (columnwise) {
+      // The copy is (cols, rows): transposed back into x's layout.
+      launch_transpose(ec, codes, q.cols, q.rows, dptr<float>(out), Decode<F>{q.tensor_scale_inv},
+                       Identity{}, "dequantize transpose_kernel");
+    } else {
+      dequantize_rows_kernel<F><<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(
+          codes, n, q.tensor_scale_inv, dptr<float>(out));
+      check_launch("dequantize_rows_kernel");
+    }
+  });
+}
+
+}  // namespace weft::kernels::cuda

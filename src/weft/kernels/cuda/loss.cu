@@ -1,0 +1,361 @@
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "weft/kernels/cuda/common.cuh"
+#include "weft/kernels/cuda/loss.h"
+
+namespace weft::kernels::cuda {
+
+namespace {
+
+// One block per row: a row of a 50k vocabulary is ~100 elements a thread.
+constexpr int kRowThreads = 512;
+// Threads of the one-thread-per-row kernels.
+constexpr int kThreads = 256;
+
+// Logits more than this below the row's maximum (or lse) are raised to that
+// floor before exp, as the CPU kernel does (it keeps its exp in range; here
+// it keeps both sides summing the same terms).
+constexpr float kExpRange = 87.0f;
+
+// The logits as the kernels see them, with the padding resolved.
+struct Vocab {
+  int64_t rows = 0;         // N
+  int64_t cols = 0;         // V, columns of this slice
+  int64_t start = 0;        // vocabulary id of column 0
+  int64_t valid_vocab = 0;  // ids >= this are padding
+  int64_t valid_cols = 0;   // columns [0, valid_cols) of the slice are real
+};
+
+Vocab check_logits(const Tensor& logits, const CrossEntropyOptions& opt, const char* op) {
+  WEFT_CHECK(logits.dim() == 2, "{}: logits must be (N,V), got shape {}", op, logits.shape());
+  WEFT_CHECK(logits.dtype() == DType::f32 || logits.dtype() == DType::bf16,
+             "{}: logits must be f32 or bf16, got {}", op, dtype_name(logits.dtype()));
+  WEFT_CHECK(opt.vocab_start >= 0, "{}: vocab_start must be >= 0, got {}", op, opt.vocab_start);
+  WEFT_CHECK(opt.valid_vocab >= 0, "{}: valid_vocab must be >= 0 (0 = all columns), got {}", op,
+             opt.valid_vocab);
+  Vocab v;
+  v.rows = logits.size(0);
+  v.cols = logits.size(1);
+  v.start = opt.vocab_start;
+  v.valid_vocab = opt.valid_vocab > 0 ? opt.valid_vocab : opt.vocab_start + v.cols;
+  v.valid_cols = std::clamp<int64_t>(v.valid_vocab - v.start, 0, v.cols);
+  return v;
+}
+
+void check_row_vector(const Tensor& t, int64_t rows, const char* op, const char* name) {
+  WEFT_CHECK(t.dim() == 1 && t.size(0) == rows && t.dtype() == DType::f32,
+             "{}: {} must be f32 of shape [{}], got {} {}", op, name, rows, dtype_name(t.dtype()),
+             t.shape());
+}
+
+void check_targets_shape(const Tensor& targets, int64_t rows, const char* op) {
+  WEFT_CHECK(targets.dim() == 1 && targets.size(0) == rows && targets.dtype() == DType::i32,
+             "{}: targets must be i32 of shape [{}] (one per logits row), got {} {}", op, rows,
+             dtype_name(targets.dtype()), targets.shape());
+}
+
+// The elements of a small device tensor, after the work queued on ec's stream.
+template <typename T>
+std::vector<T> to_host(const ExecContext& ec, const Tensor& t) {
+  std::vector<T> v(static_cast<size_t>(t.numel()));
+  if (v.empty()) return v;
+  WEFT_CUDA_CHECK(cudaMemcpyAsync(v.data(), t.raw(), v.size() * sizeof(T), cudaMemcpyDeviceToHost,
+                                  stream_of(ec)));
+  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ec)));
+  return v;
+}
+
+// The targets on the host, every one checked, and how many rows are counted.
+struct Targets {
+  std::vector<int32_t> values;
+  int64_t count = 0;
+};
+
+Targets check_targets(const ExecContext& ec, const Tensor& targets, const Vocab& v,
+                      int32_t ignore_index, const char* op) {
+  check_targets_shape(targets, v.rows, op);
+  Targets t{to_host<int32_t>(ec, targets), 0};
+  for (int64_t n = 0; n < v.rows; ++n) {
+    const int32_t id = t.values[static_cast<size_t>(n)];
+    if (id == ignore_index) continue;
+    WEFT_CHECK(id >= 0 && id < v.valid_vocab,
+               "{}: target {} of row {} is outside the vocabulary [0, {}) and is not the "
+               "ignore_index {}; check the data's token ids against the model's vocab_size",
+               op, id, n, v.valid_vocab, ignore_index);
+    ++t.count;
+  }
+  return t;
+}
+
+// Mean of lse - target logit over the counted rows, summed in f64 in row
+// order exactly as the CPU kernel sums it.
+float mean_loss(const std::vector<float>& lse, const std::vector<float>& target_logit,
+                const std::vector<int32_t>& targets, int32_t ignore_index, int64_t count) {
+  if (count == 0) return 0.0f;
+  double total = 0.0;
+  for (size_t n = 0; n < targets.size(); ++n) {
+    if (targets[n] == ignore_index) continue;
+    total += static_cast<double>(lse[n]) - static_cast<double>(target_logit[n]);
+  }
+  return static_cast<float>(total / static_cast<double>(count));
+}
+
+unsigned row_blocks(int64_t rows) {
+  return static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
+}
+
+// ---- device code -------------------------------------------------------------
+
+// Max over the block's row; NaN elements are skipped (fmaxf), as std::max
+// skips them on the CPU, so that the NaN shows in the sum instead.
+template <typename T>
+__device__ float row_max(const T* row, int64_t cols, float* scratch) {
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, load_f(row, j));
+  return block_max(m, scratch);
+}
+
+// A NaN logit makes the sum NaN, so that a diverged model shows a NaN loss
+// (the floor alone would hide it).
+template <typename T>
+__device__ float row_sum_exp(const T* row, int64_t cols, float max, float* scratch) {
+  const float floor = max - kExpRange;
+  float s = 0.0f, nans = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float x = load_f(row, j);
+    nans += x != x ? 1.0f : 0.0f;
+    s += expf((x > floor ? x : floor) - max);
+  }
+  s = block_sum(s, scratch);
+  nans = block_sum(nans, scratch);
+  return nans > 0.0f ? __uint_as_float(0x7fc00000u) : s;
+}
+
+template <typename T>
+__global__ void lse_kernel(const T* x, int64_t rows, int64_t cols, int64_t valid_cols, float* lse) {
+  __shared__ float scratch[32];
+  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
+    const T* row = x + n * cols;
+    const float m = row_max(row, valid_cols, scratch);
+    const float s = row_sum_exp(row, valid_cols, m, scratch);
+    if (threadIdx.x == 0) lse[n] = m + logf(s);
+  }
+}
+
+template <typename T>
+__global__ void row_max_kernel(const T* x, int64_t rows, int64_t cols, int64_t valid_cols,
+                               float* out) {
+  __shared__ float scratch[32];
+  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
+    const float m = row_max(x + n * cols, valid_cols, scratch);
+    if (threadIdx.x == 0) out[n] = m;
+  }
+}
+
+template <typename T>
+__global__ void sum_exp_kernel(const T* x, int64_t rows, int64_t cols, int64_t valid_cols,
+                               const float* row_max_in, float* out) {
+  __shared__ float scratch[32];
+  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
+    const float s = row_sum_exp(x + n * cols, valid_cols, row_max_in[n], scratch);
+    if (threadIdx.x == 0) out[n] = s;
+  }
+}
+
+// out[n] = logits[n, targets[n] - start] when that column is a real one of
+// this slice, else 0.
+template <typename T>
+__global__ void target_logit_kernel(const T* x, const int32_t* targets, int64_t rows, int64_t cols,
+                                    int64_t start, int64_t valid_cols, int32_t ignore_index,
+                                    float* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t n = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; n < rows;
+       n += stride) {
+    const int64_t local = static_cast<int64_t>(targets[n]) - start;
+    const bool here = targets[n] != ignore_index && local >= 0 && local < valid_cols;
+    out[n] = here ? load_f(x, n * cols + local) : 0.0f;
+  }
+}
+
+__global__ void combine_kernel(const float* row_max_in, const float* sum_exp, int64_t rows,
+                               float* lse) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t n = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; n < rows;
+       n += stride) {
+    lse[n] = row_max_in[n] + logf(sum_exp[n]);
+  }
+}
+
+// dx may be x itself: every element is read and then written by the same
+// thread, so no pointer is __restrict__.
+template <typename T, typename D>
+__global__ void backward_kernel(const T* x, const int32_t* targets, const float* lse, int64_t rows,
+                                int64_t cols, int64_t start, int64_t valid_cols,
+                                int32_t ignore_index, float scale, D* dx) {
+  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
+    const T* row = x + n * cols;
+    D* drow = dx + n * cols;
+    if (targets[n] == ignore_index) {
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) store_f(drow, j, 0.0f);
+      continue;
+    }
+    // Under vocab parallelism the target's column may belong to another rank
+    // (then it matches no j).
+    const int64_t target = static_cast<int64_t>(targets[n]) - start;
+    const float l = lse[n], floor = l - kExpRange;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      float g = 0.0f;
+      if (j < valid_cols) {
+        const float z = load_f(row, j);
+        const float p = expf((z > floor ? z : floor) - l);
+        g = (j == target ? p - 1.0f : p) * scale;
+      }
+      store_f(drow, j, g);
+    }
+  }
+}
+
+// Fills lse (N) on the device from logits whose first valid_cols columns are real.
+void launch_lse(const ExecContext& ec, const Tensor& logits, const Vocab& v, Tensor& lse) {
+  dispatch_float(logits.dtype(), "cross_entropy_forward", [&]<typename T>() {
+    lse_kernel<T><<<row_blocks(v.rows), kRowThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(logits), v.rows, v.cols, v.valid_cols, dptr<float>(lse));
+    check_launch("cross_entropy lse_kernel");
+  });
+}
+
+void launch_target_logit(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
+                         const Vocab& v, int32_t ignore_index, Tensor& out) {
+  dispatch_float(logits.dtype(), "cross_entropy_target_logit", [&]<typename T>() {
+    target_logit_kernel<T><<<blocks_for(v.rows, kThreads), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(logits), dptr<const int32_t>(targets), v.rows, v.cols, v.start, v.valid_cols,
+        ignore_index, dptr<float>(out));
+    check_launch("cross_entropy target_logit_kernel");
+  });
+}
+
+}  // namespace
+
+int64_t count_targets(const ExecContext& ec, const Tensor& targets, int32_t ignore_index) {
+  WEFT_CHECK(targets.dim() == 1 && targets.dtype() == DType::i32,
+             "count_targets: targets must be i32 of shape [N], got {} {}",
+             dtype_name(targets.dtype()), targets.shape());
+  const std::vector<int32_t> t = to_host<int32_t>(ec, targets);
+  return std::count_if(t.begin(), t.end(), [&](int32_t id) { return id != ignore_index; });
+}
+
+float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
+                            Tensor& lse, const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_forward";
+  const Vocab v = check_logits(logits, opt, op);
+  WEFT_CHECK(opt.vocab_start == 0 && v.valid_vocab <= v.cols,
+             "{}: needs the whole vocabulary (vocab_start 0, valid_vocab <= {} columns), got "
+             "vocab_start {} valid_vocab {}; for a vocab slice combine the row-wise pieces "
+             "across ranks",
+             op, v.cols, opt.vocab_start, v.valid_vocab);
+  WEFT_CHECK(v.valid_cols > 0, "{}: logits {} hold no vocabulary column", op, logits.shape());
+  const Targets t = check_targets(ec, targets, v, opt.ignore_index, op);
+  check_row_vector(lse, v.rows, op, "lse");
+  if (v.rows == 0) return 0.0f;
+  launch_lse(ec, logits, v, lse);
+  Tensor target_logit = ec.empty({v.rows}, DType::f32);
+  launch_target_logit(ec, logits, targets, v, opt.ignore_index, target_logit);
+  return mean_loss(to_host<float>(ec, lse), to_host<float>(ec, target_logit), t.values,
+                   opt.ignore_index, t.count);
+}
+
+void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
+                            const Tensor& lse, float dloss, Tensor& dlogits,
+                            const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_backward";
+  const Vocab v = check_logits(logits, opt, op);
+  const int64_t count = check_targets(ec, targets, v, opt.ignore_index, op).count;
+  check_row_vector(lse, v.rows, op, "lse");
+  WEFT_CHECK(dlogits.shape() == logits.shape() &&
+                 (dlogits.dtype() == DType::f32 || dlogits.dtype() == DType::bf16),
+             "{}: dlogits must be an f32 or bf16 tensor of the logits' shape {}, got {} {}", op,
+             logits.shape(), dtype_name(dlogits.dtype()), dlogits.shape());
+  WEFT_CHECK(!dlogits.same_storage(logits) ||
+                 (dlogits.raw() == logits.raw() && dlogits.dtype() == logits.dtype()),
+             "{}: dlogits shares storage with logits but is not the same tensor; pass logits "
+             "itself to compute in place, or a separate buffer",
+             op);
+  if (v.rows == 0 || v.cols == 0) return;
+  // count is 0 only when every row is ignored: then every row is zeroed.
+  const float scale =
+      count > 0 ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(count))
+                : 0.0f;
+  dispatch_float(logits.dtype(), op, [&]<typename T>() {
+    dispatch_float(dlogits.dtype(), op, [&]<typename D>() {
+      backward_kernel<T, D><<<row_blocks(v.rows), kRowThreads, 0, stream_of(ec)>>>(
+          dptr<const T>(logits), dptr<const int32_t>(targets), dptr<const float>(lse), v.rows,
+          v.cols, v.start, v.valid_cols, opt.ignore_index, scale, dptr<D>(dlogits));
+      check_launch("cross_entropy backward_kernel");
+    });
+  });
+}
+
+void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& row_max_out,
+                           const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_row_max";
+  const Vocab v = check_logits(logits, opt, op);
+  check_row_vector(row_max_out, v.rows, op, "row_max");
+  if (v.rows == 0) return;
+  dispatch_float(logits.dtype(), op, [&]<typename T>() {
+    row_max_kernel<T><<<row_blocks(v.rows), kRowThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(logits), v.rows, v.cols, v.valid_cols, dptr<float>(row_max_out));
+    check_launch("cross_entropy row_max_kernel");
+  });
+}
+
+void cross_entropy_target_logit(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
+                                Tensor& target_logit, const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_target_logit";
+  const Vocab v = check_logits(logits, opt, op);
+  check_targets(ec, targets, v, opt.ignore_index, op);
+  check_row_vector(target_logit, v.rows, op, "target_logit");
+  if (v.rows == 0) return;
+  launch_target_logit(ec, logits, targets, v, opt.ignore_index, target_logit);
+}
+
+void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Tensor& row_max_in,
+                           Tensor& sum_exp, const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_sum_exp";
+  const Vocab v = check_logits(logits, opt, op);
+  check_row_vector(row_max_in, v.rows, op, "row_max");
+  check_row_vector(sum_exp, v.rows, op, "sum_exp");
+  if (v.rows == 0) return;
+  dispatch_float(logits.dtype(), op, [&]<typename T>() {
+    sum_exp_kernel<T><<<row_blocks(v.rows), kRowThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(logits), v.rows, v.cols, v.valid_cols, dptr<const float>(row_max_in),
+        dptr<float>(sum_exp));
+    check_launch("cross_entropy sum_exp_kernel");
+  });
+}
+
+float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max_in, const Tensor& sum_exp,
+                            const Tensor& target_logit, const Tensor& targets, Tensor& lse,
+                            int32_t ignore_index) {
+  constexpr const char* op = "cross_entropy_combine";
+  WEFT_CHECK(row_max_in.dim() == 1, "{}: row_max must be (N), got {}", op, row_max_in.shape());
+  const int64_t rows = row_max_in.size(0);
+  check_row_vector(row_max_in, rows, op, "row_max");
+  check_row_vector(sum_exp, rows, op, "sum_exp");
+  check_row_vector(target_logit, rows, op, "target_logit");
+  check_row_vector(lse, rows, op, "lse");
+  check_targets_shape(targets, rows, op);
+  if (rows == 0) return 0.0f;
+  combine_kernel<<<blocks_for(rows, kThreads), kThreads, 0, stream_of(ec)>>>(
+      dptr<const float>(row_max_in), dptr<const float>(sum_exp), rows, dptr<float>(lse));
+  check_launch("cross_entropy combine_kernel");
+  const std::vector<int32_t> t = to_host<int32_t>(ec, targets);
+  const auto count = static_cast<int64_t>(
+      std::count_if(t.begin(), t.end(), [&](int32_t id) { return id != ignore_index; }));
+  return mean_loss(to_host<float>(ec, lse), to_host<float>(ec, target_logit), t, ignore_index,
+                   count);
+}
+
+}  // namespace weft::kernels::cuda
