@@ -124,6 +124,12 @@ void check_device(Device d) {
              device_count() - 1);
 }
 
+void make_current(int device) {
+  int now = -1;
+  WEFT_CUDA_CALL(cudaGetDevice(&now), "cudaGetDevice");
+  if (now != device) WEFT_CUDA_CALL(cudaSetDevice(device), "cudaSetDevice");
+}
+
 std::shared_ptr<void> new_stream(int device) {
   check_device(Device::cuda(device));
   SetDevice guard(device);
@@ -195,6 +201,7 @@ std::string unavailable_reason() {
 }
 std::string device_description(int) { not_built("device_description"); }
 void check_device(Device d) { WEFT_FAIL("cannot use {}: {}", d, unavailable_reason()); }
+void make_current(int) { not_built("make_current"); }
 std::shared_ptr<void> new_stream(int) { not_built("new_stream"); }
 void synchronize(Stream, int) { not_built("synchronize"); }
 void synchronize_device(int) { not_built("synchronize_device"); }

@@ -28,6 +28,9 @@ std::string unavailable_reason();
 std::string device_description(int index);
 // Throws weft::Error unless `d` is a CUDA device this process can use.
 void check_device(Device d);
+// Makes `device` the calling thread's current GPU (where kernels launch and
+// the CUDA runtime allocates), if it is not already.
+void make_current(int device);
 
 using Stream = void*;  // cudaStream_t
 // A new stream on `device`, destroyed with its last handle. It synchronizes

@@ -1,5 +1,7 @@
 #include "weft/kernels/dispatch.h"
 
+#include "weft/core/cuda.h"
+
 namespace weft::kernels::detail {
 
 Device kernel_device(const ExecContext& ec, const char* kernel,
@@ -15,6 +17,8 @@ Device kernel_device(const ExecContext& ec, const char* kernel,
     }
     ++i;
   }
+  // CUDA kernels launch on the calling thread's current GPU: make it the context's.
+  if (device.is_cuda()) cuda::make_current(device.index);
   return device;
 }
 
