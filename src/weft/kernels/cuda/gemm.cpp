@@ -306,6 +306,21 @@ void check_inputs(DType a, DType b, DType c) {
 void matmul(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
             const StridedMatrices& c, const Tensor* bias, float alpha, bool accumulate) {
   WEFT_CHECK(c.col_stride == 1, "gemm output needs dense rows, got column stride {}", c.col_stride);
+  // cuBLASLt has no f32 product with a bf16 output: the product goes to a
+  // dense f32 buffer and is rounded into c once.
+  if (a.dtype == DType::f32 && c.dtype == DType::bf16) {
+    StridedMatrices wide = c;
+    wide.dtype = DType::f32;
+    wide.row_stride = c.cols;
+    wide.batch_stride[1] = c.rows * c.cols;
+    wide.batch_stride[0] = c.batch[1] * wide.batch_stride[1];
+    const Tensor buffer = ec.empty({c.batch[0] * wide.batch_stride[0]}, DType::f32);
+    wide.data = buffer.raw();
+    if (accumulate) convert_matrices(ec, c, wide, nullptr, DType::f32);
+    matmul(ec, a, b, wide, bias, alpha, accumulate);
+    convert_matrices(ec, wide, c, nullptr, DType::f32);
+    return;
+  }
   // One batch dimension goes to cuBLASLt: the inner one, or the outer one
   // when the inner is trivial.
   const bool inner = c.batch[1] > 1;
@@ -344,10 +359,8 @@ void matmul(const ExecContext& ec, const StridedMatrices& a, const StridedMatric
                          pc, plan.c, &plan.algo, workspace.ptr, plan.workspace,
                          static_cast<cudaStream_t>(ec.stream())),
           "cublasLtMatmul", p);
-    if (bias && !plan.bias_epilogue) {
-      add_bias_rows(ec, pc, c.dtype, bias->raw(), bias->dtype(), c.rows, c.cols, c.row_stride);
-    }
   }
+  if (bias && !plan.bias_epilogue) convert_matrices(ec, c, c, bias->raw(), bias->dtype());
 }
 
 StridedMatrices matrix(const Tensor& t, bool transposed) {

@@ -25,9 +25,12 @@ void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const Strided
 // Matmul plans (descriptors + algorithm) created so far by the calling thread.
 int64_t gemm_plans_created();
 
-// c (rows, cols; row stride ldc) += bias (cols) on every row, on the context's
-// stream: the bias of a GEMM whose types cuBLASLt's bias epilogue does not take.
-void add_bias_rows(const ExecContext& ec, void* c, DType c_type, const void* bias, DType bias_type,
-                   int64_t rows, int64_t cols, int64_t ldc);
+// dst = src (+ bias[col] when bias is not null) for every entry of the
+// matrices (same batch and shape), converting between f32 and bf16, on the
+// context's stream; dst may be src. What the GEMMs need around cuBLASLt: a
+// bias whose type its epilogue does not take, an f32 product for a bf16
+// output of f32 inputs.
+void convert_matrices(const ExecContext& ec, const StridedMatrices& src, const StridedMatrices& dst,
+                      const void* bias, DType bias_type);
 
 }  // namespace weft::kernels::cuda
