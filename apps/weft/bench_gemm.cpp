@@ -36,12 +36,6 @@ double time_call(Fn&& fn, int iters, int rounds) {
   return best;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
 // One row's timings: seconds per call of weft's gemm() and of the direct call.
 struct Timing {
   double weft = 0, direct = 0;
@@ -125,6 +119,12 @@ Timing time_cpu_row(const Settings& st, const Row& r, DType dt) {
 }
 
 #if WEFT_HAVE_CUDA
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
 // The GPU row: weft's gemm() and the direct cuBLASLt matmul on the same
 // buffers, each round a batch of calls between CUDA events, weft and direct
 // alternating; the median round of each.
