@@ -1,5 +1,6 @@
 // weft bench gemm: the GEMMs of one GPT-2-small layer through weft's gemm(),
-// against the same oneDNN matmul called directly in the same run.
+// against the same oneDNN matmul (--device cpu) or cuBLASLt matmul (--device
+// cuda) called directly in the same run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,7 +9,9 @@
 #include <vector>
 
 #include "cli.h"
+#include "direct_cublaslt.h"
 #include "direct_gemm.h"
+#include "weft/core/cuda.h"
 #include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 #include "weft/core/threads.h"
@@ -33,6 +36,128 @@ double time_call(Fn&& fn, int iters, int rounds) {
   return best;
 }
 
+// One row's timings: seconds per call of weft's gemm() and of the direct call.
+struct Timing {
+  double weft = 0, direct = 0;
+  const char* path = "native";  // what weft ran: native, emulated, cublaslt
+  DType direct_dtype = DType::f32;
+};
+
+struct Settings {
+  int rounds = 30;
+  double min_time = 0;
+  bool json = false;
+  bool cuda = false;
+};
+
+void print_header(const Settings& st) {
+  if (st.json) return;
+  const char* rate = st.cuda ? "TFLOP/s" : "GFLOP/s";
+  std::printf("%-5s %-6s %6s %6s %6s %-5s %-8s %10s %10s %10s %7s\n", "layer", "op", "m", "n", "k",
+              "dtype", "path", "ms", rate, "direct", "ratio");
+}
+
+void print_row(const Settings& st, const Row& r, DType dt, const Timing& t) {
+  const double flops =
+      2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
+  const double g_weft = flops / t.weft / 1e9, g_direct = flops / t.direct / 1e9;
+  if (st.json) {
+    std::printf(
+        "{\"layer\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"dtype\":\"%s\",\"op\":\"%s\","
+        "\"device\":\"%s\",\"emulated\":%s,\"direct_dtype\":\"%s\",\"ms\":%.4f,\"gflops\":%.1f,"
+        "\"direct_gflops\":%.1f,\"ratio\":%.3f}\n",
+        r.layer, static_cast<long long>(r.m), static_cast<long long>(r.n),
+        static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), r.op,
+        st.cuda ? "cuda" : "cpu", std::string(t.path) == "emulated" ? "true" : "false",
+        std::string(dtype_name(t.direct_dtype)).c_str(), t.weft * 1e3, g_weft, g_direct,
+        g_weft / g_direct);
+  } else {
+    const double unit = st.cuda ? 1e3 : 1.0;
+    std::printf("%-5s %-6s %6lld %6lld %6lld %-5s %-8s %10.3f %10.1f %10.1f %7.3f\n", r.layer, r.op,
+                static_cast<long long>(r.m), static_cast<long long>(r.n),
+                static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), t.path,
+                t.weft * 1e3, g_weft / unit, g_direct / unit, g_weft / g_direct);
+  }
+  std::fflush(stdout);
+}
+
+// The CPU row: weft and direct oneDNN alternating round by round, the best
+// round of each.
+Timing time_cpu_row(const Settings& st, const Row& r, DType dt) {
+  const ExecContext& ec = ExecContext::host();
+  const bool wgrad = std::string(r.op) == "wgrad";
+  const DType out = wgrad ? DType::f32 : dt;
+  Tensor a = r.trans_a ? ec.empty({r.k, r.m}, dt) : ec.empty({r.m, r.k}, dt);
+  Tensor b = r.trans_b ? ec.empty({r.n, r.k}, dt) : ec.empty({r.k, r.n}, dt);
+  Tensor c = ec.zeros({r.m, r.n}, out);
+  a.fill(0.01f);
+  b.fill(0.02f);
+  kernels::GemmOptions go{.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad};
+  auto weft_call = [&] { kernels::gemm(ec, a, b, c, go); };
+  // An emulated row's baseline is the direct f32 matmul it runs on.
+  const bool emulated = dt == DType::bf16 && !kernels::cpu_support().native_bf16;
+  const DType base_in = emulated ? DType::f32 : dt, base_out = emulated ? DType::f32 : out;
+  Tensor ba = emulated ? a.to(DType::f32) : a, bb = emulated ? b.to(DType::f32) : b,
+         bc = emulated ? c.to(DType::f32) : c;
+  DirectGemm direct(r, base_in, base_out, ba.raw(), bb.raw(), bc.raw(), wgrad);
+  auto direct_call = [&] { direct.run(); };
+  // Calibrate the iteration count on weft's call, then time both with the
+  // same count, weft and direct alternating round by round.
+  weft_call();
+  direct_call();
+  double once = time_call(weft_call, 1, 1);
+  int iters = std::max(1, static_cast<int>(st.min_time / std::max(once, 1e-9)));
+  Timing t{.weft = 1e30,
+           .direct = 1e30,
+           .path = emulated ? "emulated" : "native",
+           .direct_dtype = base_in};
+  for (int round = 0; round < st.rounds; ++round) {
+    t.weft = std::min(t.weft, time_call(weft_call, iters, 1));
+    t.direct = std::min(t.direct, time_call(direct_call, iters, 1));
+  }
+  return t;
+}
+
+#if WEFT_HAVE_CUDA
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+// The GPU row: weft's gemm() and the direct cuBLASLt matmul on the same
+// buffers, each round a batch of calls between CUDA events, weft and direct
+// alternating; the median round of each.
+Timing time_cuda_row(const Settings& st, const ExecContext& ec, const Row& r, DType dt) {
+  constexpr int kMinIters = 10, kWarmup = 3;
+  const bool wgrad = std::string(r.op) == "wgrad";
+  const DType out = wgrad ? DType::f32 : dt;
+  Tensor a = r.trans_a ? ec.empty({r.k, r.m}, dt) : ec.empty({r.m, r.k}, dt);
+  Tensor b = r.trans_b ? ec.empty({r.n, r.k}, dt) : ec.empty({r.k, r.n}, dt);
+  Tensor c = ec.zeros({r.m, r.n}, out);
+  a.fill(0.01f);
+  b.fill(0.02f);
+  kernels::GemmOptions go{.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad};
+  auto weft_call = [&] { kernels::gemm(ec, a, b, c, go); };
+  DirectCublasLt direct(r, dt, out, a.raw(), b.raw(), c.raw(), wgrad, ec.stream(),
+                        ec.device().index);
+  auto direct_call = [&] { direct.run(); };
+  for (int i = 0; i < kWarmup; ++i) {
+    weft_call();
+    direct_call();
+  }
+  const double once = cuda_seconds_per_call(ec.stream(), weft_call, 1);
+  const int iters = std::max(kMinIters, static_cast<int>(st.min_time / std::max(once, 1e-9)));
+  std::vector<double> weft_s, direct_s;
+  for (int round = 0; round < st.rounds; ++round) {
+    weft_s.push_back(cuda_seconds_per_call(ec.stream(), weft_call, iters));
+    direct_s.push_back(cuda_seconds_per_call(ec.stream(), direct_call, iters));
+  }
+  return {
+      .weft = median(weft_s), .direct = median(direct_s), .path = "cublaslt", .direct_dtype = dt};
+}
+#endif
+
 cli::Options run_options() {
   cli::Options opts("weft bench gemm [options]",
                     "Times the GEMMs of one GPT-2-small transformer layer (QKV, attention\n"
@@ -44,14 +169,21 @@ cli::Options run_options() {
                     "ratio meaningful on a machine shared with other work. Where oneDNN has no\n"
                     "bf16 matmul (CPUs without AVX-512), bf16 rows are emulated (bf16 values,\n"
                     "f32 kernels; marked `emulated`) and compared against the direct f32 matmul\n"
-                    "of the same shape, the kernel they run on.");
-  opts.option("dtype", "f32|bf16|both", "both", "input type")
+                    "of the same shape, the kernel they run on.\n"
+                    "With --device cuda the rows run on cuda:0 against a cublasLtMatmul called\n"
+                    "directly with the same types (f32 accumulation, no TF32); each round is a\n"
+                    "batch of calls (at least 10, after warm-up) timed with CUDA events, and\n"
+                    "the median round of each is compared, in TFLOP/s.");
+  opts.option("device", "cpu|cuda", "cpu", "where the GEMMs run (cuda: GPU 0, cuBLASLt)")
+      .option("dtype", "f32|bf16|both", "both", "input type")
       .option("tokens", "N", "2048", "tokens (batch x sequence) per GEMM")
       .option("width", "C", "768", "model width")
       .option("threads", "N", "0", "threads per call (0: all cores, or WEFT_NUM_THREADS)")
       .option("rounds", "N", "30",
-              "timing rounds per row, weft and direct alternating (the best of each is reported)")
-      .option("min-time", "SEC", "0", "minimum time of one round (0: one call per round)")
+              "timing rounds per row, weft and direct alternating (the best of each is reported;"
+              " on cuda the median)")
+      .option("min-time", "SEC", "0",
+              "minimum time of one round (0: one call per round; on cuda at least 10 calls)")
       .flag("json", "print one JSON object per row instead of the table");
   return opts;
 }
@@ -59,81 +191,52 @@ cli::Options run_options() {
 int run(const std::vector<std::string>& args) {
   cli::Options opts = run_options();
   opts.parse(args);
+  const std::string device = opts.choice("device", {"cpu", "cuda"});
   const std::string dtypes = opts.choice("dtype", {"f32", "bf16", "both"});
   const int64_t tokens = opts.integer("tokens"), width = opts.integer("width");
   WEFT_CHECK(tokens >= 1 && width >= 1, "--tokens and --width must be positive");
   const int threads = static_cast<int>(opts.integer("threads"));
   WEFT_CHECK(threads >= 0, "--threads must be >= 0");
   set_num_threads(threads);
-  const int rounds = static_cast<int>(std::max<int64_t>(1, opts.integer("rounds")));
-  const double min_time = opts.number("min-time");
-  const bool json = opts.flag_set("json");
+  Settings st;
+  st.rounds = static_cast<int>(std::max<int64_t>(1, opts.integer("rounds")));
+  st.min_time = opts.number("min-time");
+  st.json = opts.flag_set("json");
+  st.cuda = device == "cuda";
+  // Throws (exit status 2) where this build has no CUDA backend or the
+  // machine no GPU.
+  if (st.cuda) cuda::check_device(Device::cuda(0));
 
-  (json ? std::cerr : std::cout) << "cpu: " << kernels::describe_cpu_support()
-                                 << "; threads per call: " << num_threads() << "\n";
-  if (!json) {
-    std::printf("%-5s %-6s %6s %6s %6s %-5s %-8s %10s %10s %10s %7s\n", "layer", "op", "m", "n",
-                "k", "dtype", "path", "ms", "GFLOP/s", "direct", "ratio");
+  std::ostream& info = st.json ? std::cerr : std::cout;
+  if (st.cuda) {
+    info << "cuda: " << cuda::device_description(0) << "\n";
+  } else {
+    info << "cpu: " << kernels::describe_cpu_support() << "; threads per call: " << num_threads()
+         << "\n";
   }
-  const ExecContext& ec = ExecContext::host();
+  print_header(st);
   std::vector<DType> types;
   if (dtypes != "bf16") types.push_back(DType::f32);
   if (dtypes != "f32") types.push_back(DType::bf16);
+#if WEFT_HAVE_CUDA
+  const ExecContext gpu = st.cuda ? ExecContext::cuda(0) : ExecContext::host();
+#endif
   for (DType dt : types) {
     for (const Row& r : layer_gemms(tokens, width)) {
-      const bool wgrad = std::string(r.op) == "wgrad";
-      const DType out = wgrad ? DType::f32 : dt;
-      Tensor a = r.trans_a ? ec.empty({r.k, r.m}, dt) : ec.empty({r.m, r.k}, dt);
-      Tensor b = r.trans_b ? ec.empty({r.n, r.k}, dt) : ec.empty({r.k, r.n}, dt);
-      Tensor c = ec.zeros({r.m, r.n}, out);
-      a.fill(0.01f);
-      b.fill(0.02f);
-      kernels::GemmOptions go{.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad};
-      auto weft_call = [&] { kernels::gemm(ec, a, b, c, go); };
-      // An emulated row's baseline is the direct f32 matmul it runs on.
-      const bool emulated = dt == DType::bf16 && !kernels::cpu_support().native_bf16;
-      const DType base_in = emulated ? DType::f32 : dt, base_out = emulated ? DType::f32 : out;
-      Tensor ba = emulated ? a.to(DType::f32) : a, bb = emulated ? b.to(DType::f32) : b,
-             bc = emulated ? c.to(DType::f32) : c;
-      DirectGemm direct(r, base_in, base_out, ba.raw(), bb.raw(), bc.raw(), wgrad);
-      auto direct_call = [&] { direct.run(); };
-      // Calibrate the iteration count on weft's call, then time both with the
-      // same count, weft and direct alternating round by round.
-      weft_call();
-      direct_call();
-      double once = time_call(weft_call, 1, 1);
-      int iters = std::max(1, static_cast<int>(min_time / std::max(once, 1e-9)));
-      double t_weft = 1e30, t_direct = 1e30;
-      for (int round = 0; round < rounds; ++round) {
-        t_weft = std::min(t_weft, time_call(weft_call, iters, 1));
-        t_direct = std::min(t_direct, time_call(direct_call, iters, 1));
+#if WEFT_HAVE_CUDA
+      if (st.cuda) {
+        print_row(st, r, dt, time_cuda_row(st, gpu, r, dt));
+        continue;
       }
-      const double flops =
-          2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
-      const double g_weft = flops / t_weft / 1e9, g_direct = flops / t_direct / 1e9;
-      if (json) {
-        std::printf(
-            "{\"layer\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"dtype\":\"%s\",\"op\":\"%s\","
-            "\"emulated\":%s,\"direct_dtype\":\"%s\",\"ms\":%.4f,\"gflops\":%.1f,"
-            "\"direct_gflops\":%.1f,\"ratio\":%.3f}\n",
-            r.layer, static_cast<long long>(r.m), static_cast<long long>(r.n),
-            static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), r.op,
-            emulated ? "true" : "false", std::string(dtype_name(base_in)).c_str(), t_weft * 1e3,
-            g_weft, g_direct, g_weft / g_direct);
-      } else {
-        std::printf("%-5s %-6s %6lld %6lld %6lld %-5s %-8s %10.3f %10.1f %10.1f %7.3f\n", r.layer,
-                    r.op, static_cast<long long>(r.m), static_cast<long long>(r.n),
-                    static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(),
-                    emulated ? "emulated" : "native", t_weft * 1e3, g_weft, g_direct,
-                    g_weft / g_direct);
-      }
-      std::fflush(stdout);
+#endif
+      print_row(st, r, dt, time_cpu_row(st, r, dt));
     }
   }
   return 0;
 }
 
-cli::Register reg("bench gemm", "time the GEMMs of a GPT-2-small layer against direct oneDNN",
+cli::Register reg("bench gemm",
+                  "time the GEMMs of a GPT-2-small layer against direct oneDNN or cuBLASLt",
                   run_options, run);
 
 }  // namespace

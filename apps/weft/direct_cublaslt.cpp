@@ -1,0 +1,126 @@
+#include "direct_cublaslt.h"
+
+#if WEFT_HAVE_CUDA
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "weft/core/error.h"
+
+namespace weft {
+
+namespace {
+
+void check(cublasStatus_t status, const char* call) {
+  WEFT_CHECK(status == CUBLAS_STATUS_SUCCESS, "{} failed: {}", call,
+             cublasLtGetStatusString(status));
+}
+
+void check(cudaError_t status, const char* call) {
+  WEFT_CHECK(status == cudaSuccess, "{} failed: {}", call, cudaGetErrorString(status));
+}
+
+cudaDataType_t cuda_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+constexpr size_t kWorkspace = 32u << 20;
+
+}  // namespace
+
+struct DirectCublasLt::Impl {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a_layout = nullptr, b_layout = nullptr, c_layout = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  void* workspace = nullptr;
+  const void *a = nullptr, *b = nullptr;
+  void* c = nullptr;
+  float alpha = 1.0f, beta = 0.0f;
+  cudaStream_t stream = nullptr;
+
+  ~Impl() {
+    if (workspace) cudaFree(workspace);
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (c_layout) cublasLtMatrixLayoutDestroy(c_layout);
+    if (b_layout) cublasLtMatrixLayoutDestroy(b_layout);
+    if (a_layout) cublasLtMatrixLayoutDestroy(a_layout);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (handle) cublasLtDestroy(handle);
+  }
+};
+
+// Column-major cuBLASLt computes cᵀ (n x m) = op(b)ᵀ · op(a)ᵀ: its A is weft's
+// b, its B weft's a, each read transposed exactly when weft's is not.
+DirectCublasLt::DirectCublasLt(const GemmShape& s, DType in, DType out, const void* a,
+                               const void* b, void* c, bool accumulate, void* stream, int device)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& d = *impl_;
+  check(cudaSetDevice(device), "cudaSetDevice");
+  d.a = a;
+  d.b = b;
+  d.c = c;
+  d.beta = accumulate ? 1.0f : 0.0f;
+  d.stream = static_cast<cudaStream_t>(stream);
+  check(cublasLtCreate(&d.handle), "cublasLtCreate");
+  check(cublasLtMatmulDescCreate(&d.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+        "cublasLtMatmulDescCreate");
+  const int32_t op_a = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int32_t op_b = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
+        "cublasLtMatmulDescSetAttribute(TRANSA)");
+  check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
+        "cublasLtMatmulDescSetAttribute(TRANSB)");
+  const auto m = static_cast<uint64_t>(s.m), n = static_cast<uint64_t>(s.n),
+             k = static_cast<uint64_t>(s.k);
+  check(s.trans_b ? cublasLtMatrixLayoutCreate(&d.a_layout, cuda_type(in), k, n, s.k)
+                  : cublasLtMatrixLayoutCreate(&d.a_layout, cuda_type(in), n, k, s.n),
+        "cublasLtMatrixLayoutCreate(A)");
+  check(s.trans_a ? cublasLtMatrixLayoutCreate(&d.b_layout, cuda_type(in), m, k, s.m)
+                  : cublasLtMatrixLayoutCreate(&d.b_layout, cuda_type(in), k, m, s.k),
+        "cublasLtMatrixLayoutCreate(B)");
+  check(cublasLtMatrixLayoutCreate(&d.c_layout, cuda_type(out), n, m, s.n),
+        "cublasLtMatrixLayoutCreate(C)");
+  check(cublasLtMatmulPreferenceCreate(&d.pref), "cublasLtMatmulPreferenceCreate");
+  const uint64_t workspace = kWorkspace;
+  check(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &workspace, sizeof(workspace)),
+        "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  check(cublasLtMatmulAlgoGetHeuristic(d.handle, d.desc, d.a_layout, d.b_layout, d.c_layout,
+                                       d.c_layout, d.pref, 1, &result, &found),
+        "cublasLtMatmulAlgoGetHeuristic");
+  WEFT_CHECK(found > 0, "cuBLASLt has no algorithm for {}x{}x{}", s.m, s.n, s.k);
+  d.algo = result.algo;
+  check(cudaMalloc(&d.workspace, kWorkspace), "cudaMalloc");
+}
+
+DirectCublasLt::~DirectCublasLt() = default;
+
+void DirectCublasLt::run() {
+  Impl& d = *impl_;
+  check(cublasLtMatmul(d.handle, d.desc, &d.alpha, d.b, d.a_layout, d.a, d.b_layout, &d.beta, d.c,
+                       d.c_layout, d.c, d.c_layout, &d.algo, d.workspace, kWorkspace, d.stream),
+        "cublasLtMatmul");
+}
+
+double cuda_seconds_per_call(void* stream, const std::function<void()>& fn, int iters) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  check(cudaEventRecord(start, s), "cudaEventRecord");
+  for (int i = 0; i < iters; ++i) fn();
+  check(cudaEventRecord(stop, s), "cudaEventRecord");
+  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float ms = 0;
+  const cudaError_t elapsed = cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  check(elapsed, "cudaEventElapsedTime");
+  return static_cast<double>(ms) * 1e-3 / iters;
+}
+
+}  // namespace weft
+
+#endif  // WEFT_HAVE_CUDA

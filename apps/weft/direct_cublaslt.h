@@ -1,0 +1,38 @@
+// The direct cuBLASLt matmul, called through cuBLASLt's own API: the yardstick
+// of `weft bench gemm --device cuda`. Defined only in builds with the CUDA
+// backend (WEFT_HAVE_CUDA); no CUDA header is included here.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "direct_gemm.h"
+#include "weft/core/dtype.h"
+
+namespace weft {
+
+// One cublasLtMatmul with its handle, descriptors, algorithm and workspace
+// made once, for device pointers laid out as weft's gemm() takes them
+// (row-major; a is (k, m) when s.trans_a, b is (n, k) when s.trans_b), with
+// the same types and f32 accumulation (CUBLAS_COMPUTE_32F), beta = 1 when
+// accumulating. Runs on `stream` (a cudaStream_t of GPU `device`).
+class DirectCublasLt {
+ public:
+  DirectCublasLt(const GemmShape& s, DType in, DType out, const void* a, const void* b, void* c,
+                 bool accumulate, void* stream, int device);
+  ~DirectCublasLt();
+  DirectCublasLt(const DirectCublasLt&) = delete;
+  DirectCublasLt& operator=(const DirectCublasLt&) = delete;
+  void run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// GPU time per call of `fn`, which enqueues its work on `stream`: `iters`
+// calls between two CUDA events on that stream, in seconds. Host time spent
+// inside the calls counts where the GPU waits for it.
+double cuda_seconds_per_call(void* stream, const std::function<void()>& fn, int iters);
+
+}  // namespace weft

@@ -1,0 +1,424 @@
+#include "weft/kernels/cuda/gemm.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+
+#include "weft/core/cuda.h"
+#include "weft/core/error.h"
+
+namespace weft::kernels::cuda {
+
+namespace {
+
+// cuBLASLt recommends 32 MiB on Hopper; the workspace an algorithm needs
+// (often none) is taken from the caching allocator per call.
+constexpr uint64_t kMaxWorkspace = 32ull << 20;
+
+// One operand in cuBLASLt's column-major terms.
+struct Layout {
+  int64_t rows = 0, cols = 0, ld = 0;
+  int64_t batch = 1, stride = 0;  // the batch cuBLASLt runs (strided)
+  bool transposed = false;        // op(X) = Xᵀ
+  cudaDataType_t type = CUDA_R_32F;
+  int64_t alignment = 256;  // bytes, of every matrix's first element
+};
+
+// Everything that selects a plan.
+struct Problem {
+  int device = 0;
+  Layout a, b, c;                 // cuBLASLt's A (weft's b), B (weft's a), C = D
+  int64_t bias = 0;               // 0: no bias epilogue; else 1 + its cudaDataType_t
+  std::string describe() const {  // for error messages, in weft's terms
+    const int64_t m = c.cols, n = c.rows, k = a.transposed ? a.rows : a.cols;
+    return fmt::format("{}x{} · {}x{} GEMM ({} in, {} out, batch {}, {}{}, cuda:{})", m, k, k, n,
+                       type_name(b.type), type_name(c.type), c.batch, b.transposed ? "aᵀ" : "a",
+                       a.transposed ? "·bᵀ" : "·b", device);
+  }
+  static const char* type_name(cudaDataType_t t) { return t == CUDA_R_16BF ? "bf16" : "f32"; }
+};
+
+using Key = std::array<int64_t, 3 * 8 + 2>;
+
+Key key_of(const Problem& p) {
+  Key k{};
+  size_t i = 0;
+  for (const Layout* l : {&p.a, &p.b, &p.c}) {
+    k[i++] = l->rows;
+    k[i++] = l->cols;
+    k[i++] = l->ld;
+    k[i++] = l->batch;
+    k[i++] = l->stride;
+    k[i++] = l->transposed;
+    k[i++] = l->type;
+    k[i++] = l->alignment;
+  }
+  k[i++] = p.device;
+  k[i++] = p.bias;
+  return k;
+}
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+void check(cublasStatus_t status, const char* call, const Problem& p) {
+  WEFT_CHECK(status == CUBLAS_STATUS_SUCCESS, "{} failed for a {}: {}", call, p.describe(),
+             cublasLtGetStatusString(status));
+}
+
+void check_cuda(cudaError_t status, const char* call) {
+  WEFT_CHECK(status == cudaSuccess, "{} failed: {} ({})", call, cudaGetErrorString(status),
+             cudaGetErrorName(status));
+}
+
+// Makes `device` current for the scope: cuBLASLt launches on the current
+// device, which must be the stream's.
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
+    device_ = device;
+  }
+  ~OnDevice() {
+    if (previous_ != device_) cudaSetDevice(previous_);
+  }
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+
+ private:
+  int previous_ = 0, device_ = 0;
+};
+
+// One handle per device, shared by all threads. Never destroyed: at exit the
+// CUDA runtime may already be torn down when static destructors run.
+cublasLtHandle_t handle(const Problem& p) {
+  static std::mutex mu;
+  static std::unordered_map<int, cublasLtHandle_t> handles;
+  const std::lock_guard lock(mu);
+  cublasLtHandle_t& h = handles[p.device];
+  if (!h) check(cublasLtCreate(&h), "cublasLtCreate", p);
+  return h;
+}
+
+// Descriptors and the algorithm of one problem. Per thread, since the bias
+// pointer is an attribute of the matmul descriptor, set on every call.
+struct Plan {
+  cublasLtHandle_t handle = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+  bool bias_epilogue = false;
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+struct Cache {
+  std::unordered_map<Key, std::unique_ptr<Plan>, KeyHash> plans;
+  int64_t created = 0;
+};
+
+Cache& cache() {
+  thread_local Cache c;
+  return c;
+}
+
+cublasLtMatrixLayout_t make_layout(const Layout& l, const Problem& p) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  check(cublasLtMatrixLayoutCreate(&layout, l.type, static_cast<uint64_t>(l.rows),
+                                   static_cast<uint64_t>(l.cols), l.ld),
+        "cublasLtMatrixLayoutCreate", p);
+  if (l.batch > 1) {
+    const auto count = static_cast<int32_t>(l.batch);
+    check(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                           sizeof(count)),
+          "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)", p);
+    check(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                           &l.stride, sizeof(l.stride)),
+          "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)", p);
+  }
+  return layout;
+}
+
+// Builds the descriptors and asks the heuristic for the best algorithm;
+// false when no algorithm takes this problem (the caller then drops the
+// bias epilogue).
+bool build(Plan& plan, const Problem& p, bool bias_epilogue) {
+  plan.handle = handle(p);
+  check(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+        "cublasLtMatmulDescCreate", p);
+  auto set = [&](cublasLtMatmulDescAttributes_t attr, const auto& value, const char* what) {
+    check(cublasLtMatmulDescSetAttribute(plan.desc, attr, &value, sizeof(value)), what, p);
+  };
+  const int32_t op_a = p.a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int32_t op_b = p.b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set(CUBLASLT_MATMUL_DESC_TRANSA, op_a, "cublasLtMatmulDescSetAttribute(TRANSA)");
+  set(CUBLASLT_MATMUL_DESC_TRANSB, op_b, "cublasLtMatmulDescSetAttribute(TRANSB)");
+  if (bias_epilogue) {
+    const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const auto bias_type = static_cast<int32_t>(p.bias - 1);
+    set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue, "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+    set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type,
+        "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)");
+  }
+  plan.bias_epilogue = bias_epilogue;
+  plan.a = make_layout(p.a, p);
+  plan.b = make_layout(p.b, p);
+  plan.c = make_layout(p.c, p);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", p);
+  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
+                        decltype(&cublasLtMatmulPreferenceDestroy)>
+      owned(pref, cublasLtMatmulPreferenceDestroy);
+  auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attr, const auto& value,
+                    const char* what) {
+    check(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)), what, p);
+  };
+  prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kMaxWorkspace,
+         "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+  // The heuristic assumes 256-byte aligned matrices unless told otherwise;
+  // views into wider buffers (attention heads) are often less aligned.
+  const auto align_a = static_cast<uint32_t>(p.a.alignment);
+  const auto align_b = static_cast<uint32_t>(p.b.alignment);
+  const auto align_c = static_cast<uint32_t>(p.c.alignment);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a,
+         "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_A_BYTES)");
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b,
+         "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_B_BYTES)");
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c,
+         "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_C_BYTES)");
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c,
+         "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_D_BYTES)");
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      plan.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
+  if (bias_epilogue && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return false;
+  check(status, "cublasLtMatmulAlgoGetHeuristic", p);
+  WEFT_CHECK(found > 0, "cuBLASLt has no algorithm for a {}", p.describe());
+  plan.algo = result.algo;
+  plan.workspace = result.workspaceSize;
+  return true;
+}
+
+Plan& plan_for(const Problem& p) {
+  Cache& cc = cache();
+  const Key key = key_of(p);
+  auto it = cc.plans.find(key);
+  if (it != cc.plans.end()) return *it->second;
+  auto plan = std::make_unique<Plan>();
+  if (!build(*plan, p, p.bias != 0)) {
+    plan = std::make_unique<Plan>();
+    build(*plan, p, false);
+  }
+  ++cc.created;
+  return *cc.plans.emplace(key, std::move(plan)).first->second;
+}
+
+// The workspace of one call, from the caching allocator on the context's
+// stream. Released when the call is enqueued: the block goes back to the cache
+// of that stream, whose later work runs after these matmuls.
+struct Workspace {
+  Workspace(const ExecContext& ec, size_t bytes) : device(ec.device()) {
+    if (bytes == 0) return;
+    const weft::cuda::ScopedAllocationStream on_stream(ec.stream());
+    ptr = weft::cuda::allocate(device, bytes);
+  }
+  ~Workspace() {
+    if (ptr) weft::cuda::release(ptr, device);
+  }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+
+  Device device;
+  void* ptr = nullptr;
+};
+
+cudaDataType_t cuda_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// The largest power of two (at most 256) dividing every value: the alignment
+// in bytes of addresses base + i·step for all steps.
+int64_t alignment(std::initializer_list<uint64_t> values) {
+  uint64_t bits = 256;
+  for (uint64_t v : values) bits |= v;
+  return static_cast<int64_t>(bits & (~bits + 1));
+}
+
+// A weft matrix (row-major view with strides) as the cuBLASLt operand that,
+// with its op, is the matrix's transpose: cuBLASLt is column-major, so weft's
+// c = a·b is computed as cᵀ = bᵀ·aᵀ.
+Layout layout_of(const StridedMatrices& s, int64_t batch, int64_t stride, int64_t outer_stride) {
+  WEFT_CHECK(s.col_stride == 1 || s.row_stride == 1,
+             "gemm operand needs a dense row or column, got strides ({}, {})", s.row_stride,
+             s.col_stride);
+  Layout l;
+  l.transposed = s.col_stride != 1;
+  l.rows = l.transposed ? s.rows : s.cols;
+  l.cols = l.transposed ? s.cols : s.rows;
+  l.ld = l.transposed ? s.col_stride : s.row_stride;
+  // A single column's leading dimension is never used, but must be valid.
+  if (l.cols == 1) l.ld = std::max(l.ld, l.rows);
+  l.batch = batch;
+  l.stride = stride;
+  l.type = cuda_type(s.dtype);
+  const auto es = static_cast<uint64_t>(dtype_storage_bytes(s.dtype, 1));
+  l.alignment = alignment({reinterpret_cast<uintptr_t>(s.data), static_cast<uint64_t>(stride) * es,
+                           static_cast<uint64_t>(outer_stride) * es});
+  return l;
+}
+
+void check_inputs(DType a, DType b, DType c) {
+  WEFT_CHECK(a == b, "gemm operands must have the same dtype, got {} and {}", dtype_name(a),
+             dtype_name(b));
+  WEFT_CHECK(a == DType::f32 || a == DType::bf16, "gemm supports f32 and bf16 inputs, got {}",
+             dtype_name(a));
+  WEFT_CHECK(c == DType::f32 || c == DType::bf16, "gemm writes f32 or bf16, got {}", dtype_name(c));
+}
+
+// c = alpha · a·b (+ c if accumulate) (+ bias on every row), for every entry
+// of the batch dimensions: cuBLASLt runs one strided batch, the host loops
+// over the other.
+void matmul(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
+            const StridedMatrices& c, const Tensor* bias, float alpha, bool accumulate) {
+  WEFT_CHECK(c.col_stride == 1, "gemm output needs dense rows, got column stride {}", c.col_stride);
+  // cuBLASLt has no f32 product with a bf16 output: the product goes to a
+  // dense f32 buffer and is rounded into c once.
+  if (a.dtype == DType::f32 && c.dtype == DType::bf16) {
+    StridedMatrices wide = c;
+    wide.dtype = DType::f32;
+    wide.row_stride = c.cols;
+    wide.batch_stride[1] = c.rows * c.cols;
+    wide.batch_stride[0] = c.batch[1] * wide.batch_stride[1];
+    const Tensor buffer = ec.empty({c.batch[0] * wide.batch_stride[0]}, DType::f32);
+    wide.data = buffer.raw();
+    if (accumulate) convert_matrices(ec, c, wide, nullptr, DType::f32);
+    matmul(ec, a, b, wide, bias, alpha, accumulate);
+    convert_matrices(ec, wide, c, nullptr, DType::f32);
+    return;
+  }
+  // One batch dimension goes to cuBLASLt: the inner one, or the outer one
+  // when the inner is trivial.
+  const bool inner = c.batch[1] > 1;
+  const int outer_dim = inner ? 0 : 1, batch_dim = inner ? 1 : 0;
+  const int64_t outer = c.batch[outer_dim];
+  auto layout = [&](const StridedMatrices& s) {
+    return layout_of(s, s.batch[batch_dim], s.batch_stride[batch_dim],
+                     outer > 1 ? s.batch_stride[outer_dim] : 0);
+  };
+  Problem p;
+  p.device = ec.device().index;
+  p.a = layout(b);
+  p.b = layout(a);
+  p.c = layout(c);
+  const bool epilogue_types =
+      bias && bias->dtype() == c.dtype && reinterpret_cast<uintptr_t>(bias->raw()) % 16 == 0;
+  if (epilogue_types) p.bias = 1 + cuda_type(bias->dtype());
+
+  const OnDevice on_device(p.device);
+  Plan& plan = plan_for(p);
+  if (plan.bias_epilogue) {
+    const void* bias_ptr = bias->raw();
+    check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr,
+                                         sizeof(bias_ptr)),
+          "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", p);
+  }
+  const Workspace workspace(ec, plan.workspace);
+  const float beta = accumulate ? 1.0f : 0.0f;
+  const auto es_a = static_cast<int64_t>(dtype_storage_bytes(a.dtype, 1));
+  const auto es_c = static_cast<int64_t>(dtype_storage_bytes(c.dtype, 1));
+  for (int64_t i = 0; i < outer; ++i) {
+    const auto* pa = static_cast<const char*>(a.data) + i * a.batch_stride[outer_dim] * es_a;
+    const auto* pb = static_cast<const char*>(b.data) + i * b.batch_stride[outer_dim] * es_a;
+    auto* pc = static_cast<char*>(c.data) + i * c.batch_stride[outer_dim] * es_c;
+    check(cublasLtMatmul(plan.handle, plan.desc, &alpha, pb, plan.a, pa, plan.b, &beta, pc, plan.c,
+                         pc, plan.c, &plan.algo, workspace.ptr, plan.workspace,
+                         static_cast<cudaStream_t>(ec.stream())),
+          "cublasLtMatmul", p);
+  }
+  if (bias && !plan.bias_epilogue) convert_matrices(ec, c, c, bias->raw(), bias->dtype());
+}
+
+StridedMatrices matrix(const Tensor& t, bool transposed) {
+  StridedMatrices s;
+  const int64_t r = t.shape().rows(), c = t.shape().last();
+  s.data = t.raw();
+  s.dtype = t.dtype();
+  s.rows = transposed ? c : r;
+  s.cols = transposed ? r : c;
+  s.row_stride = transposed ? 1 : c;
+  s.col_stride = transposed ? c : 1;
+  return s;
+}
+
+}  // namespace
+
+void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
+          const GemmOptions& opt) {
+  check_inputs(a.dtype(), b.dtype(), c.dtype());
+  const StridedMatrices sa = matrix(a, opt.trans_a), sb = matrix(b, opt.trans_b),
+                        sc = matrix(c, false);
+  const int64_t m = sa.rows, k = sa.cols, n = sb.cols;
+  WEFT_CHECK(sb.rows == k, "gemm inner dimensions differ: op(a) is {}x{}, op(b) is {}x{}", m, k,
+             sb.rows, n);
+  WEFT_CHECK(sc.rows == m && sc.cols == n,
+             "gemm output is {}x{} but op(a)·op(b) is {}x{} (a {}, b {}, c {})", sc.rows, sc.cols,
+             m, n, a.shape(), b.shape(), c.shape());
+  if (opt.bias) {
+    WEFT_CHECK(opt.bias->numel() == n, "gemm bias has {} elements, expected {}", opt.bias->numel(),
+               n);
+    WEFT_CHECK(opt.bias->dtype() == DType::f32 || opt.bias->dtype() == DType::bf16,
+               "gemm bias must be f32 or bf16, got {}", dtype_name(opt.bias->dtype()));
+  }
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!opt.accumulate) c.zero();
+    WEFT_CHECK(!opt.bias, "gemm with k = 0 and a bias is not supported");
+    return;
+  }
+  matmul(ec, sa, sb, sc, opt.bias, opt.alpha, opt.accumulate);
+}
+
+void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
+                  const StridedMatrices& c, float alpha, bool accumulate) {
+  check_inputs(a.dtype, b.dtype, c.dtype);
+  WEFT_CHECK(a.cols == b.rows && c.rows == a.rows && c.cols == b.cols,
+             "batched gemm shapes disagree: a {}x{}, b {}x{}, c {}x{}", a.rows, a.cols, b.rows,
+             b.cols, c.rows, c.cols);
+  for (int d = 0; d < 2; ++d) {
+    WEFT_CHECK(a.batch[d] == c.batch[d] && b.batch[d] == c.batch[d],
+               "batched gemm batch dimension {} disagrees: a {}, b {}, c {}", d, a.batch[d],
+               b.batch[d], c.batch[d]);
+  }
+  if (c.rows == 0 || c.cols == 0 || c.batch[0] == 0 || c.batch[1] == 0) return;
+  WEFT_CHECK(a.cols > 0, "batched gemm with an empty inner dimension is not supported");
+  matmul(ec, a, b, c, nullptr, alpha, accumulate);
+}
+
+int64_t gemm_plans_created() { return cache().created; }
+
+}  // namespace weft::kernels::cuda
