@@ -37,6 +37,12 @@ if(WEFT_CUDA STREQUAL "ON" OR
   endif()
 endif()
 if(WEFT_HAVE_CUDA)
+  # CMake before 3.26 knows nvcc's flags up to C++17 only and refuses a
+  # CUDA20 target ("does not know the flags"); nvcc 12+ takes -std=c++20.
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   if(CCACHE_PROGRAM)
