@@ -23,6 +23,7 @@ void check_same(const Tensor& a, const Tensor& b, const char* op) {
              dtype_name(b.dtype()), b.shape());
 }
 
+// x (n) -> y (n)
 template <typename T>
 __global__ void gelu_forward_kernel(const T* x, T* y, int64_t n) {
   for (int64_t i = grid_start(); i < n; i += grid_stride()) {
@@ -32,7 +33,8 @@ __global__ void gelu_forward_kernel(const T* x, T* y, int64_t n) {
   }
 }
 
-// d/ds of 0.5·s·(1 + tanh(g(s))), written as oneDNN's reference gelu_tanh_bwd.
+// dy (n), x (n) -> dx (n): d/ds of 0.5·s·(1 + tanh(g(s))), written as oneDNN's
+// reference gelu_tanh_bwd.
 template <typename T>
 __global__ void gelu_backward_kernel(const T* dy, const T* x, T* dx, int64_t n) {
   for (int64_t i = grid_start(); i < n; i += grid_stride()) {
@@ -43,6 +45,7 @@ __global__ void gelu_backward_kernel(const T* dy, const T* x, T* dx, int64_t n) 
   }
 }
 
+// y (n, c) += bias (c)
 template <typename T>
 __global__ void bias_add_kernel(T* y, const float* bias, int64_t n, int64_t c) {
   for (int64_t i = grid_start(); i < n * c; i += grid_stride()) {
@@ -50,7 +53,8 @@ __global__ void bias_add_kernel(T* y, const float* bias, int64_t n, int64_t c) {
   }
 }
 
-// partial[b, j] = Σ dy[r, j] over the rows r of block b, in row order.
+// dy (n, c) -> partial (nblocks, c): partial[b, j] = Σ dy[r, j] over the rows r
+// of block b, in row order.
 template <typename T>
 __global__ void column_block_sums_kernel(const T* dy, float* partial, int64_t n, int64_t c) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -62,7 +66,7 @@ __global__ void column_block_sums_kernel(const T* dy, float* partial, int64_t n,
   partial[b * c + j] = sum;
 }
 
-// out[j] += partial[b, j] for b = 0, 1, ... in order.
+// partial (nblocks, c) -> out (c) += partial[b] for b = 0, 1, ... in order.
 __global__ void add_block_sums_kernel(const float* partial, int64_t nblocks, int64_t c,
                                       float* out) {
   for (int64_t j = grid_start(); j < c; j += grid_stride()) {
@@ -72,6 +76,7 @@ __global__ void add_block_sums_kernel(const float* partial, int64_t nblocks, int
   }
 }
 
+// a (n), b (n) -> out (n) = a + b
 template <typename T>
 __global__ void add_kernel(const T* a, const T* b, T* out, int64_t n) {
   for (int64_t i = grid_start(); i < n; i += grid_stride()) {
@@ -79,7 +84,7 @@ __global__ void add_kernel(const T* a, const T* b, T* out, int64_t n) {
   }
 }
 
-// alpha·x is rounded before the add, as the CPU loop (compiled without FMA)
+// y (n) += alpha·x (n); alpha·x is rounded before the add, as the CPU loop (compiled without FMA)
 // computes it.
 template <typename TX, typename TY>
 __global__ void axpy_kernel(float alpha, const TX* x, TY* y, int64_t n) {
@@ -88,6 +93,7 @@ __global__ void axpy_kernel(float alpha, const TX* x, TY* y, int64_t n) {
   }
 }
 
+// y (n) *= alpha
 template <typename T>
 __global__ void scale_kernel(T* y, float alpha, int64_t n) {
   for (int64_t i = grid_start(); i < n; i += grid_stride()) store_f(y, i, load_f(y, i) * alpha);

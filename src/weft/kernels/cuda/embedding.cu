@@ -70,7 +70,8 @@ void check_positions(int64_t seq, int64_t table_rows, int64_t pos_offset, const 
              op, pos_offset, pos_offset + seq, table_rows);
 }
 
-// One block per token row: out[n] = wte[tokens[n] - vocab_start], or zeros
+// tokens (rows), wte (vocab, C) -> out (rows, C). One block per token row:
+// out[n] = wte[tokens[n] - vocab_start], or zeros
 // for a token outside this table's slice.
 template <typename TW, typename TO>
 __global__ void embedding_forward_kernel(const int32_t* tokens, const TW* wte, TO* out,
@@ -88,9 +89,9 @@ __global__ void embedding_forward_kernel(const int32_t* tokens, const TW* wte, T
   }
 }
 
-// One block per distinct token of the slice: its dwte row adds the dout rows
-// of its occurrences in token order (rows[starts[k] .. starts[k+1])), the
-// CPU's order, so the sums are the CPU's bit for bit.
+// dout (rows, C) -> dwte (vocab, C) +=. One block per distinct token of the slice: its dwte row
+// adds the dout rows of its occurrences in token order (rows[starts[k] .. starts[k+1])), the CPU's
+// order, so the sums are the CPU's bit for bit.
 template <typename T>
 __global__ void embedding_backward_kernel(const T* dout, const int32_t* rows, const int32_t* starts,
                                           const int32_t* locals, int64_t groups, int64_t channels,
@@ -106,6 +107,7 @@ __global__ void embedding_backward_kernel(const T* dout, const int32_t* rows, co
   }
 }
 
+// table (seq, C) -> out (rows, C) += table[position of the row]
 template <typename T>
 __global__ void position_forward_kernel(const float* table, T* out, int64_t rows, int64_t channels,
                                         int64_t batch, int64_t seq, bool sequence_major) {
@@ -116,7 +118,8 @@ __global__ void position_forward_kernel(const float* table, T* out, int64_t rows
   }
 }
 
-// One thread per (position, column), summing the batch in order b = 0, 1, ...
+// dout (rows, C) -> grad (seq, C) +=. One thread per (position, column),
+// summing the batch in order b = 0, 1, ...
 template <typename T>
 __global__ void position_backward_kernel(const T* dout, float* grad, int64_t channels,
                                          int64_t batch, int64_t seq, bool sequence_major) {

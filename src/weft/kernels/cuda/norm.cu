@@ -28,6 +28,7 @@ void check_stats(const Tensor& s, int64_t n, const char* what) {
              s.shape());
 }
 
+// x (n, c), gamma (c), beta (c) -> y (n, c), mean (n), rstd (n).
 // One block per row: mean, biased variance about the mean (two passes, as
 // the CPU), y = (x - mean)·rstd·gamma + beta.
 template <typename T>
@@ -57,7 +58,8 @@ __global__ void layer_norm_forward_kernel(const T* x, const float* gamma, const 
   }
 }
 
-// One block per row: dx = s·(dy·g - mean(dy·g) - xhat·mean(dy·g·xhat)).
+// dy (n, c), x (n, c), gamma (c), mean (n), rstd (n) -> dx (n, c). One block per
+// row: dx = s·(dy·g - mean(dy·g) - xhat·mean(dy·g·xhat)).
 template <typename T>
 __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* gamma, const float* mean,
                                      const float* rstd, T* dx, int64_t n, int64_t c) {
@@ -106,7 +108,8 @@ __global__ void layer_norm_param_blocks_kernel(const T* dy, const T* x, const fl
   partial[b * 2 * c + c + j] = pb;
 }
 
-// out_k[j] += partial[b, k, j] for b = 0, 1, ... in order (k < `parts`).
+// partial (nblocks, parts, c) -> out0 (c), out1 (c): out_k[j] += partial[b, k, j] for b = 0, 1, ...
+// in order (k < `parts`).
 __global__ void add_param_blocks_kernel(const float* partial, int64_t nblocks, int64_t c, int parts,
                                         float* out0, float* out1) {
   for (int64_t j = grid_start(); j < c; j += grid_stride()) {
@@ -121,6 +124,7 @@ __global__ void add_param_blocks_kernel(const float* partial, int64_t nblocks, i
   }
 }
 
+// x (n, c), gamma (c) -> y (n, c), rstd (n). One block per row.
 template <typename T>
 __global__ void rms_norm_forward_kernel(const T* x, const float* gamma, float eps, T* y,
                                         float* rstd, int64_t n, int64_t c) {
@@ -141,7 +145,8 @@ __global__ void rms_norm_forward_kernel(const T* x, const float* gamma, float ep
   }
 }
 
-// One block per row: dx = s·(dy·g - xhat·mean(dy·g·xhat)).
+// dy (n, c), x (n, c), gamma (c), rstd (n) -> dx (n, c). One block per row:
+// dx = s·(dy·g - xhat·mean(dy·g·xhat)).
 template <typename T>
 __global__ void rms_norm_dx_kernel(const T* dy, const T* x, const float* gamma, const float* rstd,
                                    T* dx, int64_t n, int64_t c) {

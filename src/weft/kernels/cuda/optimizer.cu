@@ -20,9 +20,9 @@ void check_f32(const Tensor& t, int64_t numel, const char* op, const char* name)
              dtype_name(t.dtype()), t.shape());
 }
 
-// The CPU's formula with every operation rounded on its own (_rn intrinsics:
-// no FMA contraction, which the CPU loop does not have either), so each
-// element is updated bit for bit as on the CPU.
+// p, g, m, v (n): one AdamW step. The CPU's formula with every operation rounded on its own (_rn
+// intrinsics: no FMA contraction, which the CPU loop does not have either), so each element is
+// updated bit for bit as on the CPU.
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, float scale,
                              float b1, float a1, float b2, float a2, float decay, float step_size,
                              float inv_sqrt_bias2, float eps) {
@@ -49,8 +49,8 @@ __device__ double block_sum_f64(double v, double* shared) {
   return shared[0];
 }
 
-// partial[block] = Σ x² over the elements of the block's grid-stride walk,
-// squares and sums in f64 (a square of an f32 is exact in f64).
+// x (n) -> partial (gridDim.x): partial[block] = Σ x² over the elements of the block's grid-stride
+// walk, squares and sums in f64 (a square of an f32 is exact in f64).
 __global__ void sum_of_squares_kernel(const float* x, int64_t n, double* partial) {
   __shared__ double shared[kSumThreads];
   double acc = 0.0;
@@ -62,6 +62,7 @@ __global__ void sum_of_squares_kernel(const float* x, int64_t n, double* partial
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
+// partial (count) -> out (1) = Σ partial
 __global__ void sum_partials_kernel(const double* partial, int count, double* out) {
   __shared__ double shared[kSumThreads];
   double acc = 0.0;

@@ -40,6 +40,7 @@ __device__ __forceinline__ void for_block_uniforms(uint64_t seed, uint64_t offse
   }
 }
 
+// out (count) = stream elements offset .. offset + count - 1
 __global__ void fill_uniform_kernel(uint64_t seed, uint64_t offset, int64_t count,
                                     BlockRange blocks, float* out) {
   for (int64_t k = grid_start(); k < blocks.count; k += grid_stride()) {
@@ -48,6 +49,7 @@ __global__ void fill_uniform_kernel(uint64_t seed, uint64_t offset, int64_t coun
   }
 }
 
+// x (count) -> y (count), mask (count)
 template <typename T>
 __global__ void dropout_forward_kernel(const T* x, float p, float scale, uint64_t seed,
                                        uint64_t offset, int64_t count, BlockRange blocks, T* y,
@@ -62,6 +64,7 @@ __global__ void dropout_forward_kernel(const T* x, float p, float scale, uint64_
   }
 }
 
+// dy (n), mask (n) -> dx (n)
 template <typename T>
 __global__ void dropout_backward_kernel(const T* dy, const uint8_t* mask, float scale, T* dx,
                                         int64_t n) {

@@ -8,8 +8,9 @@ namespace weft::kernels::cuda {
 
 namespace {
 
-// Output row n = (j, i) of `width` words is input row (i, j): consecutive
-// threads copy consecutive words of the output, whatever the dtype.
+// src (rows, cols, width) -> dst (cols, rows, width), in words of type W.
+// Output row n = (j, i) is input row (i, j); consecutive threads copy
+// consecutive words of the output, whatever the dtype.
 template <typename W>
 __global__ void transpose01_kernel(const W* src, W* dst, int64_t rows, int64_t cols,
                                    int64_t width) {
