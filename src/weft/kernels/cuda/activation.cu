@@ -58,12 +58,14 @@ __global__ void bias_add_kernel(T* y, const float* bias, int64_t n, int64_t c) {
 template <typename T>
 __global__ void column_block_sums_kernel(const T* dy, float* partial, int64_t n, int64_t c) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t b = blockIdx.y;
   if (j >= c) return;
-  const int64_t end = min(n, (b + 1) * kBlockRows);
-  float sum = 0.0f;
-  for (int64_t r = b * kBlockRows; r < end; ++r) sum += load_f(dy, r * c + j);
-  partial[b * c + j] = sum;
+  const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
+  for (int64_t b = blockIdx.y; b < nblocks; b += gridDim.y) {
+    const int64_t end = min(n, (b + 1) * kBlockRows);
+    float sum = 0.0f;
+    for (int64_t r = b * kBlockRows; r < end; ++r) sum += load_f(dy, r * c + j);
+    partial[b * c + j] = sum;
+  }
 }
 
 // partial (nblocks, c) -> out (c) += partial[b] for b = 0, 1, ... in order.
@@ -146,14 +148,10 @@ void bias_backward(const ExecContext& ec, const Tensor& dy, Tensor& dbias) {
              dtype_name(dbias.dtype()), dbias.shape());
   const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
   if (nblocks == 0 || c == 0) return;
-  WEFT_CHECK(nblocks <= 65535, "bias_backward: {} rows exceed the {} this kernel handles", n,
-             65535 * kBlockRows);
   Tensor partial = ec.empty({nblocks, c}, DType::f32);
   dispatch_float(dy.dtype(), "bias_backward", [&]<typename T>() {
-    const dim3 grid(static_cast<unsigned>((c + kThreads - 1) / kThreads),
-                    static_cast<unsigned>(nblocks));
-    column_block_sums_kernel<T>
-        <<<grid, kThreads, 0, stream_of(ec)>>>(dptr<const T>(dy), dptr<float>(partial), n, c);
+    column_block_sums_kernel<T><<<column_block_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(dy), dptr<float>(partial), n, c);
     check_launch("bias_backward (block sums)");
   });
   add_block_sums_kernel<<<blocks_for(c, kThreads), kThreads, 0, stream_of(ec)>>>(

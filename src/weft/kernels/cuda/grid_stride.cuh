@@ -3,6 +3,8 @@
 // index stays 64-bit for tensors past 2^31 elements. Internal to kernels/cuda/.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 namespace weft::kernels::cuda {
@@ -21,6 +23,14 @@ __device__ __forceinline__ int64_t grid_stride() {
 inline unsigned row_blocks(int64_t rows) {
   constexpr int64_t kMaxBlocks = 65535 * 32;
   return static_cast<unsigned>(rows < 1 ? 1 : (rows > kMaxBlocks ? kMaxBlocks : rows));
+}
+
+// Blocks for a column reduction over row blocks: x covers the `columns`
+// (kThreads per block), y the `row_blocks` (looping past the 65535 a grid's y
+// can hold).
+inline dim3 column_block_grid(int64_t columns, int64_t row_blocks) {
+  return dim3(static_cast<unsigned>((columns + kThreads - 1) / kThreads),
+              static_cast<unsigned>(row_blocks < 65535 ? row_blocks : 65535));
 }
 
 }  // namespace weft::kernels::cuda

@@ -94,18 +94,20 @@ __global__ void layer_norm_param_blocks_kernel(const T* dy, const T* x, const fl
                                                const float* rstd, float* partial, int64_t n,
                                                int64_t c) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t b = blockIdx.y;
   if (j >= c) return;
-  const int64_t end = min(n, (b + 1) * kBlockRows);
-  float pg = 0.0f, pb = 0.0f;
-  for (int64_t r = b * kBlockRows; r < end; ++r) {
-    const float xhat = __fmul_rn(__fsub_rn(load_f(x, r * c + j), mean[r]), rstd[r]);
-    const float d = load_f(dy, r * c + j);
-    pg = __fadd_rn(pg, __fmul_rn(d, xhat));
-    pb = __fadd_rn(pb, d);
+  const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
+  for (int64_t b = blockIdx.y; b < nblocks; b += gridDim.y) {
+    const int64_t end = min(n, (b + 1) * kBlockRows);
+    float pg = 0.0f, pb = 0.0f;
+    for (int64_t r = b * kBlockRows; r < end; ++r) {
+      const float xhat = __fmul_rn(__fsub_rn(load_f(x, r * c + j), mean[r]), rstd[r]);
+      const float d = load_f(dy, r * c + j);
+      pg = __fadd_rn(pg, __fmul_rn(d, xhat));
+      pb = __fadd_rn(pb, d);
+    }
+    partial[b * 2 * c + j] = pg;
+    partial[b * 2 * c + c + j] = pb;
   }
-  partial[b * 2 * c + j] = pg;
-  partial[b * 2 * c + c + j] = pb;
 }
 
 // partial (nblocks, parts, c) -> out0 (c), out1 (c): out_k[j] += partial[b, k, j] for b = 0, 1, ...
@@ -173,26 +175,17 @@ template <typename T>
 __global__ void rms_norm_param_blocks_kernel(const T* dy, const T* x, const float* rstd,
                                              float* partial, int64_t n, int64_t c) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t b = blockIdx.y;
   if (j >= c) return;
-  const int64_t end = min(n, (b + 1) * kBlockRows);
-  float pg = 0.0f;
-  for (int64_t r = b * kBlockRows; r < end; ++r) {
-    const float xhat = __fmul_rn(load_f(x, r * c + j), rstd[r]);
-    pg = __fadd_rn(pg, __fmul_rn(load_f(dy, r * c + j), xhat));
-  }
-  partial[b * c + j] = pg;
-}
-
-int64_t param_blocks(int64_t n, const char* op) {
   const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
-  WEFT_CHECK(nblocks <= 65535, "{}: {} rows exceed the {} this kernel handles", op, n,
-             65535 * kBlockRows);
-  return nblocks;
-}
-
-dim3 param_grid(int64_t c, int64_t nblocks) {
-  return dim3(static_cast<unsigned>((c + kThreads - 1) / kThreads), static_cast<unsigned>(nblocks));
+  for (int64_t b = blockIdx.y; b < nblocks; b += gridDim.y) {
+    const int64_t end = min(n, (b + 1) * kBlockRows);
+    float pg = 0.0f;
+    for (int64_t r = b * kBlockRows; r < end; ++r) {
+      const float xhat = __fmul_rn(load_f(x, r * c + j), rstd[r]);
+      pg = __fadd_rn(pg, __fmul_rn(load_f(dy, r * c + j), xhat));
+    }
+    partial[b * c + j] = pg;
+  }
 }
 
 }  // namespace
@@ -231,16 +224,17 @@ void layer_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& 
   WEFT_CHECK(x.dtype() == dy.dtype(), "layer_norm_backward: x is {} but dy is {}",
              dtype_name(x.dtype()), dtype_name(dy.dtype()));
   if (n == 0 || c == 0) return;
-  const int64_t nblocks = param_blocks(n, "layer_norm_backward");
+  const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
   Tensor partial = ec.empty({nblocks, 2, c}, DType::f32);
   dispatch_float(x.dtype(), "layer_norm_backward", [&]<typename T>() {
     layer_norm_dx_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
         dptr<const T>(dy), dptr<const T>(x), dptr<const float>(gamma), dptr<const float>(mean),
         dptr<const float>(rstd), dptr<T>(dx), n, c);
     check_launch("layer_norm_backward (dx)");
-    layer_norm_param_blocks_kernel<T><<<param_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
-        dptr<const T>(dy), dptr<const T>(x), dptr<const float>(mean), dptr<const float>(rstd),
-        dptr<float>(partial), n, c);
+    layer_norm_param_blocks_kernel<T>
+        <<<column_block_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
+            dptr<const T>(dy), dptr<const T>(x), dptr<const float>(mean), dptr<const float>(rstd),
+            dptr<float>(partial), n, c);
     check_launch("layer_norm_backward (block sums)");
   });
   add_param_blocks_kernel<<<blocks_for(c, kThreads), kThreads, 0, stream_of(ec)>>>(
@@ -275,14 +269,14 @@ void rms_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
       dtype_name(x.dtype()), x.shape(), dtype_name(dy.dtype()), dy.shape(), dtype_name(dx.dtype()),
       dx.shape());
   if (n == 0 || c == 0) return;
-  const int64_t nblocks = param_blocks(n, "rms_norm_backward");
+  const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
   Tensor partial = ec.empty({nblocks, c}, DType::f32);
   dispatch_float(x.dtype(), "rms_norm_backward", [&]<typename T>() {
     rms_norm_dx_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
         dptr<const T>(dy), dptr<const T>(x), dptr<const float>(gamma), dptr<const float>(rstd),
         dptr<T>(dx), n, c);
     check_launch("rms_norm_backward (dx)");
-    rms_norm_param_blocks_kernel<T><<<param_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
+    rms_norm_param_blocks_kernel<T><<<column_block_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
         dptr<const T>(dy), dptr<const T>(x), dptr<const float>(rstd), dptr<float>(partial), n, c);
     check_launch("rms_norm_backward (block sums)");
   });
