@@ -88,6 +88,18 @@ TEST(CudaActivation, BiasBackwardAccumulatesInTheCpuOrder) {
   }
 }
 
+// More blocks of 64 rows than a grid's y dimension holds (65535).
+TEST(CudaActivation, BiasBackwardPastTheGridLimit) {
+  WEFT_REQUIRE_GPU();
+  const ExecContext gec = ExecContext::cuda(0);
+  const Tensor dy = random_tensor({64 * 65536 + 37, 3}, 12);
+  Tensor dbias = random_tensor({3}, 13);
+  Tensor gdbias = gpu(dbias);
+  bias_backward(cpu_ec, dy, dbias);
+  bias_backward(gec, gpu(dy), gdbias);
+  EXPECT_TRUE(bitwise_equal(dbias, gdbias));
+}
+
 TEST(CudaActivation, AddAxpyScaleMatchCpu) {
   WEFT_REQUIRE_GPU();
   const ExecContext gec = ExecContext::cuda(0);

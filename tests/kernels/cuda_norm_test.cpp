@@ -108,5 +108,29 @@ TEST(CudaNorm, RmsNormMatchesCpu) {
   }
 }
 
+// More blocks of 64 rows than a grid's y dimension holds (65535).
+TEST(CudaNorm, ParameterGradientsPastTheGridLimit) {
+  WEFT_REQUIRE_GPU();
+  const ExecContext gec = ExecContext::cuda(0);
+  const int64_t n = 64 * 65536 + 37, c = 3;
+  const Tensor x = random_tensor({n, c}, 11), dy = random_tensor({n, c}, 12);
+  const Tensor gamma = random_tensor({c}, 13, 0.5, 1.5), beta = random_tensor({c}, 14);
+  Tensor y = Tensor::empty({n, c}), dx = Tensor::empty({n, c});
+  Tensor mean = Tensor::empty({n}), rstd = Tensor::empty({n});
+  layer_norm_forward(cpu_ec, x, gamma, beta, kEps, y, mean, rstd);
+  Tensor dgamma = Tensor::zeros({c}), dbeta = Tensor::zeros({c});
+  Tensor gdgamma = gpu(dgamma), gdbeta = gpu(dbeta), gdx = gpu(dx);
+  const Tensor gx = gpu(x), gdy = gpu(dy), ggamma = gpu(gamma);
+  layer_norm_backward(cpu_ec, dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+  layer_norm_backward(gec, gdy, gx, ggamma, gpu(mean), gpu(rstd), gdx, gdgamma, gdbeta);
+  EXPECT_TRUE(bitwise_equal(dgamma, gdgamma));
+  EXPECT_TRUE(bitwise_equal(dbeta, gdbeta));
+  Tensor rdgamma = Tensor::zeros({c}), grdgamma = gpu(rdgamma);
+  rms_norm_forward(cpu_ec, x, gamma, kEps, y, rstd);
+  rms_norm_backward(cpu_ec, dy, x, gamma, rstd, dx, rdgamma);
+  rms_norm_backward(gec, gdy, gx, ggamma, gpu(rstd), gdx, grdgamma);
+  EXPECT_TRUE(bitwise_equal(rdgamma, grdgamma));
+}
+
 }  // namespace
 }  // namespace weft::kernels
