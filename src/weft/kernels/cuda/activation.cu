@@ -1,0 +1,199 @@
+#include "weft/kernels/cuda/activation.h"
+#include "weft/kernels/cuda/common.cuh"
+#include "weft/kernels/cuda/grid_stride.cuh"
+#include "weft/kernels/elementwise.h"
+
+namespace weft::kernels::cuda {
+
+namespace {
+
+// The CPU's bias_backward block: dbias gets per-block partial sums added in
+// block order, so the GPU adds in exactly the CPU's order.
+constexpr int64_t kBlockRows = 64;
+
+// oneDNN's gelu_tanh constants (sqrt(2/pi) rounded to f32 as oneDNN writes it).
+constexpr float kSqrt2OverPi = 0.79788458347320556640625f;
+constexpr float kFitting = 0.044715f;
+
+void check_same(const Tensor& a, const Tensor& b, const char* op) {
+  detail::check_float(a, op);
+  detail::check_float(b, op);
+  WEFT_CHECK(a.numel() == b.numel() && a.dtype() == b.dtype(),
+             "{}: tensors differ ({} {} vs {} {})", op, dtype_name(a.dtype()), a.shape(),
+             dtype_name(b.dtype()), b.shape());
+}
+
+// x (n) -> y (n)
+template <typename T>
+__global__ void gelu_forward_kernel(const T* x, T* y, int64_t n) {
+  for (int64_t i = grid_start(); i < n; i += grid_stride()) {
+    const float s = load_f(x, i);
+    const float g = kSqrt2OverPi * s * (1.0f + kFitting * s * s);
+    store_f(y, i, 0.5f * s * (1.0f + tanhf(g)));
+  }
+}
+
+// dy (n), x (n) -> dx (n): d/ds of 0.5·s·(1 + tanh(g(s))), written as oneDNN's
+// reference gelu_tanh_bwd.
+template <typename T>
+__global__ void gelu_backward_kernel(const T* dy, const T* x, T* dx, int64_t n) {
+  for (int64_t i = grid_start(); i < n; i += grid_stride()) {
+    const float s = load_f(x, i);
+    const float v = tanhf(kSqrt2OverPi * s * (1.0f + kFitting * s * s));
+    const float dg = kSqrt2OverPi * (1.0f + 3.0f * kFitting * s * s);
+    store_f(dx, i, load_f(dy, i) * 0.5f * (1.0f + v) * (1.0f + s * (1.0f - v) * dg));
+  }
+}
+
+// y (n, c) += bias (c)
+template <typename T>
+__global__ void bias_add_kernel(T* y, const float* bias, int64_t n, int64_t c) {
+  for (int64_t i = grid_start(); i < n * c; i += grid_stride()) {
+    store_f(y, i, load_f(y, i) + bias[i % c]);
+  }
+}
+
+// dy (n, c) -> partial (nblocks, c): partial[b, j] = Σ dy[r, j] over the rows r
+// of block b, in row order.
+template <typename T>
+__global__ void column_block_sums_kernel(const T* dy, float* partial, int64_t n, int64_t c) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= c) return;
+  const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
+  for (int64_t b = blockIdx.y; b < nblocks; b += gridDim.y) {
+    const int64_t end = min(n, (b + 1) * kBlockRows);
+    float sum = 0.0f;
+    for (int64_t r = b * kBlockRows; r < end; ++r) sum += load_f(dy, r * c + j);
+    partial[b * c + j] = sum;
+  }
+}
+
+// partial (nblocks, c) -> out (c) += partial[b] for b = 0, 1, ... in order.
+__global__ void add_block_sums_kernel(const float* partial, int64_t nblocks, int64_t c,
+                                      float* out) {
+  for (int64_t j = grid_start(); j < c; j += grid_stride()) {
+    float acc = out[j];
+    for (int64_t b = 0; b < nblocks; ++b) acc += partial[b * c + j];
+    out[j] = acc;
+  }
+}
+
+// a (n), b (n) -> out (n) = a + b
+template <typename T>
+__global__ void add_kernel(const T* a, const T* b, T* out, int64_t n) {
+  for (int64_t i = grid_start(); i < n; i += grid_stride()) {
+    store_f(out, i, load_f(a, i) + load_f(b, i));
+  }
+}
+
+// y (n) += alpha·x (n); alpha·x is rounded before the add, as the CPU loop (compiled without FMA)
+// computes it.
+template <typename TX, typename TY>
+__global__ void axpy_kernel(float alpha, const TX* x, TY* y, int64_t n) {
+  for (int64_t i = grid_start(); i < n; i += grid_stride()) {
+    store_f(y, i, __fadd_rn(load_f(y, i), __fmul_rn(alpha, load_f(x, i))));
+  }
+}
+
+// y (n) *= alpha
+template <typename T>
+__global__ void scale_kernel(T* y, float alpha, int64_t n) {
+  for (int64_t i = grid_start(); i < n; i += grid_stride()) store_f(y, i, load_f(y, i) * alpha);
+}
+
+}  // namespace
+
+void gelu_forward(const ExecContext& ec, const Tensor& x, Tensor& y) {
+  check_same(x, y, "gelu_forward");
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  dispatch_float(x.dtype(), "gelu_forward", [&]<typename T>() {
+    gelu_forward_kernel<T>
+        <<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(dptr<const T>(x), dptr<T>(y), n);
+    check_launch("gelu_forward");
+  });
+}
+
+void gelu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x, Tensor& dx) {
+  check_same(x, dy, "gelu_backward");
+  check_same(dy, dx, "gelu_backward");
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  dispatch_float(x.dtype(), "gelu_backward", [&]<typename T>() {
+    gelu_backward_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(dy), dptr<const T>(x), dptr<T>(dx), n);
+    check_launch("gelu_backward");
+  });
+}
+
+void bias_add(const ExecContext& ec, Tensor& y, const Tensor& bias) {
+  detail::check_float(y, "bias_add output");
+  const int64_t n = y.shape().rows(), c = y.shape().last();
+  WEFT_CHECK(bias.dtype() == DType::f32 && bias.numel() == c,
+             "bias_add: bias must be f32 with {} elements (last dimension of {}), got {} {}", c,
+             y.shape(), dtype_name(bias.dtype()), bias.shape());
+  if (n * c == 0) return;
+  dispatch_float(y.dtype(), "bias_add", [&]<typename T>() {
+    bias_add_kernel<T><<<blocks_for(n * c, kThreads), kThreads, 0, stream_of(ec)>>>(
+        dptr<T>(y), dptr<const float>(bias), n, c);
+    check_launch("bias_add");
+  });
+}
+
+void bias_backward(const ExecContext& ec, const Tensor& dy, Tensor& dbias) {
+  detail::check_float(dy, "bias_backward input");
+  const int64_t n = dy.shape().rows(), c = dy.shape().last();
+  WEFT_CHECK(dbias.dtype() == DType::f32 && dbias.numel() == c,
+             "bias_backward: dbias must be f32 with {} elements, got {} {}", c,
+             dtype_name(dbias.dtype()), dbias.shape());
+  const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
+  if (nblocks == 0 || c == 0) return;
+  Tensor partial = ec.empty({nblocks, c}, DType::f32);
+  dispatch_float(dy.dtype(), "bias_backward", [&]<typename T>() {
+    column_block_sums_kernel<T><<<column_block_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(dy), dptr<float>(partial), n, c);
+    check_launch("bias_backward (block sums)");
+  });
+  add_block_sums_kernel<<<blocks_for(c, kThreads), kThreads, 0, stream_of(ec)>>>(
+      dptr<const float>(partial), nblocks, c, dptr<float>(dbias));
+  check_launch("bias_backward (block order)");
+}
+
+void add(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& out) {
+  check_same(a, b, "add");
+  check_same(a, out, "add");
+  const int64_t n = a.numel();
+  if (n == 0) return;
+  dispatch_float(a.dtype(), "add", [&]<typename T>() {
+    add_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(a), dptr<const T>(b), dptr<T>(out), n);
+    check_launch("add");
+  });
+}
+
+void axpy(const ExecContext& ec, float alpha, const Tensor& x, Tensor& y) {
+  detail::check_float(x, "axpy input");
+  detail::check_float(y, "axpy output");
+  WEFT_CHECK(x.numel() == y.numel(), "axpy: x has {} elements, y {}", x.numel(), y.numel());
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  dispatch_float(x.dtype(), "axpy input", [&]<typename TX>() {
+    dispatch_float(y.dtype(), "axpy output", [&]<typename TY>() {
+      axpy_kernel<TX, TY><<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(
+          alpha, dptr<const TX>(x), dptr<TY>(y), n);
+      check_launch("axpy");
+    });
+  });
+}
+
+void scale(const ExecContext& ec, Tensor& y, float alpha) {
+  detail::check_float(y, "scale");
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  dispatch_float(y.dtype(), "scale", [&]<typename T>() {
+    scale_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(dptr<T>(y), alpha, n);
+    check_launch("scale");
+  });
+}
+
+}  // namespace weft::kernels::cuda

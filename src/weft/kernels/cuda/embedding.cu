@@ -1,0 +1,241 @@
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "weft/kernels/cuda/common.cuh"
+#include "weft/kernels/cuda/embedding.h"
+#include "weft/kernels/cuda/grid_stride.cuh"
+
+namespace weft::kernels::cuda {
+
+namespace {
+
+void check_table(const Tensor& table, const char* op, const char* name, bool read_only) {
+  const bool dtype_ok = table.dtype() == DType::f32 || (read_only && table.dtype() == DType::bf16);
+  WEFT_CHECK(table.dim() == 2 && dtype_ok, "{}: {} must be an {} table (rows, C), got {} {}", op,
+             name, read_only ? "f32 or bf16" : "f32", dtype_name(table.dtype()), table.shape());
+}
+
+void check_activation(const Tensor& act, int64_t channels, const char* op, const char* name) {
+  WEFT_CHECK(act.dim() == 3 && act.size(2) == channels &&
+                 (act.dtype() == DType::f32 || act.dtype() == DType::bf16),
+             "{}: {} must be f32 or bf16 of shape (B, T, {}), got {} {}", op, name, channels,
+             dtype_name(act.dtype()), act.shape());
+}
+
+struct Shapes {
+  int64_t table_rows, channels, batch, seq;
+};
+Shapes checked_shapes(const Tensor& table, const Tensor& act, const char* op,
+                      const char* table_name, const char* act_name, bool read_only) {
+  check_table(table, op, table_name, read_only);
+  check_activation(act, table.size(1), op, act_name);
+  return {table.size(0), table.size(1), act.size(0), act.size(1)};
+}
+
+// The tokens (B,T), copied to the host and checked against the vocabulary
+// with the CPU kernel's message.
+std::vector<int32_t> checked_tokens(const ExecContext& ec, const Tensor& tokens, int64_t batch,
+                                    int64_t seq, int64_t table_rows, const EmbeddingOptions& opt,
+                                    const char* op) {
+  WEFT_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::i32 && tokens.size(0) == batch &&
+                 tokens.size(1) == seq,
+             "{}: tokens must be i32 of shape ({}, {}), got {} {}", op, batch, seq,
+             dtype_name(tokens.dtype()), tokens.shape());
+  WEFT_CHECK(opt.vocab_start >= 0, "{}: vocab_start must be >= 0, got {}", op, opt.vocab_start);
+  WEFT_CHECK(opt.valid_vocab >= 0, "{}: valid_vocab must be >= 0 (0 = all rows), got {}", op,
+             opt.valid_vocab);
+  WEFT_CHECK(tokens.numel() < (int64_t{1} << 31),
+             "{}: {} tokens exceed the 2^31 this kernel handles", op, tokens.numel());
+  const int64_t valid_vocab = opt.valid_vocab > 0 ? opt.valid_vocab : opt.vocab_start + table_rows;
+  std::vector<int32_t> tok(static_cast<size_t>(tokens.numel()));
+  if (tok.empty()) return tok;
+  WEFT_CUDA_CHECK(cudaMemcpyAsync(tok.data(), tokens.raw(), tok.size() * sizeof(int32_t),
+                                  cudaMemcpyDeviceToHost, stream_of(ec)));
+  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ec)));
+  for (size_t i = 0; i < tok.size(); ++i) {
+    WEFT_CHECK(tok[i] >= 0 && tok[i] < valid_vocab,
+               "{}: token id {} at (batch {}, position {}) is outside the vocabulary [0, {}); "
+               "check the data's token ids against the model's vocab_size",
+               op, tok[i], static_cast<int64_t>(i) / seq, static_cast<int64_t>(i) % seq,
+               valid_vocab);
+  }
+  return tok;
+}
+
+void check_positions(int64_t seq, int64_t table_rows, int64_t pos_offset, const char* op) {
+  WEFT_CHECK(pos_offset >= 0 && pos_offset + seq <= table_rows,
+             "{}: positions [{}, {}) do not fit the position table of {} rows; the sequence is "
+             "longer than the model's context length",
+             op, pos_offset, pos_offset + seq, table_rows);
+}
+
+// tokens (rows), wte (vocab, C) -> out (rows, C). One block per token row:
+// out[n] = wte[tokens[n] - vocab_start], or zeros
+// for a token outside this table's slice.
+template <typename TW, typename TO>
+__global__ void embedding_forward_kernel(const int32_t* tokens, const TW* wte, TO* out,
+                                         int64_t rows, int64_t vocab, int64_t channels,
+                                         int64_t vocab_start) {
+  for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
+    const int64_t local = tokens[n] - vocab_start;
+    TO* dst = out + n * channels;
+    if (local < 0 || local >= vocab) {
+      for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) store_f(dst, c, 0.0f);
+      continue;
+    }
+    const TW* src = wte + local * channels;
+    for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) store_f(dst, c, load_f(src, c));
+  }
+}
+
+// dout (rows, C) -> dwte (vocab, C) +=. One block per distinct token of the slice: its dwte row
+// adds the dout rows of its occurrences in token order (rows[starts[k] .. starts[k+1])), the CPU's
+// order, so the sums are the CPU's bit for bit.
+template <typename T>
+__global__ void embedding_backward_kernel(const T* dout, const int32_t* rows, const int32_t* starts,
+                                          const int32_t* locals, int64_t groups, int64_t channels,
+                                          float* dwte) {
+  for (int64_t k = blockIdx.x; k < groups; k += gridDim.x) {
+    float* g = dwte + static_cast<int64_t>(locals[k]) * channels;
+    const int32_t begin = starts[k], end = starts[k + 1];
+    for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+      float acc = g[c];
+      for (int32_t p = begin; p < end; ++p) acc += load_f(dout, rows[p] * channels + c);
+      g[c] = acc;
+    }
+  }
+}
+
+// table (seq, C) -> out (rows, C) += table[position of the row]
+template <typename T>
+__global__ void position_forward_kernel(const float* table, T* out, int64_t rows, int64_t channels,
+                                        int64_t batch, int64_t seq, bool sequence_major) {
+  for (int64_t i = grid_start(); i < rows * channels; i += grid_stride()) {
+    const int64_t n = i / channels, c = i % channels;
+    const int64_t t = sequence_major ? n / batch : n % seq;
+    store_f(out, i, load_f(out, i) + table[t * channels + c]);
+  }
+}
+
+// dout (rows, C) -> grad (seq, C) +=. One thread per (position, column),
+// summing the batch in order b = 0, 1, ...
+template <typename T>
+__global__ void position_backward_kernel(const T* dout, float* grad, int64_t channels,
+                                         int64_t batch, int64_t seq, bool sequence_major) {
+  for (int64_t i = grid_start(); i < seq * channels; i += grid_stride()) {
+    const int64_t t = i / channels, c = i % channels;
+    float acc = grad[i];
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t row = sequence_major ? t * batch + b : b * seq + t;
+      acc += load_f(dout, row * channels + c);
+    }
+    grad[i] = acc;
+  }
+}
+
+}  // namespace
+
+void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor& wte, Tensor& out,
+                       const EmbeddingOptions& opt) {
+  constexpr const char* op = "embedding_forward";
+  const Shapes s = checked_shapes(wte, out, op, "wte", "out", true);
+  checked_tokens(ec, tokens, s.batch, s.seq, s.table_rows, opt, op);
+  const int64_t rows = s.batch * s.seq;
+  if (rows == 0 || s.channels == 0) return;
+  dispatch_float(wte.dtype(), "embedding_forward: wte", [&]<typename TW>() {
+    dispatch_float(out.dtype(), "embedding_forward: out", [&]<typename TO>() {
+      embedding_forward_kernel<TW, TO><<<row_blocks(rows), kThreads, 0, stream_of(ec)>>>(
+          dptr<const int32_t>(tokens), dptr<const TW>(wte), dptr<TO>(out), rows, s.table_rows,
+          s.channels, opt.vocab_start);
+      check_launch("embedding_forward");
+    });
+  });
+}
+
+void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor& tokens,
+                        Tensor& dwte, const EmbeddingOptions& opt) {
+  constexpr const char* op = "embedding_backward";
+  const Shapes s = checked_shapes(dwte, dout, op, "dwte", "dout", false);
+  const std::vector<int32_t> tok =
+      checked_tokens(ec, tokens, s.batch, s.seq, s.table_rows, opt, op);
+  if (tok.empty() || s.channels == 0) return;
+  // The rows of each token of this slice, in row order (a stable sort by
+  // token), packed as [rows | group starts | group tokens] for one copy.
+  std::vector<std::pair<int32_t, int32_t>> by_token;  // (local token, row)
+  by_token.reserve(tok.size());
+  for (size_t n = 0; n < tok.size(); ++n) {
+    const int64_t local = tok[n] - opt.vocab_start;
+    if (local >= 0 && local < s.table_rows) {
+      by_token.emplace_back(static_cast<int32_t>(local), static_cast<int32_t>(n));
+    }
+  }
+  if (by_token.empty()) return;
+  std::stable_sort(by_token.begin(), by_token.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<int32_t> starts, locals;
+  for (size_t p = 0; p < by_token.size(); ++p) {
+    if (p == 0 || by_token[p].first != by_token[p - 1].first) {
+      starts.push_back(static_cast<int32_t>(p));
+      locals.push_back(by_token[p].first);
+    }
+  }
+  starts.push_back(static_cast<int32_t>(by_token.size()));
+  const int64_t groups = static_cast<int64_t>(locals.size());
+  std::vector<int32_t> packed;
+  packed.reserve(by_token.size() + starts.size() + locals.size());
+  for (const auto& e : by_token) packed.push_back(e.second);
+  packed.insert(packed.end(), starts.begin(), starts.end());
+  packed.insert(packed.end(), locals.begin(), locals.end());
+  Tensor index = ec.empty({static_cast<int64_t>(packed.size())}, DType::i32);
+  int32_t* dev = dptr<int32_t>(index);
+  // From pageable memory the copy has read `packed` when it returns.
+  WEFT_CUDA_CHECK(cudaMemcpyAsync(dev, packed.data(), packed.size() * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, stream_of(ec)));
+  const int32_t* rows = dev;
+  const int32_t* group_starts = rows + by_token.size();
+  const int32_t* group_locals = group_starts + starts.size();
+  dispatch_float(dout.dtype(), "embedding_backward: dout", [&]<typename T>() {
+    embedding_backward_kernel<T><<<row_blocks(groups), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(dout), rows, group_starts, group_locals, groups, s.channels,
+        dptr<float>(dwte));
+    check_launch("embedding_backward");
+  });
+}
+
+void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor& out,
+                                int64_t pos_offset, bool sequence_major) {
+  constexpr const char* op = "position_embedding_forward";
+  const Shapes s = checked_shapes(wpe, out, op, "wpe", "out", false);
+  const int64_t batch = sequence_major ? s.seq : s.batch;
+  const int64_t seq = sequence_major ? s.batch : s.seq;
+  check_positions(seq, s.table_rows, pos_offset, op);
+  const int64_t rows = batch * seq;
+  if (rows * s.channels == 0) return;
+  const float* table = dptr<const float>(wpe) + pos_offset * s.channels;
+  dispatch_float(out.dtype(), "position_embedding_forward: out", [&]<typename T>() {
+    position_forward_kernel<T>
+        <<<blocks_for(rows * s.channels, kThreads), kThreads, 0, stream_of(ec)>>>(
+            table, dptr<T>(out), rows, s.channels, batch, seq, sequence_major);
+    check_launch("position_embedding_forward");
+  });
+}
+
+void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tensor& dwpe,
+                                 int64_t pos_offset, bool sequence_major) {
+  constexpr const char* op = "position_embedding_backward";
+  const Shapes s = checked_shapes(dwpe, dout, op, "dwpe", "dout", false);
+  const int64_t batch = sequence_major ? s.seq : s.batch;
+  const int64_t seq = sequence_major ? s.batch : s.seq;
+  check_positions(seq, s.table_rows, pos_offset, op);
+  if (seq * s.channels == 0) return;
+  float* grad = dptr<float>(dwpe) + pos_offset * s.channels;
+  dispatch_float(dout.dtype(), "position_embedding_backward: dout", [&]<typename T>() {
+    position_backward_kernel<T>
+        <<<blocks_for(seq * s.channels, kThreads), kThreads, 0, stream_of(ec)>>>(
+            dptr<const T>(dout), grad, s.channels, batch, seq, sequence_major);
+    check_launch("position_embedding_backward");
+  });
+}
+
+}  // namespace weft::kernels::cuda

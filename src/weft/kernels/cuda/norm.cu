@@ -1,0 +1,288 @@
+#include "weft/kernels/cuda/common.cuh"
+#include "weft/kernels/cuda/grid_stride.cuh"
+#include "weft/kernels/cuda/norm.h"
+#include "weft/kernels/elementwise.h"
+
+namespace weft::kernels::cuda {
+
+namespace {
+
+// Rows per block of the dgamma/dbeta reduction, as the CPU's: each column sums
+// a block's rows in row order, then the block sums are added in block order,
+// which is exactly the CPU's order.
+constexpr int64_t kBlockRows = 64;
+
+void check_rows(const Tensor& x, const Tensor& y, const Tensor& gamma, const char* op) {
+  detail::check_float(x, "norm input");
+  detail::check_float(y, "norm output");
+  WEFT_CHECK(x.shape() == y.shape() || x.numel() == y.numel(), "{}: x {} and y {} differ", op,
+             x.shape(), y.shape());
+  WEFT_CHECK(gamma.dtype() == DType::f32 && gamma.numel() == x.shape().last(),
+             "{}: gamma must be f32 with {} elements (the last dimension of x {}), got {} {}", op,
+             x.shape().last(), x.shape(), dtype_name(gamma.dtype()), gamma.shape());
+}
+
+void check_stats(const Tensor& s, int64_t n, const char* what) {
+  WEFT_CHECK(s.dtype() == DType::f32 && s.numel() == n,
+             "{} must be f32 with {} elements, got {} {}", what, n, dtype_name(s.dtype()),
+             s.shape());
+}
+
+// x (n, c), gamma (c), beta (c) -> y (n, c), mean (n), rstd (n).
+// One block per row: mean, biased variance about the mean (two passes, as
+// the CPU), y = (x - mean)·rstd·gamma + beta.
+template <typename T>
+__global__ void layer_norm_forward_kernel(const T* x, const float* gamma, const float* beta,
+                                          float eps, T* y, float* mean, float* rstd, int64_t n,
+                                          int64_t c) {
+  __shared__ float scratch[32];
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const T* xr = x + r * c;
+    T* yr = y + r * c;
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) sum += load_f(xr, j);
+    const float m = block_sum(sum, scratch) / static_cast<float>(c);
+    float var = 0.0f;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float d = load_f(xr, j) - m;
+      var += d * d;
+    }
+    const float s = 1.0f / sqrtf(block_sum(var, scratch) / static_cast<float>(c) + eps);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      store_f(yr, j, (load_f(xr, j) - m) * s * gamma[j] + beta[j]);
+    }
+    if (threadIdx.x == 0) {
+      mean[r] = m;
+      rstd[r] = s;
+    }
+  }
+}
+
+// dy (n, c), x (n, c), gamma (c), mean (n), rstd (n) -> dx (n, c). One block per
+// row: dx = s·(dy·g - mean(dy·g) - xhat·mean(dy·g·xhat)).
+template <typename T>
+__global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* gamma, const float* mean,
+                                     const float* rstd, T* dx, int64_t n, int64_t c) {
+  __shared__ float scratch[32];
+  const float inv_c = 1.0f / static_cast<float>(c);
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const T* xr = x + r * c;
+    const T* dyr = dy + r * c;
+    T* dxr = dx + r * c;
+    const float m = mean[r], s = rstd[r];
+    float sum_dg = 0.0f, sum_dgx = 0.0f;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float xhat = (load_f(xr, j) - m) * s;
+      const float dg = load_f(dyr, j) * gamma[j];
+      sum_dg += dg;
+      sum_dgx += dg * xhat;
+    }
+    sum_dg = block_sum(sum_dg, scratch) * inv_c;
+    sum_dgx = block_sum(sum_dgx, scratch) * inv_c;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float xhat = (load_f(xr, j) - m) * s;
+      store_f(dxr, j, s * (load_f(dyr, j) * gamma[j] - sum_dg - xhat * sum_dgx));
+    }
+  }
+}
+
+// partial[b, 0, j] = Σ dy·xhat and partial[b, 1, j] = Σ dy over the rows of
+// block b, in row order; products rounded before each add (the CPU's loop has
+// no FMA), so the sums are the CPU's bit for bit.
+template <typename T>
+__global__ void layer_norm_param_blocks_kernel(const T* dy, const T* x, const float* mean,
+                                               const float* rstd, float* partial, int64_t n,
+                                               int64_t c) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= c) return;
+  const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
+  for (int64_t b = blockIdx.y; b < nblocks; b += gridDim.y) {
+    const int64_t end = min(n, (b + 1) * kBlockRows);
+    float pg = 0.0f, pb = 0.0f;
+    for (int64_t r = b * kBlockRows; r < end; ++r) {
+      const float xhat = __fmul_rn(__fsub_rn(load_f(x, r * c + j), mean[r]), rstd[r]);
+      const float d = load_f(dy, r * c + j);
+      pg = __fadd_rn(pg, __fmul_rn(d, xhat));
+      pb = __fadd_rn(pb, d);
+    }
+    partial[b * 2 * c + j] = pg;
+    partial[b * 2 * c + c + j] = pb;
+  }
+}
+
+// partial (nblocks, parts, c) -> out0 (c), out1 (c): out_k[j] += partial[b, k, j] for b = 0, 1, ...
+// in order (k < `parts`).
+__global__ void add_param_blocks_kernel(const float* partial, int64_t nblocks, int64_t c, int parts,
+                                        float* out0, float* out1) {
+  for (int64_t j = grid_start(); j < c; j += grid_stride()) {
+    float a0 = out0[j];
+    float a1 = parts > 1 ? out1[j] : 0.0f;
+    for (int64_t b = 0; b < nblocks; ++b) {
+      a0 += partial[b * parts * c + j];
+      if (parts > 1) a1 += partial[b * parts * c + c + j];
+    }
+    out0[j] = a0;
+    if (parts > 1) out1[j] = a1;
+  }
+}
+
+// x (n, c), gamma (c) -> y (n, c), rstd (n). One block per row.
+template <typename T>
+__global__ void rms_norm_forward_kernel(const T* x, const float* gamma, float eps, T* y,
+                                        float* rstd, int64_t n, int64_t c) {
+  __shared__ float scratch[32];
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const T* xr = x + r * c;
+    T* yr = y + r * c;
+    float ss = 0.0f;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float v = load_f(xr, j);
+      ss += v * v;
+    }
+    const float s = 1.0f / sqrtf(block_sum(ss, scratch) / static_cast<float>(c) + eps);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      store_f(yr, j, load_f(xr, j) * s * gamma[j]);
+    }
+    if (threadIdx.x == 0) rstd[r] = s;
+  }
+}
+
+// dy (n, c), x (n, c), gamma (c), rstd (n) -> dx (n, c). One block per row:
+// dx = s·(dy·g - xhat·mean(dy·g·xhat)).
+template <typename T>
+__global__ void rms_norm_dx_kernel(const T* dy, const T* x, const float* gamma, const float* rstd,
+                                   T* dx, int64_t n, int64_t c) {
+  __shared__ float scratch[32];
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const T* xr = x + r * c;
+    const T* dyr = dy + r * c;
+    T* dxr = dx + r * c;
+    const float s = rstd[r];
+    float sum_dgx = 0.0f;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      sum_dgx += load_f(dyr, j) * gamma[j] * (load_f(xr, j) * s);
+    }
+    sum_dgx = block_sum(sum_dgx, scratch) / static_cast<float>(c);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+      const float xhat = load_f(xr, j) * s;
+      store_f(dxr, j, s * (load_f(dyr, j) * gamma[j] - xhat * sum_dgx));
+    }
+  }
+}
+
+// partial[b, j] = Σ dy·xhat over the rows of block b, in row order (as the CPU).
+template <typename T>
+__global__ void rms_norm_param_blocks_kernel(const T* dy, const T* x, const float* rstd,
+                                             float* partial, int64_t n, int64_t c) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= c) return;
+  const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
+  for (int64_t b = blockIdx.y; b < nblocks; b += gridDim.y) {
+    const int64_t end = min(n, (b + 1) * kBlockRows);
+    float pg = 0.0f;
+    for (int64_t r = b * kBlockRows; r < end; ++r) {
+      const float xhat = __fmul_rn(load_f(x, r * c + j), rstd[r]);
+      pg = __fadd_rn(pg, __fmul_rn(load_f(dy, r * c + j), xhat));
+    }
+    partial[b * c + j] = pg;
+  }
+}
+
+}  // namespace
+
+void layer_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamma,
+                        const Tensor& beta, float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
+  check_rows(x, y, gamma, "layer_norm_forward");
+  const int64_t n = x.shape().rows(), c = x.shape().last();
+  WEFT_CHECK(beta.dtype() == DType::f32 && beta.numel() == c,
+             "layer_norm_forward: beta must be f32 with {} elements, got {}", c, beta.shape());
+  check_stats(mean, n, "layer_norm_forward: mean");
+  check_stats(rstd, n, "layer_norm_forward: rstd");
+  WEFT_CHECK(x.dtype() == y.dtype(), "layer_norm_forward: x is {} but y is {}",
+             dtype_name(x.dtype()), dtype_name(y.dtype()));
+  if (n == 0 || c == 0) return;
+  dispatch_float(x.dtype(), "layer_norm_forward", [&]<typename T>() {
+    layer_norm_forward_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(x), dptr<const float>(gamma), dptr<const float>(beta), eps, dptr<T>(y),
+        dptr<float>(mean), dptr<float>(rstd), n, c);
+    check_launch("layer_norm_forward");
+  });
+}
+
+void layer_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
+                         const Tensor& gamma, const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                         Tensor& dgamma, Tensor& dbeta) {
+  check_rows(x, dy, gamma, "layer_norm_backward");
+  const int64_t n = x.shape().rows(), c = x.shape().last();
+  check_stats(mean, n, "layer_norm_backward: mean");
+  check_stats(rstd, n, "layer_norm_backward: rstd");
+  check_stats(dgamma, c, "layer_norm_backward: dgamma");
+  check_stats(dbeta, c, "layer_norm_backward: dbeta");
+  WEFT_CHECK(dx.numel() == x.numel() && dx.dtype() == dy.dtype(),
+             "layer_norm_backward: dx must match dy ({} {}), got {} {}", dtype_name(dy.dtype()),
+             dy.shape(), dtype_name(dx.dtype()), dx.shape());
+  WEFT_CHECK(x.dtype() == dy.dtype(), "layer_norm_backward: x is {} but dy is {}",
+             dtype_name(x.dtype()), dtype_name(dy.dtype()));
+  if (n == 0 || c == 0) return;
+  const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
+  Tensor partial = ec.empty({nblocks, 2, c}, DType::f32);
+  dispatch_float(x.dtype(), "layer_norm_backward", [&]<typename T>() {
+    layer_norm_dx_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(dy), dptr<const T>(x), dptr<const float>(gamma), dptr<const float>(mean),
+        dptr<const float>(rstd), dptr<T>(dx), n, c);
+    check_launch("layer_norm_backward (dx)");
+    layer_norm_param_blocks_kernel<T>
+        <<<column_block_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
+            dptr<const T>(dy), dptr<const T>(x), dptr<const float>(mean), dptr<const float>(rstd),
+            dptr<float>(partial), n, c);
+    check_launch("layer_norm_backward (block sums)");
+  });
+  add_param_blocks_kernel<<<blocks_for(c, kThreads), kThreads, 0, stream_of(ec)>>>(
+      dptr<const float>(partial), nblocks, c, 2, dptr<float>(dgamma), dptr<float>(dbeta));
+  check_launch("layer_norm_backward (block order)");
+}
+
+void rms_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamma, float eps,
+                      Tensor& y, Tensor& rstd) {
+  check_rows(x, y, gamma, "rms_norm_forward");
+  const int64_t n = x.shape().rows(), c = x.shape().last();
+  check_stats(rstd, n, "rms_norm_forward: rstd");
+  WEFT_CHECK(x.dtype() == y.dtype(), "rms_norm_forward: x is {} but y is {}", dtype_name(x.dtype()),
+             dtype_name(y.dtype()));
+  if (n == 0 || c == 0) return;
+  dispatch_float(x.dtype(), "rms_norm_forward", [&]<typename T>() {
+    rms_norm_forward_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(x), dptr<const float>(gamma), eps, dptr<T>(y), dptr<float>(rstd), n, c);
+    check_launch("rms_norm_forward");
+  });
+}
+
+void rms_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
+                       const Tensor& gamma, const Tensor& rstd, Tensor& dx, Tensor& dgamma) {
+  check_rows(x, dy, gamma, "rms_norm_backward");
+  const int64_t n = x.shape().rows(), c = x.shape().last();
+  check_stats(rstd, n, "rms_norm_backward: rstd");
+  check_stats(dgamma, c, "rms_norm_backward: dgamma");
+  WEFT_CHECK(
+      dx.numel() == x.numel() && dx.dtype() == dy.dtype() && x.dtype() == dy.dtype(),
+      "rms_norm_backward: x, dy and dx must share dtype and size (x {} {}, dy {} {}, dx {} {})",
+      dtype_name(x.dtype()), x.shape(), dtype_name(dy.dtype()), dy.shape(), dtype_name(dx.dtype()),
+      dx.shape());
+  if (n == 0 || c == 0) return;
+  const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
+  Tensor partial = ec.empty({nblocks, c}, DType::f32);
+  dispatch_float(x.dtype(), "rms_norm_backward", [&]<typename T>() {
+    rms_norm_dx_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(dy), dptr<const T>(x), dptr<const float>(gamma), dptr<const float>(rstd),
+        dptr<T>(dx), n, c);
+    check_launch("rms_norm_backward (dx)");
+    rms_norm_param_blocks_kernel<T><<<column_block_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(dy), dptr<const T>(x), dptr<const float>(rstd), dptr<float>(partial), n, c);
+    check_launch("rms_norm_backward (block sums)");
+  });
+  add_param_blocks_kernel<<<blocks_for(c, kThreads), kThreads, 0, stream_of(ec)>>>(
+      dptr<const float>(partial), nblocks, c, 1, dptr<float>(dgamma), nullptr);
+  check_launch("rms_norm_backward (block order)");
+}
+
+}  // namespace weft::kernels::cuda
