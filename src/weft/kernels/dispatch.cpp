@@ -17,8 +17,14 @@ Device kernel_device(const ExecContext& ec, const char* kernel,
     }
     ++i;
   }
-  // CUDA kernels launch on the calling thread's current GPU: make it the context's.
-  if (device.is_cuda()) cuda::make_current(device.index);
+  if (device.is_cuda()) {
+    WEFT_CHECK(device.index < cuda::device_count(), "{}: tensors on {} but {}", kernel, device,
+               cuda::device_count() == 0
+                   ? cuda::unavailable_reason()
+                   : format("this machine has {} GPU(s)", cuda::device_count()));
+    // CUDA kernels launch on the calling thread's current GPU: make it the context's.
+    cuda::make_current(device.index);
+  }
   return device;
 }
 
