@@ -37,6 +37,12 @@ if(WEFT_CUDA STREQUAL "ON" OR
   endif()
 endif()
 if(WEFT_HAVE_CUDA)
+  # CMake before 3.26 knows no C++20 flag for nvcc (which has had -std=c++20
+  # since CUDA 12) and refuses the cxx_std_20 requirement weft carries.
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   if(CCACHE_PROGRAM)
