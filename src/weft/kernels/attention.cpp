@@ -1,6 +1,7 @@
 #include "weft/kernels/attention.h"
 
 #include "weft/kernels/cpu/attention.h"
+#include "weft/kernels/cuda/attention.h"
 #include "weft/kernels/dispatch.h"
 
 namespace weft::kernels {
@@ -9,7 +10,8 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
                        Tensor& out, AttentionSaved& saved, AttentionWorkspace& workspace) {
   return detail::dispatch(
       ec, "attention_forward", {&qkv, &out, &saved.lse, &saved.out, &workspace.buffer},
-      [&] { return cpu::attention_forward(ec, qkv, config, out, saved, workspace); });
+      [&] { return cpu::attention_forward(ec, qkv, config, out, saved, workspace); },
+      [&] { return cuda::attention_forward(ec, qkv, config, out, saved, workspace); });
 }
 
 void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
@@ -17,13 +19,16 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
                         AttentionWorkspace& workspace) {
   return detail::dispatch(
       ec, "attention_backward", {&dout, &qkv, &saved.lse, &saved.out, &dqkv, &workspace.buffer},
-      [&] { return cpu::attention_backward(ec, dout, qkv, saved, config, dqkv, workspace); });
+      [&] { return cpu::attention_backward(ec, dout, qkv, saved, config, dqkv, workspace); },
+      [&] { return cuda::attention_backward(ec, dout, qkv, saved, config, dqkv, workspace); });
 }
 
 Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& config, int64_t batch,
                               int64_t seq) {
-  return detail::dispatch(ec, "attention_dropout_mask", {},
-                          [&] { return cpu::attention_dropout_mask(ec, config, batch, seq); });
+  return detail::dispatch(
+      ec, "attention_dropout_mask", {},
+      [&] { return cpu::attention_dropout_mask(ec, config, batch, seq); },
+      [&] { return cuda::attention_dropout_mask(ec, config, batch, seq); });
 }
 
 }  // namespace weft::kernels
