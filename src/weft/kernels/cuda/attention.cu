@@ -4,8 +4,8 @@
 #include <type_traits>
 
 #include "weft/kernels/cuda/attention.h"
-#include "weft/kernels/cuda/attention_philox.cuh"
 #include "weft/kernels/cuda/common.cuh"
+#include "weft/kernels/cuda/philox.cuh"
 
 namespace weft::kernels::cuda {
 
@@ -69,7 +69,7 @@ struct Params {
   // Whether dropout keeps the weight of key j in row t of head bh: stream
   // number offset + (bh·T + t)·T + j, as the CPU kernels draw it.
   __device__ bool kept(int64_t bh, int64_t t, int64_t j) const {
-    return attention_uniform(seed, offset + static_cast<uint64_t>((bh * T + t) * T + j)) >= dropout;
+    return uniform_at(seed, offset, static_cast<uint64_t>((bh * T + t) * T + j)) >= dropout;
   }
 };
 
@@ -398,8 +398,8 @@ __global__ void dropout_mask_kernel(uint8_t* __restrict__ mask, Params p) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t j = i % p.T, t = i / p.T % p.T;
     // Entry i of the (B·H, T, T) weights is stream number offset + i.
-    mask[i] = p.visible(t, j) &&
-              attention_uniform(p.seed, p.offset + static_cast<uint64_t>(i)) >= p.dropout;
+    mask[i] =
+        p.visible(t, j) && uniform_at(p.seed, p.offset, static_cast<uint64_t>(i)) >= p.dropout;
   }
 }
 
