@@ -36,6 +36,12 @@ class ExecContext {
   Device device() const { return device_; }
   // Threads a CPU kernel on this context uses.
   int threads() const;
+  // The same context (device, stream) with CPU kernels on `threads` threads.
+  ExecContext with_threads(int threads) const {
+    ExecContext c = *this;
+    c.threads_ = threads;
+    return c;
+  }
   // The CUDA stream (cudaStream_t) kernels on this context enqueue on; null
   // on the CPU.
   void* stream() const { return stream_.get(); }

@@ -21,7 +21,7 @@ Shape with_rows(Shape s, int64_t rows) {
 
 ExecContext beside_comm(const ExecContext& ec, int comm_cores) {
   if (comm_cores <= 0) return ec;
-  return ExecContext(ec.device(), std::max(1, ec.threads() - comm_cores));
+  return ec.with_threads(std::max(1, ec.threads() - comm_cores));
 }
 
 void ring_all_gather_gemm(const ExecContext& ec, comm::ProcessGroup& g, const Tensor& a,
