@@ -120,7 +120,7 @@ class ProcessGroup {
   const std::string& name() const { return name_; }
   // The world rank of each rank of this group.
   const std::vector<int>& world_ranks() const { return world_ranks_; }
-  // "local" or "mpi".
+  // "local", "mpi" or "nccl".
   virtual std::string_view backend() const = 0;
 
   Work all_gather(const Tensor& out, const Tensor& in);
@@ -183,6 +183,12 @@ class ProcessGroup {
   // list holding this rank (-1 if none), key: the rank's position in it.
   virtual std::shared_ptr<ProcessGroup> split(const std::vector<std::vector<int>>& rank_lists,
                                               int color, int key, const std::string& name) = 0;
+
+  // Refuses a tensor this backend cannot move: the host backends take host
+  // memory only (this default), a GPU backend its own device's. Called on the
+  // calling thread for every tensor of a call before the call is queued.
+  virtual void check_tensor_device(std::string_view what, std::string_view role,
+                                   const Tensor& t) const;
 
   // For backends: the group's description for messages, "group 'tp' (ranks 4-7)".
   std::string label() const;
