@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
+#include <utility>
 
 #include "weft/comm/detail/host_work.h"
 #include "weft/comm/detail/op.h"
@@ -26,7 +27,6 @@ bool overlaps(const Tensor& a, const Tensor& b) {
   return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
 }
 
-// Where a tensor must live is the backend's to say (check_tensor_device, on issue).
 void check_defined(const char* what, const char* role, const Tensor& t) {
   WEFT_CHECK(t.defined(), "{}: the {} tensor is undefined", what, role);
 }
@@ -211,24 +211,38 @@ void ProcessGroup::check_peer(const char* what, const char* role, int peer, bool
              name_, peer, role);
 }
 
-void ProcessGroup::check_tensor_device(std::string_view what, std::string_view role,
-                                       const Tensor& t) const {
-  WEFT_CHECK(t.device().is_cpu(),
-             "{}: the {} tensor is on {}; the local and mpi backends move "
-             "host memory only",
-             what, role, t.device());
+std::string ProcessGroup::unsupported(Device d) const {
+  if (d.is_cpu()) return {};
+  return format("the {} backend moves host memory only", backend());
+}
+
+void ProcessGroup::check_devices(const detail::Op& op) const {
+  std::vector<std::pair<std::string, Device>> where;
+  const bool send = op.kind == OpKind::send || op.kind == OpKind::send_recv;
+  const bool recv = op.kind == OpKind::recv || op.kind == OpKind::send_recv;
+  if (op.in.defined()) where.emplace_back(send ? "send tensor" : "input", op.in.device());
+  if (op.out.defined()) where.emplace_back(recv ? "receive tensor" : "output", op.out.device());
+  const bool coalesced = !op.parts_in.empty();
+  for (size_t i = 0; i < op.parts_in.size(); ++i) {
+    where.emplace_back(format("input {}", i), op.parts_in[i].device());
+    where.emplace_back(format("output {}", i), op.parts_out[i].device());
+  }
+  if (where.empty()) return;  // a barrier
+  const std::string what = format("{}{}", op_kind_name(op.kind), coalesced ? "_coalesced" : "");
+  const auto& [first_role, device] = where.front();
+  for (const auto& [role, d] : where) {
+    WEFT_CHECK(d == device,
+               "{} on group '{}': the {} is on {} but the {} is on {}; the tensors of one call "
+               "must be on one device",
+               what, name_, first_role, device, role, d);
+  }
+  const std::string why = unsupported(device);
+  WEFT_CHECK(why.empty(), "{} on group '{}': the tensors are on {}, but {}", what, name_, device,
+             why);
 }
 
 Work ProcessGroup::issue(detail::Op op, int64_t bytes) {
-  const std::string_view kind = op_kind_name(op.kind);
-  if (op.in.defined())
-    check_tensor_device(kind, op.kind == OpKind::send_recv ? "send" : "input", op.in);
-  if (op.out.defined())
-    check_tensor_device(kind, op.kind == OpKind::send_recv ? "receive" : "output", op.out);
-  for (size_t i = 0; i < op.parts_in.size(); ++i) {
-    check_tensor_device(kind, format("input {}", i), op.parts_in[i]);
-    check_tensor_device(kind, format("output {}", i), op.parts_out[i]);
-  }
+  check_devices(op);
   std::lock_guard issuing(issue_mu_);
   {
     std::lock_guard lock(mu_);

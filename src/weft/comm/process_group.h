@@ -184,11 +184,9 @@ class ProcessGroup {
   virtual std::shared_ptr<ProcessGroup> split(const std::vector<std::vector<int>>& rank_lists,
                                               int color, int key, const std::string& name) = 0;
 
-  // Refuses a tensor this backend cannot move: the host backends take host
-  // memory only (this default), a GPU backend its own device's. Called on the
-  // calling thread for every tensor of a call before the call is queued.
-  virtual void check_tensor_device(std::string_view what, std::string_view role,
-                                   const Tensor& t) const;
+  // Why this backend cannot move tensors on `d`, as a clause for an error
+  // message; empty when it can. The host backends move host memory only.
+  virtual std::string unsupported(Device d) const;
 
   // For backends: the group's description for messages, "group 'tp' (ranks 4-7)".
   std::string label() const;
@@ -198,6 +196,8 @@ class ProcessGroup {
 
  private:
   Work issue(detail::Op op, int64_t bytes);
+  // Every tensor of `op` on one device, which this backend can move.
+  void check_devices(const detail::Op& op) const;
   Work issue_coalesced(OpKind kind, ReduceOp reduce, std::span<const Tensor> outs,
                        std::span<const Tensor> ins);
   void check_peer(const char* what, const char* role, int peer, bool self_ok) const;

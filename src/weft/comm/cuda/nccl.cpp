@@ -195,8 +195,7 @@ class NcclProcessGroup final : public ProcessGroup {
   std::string_view backend() const override { return "nccl"; }
 
  protected:
-  void check_tensor_device(std::string_view what, std::string_view role,
-                           const Tensor& t) const override;
+  std::string unsupported(Device d) const override;
   std::shared_ptr<const Work::Impl> submit(Op op) override;
   std::shared_ptr<ProcessGroup> split(const std::vector<std::vector<int>>& lists, int color,
                                       int key, const std::string& name) override;
@@ -251,12 +250,12 @@ NcclProcessGroup::~NcclProcessGroup() {
   watchdog_.join();
 }
 
-void NcclProcessGroup::check_tensor_device(std::string_view what, std::string_view role,
-                                           const Tensor& t) const {
-  WEFT_CHECK(t.device() == Device::cuda(device_),
-             "{}: the {} tensor is on {}; the nccl backend's {} moves memory of cuda:{} only "
-             "(copy the tensor there with Tensor::to)",
-             what, role, t.device(), label(), device_);
+std::string NcclProcessGroup::unsupported(Device d) const {
+  if (d == Device::cuda(device_)) return {};
+  return format(
+      "the nccl backend's {} moves memory of cuda:{} only (copy the tensors there "
+      "with Tensor::to)",
+      label(), device_);
 }
 
 std::string NcclProcessGroup::launch(Op& op, const Event& done, std::vector<Tensor>& keep) {
