@@ -50,6 +50,22 @@ if(WEFT_HAVE_CUDA)
   endif()
   message(STATUS "weft: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
                  "architectures ${CMAKE_CUDA_ARCHITECTURES})")
+  # The nccl backend (comm/cuda/nccl*.cpp) where the toolkit has NCCL 2.18 or
+  # newer (ncclCommSplit); without it the build has no nccl backend.
+  set(WEFT_HAVE_NCCL OFF)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h WEFT_NCCL_VERSION_LINES
+         REGEX "^#define NCCL_(MAJOR|MINOR) +[0-9]+")
+    string(REGEX REPLACE ".*NCCL_MAJOR +([0-9]+).*" "\\1" WEFT_NCCL_MAJOR "${WEFT_NCCL_VERSION_LINES}")
+    string(REGEX REPLACE ".*NCCL_MINOR +([0-9]+).*" "\\1" WEFT_NCCL_MINOR "${WEFT_NCCL_VERSION_LINES}")
+    if("${WEFT_NCCL_MAJOR}.${WEFT_NCCL_MINOR}" VERSION_GREATER_EQUAL 2.18)
+      set(WEFT_HAVE_NCCL ON)
+    endif()
+  endif()
+  message(STATUS "weft: nccl backend ${WEFT_HAVE_NCCL} (NCCL ${WEFT_NCCL_MAJOR}.${WEFT_NCCL_MINOR} "
+                 "at ${NCCL_LIBRARY})")
 else()
   message(STATUS "weft: CUDA backend OFF (WEFT_CUDA=${WEFT_CUDA})")
 endif()

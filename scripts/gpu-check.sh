@@ -23,7 +23,7 @@ fi
 if [ "${1:-}" != "--no-build" ]; then
   bash scripts/install-deps.sh
   cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA=ON >/dev/null || exit 1
-  cmake --build "$B" -j "$(nproc)" --target weft_cli core_tests kernels_tests || exit 1
+  cmake --build "$B" -j "$(nproc)" --target weft_cli core_tests kernels_tests comm_tests || exit 1
 fi
 WEFT=$B/bin/weft
 
@@ -39,8 +39,8 @@ gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,nohea
 row "GPU" INFO "$gpu"
 
 # Every CUDA test (suites named Cuda*), against the CPU kernels as reference.
-for t in core_tests kernels_tests; do
-  log=$OUT/$t.log
+for t in core_tests kernels_tests comm/comm_tests; do
+  log=$OUT/$(basename "$t").log
   "$B/tests/$t" --gtest_filter='Cuda*' --gtest_brief=1 >"$log" 2>&1
   rc=$?
   passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)

@@ -120,7 +120,7 @@ class ProcessGroup {
   const std::string& name() const { return name_; }
   // The world rank of each rank of this group.
   const std::vector<int>& world_ranks() const { return world_ranks_; }
-  // "local" or "mpi".
+  // "local", "mpi" or "nccl".
   virtual std::string_view backend() const = 0;
 
   Work all_gather(const Tensor& out, const Tensor& in);
@@ -184,6 +184,10 @@ class ProcessGroup {
   virtual std::shared_ptr<ProcessGroup> split(const std::vector<std::vector<int>>& rank_lists,
                                               int color, int key, const std::string& name) = 0;
 
+  // Why this backend cannot move tensors on `d`, as a clause for an error
+  // message; empty when it can. The host backends move host memory only.
+  virtual std::string unsupported(Device d) const;
+
   // For backends: the group's description for messages, "group 'tp' (ranks 4-7)".
   std::string label() const;
   // For host backends: the Work::Impl of `op` (detail/host_work.h), which
@@ -192,6 +196,8 @@ class ProcessGroup {
 
  private:
   Work issue(detail::Op op, int64_t bytes);
+  // Every tensor of `op` on one device, which this backend can move.
+  void check_devices(const detail::Op& op) const;
   Work issue_coalesced(OpKind kind, ReduceOp reduce, std::span<const Tensor> outs,
                        std::span<const Tensor> ins);
   void check_peer(const char* what, const char* role, int peer, bool self_ok) const;

@@ -5,6 +5,9 @@
 #include <string_view>
 
 #include "weft/comm/local.h"
+#if WEFT_HAVE_NCCL
+#include "weft/comm/cuda/nccl.h"
+#endif
 #include "weft/comm/mpi.h"
 #include "weft/core/error.h"
 
@@ -43,6 +46,29 @@ std::shared_ptr<ProcessGroup> init_world() {
   check_launcher();
   if (launched_by_mpi()) return mpi_world();
   return local_world_of_one();
+}
+
+std::shared_ptr<ProcessGroup> init_world(std::string_view backend) {
+  if (backend == "auto") return init_world();
+  check_launcher();
+  if (backend == "local") return local_world_of_one();
+  if (backend == "mpi") {
+    WEFT_CHECK(launched_by_mpi(),
+               "the mpi backend needs a process started by mpirun; start the job as `mpirun -np "
+               "N ...` or choose the local backend");
+    return mpi_world();
+  }
+  if (backend == "nccl") {
+#if WEFT_HAVE_NCCL
+    return nccl_world();
+#else
+    WEFT_FAIL(
+        "this build of weft has no nccl backend: it needs the CUDA backend and NCCL 2.18 or "
+        "newer at configure time (cmake -DWEFT_CUDA=ON with nccl.h and libnccl in the CUDA "
+        "toolkit)");
+#endif
+  }
+  WEFT_FAIL("unknown communication backend '{}'; use auto, local, mpi or nccl", backend);
 }
 
 void run_world(int local_ranks, const std::function<void(ProcessGroup& world)>& fn) {

@@ -1,9 +1,11 @@
 // Choosing the backend: a process started by mpirun (or srun, mpiexec) uses
-// the mpi backend, anything else the local one.
+// the mpi backend, anything else the local one; the nccl backend is chosen by
+// name only.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <string_view>
 
 #include "weft/comm/process_group.h"
 
@@ -27,6 +29,10 @@ void check_launcher();
 // local world of one rank (the calling thread). Use run_world() to run n
 // local ranks.
 std::shared_ptr<ProcessGroup> init_world();
+// The world group on the backend named `backend`: "auto" (as init_world()),
+// "local" (a world of one rank), "mpi" (under mpirun) or "nccl" (one GPU per
+// rank, comm/cuda/nccl.h; builds with NCCL only).
+std::shared_ptr<ProcessGroup> init_world(std::string_view backend);
 
 // Runs fn(world) on every rank. Under mpirun: this process is one rank of
 // the mpi world, and an exception escaping fn prints the error and aborts the

@@ -1,0 +1,617 @@
+#include "weft/comm/cuda/nccl.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "weft/comm/detail/host_work.h"
+#include "weft/comm/detail/op.h"
+#include "weft/comm/mpi.h"
+#include "weft/comm/world.h"
+#include "weft/core/cuda.h"
+#include "weft/core/error.h"
+#include "weft/core/exec_context.h"
+
+namespace weft::comm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using detail::Op;
+
+// How often the watchdog looks at the events of pending operations: often
+// enough that a host wait returns soon after the GPU finished.
+constexpr auto kPoll = std::chrono::microseconds(200);
+// How long the tensors of an aborted operation stay alive for its kernels to
+// stop (ncclCommAbort stops NCCL's own); past it they are leaked rather than
+// handed to the allocator while the GPU might still write them.
+constexpr auto kAbortGrace = std::chrono::seconds(30);
+
+void check_cuda(cudaError_t status, std::string_view what, const char* call) {
+  WEFT_CHECK(status == cudaSuccess, "{}: {} failed: {} ({})", what, call,
+             cudaGetErrorString(status), cudaGetErrorName(status));
+}
+
+std::string nccl_error(ncclResult_t status, ncclComm_t comm) {
+  const char* last = ncclGetLastError(comm);
+  return format("{}{}{}", ncclGetErrorString(status), last && *last ? ": " : "", last ? last : "");
+}
+
+void check_nccl(ncclResult_t status, ncclComm_t comm, std::string_view what, const char* call) {
+  WEFT_CHECK(status == ncclSuccess, "{}: {} failed: {}", what, call, nccl_error(status, comm));
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  return format("{} s", static_cast<double>(ms.count()) / 1000.0);
+}
+
+// Makes `device` current for the calling thread while it lives: NCCL and the
+// CUDA calls below act on the current device.
+class OnDevice {
+ public:
+  OnDevice(int device, std::string_view what) {
+    check_cuda(cudaGetDevice(&previous_), what, "cudaGetDevice");
+    if (previous_ != device) check_cuda(cudaSetDevice(device), what, "cudaSetDevice");
+  }
+  ~OnDevice() {
+    int now = 0;
+    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+  }
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// A CUDA event of `device`, without timing (the cheap kind).
+class Event {
+ public:
+  Event(int device, std::string_view what) {
+    OnDevice on(device, what);
+    check_cuda(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), what,
+               "cudaEventCreateWithFlags");
+  }
+  ~Event() { cudaEventDestroy(event_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// A stream of `device` that the legacy default stream does not synchronize
+// with: a collective waiting for its peers must not hold up the device's
+// other work (another group's collectives included).
+class Stream {
+ public:
+  Stream(int device, std::string_view what) {
+    OnDevice on(device, what);
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), what,
+               "cudaStreamCreateWithFlags");
+  }
+  ~Stream() { cudaStreamDestroy(stream_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// Owns an NCCL communicator: destroyed with its group, or aborted when the
+// group fails (after which it is gone).
+class Communicator {
+ public:
+  explicit Communicator(ncclComm_t comm) : comm_(comm) {}
+  ~Communicator() {
+    if (comm_) ncclCommDestroy(comm_);
+  }
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  ncclComm_t get() const { return comm_; }
+  void abort() {
+    if (comm_) ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
+ private:
+  ncclComm_t comm_;
+};
+
+// The element type of a reduction (process_group.cpp admits these only).
+ncclDataType_t reduce_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return ncclFloat32;
+    case DType::bf16: return ncclBfloat16;
+    case DType::f64: return ncclFloat64;
+    case DType::i64: return ncclInt64;
+    default: WEFT_FAIL("the nccl backend does not reduce {} tensors", dtype_name(dtype));
+  }
+}
+
+ncclRedOp_t reduce_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return ncclSum;
+    case ReduceOp::avg: return ncclAvg;
+    case ReduceOp::max: return ncclMax;
+  }
+  WEFT_FAIL("unknown reduction {}", static_cast<int>(op));
+}
+
+// The Work of one operation. Its state, error, waits and observer events are
+// a HostWork's, which the group's watchdog finishes once the operation's
+// event completed; `done` lets a CUDA context wait for it on its stream.
+class NcclWork final : public Work::Impl {
+ public:
+  NcclWork(std::shared_ptr<detail::HostWork> state, std::shared_ptr<const Event> done)
+      : state_(std::move(state)), done_(std::move(done)) {}
+
+  bool completed() const override { return state_->completed(); }
+  void wait() const override { state_->wait(); }
+  void wait_for(std::chrono::milliseconds timeout) const override { state_->wait_for(timeout); }
+  void wait_on(const ExecContext& context) const override {
+    if (!context.device().is_cuda()) return wait();
+    if (std::exception_ptr err = state_->error()) std::rethrow_exception(err);
+    OnDevice on(context.device().index, state_->what());
+    check_cuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(context.stream()), done_->get(), 0),
+               state_->what(), "cudaStreamWaitEvent");
+  }
+  std::exception_ptr error() const override { return state_->error(); }
+  std::string what() const override { return state_->what(); }
+
+ private:
+  std::shared_ptr<detail::HostWork> state_;
+  std::shared_ptr<const Event> done_;
+};
+
+// An operation on the group's stream that the watchdog has not finished.
+struct Pending {
+  std::shared_ptr<detail::HostWork> state{};
+  std::shared_ptr<const Event> done{};  // recorded after the operation
+  std::vector<Tensor> keep{};           // what the GPU reads and writes, alive until it is done
+  int64_t index = 0;
+  Clock::time_point deadline{};
+  std::chrono::milliseconds timeout{};
+};
+
+class NcclProcessGroup final : public ProcessGroup {
+ public:
+  // Takes `comm`, a communicator on `device` whose ranks are `world_ranks`.
+  NcclProcessGroup(ncclComm_t comm, int device, std::string name, int rank, int size,
+                   std::vector<int> world_ranks);
+  ~NcclProcessGroup() override;
+
+  std::string_view backend() const override { return "nccl"; }
+
+ protected:
+  std::string unsupported(Device d) const override;
+  std::shared_ptr<const Work::Impl> submit(Op op) override;
+  std::shared_ptr<ProcessGroup> split(const std::vector<std::vector<int>>& lists, int color,
+                                      int key, const std::string& name) override;
+
+ private:
+  // Queues `op` on stream_ after the work queued before it on the device's
+  // weft streams, then records `done`; returns the first failure's message
+  // (empty when everything was queued). Under comm_mu_.
+  std::string launch(Op& op, const Event& done, std::vector<Tensor>& keep);
+  void watch();
+  // Aborts the communicator and fails every pending operation: the one
+  // numbered `culprit` with `cause`, the others with "<op> failed: <cause>".
+  void fail_group(const std::string& cause, int64_t culprit);
+  // The communicator's asynchronous error, as a message; empty if none.
+  std::string async_error();
+
+  const int device_;
+  Communicator comm_;  // guarded by comm_mu_: NCCL communicators are not thread-safe
+  std::mutex comm_mu_;
+  Stream stream_;
+  Event ready_;    // recorded on the legacy default stream, waited on by stream_
+  Tensor scalar_;  // the one element a barrier all-reduces
+
+  std::mutex pending_mu_;
+  std::condition_variable pending_cv_;
+  std::deque<Pending> pending_;  // in issue order, which is completion order
+  std::deque<Pending> aborted_;  // failed, kept alive until their kernels stopped
+  Clock::time_point aborted_at_;
+  std::string failure_;  // set once, when the group failed
+  bool stopping_ = false;
+  std::thread watchdog_;
+};
+
+NcclProcessGroup::NcclProcessGroup(ncclComm_t comm, int device, std::string name, int rank,
+                                   int size, std::vector<int> world_ranks)
+    : ProcessGroup(std::move(name), rank, size, std::move(world_ranks)),
+      device_(device),
+      comm_(comm),
+      stream_(device, "creating an nccl group"),
+      ready_(device, "creating an nccl group") {
+  const cuda::ScopedAllocationStream on_stream(stream_.get());
+  scalar_ = Tensor::zeros({1}, DType::f32, Device::cuda(device_), MemoryTag::comm);
+  watchdog_ = std::thread([this] { watch(); });
+}
+
+NcclProcessGroup::~NcclProcessGroup() {
+  {
+    std::lock_guard lock(pending_mu_);
+    stopping_ = true;
+  }
+  pending_cv_.notify_all();
+  watchdog_.join();
+}
+
+std::string NcclProcessGroup::unsupported(Device d) const {
+  if (d == Device::cuda(device_)) return {};
+  return format(
+      "the nccl backend's {} moves memory of cuda:{} only (copy the tensors there "
+      "with Tensor::to)",
+      label(), device_);
+}
+
+std::string NcclProcessGroup::launch(Op& op, const Event& done, std::vector<Tensor>& keep) {
+  ncclComm_t c = comm_.get();
+  cudaStream_t s = stream_.get();
+  std::string error;
+  const auto cuda_ok = [&](cudaError_t status, const char* call) {
+    if (status != cudaSuccess && error.empty())
+      error = format("{}: {} failed: {} ({})", op.what, call, cudaGetErrorString(status),
+                     cudaGetErrorName(status));
+    return error.empty();
+  };
+  const auto nccl = [&](ncclResult_t status, const char* call) {
+    if (status != ncclSuccess && error.empty())
+      error = format("{}: {} failed: {}", op.what, call, nccl_error(status, c));
+  };
+  // The caller's kernels that produce the inputs (and last read the outputs)
+  // were queued on weft streams before this call; the legacy default stream
+  // waits for all of them, so an event recorded there marks them all.
+  if (!cuda_ok(cudaEventRecord(ready_.get(), cudaStreamLegacy), "cudaEventRecord") ||
+      !cuda_ok(cudaStreamWaitEvent(s, ready_.get(), 0), "cudaStreamWaitEvent"))
+    return error;
+
+  const auto one = [&](const Tensor& out, const Tensor& in) {
+    switch (op.kind) {
+      case OpKind::all_gather:
+        // In place when `in` is this rank's chunk of `out`, as NCCL defines it.
+        nccl(ncclAllGather(in.raw(), out.raw(), static_cast<size_t>(in.nbytes()), ncclUint8, c, s),
+             "ncclAllGather");
+        break;
+      case OpKind::reduce_scatter:
+        nccl(ncclReduceScatter(in.raw(), out.raw(), static_cast<size_t>(out.numel()),
+                               reduce_type(in.dtype()), reduce_op(op.reduce), c, s),
+             "ncclReduceScatter");
+        break;
+      default:
+        nccl(ncclAllReduce(in.raw(), out.raw(), static_cast<size_t>(in.numel()),
+                           reduce_type(in.dtype()), reduce_op(op.reduce), c, s),
+             "ncclAllReduce");
+        break;
+    }
+  };
+
+  if (!op.parts_in.empty()) {
+    nccl(ncclGroupStart(), "ncclGroupStart");
+    for (size_t i = 0; i < op.parts_in.size(); ++i) one(op.parts_out[i], op.parts_in[i]);
+    nccl(ncclGroupEnd(), "ncclGroupEnd");
+    keep = std::move(op.parts_in);
+    keep.insert(keep.end(), op.parts_out.begin(), op.parts_out.end());
+  } else {
+    keep = {op.in, op.out};
+    switch (op.kind) {
+      case OpKind::all_gather:
+      case OpKind::reduce_scatter:
+      case OpKind::all_reduce: one(op.out, op.in); break;
+      case OpKind::broadcast:
+        nccl(ncclBroadcast(op.in.raw(), op.out.raw(), static_cast<size_t>(op.out.nbytes()),
+                           ncclUint8, op.peer, c, s),
+             "ncclBroadcast");
+        break;
+      case OpKind::barrier:
+        nccl(ncclAllReduce(scalar_.raw(), scalar_.raw(), 1, ncclFloat32, ncclSum, c, s),
+             "ncclAllReduce");
+        break;
+      case OpKind::all_to_all: {
+        Tensor in = op.in;
+        if (op.in_place) {
+          // Peers' chunks land in `out` while this rank's are still being sent from it.
+          const cuda::ScopedAllocationStream on_stream(s);
+          in = Tensor::empty(op.in.shape(), op.in.dtype(), op.in.device(), MemoryTag::comm);
+          if (!cuda_ok(cudaMemcpyAsync(in.raw(), op.in.raw(), static_cast<size_t>(op.in.nbytes()),
+                                       cudaMemcpyDeviceToDevice, s),
+                       "cudaMemcpyAsync"))
+            return error;
+          keep.push_back(in);
+        }
+        const size_t chunk = static_cast<size_t>(op.in.nbytes() / size());
+        const char* from = static_cast<const char*>(in.raw());
+        char* to = static_cast<char*>(op.out.raw());
+        nccl(ncclGroupStart(), "ncclGroupStart");
+        for (int p = 0; p < size(); ++p) {
+          const size_t at = chunk * static_cast<size_t>(p);
+          nccl(ncclSend(from + at, chunk, ncclUint8, p, c, s), "ncclSend");
+          nccl(ncclRecv(to + at, chunk, ncclUint8, p, c, s), "ncclRecv");
+        }
+        nccl(ncclGroupEnd(), "ncclGroupEnd");
+        break;
+      }
+      case OpKind::send:
+      case OpKind::recv:
+      case OpKind::send_recv:
+        // Grouped, so that a send_recv around a ring cannot deadlock.
+        nccl(ncclGroupStart(), "ncclGroupStart");
+        if (op.kind != OpKind::recv)
+          nccl(ncclSend(op.in.raw(), static_cast<size_t>(op.in.nbytes()), ncclUint8, op.peer, c, s),
+               "ncclSend");
+        if (op.kind != OpKind::send)
+          nccl(
+              ncclRecv(op.out.raw(), static_cast<size_t>(op.out.nbytes()), ncclUint8, op.src, c, s),
+              "ncclRecv");
+        nccl(ncclGroupEnd(), "ncclGroupEnd");
+        break;
+    }
+  }
+  cuda_ok(cudaEventRecord(done.get(), s), "cudaEventRecord");
+  return error;
+}
+
+std::shared_ptr<const Work::Impl> NcclProcessGroup::submit(Op op) {
+  std::shared_ptr<detail::HostWork> state = make_host_work(op);
+  state->mark_started();
+  Pending pending{.state = state,
+                  .index = op.index,
+                  .deadline = Clock::now() + timeout(),
+                  .timeout = timeout()};
+  std::string launch_error;
+  {
+    std::lock_guard lock(comm_mu_);
+    if (comm_.get()) {
+      OnDevice on(device_, op.what);
+      pending.done = std::make_shared<Event>(device_, op.what);
+      launch_error = launch(op, *pending.done, pending.keep);
+    }
+  }
+  const std::shared_ptr<const Event> done = pending.done;
+  if (!launch_error.empty()) {
+    // The communicator's state after a failed call is unknown: the group
+    // fails as it does on a timeout.
+    {
+      std::lock_guard lock(pending_mu_);
+      pending_.push_back(std::move(pending));
+    }
+    fail_group(launch_error, op.index);
+    return state;
+  }
+  std::string failed;
+  {
+    std::lock_guard lock(pending_mu_);
+    if (failure_.empty()) {
+      pending_.push_back(std::move(pending));
+    } else {
+      // The group failed while this operation was being queued (or before).
+      failed = failure_;
+      if (done) aborted_.push_back(std::move(pending));
+    }
+  }
+  if (!failed.empty()) {
+    state->finish(std::make_exception_ptr(Error(format("{} failed: {}", op.what, failed))));
+    return state;
+  }
+  pending_cv_.notify_all();
+  return std::make_shared<NcclWork>(state, done);
+}
+
+void NcclProcessGroup::fail_group(const std::string& cause, int64_t culprit) {
+  std::deque<Pending> failed;
+  std::string first;
+  {
+    std::lock_guard lock(pending_mu_);
+    // Set before the abort, so that a call that finds no communicator finds the reason.
+    if (failure_.empty()) {
+      failure_ = format("{}; the NCCL communicator of {} was aborted and the group is unusable",
+                        cause, label());
+      aborted_at_ = Clock::now();
+    }
+    first = failure_;
+    failed.swap(pending_);
+  }
+  {
+    std::lock_guard lock(comm_mu_);
+    comm_.abort();
+  }
+  for (Pending& p : failed) {
+    const std::string message =
+        p.index == culprit ? first : format("{} failed: {}", p.state->what(), first);
+    p.state->finish(std::make_exception_ptr(Error(message)));
+  }
+  std::lock_guard lock(pending_mu_);
+  for (Pending& p : failed) aborted_.push_back(std::move(p));
+}
+
+std::string NcclProcessGroup::async_error() {
+  std::lock_guard lock(comm_mu_);
+  ncclComm_t c = comm_.get();
+  if (!c) return {};
+  ncclResult_t async = ncclSuccess;
+  const ncclResult_t status = ncclCommGetAsyncError(c, &async);
+  if (status != ncclSuccess)
+    return format("{} on rank {}: ncclCommGetAsyncError failed: {}", label(), rank(),
+                  nccl_error(status, c));
+  if (async != ncclSuccess && async != ncclInProgress)
+    return format("{} on rank {}: NCCL reported an asynchronous error: {}", label(), rank(),
+                  nccl_error(async, c));
+  return {};
+}
+
+void NcclProcessGroup::watch() {
+  // This thread's CUDA calls (event queries) are about the group's device.
+  if (const cudaError_t status = cudaSetDevice(device_); status != cudaSuccess)
+    fail_group(format("{}: the watchdog's cudaSetDevice({}) failed: {}", label(), device_,
+                      cudaGetErrorString(status)),
+               -1);
+  for (;;) {
+    std::vector<Pending> finished;
+    std::string cause;
+    int64_t culprit = -1;
+    {
+      std::unique_lock lock(pending_mu_);
+      pending_cv_.wait(lock, [&] { return stopping_ || !pending_.empty() || !aborted_.empty(); });
+      if (stopping_ && pending_.empty() && aborted_.empty()) return;
+      const Clock::time_point now = Clock::now();
+      // One stream: operations finish in the order they were queued.
+      while (!pending_.empty()) {
+        const cudaError_t status = cudaEventQuery(pending_.front().done->get());
+        if (status == cudaSuccess) {
+          finished.push_back(std::move(pending_.front()));
+          pending_.pop_front();
+          continue;
+        }
+        if (status != cudaErrorNotReady) {
+          cause =
+              format("{} failed on rank {}: CUDA reported {} ({})", pending_.front().state->what(),
+                     rank(), cudaGetErrorString(status), cudaGetErrorName(status));
+          culprit = pending_.front().index;
+        }
+        break;
+      }
+      for (const Pending& p : pending_) {
+        if (!cause.empty()) break;
+        if (now >= p.deadline) {
+          cause = format(
+              "{} timed out after {} on rank {}: the GPU did not finish it (a rank that did "
+              "not arrive, or a kernel that hangs)",
+              p.state->what(), seconds(p.timeout), rank());
+          culprit = p.index;
+        }
+      }
+      // Aborted operations release their tensors once their kernels stopped.
+      while (!aborted_.empty() &&
+             (!aborted_.front().done ||
+              cudaEventQuery(aborted_.front().done->get()) != cudaErrorNotReady))
+        aborted_.pop_front();
+      if (!aborted_.empty() && now >= aborted_at_ + kAbortGrace) {
+        // Deliberately leaked: see kAbortGrace.
+        for (Pending& p : aborted_) static_cast<void>(new std::vector<Tensor>(std::move(p.keep)));
+        aborted_.clear();
+      }
+    }
+    for (Pending& p : finished) p.state->finish(nullptr);
+    if (cause.empty()) cause = async_error();
+    if (!cause.empty()) fail_group(cause, culprit);
+    if (finished.empty()) std::this_thread::sleep_for(kPoll);
+  }
+}
+
+std::shared_ptr<ProcessGroup> make_group(ncclComm_t comm, int device, std::string name,
+                                         std::vector<int> world_ranks, const std::string& what) {
+  int rank = 0, size = 0;
+  ncclResult_t status = ncclCommUserRank(comm, &rank);
+  if (status == ncclSuccess) status = ncclCommCount(comm, &size);
+  if (status != ncclSuccess) {
+    const std::string message = nccl_error(status, comm);
+    ncclCommDestroy(comm);
+    WEFT_FAIL("{}: reading the NCCL communicator's rank and size failed: {}", what, message);
+  }
+  return std::make_shared<NcclProcessGroup>(comm, device, std::move(name), rank, size,
+                                            std::move(world_ranks));
+}
+
+std::shared_ptr<ProcessGroup> NcclProcessGroup::split(const std::vector<std::vector<int>>& lists,
+                                                      int color, int key, const std::string& name) {
+  const std::string what = format("new_subgroups_by_enumeration('{}') on {}", name, label());
+  // The ranks must agree on the lists, and ncclCommSplit waits for every rank
+  // without a timeout of its own: an all-reduce (bounded by the group's
+  // timeout) checks both first. It counts as an all_reduce in stats().
+  uint64_t hash = 1469598103934665603ull;
+  for (const auto& list : lists) {
+    for (int r : list) hash = (hash ^ static_cast<uint64_t>(r + 1)) * 1099511628211ull;
+    hash = (hash ^ 0xffu) * 1099511628211ull;
+  }
+  const auto mine = static_cast<int64_t>(hash >> 1);  // -mine cannot overflow
+  Tensor agree = Tensor::empty({2}, DType::i64);
+  agree.data<int64_t>()[0] = mine;
+  agree.data<int64_t>()[1] = -mine;
+  Tensor on_device = agree.to(Device::cuda(device_));
+  all_reduce(on_device, ReduceOp::max).wait();
+  agree = on_device.to(Device::cpu());
+  WEFT_CHECK(agree.data<int64_t>()[0] == mine && agree.data<int64_t>()[1] == -mine,
+             "{}: the ranks passed different rank lists; every rank must pass the same lists",
+             what);
+  ncclComm_t sub = nullptr;
+  {
+    std::lock_guard lock(comm_mu_);
+    WEFT_CHECK(comm_.get(), "{} failed: the group failed before", what);
+    OnDevice on(device_, what);
+    check_nccl(
+        ncclCommSplit(comm_.get(), color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, nullptr),
+        comm_.get(), what, "ncclCommSplit");
+  }
+  if (color < 0) return nullptr;
+  std::vector<int> ranks;
+  for (int r : lists[static_cast<size_t>(color)])
+    ranks.push_back(world_ranks()[static_cast<size_t>(r)]);
+  return make_group(sub, device_, name, std::move(ranks), what);
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> nccl_world_of_one(int device) {
+  const std::string what = format("creating an nccl world of one rank on cuda:{}", device);
+  cuda::check_device(Device::cuda(device));
+  OnDevice on(device, what);
+  ncclComm_t comm = nullptr;
+  check_nccl(ncclCommInitAll(&comm, 1, &device), nullptr, what, "ncclCommInitAll");
+  return make_group(comm, device, "world", {0}, what);
+}
+
+std::shared_ptr<ProcessGroup> nccl_world_over(ProcessGroup& bootstrap) {
+  const std::string what = format("creating an nccl world over group '{}'", bootstrap.name());
+  WEFT_CHECK(bootstrap.backend() != "nccl",
+             "{}: bootstrap over a host group (local or mpi), not an nccl one", what);
+  // This rank's index among the ranks on its host picks its GPU.
+  constexpr int64_t kHostBytes = 256;
+  Tensor host = Tensor::zeros({kHostBytes}, DType::u8);
+  WEFT_CHECK(gethostname(static_cast<char*>(host.raw()), kHostBytes - 1) == 0,
+             "{}: gethostname failed: {}", what, std::strerror(errno));
+  Tensor hosts = Tensor::empty({kHostBytes * bootstrap.size()}, DType::u8);
+  bootstrap.all_gather(hosts, host).wait();
+  int local = 0;
+  for (int p = 0; p < bootstrap.rank(); ++p)
+    if (std::memcmp(static_cast<const char*>(hosts.raw()) + p * kHostBytes, host.raw(),
+                    kHostBytes) == 0)
+      ++local;
+  const int count = cuda::device_count();
+  WEFT_CHECK(count > 0, "{}: {}", what, cuda::unavailable_reason());
+  const int device = local % count;
+
+  ncclUniqueId id{};
+  Tensor id_bytes = Tensor::zeros({static_cast<int64_t>(sizeof(id))}, DType::u8);
+  if (bootstrap.rank() == 0) {
+    check_nccl(ncclGetUniqueId(&id), nullptr, what, "ncclGetUniqueId");
+    std::memcpy(id_bytes.raw(), &id, sizeof(id));
+  }
+  bootstrap.broadcast(id_bytes, 0).wait();
+  std::memcpy(&id, id_bytes.raw(), sizeof(id));
+  OnDevice on(device, what);
+  ncclComm_t comm = nullptr;
+  check_nccl(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()), nullptr, what,
+             "ncclCommInitRank");
+  return make_group(comm, device, bootstrap.name(), bootstrap.world_ranks(), what);
+}
+
+std::shared_ptr<ProcessGroup> nccl_world() {
+  if (!launched_by_mpi()) return nccl_world_of_one(0);
+  std::shared_ptr<ProcessGroup> mpi = mpi_world();
+  return nccl_world_over(*mpi);
+}
+
+}  // namespace weft::comm
