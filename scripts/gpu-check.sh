@@ -70,7 +70,7 @@ for dt in bf16 f32; do
   log=$OUT/bench_step_$dt.log
   if "$WEFT" bench step --device cuda --preset gpt2-124m --dtype "$dt" --micro-batch "$BATCH" \
     --steps 10 --warmup 2 >"$log" 2>&1; then
-    row "bench step gpt2-124m $dt B=$BATCH" INFO "$(tail -1 "$log" | awk '{print $2 " tok/s, MFU " $NF}')"
+    row "bench step gpt2-124m $dt B=$BATCH" INFO "$(tail -n 1 "$log" | tr -s ' ')"
   else
     row "bench step gpt2-124m $dt B=$BATCH" FAIL "rc $? ($log)"
   fi
@@ -116,7 +116,7 @@ for dt in f32 bf16; do
     fi
   else
     row "train tiny $dt: GPU vs CPU losses" FAIL "a run failed ($OUT/train_*_$dt.log)"
-    tail -5 "$OUT/train_gpu_$dt.log"
+    tail -n 5 "$OUT/train_gpu_$dt.log"
   fi
 done
 # CPU checkpoint -> GPU resume, and GPU checkpoint -> CPU resume, against the
@@ -131,7 +131,7 @@ if train cpu "$OUT/cpu_half.jsonl" --stop-at 10 --save "$OUT/ck-cpu" >"$OUT/ck_c
   fi
 else
   row "CPU checkpoint resumed on GPU" FAIL "see $OUT/ck_cpu.log, $OUT/resume_gpu.log"
-  tail -5 "$OUT/resume_gpu.log"
+  tail -n 5 "$OUT/resume_gpu.log"
 fi
 if train cuda "$OUT/gpu_half.jsonl" --stop-at 10 --save "$OUT/ck-gpu" >"$OUT/ck_gpu.log" 2>&1 &&
   "$WEFT" train --resume "$OUT/ck-gpu" --device cpu --metrics "$OUT/resumed_cpu.jsonl" \
@@ -143,7 +143,29 @@ if train cuda "$OUT/gpu_half.jsonl" --stop-at 10 --save "$OUT/ck-gpu" >"$OUT/ck_
   fi
 else
   row "GPU checkpoint resumed on CPU" FAIL "see $OUT/ck_gpu.log, $OUT/resume_cpu.log"
-  tail -5 "$OUT/ck_gpu.log" "$OUT/resume_cpu.log"
+  tail -n 5 "$OUT/ck_gpu.log" "$OUT/resume_cpu.log"
+fi
+# weft eval and generate of the GPU's checkpoint on both devices.
+if [ -d "$OUT/ck-gpu" ]; then
+  ecpu=$("$WEFT" eval --checkpoint "$OUT/ck-gpu" --device cpu --max-tokens 20000 --json 2>&1 | tail -n 1)
+  egpu=$("$WEFT" eval --checkpoint "$OUT/ck-gpu" --device cuda --max-tokens 20000 --json 2>&1 | tail -n 1)
+  if detail=$(python3 -c '
+import json, sys
+a, b = json.loads(sys.argv[1])["loss"], json.loads(sys.argv[2])["loss"]
+print(f"loss cpu {a:.6f} gpu {b:.6f} rel {abs(a-b)/abs(a):.1e}")
+sys.exit(0 if abs(a - b) <= 1e-4 * abs(a) else 1)' "$ecpu" "$egpu" 2>&1); then
+    row "weft eval --device cuda vs cpu" PASS "$detail"
+  else
+    row "weft eval --device cuda vs cpu" FAIL "$detail; cpu: $ecpu; gpu: $egpu"
+  fi
+  gen=$("$WEFT" generate --checkpoint "$OUT/ck-gpu" --device cuda --tokens 40 --temperature 0 2>&1)
+  gen_cpu=$("$WEFT" generate --checkpoint "$OUT/ck-gpu" --device cpu --tokens 40 --temperature 0 2>&1)
+  if [ "$gen" = "$gen_cpu" ]; then
+    row "weft generate --device cuda (greedy)" PASS "same 40 tokens as the CPU"
+  else
+    row "weft generate --device cuda (greedy)" FAIL "differs from the CPU's"
+    printf 'gpu: %s\ncpu: %s\n' "$gen" "$gen_cpu"
+  fi
 fi
 
 echo

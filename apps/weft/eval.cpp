@@ -29,6 +29,7 @@ cli::Options eval_command_options() {
       .option("batch", "N", "8", "windows per forward pass")
       .option("max-tokens", "N", "0", "score at most N tokens (0: all)")
       .option("dtype", "f32|bf16", "f32", "compute type")
+      .option("device", "cpu|cuda|cuda:N", "cpu", "where the model runs (a GPU needs a CUDA build)")
       .flag("allow-nonfinite",
             "load a checkpoint that holds NaN or infinite values, for inspection (by default "
             "that is an error naming the tensor and the file)")
@@ -50,7 +51,8 @@ int eval_command(const std::vector<std::string>& args) {
   const DType dtype = parse_dtype(opts.choice("dtype", {"f32", "bf16"}));
 
   train::InferenceModel m = train::load_for_inference(
-      opts.str("checkpoint"), dtype, {.allow_nonfinite = opts.flag_set("allow-nonfinite")});
+      opts.str("checkpoint"), dtype, {.allow_nonfinite = opts.flag_set("allow-nonfinite")},
+      Device::parse(opts.str("device")));
   const nn::GptConfig& cfg = m.model->config();
   train::TokenData data =
       opts.given("data") ? train::load_token_files(opts.str("data")) : train::default_corpus();

@@ -28,6 +28,7 @@ cli::Options generate_command_options() {
       .option("top-k", "K", "40", "sample among the K most likely tokens (0: all)")
       .option("seed", "S", "1337", "sampling seed")
       .option("dtype", "f32|bf16", "f32", "compute type")
+      .option("device", "cpu|cuda|cuda:N", "cpu", "where the model runs (a GPU needs a CUDA build)")
       .flag("json", "print {\"prompt_ids\":[...],\"ids\":[...],\"text\":...}");
   return opts;
 }
@@ -48,7 +49,8 @@ int generate_command(const std::vector<std::string>& args) {
   WEFT_CHECK(seed >= 0, "--seed must not be negative, got {}", seed);
   const DType dtype = parse_dtype(opts.choice("dtype", {"f32", "bf16"}));
 
-  train::InferenceModel m = train::load_for_inference(opts.str("checkpoint"), dtype);
+  train::InferenceModel m = train::load_for_inference(opts.str("checkpoint"), dtype, {},
+                                                      Device::parse(opts.str("device")));
   const int64_t vocab = m.model->config().vocab;
   const bool bytes = vocab == train::ByteTokenizer::kVocabSize;
   train::ByteTokenizer tok;

@@ -19,7 +19,7 @@ namespace {
 using testing::gpu;
 using testing::host;
 
-TEST(CudaTensor, WithoutAGpuAllocationSaysWhy) {
+TEST(NoGpu, TensorAllocationSaysWhy) {
   if (cuda::device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
   try {
     Tensor::empty({4}, DType::f32, Device::cuda(0));

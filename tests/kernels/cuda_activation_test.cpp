@@ -48,10 +48,12 @@ TEST(CudaActivation, GeluForwardAndBackwardMatchCpu) {
            gdx = gpu(Tensor::zeros(x.shape(), c.dtype));
     gelu_forward(gec, gx, gy);
     gelu_backward(gec, gdy, gx, gdx);
-    // tanh differs in the last bits between oneDNN's and CUDA's; where
-    // 1 + tanh cancels (x < -2) the results are tiny and within the abs limit.
-    EXPECT_TRUE(close(y, host(gy), tol(c.dtype)));
-    EXPECT_TRUE(close(dx, host(gdx), tol(c.dtype)));
+    // tanh differs in the last bits between oneDNN's and CUDA's. Where
+    // 1 + tanh cancels (x < -2) the results are tiny but their error is that
+    // of the O(|x|) terms they came from: a few ulps of 1 (measured on an H100:
+    // 1.0e-6 in dx at |x| < 6). So errors are relative to 1, not to the value.
+    EXPECT_TRUE(close(y, host(gy), tol(c.dtype), 1.0));
+    EXPECT_TRUE(close(dx, host(gdx), tol(c.dtype), 1.0));
   }
 }
 

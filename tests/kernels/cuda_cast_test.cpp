@@ -106,7 +106,18 @@ void check_quantize(int64_t rows, int64_t cols, DType in, DType fp8, float scale
     const Tensor& gd = col ? g.col_data : g.data;
     EXPECT_TRUE(gd.device().is_cuda());
     EXPECT_EQ(gd.shape(), cd.shape());
-    EXPECT_EQ(bytes_of(gd), bytes_of(cd));
+    const std::vector<uint8_t> gb = bytes_of(gd), cb = bytes_of(cd);
+    ASSERT_EQ(gb.size(), cb.size());
+    const std::vector<float> input = x.to_vector();
+    for (size_t i = 0; i < gb.size(); ++i) {
+      // Element i of the column-wise copy is x[i % rows][i / rows].
+      const size_t src = col ? (i % static_cast<size_t>(rows)) * static_cast<size_t>(cols) +
+                                   i / static_cast<size_t>(rows)
+                             : i;
+      ASSERT_EQ(static_cast<int>(gb[i]), static_cast<int>(cb[i]))
+          << "code " << i << " of " << gb.size() << ", input " << input[src] << " (bits 0x"
+          << std::hex << std::bit_cast<uint32_t>(input[src]) << std::dec << ")";
+    }
     EXPECT_EQ(bytes_of(col ? g.col_scale_inv : g.scale_inv),
               bytes_of(col ? q.col_scale_inv : q.scale_inv));
     Tensor back = Tensor::empty({rows, cols});

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "weft/comm/world.h"
+#include "weft/core/cuda.h"
 #include "weft/train/checkpoint.h"
 #include "weft/train/checkpoint_dir.h"
 #include "weft/train/config.h"
@@ -27,7 +28,8 @@ void load_weights(const std::string& given, comm::ProcessGroup& world, const com
   load_hf(path, model, options.allow_nonfinite);
 }
 
-InferenceModel load_for_inference(const std::string& given, DType compute, ReadOptions options) {
+InferenceModel load_for_inference(const std::string& given, DType compute, ReadOptions options,
+                                  Device device) {
   const std::string path = resolve_checkpoint(given);
   InferenceModel m;
   const Json config = read_checkpoint_config(path);
@@ -35,6 +37,8 @@ InferenceModel load_for_inference(const std::string& given, DType compute, ReadO
   apply_settings(cfg, shape_settings(config), path);
   cfg.tp = 1;
   cfg.dtype = compute;
+  cfg.device = device.str();
+  if (device.is_cuda()) cuda::check_device(device);
   m.world = comm::init_world();
   WEFT_CHECK(m.world->size() == 1,
              "evaluation and generation run on one process: start weft without mpirun");

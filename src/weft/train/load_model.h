@@ -8,6 +8,7 @@
 
 #include "weft/comm/grid.h"
 #include "weft/comm/process_group.h"
+#include "weft/core/device.h"
 #include "weft/core/dtype.h"
 #include "weft/nn/gpt.h"
 #include "weft/train/checkpoint_format.h"
@@ -21,7 +22,8 @@ void load_weights(const std::string& path, comm::ProcessGroup& world, const comm
                   nn::Gpt& model, ReadOptions options = {});
 
 // A model restored for evaluation or generation: TP=1 on the calling thread
-// (all of this process's cores), its shape read from the checkpoint.
+// (all of this process's cores) or on one GPU, its shape read from the
+// checkpoint.
 struct InferenceModel {
   std::shared_ptr<comm::ProcessGroup> world{};
   std::unique_ptr<comm::Grid> grid{};
@@ -29,6 +31,6 @@ struct InferenceModel {
 };
 // `path`: a checkpoint directory or a GPT-2 .safetensors file.
 InferenceModel load_for_inference(const std::string& path, DType compute = DType::f32,
-                                  ReadOptions options = {});
+                                  ReadOptions options = {}, Device device = Device::cpu());
 
 }  // namespace weft::train

@@ -177,7 +177,7 @@ StepResult Trainer::step() {
   r.loss = loss.item(0);
   optim::Groups groups{{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
   if (grid_->layout().has("gtp")) groups["gtp"] = grid_->group_ptr("gtp");
-  r.grad_norm = optim::global_grad_norm(params_, groups);
+  r.grad_norm = optim::global_grad_norm(params_, groups, ec);
   check_finite(r.loss, r.grad_norm);
   LrSchedule schedule{.lr = cfg_.lr_value(),
                       .warmup = cfg_.warmup_steps(),
