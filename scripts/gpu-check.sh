@@ -79,11 +79,18 @@ done
 
 # The same 20-step job on the CPU and the GPU, and a checkpoint carried
 # between them: losses compared step by step.
+# The default corpus is Debian's fortunes; a GPU machine without it trains on
+# this checkout's own text instead (byte-level, as fortunes).
+data=()
+if [ ! -d /usr/share/games/fortunes ]; then
+  cat README.md src/weft/*/*.h >"$OUT/corpus.txt"
+  data=(--data "$OUT/corpus.txt")
+fi
 train() {  # device, metrics file, extra options...
   local device=$1 metrics=$2
   shift 2
   "$WEFT" train --preset tiny --tp 1 --steps 20 --sample-tokens 0 --log-every 1 \
-    --device "$device" --metrics "$metrics" "$@"
+    --device "$device" --metrics "$metrics" "${data[@]}" "$@"
 }
 compare() {  # label, a.jsonl, b.jsonl, tolerance
   python3 - "$2" "$3" "$4" <<'PY'
@@ -147,8 +154,10 @@ else
 fi
 # weft eval and generate of the GPU's checkpoint on both devices.
 if [ -d "$OUT/ck-gpu" ]; then
-  ecpu=$("$WEFT" eval --checkpoint "$OUT/ck-gpu" --device cpu --max-tokens 20000 --json 2>&1 | tail -n 1)
-  egpu=$("$WEFT" eval --checkpoint "$OUT/ck-gpu" --device cuda --max-tokens 20000 --json 2>&1 | tail -n 1)
+  ecpu=$("$WEFT" eval --checkpoint "$OUT/ck-gpu" --device cpu --max-tokens 20000 --json \
+    "${data[@]}" 2>&1 | tail -n 1)
+  egpu=$("$WEFT" eval --checkpoint "$OUT/ck-gpu" --device cuda --max-tokens 20000 --json \
+    "${data[@]}" 2>&1 | tail -n 1)
   if detail=$(python3 -c '
 import json, sys
 a, b = json.loads(sys.argv[1])["loss"], json.loads(sys.argv[2])["loss"]

@@ -102,6 +102,14 @@ __global__ void amax_kernel(const T* x, int64_t n, unsigned* amax_bits) {
   reduce_abs_bits(m, amax_bits);
 }
 
+// encode(v · scale). A NaN is encoded as it is: the GPU's multiply returns
+// the canonical NaN (sign dropped), where x86, and so the CPU kernels, keep the
+// operand's (seen on an H100: -NaN gave 0x7f here and 0xff on the CPU).
+template <typename F>
+__device__ __forceinline__ uint8_t encode_scaled(float v, float scale) {
+  return F::encode(isnan(v) ? v : __fmul_rn(v, scale));
+}
+
 // codes[i] = encode(x[i] · scale), and the amax of x.
 template <typename T, typename F>
 __global__ void quantize_rows_kernel(const T* x, int64_t n, float scale, uint8_t* codes,
@@ -112,7 +120,7 @@ __global__ void quantize_rows_kernel(const T* x, int64_t n, float scale, uint8_t
        i += stride) {
     const float v = load_f(x, i);
     m = max(m, __float_as_uint(v) & 0x7fffffffu);
-    codes[i] = F::encode(__fmul_rn(v, scale));
+    codes[i] = encode_scaled<F>(v, scale);
   }
   reduce_abs_bits(m, amax_bits);
 }
@@ -142,7 +150,7 @@ struct Decode {
 template <typename F>
 struct Encode {
   float scale;
-  __device__ uint8_t operator()(float v) const { return F::encode(__fmul_rn(v, scale)); }
+  __device__ uint8_t operator()(float v) const { return encode_scaled<F>(v, scale); }
 };
 struct Identity {
   __device__ float operator()(float v) const { return v; }
