@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
+#include <utility>
 
 #include "weft/comm/detail/host_work.h"
 #include "weft/comm/detail/op.h"
@@ -26,12 +27,8 @@ bool overlaps(const Tensor& a, const Tensor& b) {
   return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
 }
 
-void check_defined_cpu(const char* what, const char* role, const Tensor& t) {
+void check_defined(const char* what, const char* role, const Tensor& t) {
   WEFT_CHECK(t.defined(), "{}: the {} tensor is undefined", what, role);
-  WEFT_CHECK(t.device().is_cpu(),
-             "{}: the {} tensor is on {}; the local and mpi backends move "
-             "host memory only",
-             what, role, t.device());
 }
 
 void check_same_dtype(const char* what, const Tensor& out, const Tensor& in) {
@@ -65,8 +62,8 @@ void check_dtype_reducible(const char* what, const Tensor& t, ReduceOp op) {
 // The checked operations, shared by the single and the coalesced calls.
 detail::Op checked_all_gather(const Tensor& out, const Tensor& in, int rank, int size) {
   const char* what = "all_gather";
-  check_defined_cpu(what, "output", out);
-  check_defined_cpu(what, "input", in);
+  check_defined(what, "output", out);
+  check_defined(what, "input", in);
   check_same_dtype(what, out, in);
   check_scaled_dim0(what, out, "output", in, "input", size);
   detail::Op op{.kind = OpKind::all_gather, .in = in, .out = out};
@@ -81,8 +78,8 @@ detail::Op checked_all_gather(const Tensor& out, const Tensor& in, int rank, int
 detail::Op checked_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp reduce, int rank,
                                   int size) {
   const char* what = "reduce_scatter";
-  check_defined_cpu(what, "output", out);
-  check_defined_cpu(what, "input", in);
+  check_defined(what, "output", out);
+  check_defined(what, "input", in);
   check_same_dtype(what, out, in);
   check_dtype_reducible(what, in, reduce);
   check_scaled_dim0(what, in, "input", out, "output", size);
@@ -97,8 +94,8 @@ detail::Op checked_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp 
 
 detail::Op checked_all_reduce(const Tensor& out, const Tensor& in, ReduceOp reduce) {
   const char* what = "all_reduce";
-  check_defined_cpu(what, "output", out);
-  check_defined_cpu(what, "input", in);
+  check_defined(what, "output", out);
+  check_defined(what, "input", in);
   check_same_dtype(what, out, in);
   check_dtype_reducible(what, in, reduce);
   WEFT_CHECK(out.shape() == in.shape(),
@@ -214,7 +211,38 @@ void ProcessGroup::check_peer(const char* what, const char* role, int peer, bool
              name_, peer, role);
 }
 
+std::string ProcessGroup::unsupported(Device d) const {
+  if (d.is_cpu()) return {};
+  return format("the {} backend moves host memory only", backend());
+}
+
+void ProcessGroup::check_devices(const detail::Op& op) const {
+  std::vector<std::pair<std::string, Device>> where;
+  const bool send = op.kind == OpKind::send || op.kind == OpKind::send_recv;
+  const bool recv = op.kind == OpKind::recv || op.kind == OpKind::send_recv;
+  if (op.in.defined()) where.emplace_back(send ? "send tensor" : "input", op.in.device());
+  if (op.out.defined()) where.emplace_back(recv ? "receive tensor" : "output", op.out.device());
+  const bool coalesced = !op.parts_in.empty();
+  for (size_t i = 0; i < op.parts_in.size(); ++i) {
+    where.emplace_back(format("input {}", i), op.parts_in[i].device());
+    where.emplace_back(format("output {}", i), op.parts_out[i].device());
+  }
+  if (where.empty()) return;  // a barrier
+  const std::string what = format("{}{}", op_kind_name(op.kind), coalesced ? "_coalesced" : "");
+  const auto& [first_role, device] = where.front();
+  for (const auto& [role, d] : where) {
+    WEFT_CHECK(d == device,
+               "{} on group '{}': the {} is on {} but the {} is on {}; the tensors of one call "
+               "must be on one device",
+               what, name_, first_role, device, role, d);
+  }
+  const std::string why = unsupported(device);
+  WEFT_CHECK(why.empty(), "{} on group '{}': the tensors are on {}, but {}", what, name_, device,
+             why);
+}
+
 Work ProcessGroup::issue(detail::Op op, int64_t bytes) {
+  check_devices(op);
   std::lock_guard issuing(issue_mu_);
   {
     std::lock_guard lock(mu_);
@@ -301,8 +329,8 @@ Work ProcessGroup::broadcast(const Tensor& tensor, int root) {
 
 Work ProcessGroup::broadcast(const Tensor& out, const Tensor& in, int root) {
   const char* what = "broadcast";
-  check_defined_cpu(what, "output", out);
-  check_defined_cpu(what, "input", in);
+  check_defined(what, "output", out);
+  check_defined(what, "input", in);
   check_same_dtype(what, out, in);
   check_peer(what, "root", root, true);
   WEFT_CHECK(out.shape() == in.shape(),
@@ -319,8 +347,8 @@ Work ProcessGroup::broadcast(const Tensor& out, const Tensor& in, int root) {
 
 Work ProcessGroup::all_to_all(const Tensor& out, const Tensor& in) {
   const char* what = "all_to_all";
-  check_defined_cpu(what, "output", out);
-  check_defined_cpu(what, "input", in);
+  check_defined(what, "output", out);
+  check_defined(what, "input", in);
   check_same_dtype(what, out, in);
   WEFT_CHECK(out.shape() == in.shape(),
              "all_to_all: the output shape {} differs from the input "
@@ -344,21 +372,21 @@ Work ProcessGroup::all_to_all(const Tensor& out, const Tensor& in) {
 Work ProcessGroup::barrier() { return issue(detail::Op{.kind = OpKind::barrier}, 0); }
 
 Work ProcessGroup::send(const Tensor& tensor, int dst) {
-  check_defined_cpu("send", "input", tensor);
+  check_defined("send", "input", tensor);
   check_peer("send", "destination", dst, false);
   return issue(detail::Op{.kind = OpKind::send, .in = tensor, .peer = dst}, tensor.nbytes());
 }
 
 Work ProcessGroup::recv(const Tensor& tensor, int src) {
-  check_defined_cpu("recv", "output", tensor);
+  check_defined("recv", "output", tensor);
   check_peer("recv", "source", src, false);
   return issue(detail::Op{.kind = OpKind::recv, .out = tensor, .src = src}, tensor.nbytes());
 }
 
 Work ProcessGroup::send_recv(const Tensor& send_tensor, int dst, const Tensor& recv_tensor,
                              int src) {
-  check_defined_cpu("send_recv", "send", send_tensor);
-  check_defined_cpu("send_recv", "receive", recv_tensor);
+  check_defined("send_recv", "send", send_tensor);
+  check_defined("send_recv", "receive", recv_tensor);
   check_peer("send_recv", "destination", dst, false);
   check_peer("send_recv", "source", src, false);
   WEFT_CHECK(!overlaps(send_tensor, recv_tensor),

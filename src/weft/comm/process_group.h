@@ -24,6 +24,11 @@
 // dtype. Arguments that disagree between ranks (sizes, dtypes, roots, the operation itself) raise a
 // weft::Error on every rank of the group.
 //
+// Devices: the tensors of one call must be on one device. The mpi backend
+// moves host memory only; the local backend also moves GPU memory, its ranks
+// being threads that share one GPU (local.cpp says how it orders the copies
+// with the ranks' streams).
+//
 // Timeouts: each operation must complete within the group's timeout (default
 // 300 s, WEFT_COMM_TIMEOUT=<seconds> or set_timeout()); otherwise it fails
 // with an error naming the group, the operation and the ranks that did not
@@ -184,6 +189,10 @@ class ProcessGroup {
   virtual std::shared_ptr<ProcessGroup> split(const std::vector<std::vector<int>>& rank_lists,
                                               int color, int key, const std::string& name) = 0;
 
+  // Why this backend cannot move tensors on `d`, as a clause for an error
+  // message; empty when it can. The host backends move host memory only.
+  virtual std::string unsupported(Device d) const;
+
   // For backends: the group's description for messages, "group 'tp' (ranks 4-7)".
   std::string label() const;
   // For host backends: the Work::Impl of `op` (detail/host_work.h), which
@@ -192,6 +201,8 @@ class ProcessGroup {
 
  private:
   Work issue(detail::Op op, int64_t bytes);
+  // Every tensor of `op` on one device, which this backend can move.
+  void check_devices(const detail::Op& op) const;
   Work issue_coalesced(OpKind kind, ReduceOp reduce, std::span<const Tensor> outs,
                        std::span<const Tensor> ins);
   void check_peer(const char* what, const char* role, int peer, bool self_ok) const;
