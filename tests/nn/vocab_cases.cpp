@@ -140,9 +140,9 @@ void check_lm_loss(comm::ProcessGroup& world, int tp_size, Vocab v, SequencePara
     const CrossEntropyConfig ce{.vocab = v.size, .tp = tp, .ignore_index = kIgnore};
     Tensor logits = head.forward(ctx, x);
     EXPECT_TRUE(close(vocab_slice(in_layout(logits_ref, sp), -1, *tp), logits, kF32, 1.0));
-    Tensor lse = Tensor::empty({B * T}, DType::f32, logits.device());
+    Tensor lse = test_exec().empty({B * T});
     loss = vocab_parallel_cross_entropy(logits, my_targets, lse, ce);
-    Tensor dlogits = Tensor::empty(logits.shape(), DType::f32, logits.device());
+    Tensor dlogits = test_exec().empty(logits.shape());
     vocab_parallel_cross_entropy_backward(logits, my_targets, lse, 1.0f, dlogits, ce);
     EXPECT_TRUE(close(vocab_slice(in_layout(dlogits_ref, sp), -1, *tp), dlogits, kF32, 1.0));
     dx = head.backward(ctx, dlogits);
@@ -178,7 +178,7 @@ void check_cross_entropy(comm::ProcessGroup& world, int tp_size, Vocab v, DType 
   const CrossEntropyConfig ce{.vocab = v.size, .tp = tp};
   Tensor logits = on_test_device(vocab_slice(full, -1, *tp));
   const Tensor my_targets = on_test_device(targets);
-  Tensor lse = Tensor::empty({n}, DType::f32, logits.device());
+  Tensor lse = test_exec().empty({n});
   const float loss = vocab_parallel_cross_entropy(logits, my_targets, lse, ce);
   EXPECT_NEAR(loss, loss_ref, 1e-5 * std::abs(loss_ref));
   expect_same_on_group(loss, *tp);
