@@ -137,7 +137,8 @@ void check_lm_loss(comm::ProcessGroup& world, int tp_size, Vocab v, SequencePara
     loss = head.forward_loss(ctx, x, my_targets, kIgnore);
     dx = head.backward_loss(ctx);
   } else {
-    const CrossEntropyConfig ce{.vocab = v.size, .tp = tp, .ignore_index = kIgnore};
+    const CrossEntropyConfig ce{
+        .vocab = v.size, .tp = tp, .ignore_index = kIgnore, .exec = test_exec()};
     Tensor logits = head.forward(ctx, x);
     EXPECT_TRUE(close(vocab_slice(in_layout(logits_ref, sp), -1, *tp), logits, kF32, 1.0));
     Tensor lse = test_exec().empty({B * T});
@@ -175,7 +176,7 @@ void check_cross_entropy(comm::ProcessGroup& world, int tp_size, Vocab v, DType 
   Tensor d_ref = Tensor::empty(full.shape(), dtype);
   vocab_parallel_cross_entropy_backward(full, targets, lse_ref, 0.5f, d_ref, {.vocab = v.size});
 
-  const CrossEntropyConfig ce{.vocab = v.size, .tp = tp};
+  const CrossEntropyConfig ce{.vocab = v.size, .tp = tp, .exec = test_exec()};
   Tensor logits = on_test_device(vocab_slice(full, -1, *tp));
   const Tensor my_targets = on_test_device(targets);
   Tensor lse = test_exec().empty({n});
