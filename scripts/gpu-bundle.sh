@@ -12,17 +12,18 @@
 set -euo pipefail
 B=${1:-build-cuda}
 OUT=${2:-weft-gpu.tar.xz}
-bins=("$B/bin/weft" "$B/tests/core_tests" "$B/tests/kernels_tests" "$B/tests/comm/comm_tests")
+tests=(core_tests kernels_tests parallel_tests comm/comm_tests nn/nn_tests)
+bins=("$B/bin/weft")
+for t in "${tests[@]}"; do bins+=("$B/tests/$t"); done
 for f in "${bins[@]}"; do
   [ -x "$f" ] || { echo "gpu-bundle: $f is missing: build it first (cmake --build $B)" >&2; exit 2; }
 done
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/bin" "$stage/tests/comm" "$stage/lib"
+mkdir -p "$stage/bin" "$stage/tests/comm" "$stage/tests/nn" "$stage/lib"
 cp "$B/bin/weft" "$stage/bin/"
-cp "$B/tests/core_tests" "$B/tests/kernels_tests" "$stage/tests/"
-cp "$B/tests/comm/comm_tests" "$stage/tests/comm/"
-strip --strip-unneeded "$stage"/bin/* "$stage"/tests/*_tests "$stage"/tests/comm/*
+for t in "${tests[@]}"; do cp "$B/tests/$t" "$stage/tests/$t"; done
+strip --strip-unneeded "$stage"/bin/* "$stage"/tests/*_tests "$stage"/tests/*/*_tests
 # The C runtime and the CUDA driver/libraries come from the GPU machine.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libcuda\.so|libcublas|libcudart|libnccl)'
 for f in "${bins[@]}"; do

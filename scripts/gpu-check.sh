@@ -23,7 +23,8 @@ fi
 if [ "${1:-}" != "--no-build" ]; then
   bash scripts/install-deps.sh
   cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_CUDA=ON >/dev/null || exit 1
-  cmake --build "$B" -j "$(nproc)" --target weft_cli core_tests kernels_tests comm_tests || exit 1
+  cmake --build "$B" -j "$(nproc)" --target weft_cli core_tests kernels_tests parallel_tests \
+    comm_tests nn_tests || exit 1
 fi
 WEFT=$B/bin/weft
 
@@ -38,10 +39,13 @@ row() {  # name, PASS|FAIL|INFO, detail
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
 row "GPU" INFO "$gpu"
 
-# Every CUDA test (suites named Cuda*), against the CPU kernels as reference.
-for t in core_tests kernels_tests comm/comm_tests; do
-  log=$OUT/$(basename "$t").log
-  "$B/tests/$t" --gtest_filter='Cuda*' --gtest_brief=1 >"$log" 2>&1
+# Every CUDA test (suites named Cuda*, parameterized ones as Worlds/Cuda*),
+# against the CPU as reference: the kernels, the local backend's collectives
+# and the mappings on GPU tensors, the TP-equivalence suite on the GPU.
+for path in core_tests kernels_tests parallel_tests comm/comm_tests nn/nn_tests; do
+  t=$(basename "$path")
+  log=$OUT/$t.log
+  "$B/tests/$path" --gtest_filter='Cuda*:*/Cuda*' --gtest_brief=1 >"$log" 2>&1
   rc=$?
   passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
   nfail=$(grep -cE '^\[  FAILED  \] [A-Za-z]' "$log" || true)

@@ -38,7 +38,7 @@ void check_gpt(comm::ProcessGroup& world, int tp_size, SequenceParallel sp) {
   const int64_t B = 4, T = 8;
   Tensor tokens = random_tokens({B, T}, 61, 1), targets = random_tokens({B, T}, 61, 2);
 
-  Gpt ref(ctx_of(nullptr, SequenceParallel::off, DType::f32, 5), small_config());
+  Gpt ref(host_ctx_of(nullptr, SequenceParallel::off, DType::f32, 5), small_config());
   Ctx rctx;
   float ref_loss = ref.forward_loss(rctx, tokens, targets);
   ref.backward_loss(rctx);
@@ -47,8 +47,10 @@ void check_gpt(comm::ProcessGroup& world, int tp_size, SequenceParallel sp) {
   Ctx ctx;
   // Batch SP: each rank passes its own samples.
   const bool own = sp == SequenceParallel::batch;
-  Tensor my_tokens = own ? parallel::slice_along(tokens, 0, tp->size(), tp->rank()) : tokens;
-  Tensor my_targets = own ? parallel::slice_along(targets, 0, tp->size(), tp->rank()) : targets;
+  Tensor my_tokens =
+      on_test_device(own ? parallel::slice_along(tokens, 0, tp->size(), tp->rank()) : tokens);
+  Tensor my_targets =
+      on_test_device(own ? parallel::slice_along(targets, 0, tp->size(), tp->rank()) : targets);
   float loss = model.forward_loss(ctx, my_tokens, my_targets);
   EXPECT_NEAR(loss, ref_loss, 1e-5 * std::abs(ref_loss));
   std::vector<Parameter*> seen;

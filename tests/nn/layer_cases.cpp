@@ -74,7 +74,7 @@ void check_tokens(comm::ProcessGroup& world, int tp_size, Cfg cfg, uint64_t seed
   Tensor x = random_tensor({B, T, C}, 11);
   Tensor dy = random_tensor({B, T, C}, 12);
 
-  M ref(ctx_of(nullptr, SequenceParallel::off, compute, seed), cfg);
+  M ref(host_ctx_of(nullptr, SequenceParallel::off, compute, seed), cfg);
   Ctx rctx;
   Tensor y_ref = ref.forward(rctx, x);
   Tensor dx_ref = ref.backward(rctx, dy);
@@ -139,7 +139,7 @@ void check_layernorm_linear(comm::ProcessGroup& world, int tp_size, Parallel mod
   Tensor dy = random_tensor({B, T, out}, 22);
   Tensor dn = random_tensor({B, T, C}, 23);
 
-  LayerNormLinear ref(ctx_of(nullptr, SequenceParallel::off, DType::f32, 3), cfg);
+  LayerNormLinear ref(host_ctx_of(nullptr, SequenceParallel::off, DType::f32, 3), cfg);
   Ctx rctx;
   LayerNormLinear::Outputs r = ref.forward_both(rctx, x);
   Tensor dx_ref = ref.backward_both(rctx, dy, dn);
@@ -172,7 +172,7 @@ void check_resharded(comm::ProcessGroup& world, int tp_size, SequenceParallel sp
       p->value.copy_from(random_tensor(p->value.shape(), ++seed, -0.4f, 0.4f));
   };
   Tensor x = random_tensor({B, T, C}, 31), dy = random_tensor({B, T, C}, 32);
-  TransformerLayer ref(ctx_of(nullptr, SequenceParallel::off), cfg);
+  TransformerLayer ref(host_ctx_of(nullptr, SequenceParallel::off), cfg);
   load_weights(ref);
   Ctx rctx;
   Tensor y_ref = ref.forward(rctx, x), dx_ref = ref.backward(rctx, dy);

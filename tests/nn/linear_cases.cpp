@@ -35,7 +35,7 @@ void check_linear(comm::ProcessGroup& world, int tp_size, LinearCase lc, Sequenc
   LinearConfig ref_cfg = cfg;
   ref_cfg.mode = Parallel::none;
   ref_cfg.gather_output = false;
-  Linear ref(ctx_of(nullptr, SequenceParallel::off, DType::f32, 7), ref_cfg);
+  Linear ref(host_ctx_of(nullptr, SequenceParallel::off, DType::f32, 7), ref_cfg);
   Ctx rctx;
   Tensor y_ref = ref.forward(rctx, x);
   Tensor dx_ref = ref.backward(rctx, dy);
@@ -71,9 +71,9 @@ void check_linear_pair(comm::ProcessGroup& world, int tp_size, SequenceParallel 
   auto tp = grid.group_ptr("tp");
   Tensor x = random_tensor({B, T, IN}, 3);
   Tensor dy = random_tensor({B, T, IN}, 4);
-  Linear ref1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1),
+  Linear ref1(host_ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1),
               {.name = "a", .in = IN, .out = OUT});
-  Linear ref2(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1),
+  Linear ref2(host_ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 1),
               {.name = "b", .in = OUT, .out = IN});
   Ctx rctx;
   Tensor y_ref = ref2.forward(rctx, ref1.forward(rctx, x));

@@ -19,20 +19,23 @@ using weft::testing::kF32;
 using weft::testing::random_tensor;
 
 // A full (B, T, ...) activation in the residual stream's token order:
-// sequence-major (T, B, ...) under seq SP (parallel/context.h).
+// sequence-major (T, B, ...) under seq SP (parallel/context.h). On
+// test_device() (contexts.h), where the modules under test take their inputs;
+// the comparisons read either device.
 inline Tensor in_layout(const Tensor& full, SequenceParallel sp) {
-  if (sp != SequenceParallel::seq) return full;
+  if (sp != SequenceParallel::seq) return on_test_device(full);
   Shape s = full.shape();
   std::swap(s[0], s[1]);
   Tensor out = Tensor::empty(s, full.dtype());
-  kernels::transpose01(ExecContext::host(), full, out);
-  return out;
+  kernels::transpose01(ExecContext::host(), full.to(Device::cpu()), out);
+  return on_test_device(out);
 }
 
 // This rank's share of a full (B, T, ...) activation under sequence
-// parallelism: its block of rows in the residual-stream layout.
+// parallelism: its block of rows in the residual-stream layout, on
+// test_device().
 inline Tensor local_tokens(const Tensor& full, SequenceParallel sp, comm::ProcessGroup& tp) {
-  if (sp == SequenceParallel::off) return full;
+  if (sp == SequenceParallel::off) return on_test_device(full);
   return parallel::slice_along(in_layout(full, sp), 0, tp.size(), tp.rank());
 }
 

@@ -80,7 +80,7 @@ void check_embedding(comm::ProcessGroup& world, int tp_size, Vocab v, SequencePa
   Tensor tokens = random_ids(v.size, 11);
   Tensor dy = random_tensor({B, T, C}, 12);
 
-  VocabParallelEmbedding ref(ctx_of(nullptr, SequenceParallel::off, DType::f32, 5),
+  VocabParallelEmbedding ref(host_ctx_of(nullptr, SequenceParallel::off, DType::f32, 5),
                              embedding_config(v));
   Ctx rctx;
   Tensor y_ref = ref.forward(rctx, tokens, pos_offset);
@@ -91,7 +91,7 @@ void check_embedding(comm::ProcessGroup& world, int tp_size, Vocab v, SequencePa
   EXPECT_EQ(emb.vocab_start(), tp->rank() * emb.padded_vocab() / tp->size());
   EXPECT_EQ(emb.wte().spec.valid_rows, v.size);
   Ctx ctx;
-  Tensor y = emb.forward(ctx, tokens, pos_offset);
+  Tensor y = emb.forward(ctx, on_test_device(tokens), pos_offset);
   EXPECT_TRUE(close(local_tokens(y_ref, sp, *tp), y, kF32, 1.0));
   EXPECT_FALSE(emb.backward(ctx, local_tokens(dy, sp, *tp)).defined());
   expect_same_parameters(emb, ref);
@@ -108,7 +108,7 @@ void check_lm_loss(comm::ProcessGroup& world, int tp_size, Vocab v, SequencePara
   Tensor tokens = random_ids(v.size, 21);
   Tensor targets = random_ids(v.size, 22, 5).reshape({B * T});
 
-  VocabParallelEmbedding ref_emb(ctx_of(nullptr, SequenceParallel::off, DType::f32, 5),
+  VocabParallelEmbedding ref_emb(host_ctx_of(nullptr, SequenceParallel::off, DType::f32, 5),
                                  embedding_config(v));
   LmHead ref_head(ref_emb);
   const CrossEntropyConfig ref_ce{.vocab = v.size};
@@ -130,19 +130,20 @@ void check_lm_loss(comm::ProcessGroup& world, int tp_size, Vocab v, SequencePara
   const Tensor my_targets = in_layout(targets.reshape({B, T}), sp);
   EXPECT_TRUE(head.parameters().empty());  // tied: wte is listed by the embedding only
   Ctx ctx;
-  Tensor x = emb.forward(ctx, tokens);
+  Tensor x = emb.forward(ctx, on_test_device(tokens));
   float loss = 0;
   Tensor dx;
   if (fused) {
     loss = head.forward_loss(ctx, x, my_targets, kIgnore);
     dx = head.backward_loss(ctx);
   } else {
-    const CrossEntropyConfig ce{.vocab = v.size, .tp = tp, .ignore_index = kIgnore};
+    const CrossEntropyConfig ce{
+        .vocab = v.size, .tp = tp, .ignore_index = kIgnore, .exec = test_exec()};
     Tensor logits = head.forward(ctx, x);
     EXPECT_TRUE(close(vocab_slice(in_layout(logits_ref, sp), -1, *tp), logits, kF32, 1.0));
-    Tensor lse = Tensor::empty({B * T});
+    Tensor lse = test_exec().empty({B * T});
     loss = vocab_parallel_cross_entropy(logits, my_targets, lse, ce);
-    Tensor dlogits = Tensor::empty(logits.shape());
+    Tensor dlogits = test_exec().empty(logits.shape());
     vocab_parallel_cross_entropy_backward(logits, my_targets, lse, 1.0f, dlogits, ce);
     EXPECT_TRUE(close(vocab_slice(in_layout(dlogits_ref, sp), -1, *tp), dlogits, kF32, 1.0));
     dx = head.backward(ctx, dlogits);
@@ -175,15 +176,16 @@ void check_cross_entropy(comm::ProcessGroup& world, int tp_size, Vocab v, DType 
   Tensor d_ref = Tensor::empty(full.shape(), dtype);
   vocab_parallel_cross_entropy_backward(full, targets, lse_ref, 0.5f, d_ref, {.vocab = v.size});
 
-  const CrossEntropyConfig ce{.vocab = v.size, .tp = tp};
-  Tensor logits = vocab_slice(full, -1, *tp);
-  Tensor lse = Tensor::empty({n});
-  const float loss = vocab_parallel_cross_entropy(logits, targets, lse, ce);
+  const CrossEntropyConfig ce{.vocab = v.size, .tp = tp, .exec = test_exec()};
+  Tensor logits = on_test_device(vocab_slice(full, -1, *tp));
+  const Tensor my_targets = on_test_device(targets);
+  Tensor lse = test_exec().empty({n});
+  const float loss = vocab_parallel_cross_entropy(logits, my_targets, lse, ce);
   EXPECT_NEAR(loss, loss_ref, 1e-5 * std::abs(loss_ref));
   expect_same_on_group(loss, *tp);
   EXPECT_TRUE(close(lse_ref, lse, kF32, 1.0));
   // In place: the gradient overwrites the logits.
-  vocab_parallel_cross_entropy_backward(logits, targets, lse, 0.5f, logits, ce);
+  vocab_parallel_cross_entropy_backward(logits, my_targets, lse, 0.5f, logits, ce);
   EXPECT_TRUE(close(vocab_slice(d_ref, -1, *tp), logits, dtype == DType::f32 ? kF32 : kBF16, 1.0));
   const int64_t cols = vp / tp->size(), start = tp->rank() * cols;
   std::vector<float> d = logits.to_vector();

@@ -10,8 +10,13 @@
 
 #include "weft/comm/detail/op_queue.h"
 #include "weft/comm/detail/reduce.h"
+#include "weft/core/cuda.h"
 #include "weft/core/error.h"
 #include "weft/core/threads.h"
+
+#if WEFT_HAVE_CUDA
+#include "weft/comm/cuda/reduce.h"
+#endif
 
 namespace weft::comm {
 
@@ -53,6 +58,44 @@ std::string seconds(std::chrono::milliseconds ms) {
 }
 
 char* bytes_of(const Tensor& t) { return static_cast<char*>(t.raw()); }
+
+// How a collective moves and combines the bytes of its device `d`: host
+// memory through detail/, a GPU's memory (every rank a thread on the same GPU)
+// through the CUDA runtime.
+//
+// Ordering on a GPU, the simplest correct scheme: the worker copies with
+// cudaMemcpy and reduces with kernels on the legacy default stream, and
+// settle() waits for that stream before the worker tells its peers (or the
+// caller) that it is done. weft's streams are blocking streams, so the legacy
+// stream's work runs after every kernel already queued on any rank's stream
+// (the producers of the inputs, queued before the collective was issued) and
+// before any queued later (the consumers, queued after Work::wait). Nothing
+// overlaps with compute yet, but no event or stream handle crosses threads.
+void copy_on(Device d, void* dst, const void* src, int64_t bytes) {
+  if (d.is_cpu()) return detail::copy_buffer(dst, src, bytes);
+  cuda::copy_bytes(dst, d, src, d, static_cast<size_t>(bytes));
+}
+
+void copy_to_many_on(Device d, std::span<void* const> dsts, const void* src, int64_t bytes) {
+  if (d.is_cpu()) return detail::copy_to_many(dsts, src, bytes);
+  for (void* dst : dsts) copy_on(d, dst, src, bytes);
+}
+
+void reduce_on(Device d, DType dtype, ReduceOp op, void* out, std::span<const void* const> inputs,
+               int64_t count, int divisor) {
+  if (d.is_cpu()) return detail::reduce_buffers(dtype, op, out, inputs, count, divisor);
+#if WEFT_HAVE_CUDA
+  gpu::reduce_buffers(d, dtype, op, out, inputs, count, divisor);
+#else
+  WEFT_FAIL("cannot reduce tensors on {}: this build of weft has no CUDA support", d);
+#endif
+}
+
+// Waits until the copies and kernels this worker queued on `d` are done (a
+// device-to-device cudaMemcpy may return before its copy is).
+void settle(Device d) {
+  if (d.is_cuda()) cuda::synchronize(nullptr, d.index);
+}
 
 struct LocalShared;
 
@@ -174,6 +217,15 @@ class LocalProcessGroup final : public ProcessGroup {
   std::string_view backend() const override { return "local"; }
 
  protected:
+  std::string unsupported(Device d) const override {
+    if (d.is_cpu()) return {};
+#if WEFT_HAVE_CUDA
+    return {};  // every rank a thread on the same GPU: see copy_on
+#else
+    return "this build of weft has no CUDA support (configure with -DWEFT_CUDA=ON)";
+#endif
+  }
+
   std::shared_ptr<const Work::Impl> submit(Op op) override {
     auto work = make_host_work(op);
     std::weak_ptr<LocalShared> weak = shared_;
@@ -328,8 +380,12 @@ void LocalProcessGroup::recv(Op& op, const Clock::time_point& deadline) {
         "elements ({})",
         op.what, rank(), op.src, in.numel(), dtype_name(in.dtype()), in.shape(), op.out.numel(),
         dtype_name(op.out.dtype()), op.out.shape());
+  } else if (in.device() != op.out.device()) {
+    error = format("{} on rank {}: rank {} sent a tensor on {} but this rank receives on {}",
+                   op.what, rank(), op.src, in.device(), op.out.device());
   } else {
-    detail::copy_buffer(op.out.raw(), in.raw(), in.nbytes());
+    copy_on(op.out.device(), op.out.raw(), in.raw(), in.nbytes());
+    settle(op.out.device());
   }
   // Like MPI, a mismatch fails the receiver only; the sender's message was consumed.
   lock.lock();
@@ -343,7 +399,10 @@ void LocalProcessGroup::collective(Op& op) {
   const Clock::time_point deadline = Clock::now() + timeout();
   // In place, every peer reads chunks of this rank's buffer that this rank
   // overwrites: publish a private copy of the input instead.
-  if (op.kind == OpKind::all_to_all && op.in_place && g.size > 1) op.in = op.in.clone();
+  if (op.kind == OpKind::all_to_all && op.in_place && g.size > 1) {
+    op.in = op.in.clone();
+    settle(op.in.device());
+  }
   LocalShared::Slot& s = g.slots[op.seq % 2];
   std::unique_lock lock(g.mu);
   if (!g.failure.empty()) throw PeerFailure(format("{} failed: {}", op.what, g.failure));
@@ -382,6 +441,7 @@ std::string LocalProcessGroup::disagreement(const LocalShared::Slot& s) const {
     if (o.kind == OpKind::barrier) return text;
     const Tensor& t = o.kind == OpKind::all_gather ? o.in : o.out;
     text += format(" of {} {}", t.numel(), dtype_name(t.dtype()));
+    if (!t.device().is_cpu()) text += format(" on {}", t.device());
     if (o.kind == OpKind::all_reduce || o.kind == OpKind::reduce_scatter)
       text += format(" ({})", reduce_op_name(o.reduce));
     if (o.kind == OpKind::broadcast) text += format(" from root {}", o.peer);
@@ -412,6 +472,8 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
   held.reserve(static_cast<size_t>(n));
   for (const Op* o : s.ops) held.push_back(Op{.in = o->in, .out = o->out});
   const auto peer = [&](int p) -> const Op& { return held[static_cast<size_t>(p)]; };
+  // Every rank's tensors are on this device: disagreement() compared them.
+  const Device dev = op.in.defined() ? op.in.device() : Device::cpu();
   lock.unlock();
   switch (op.kind) {
     case OpKind::all_gather: {
@@ -423,14 +485,14 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
           int p = (me + i) % n;  // start with a different peer on every rank
           if (p != me || !op.in_place) dsts.push_back(bytes_of(peer(p).out) + me * chunk);
         }
-        detail::copy_to_many(dsts, op.in.raw(), chunk);
+        copy_to_many_on(dev, dsts, op.in.raw(), chunk);
         break;
       }
       // Small: pull every chunk, so that it lands in this rank's caches.
       for (int i = 0; i < n; ++i) {
         int p = (me + i) % n;
         if (p == me && op.in_place) continue;
-        detail::copy_buffer(bytes_of(op.out) + p * chunk, peer(p).in.raw(), chunk);
+        copy_on(dev, bytes_of(op.out) + p * chunk, peer(p).in.raw(), chunk);
       }
       break;
     }
@@ -438,7 +500,7 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
       const int64_t count = op.out.numel(), chunk = op.out.nbytes();
       std::vector<const void*> inputs;
       for (int p = 0; p < n; ++p) inputs.push_back(bytes_of(peer(p).in) + me * chunk);
-      detail::reduce_buffers(op.in.dtype(), op.reduce, op.out.raw(), inputs, count, n);
+      reduce_on(dev, op.in.dtype(), op.reduce, op.out.raw(), inputs, count, n);
       break;
     }
     case OpKind::all_reduce: {
@@ -448,8 +510,8 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
       const int64_t begin = part(me), len = part(me + 1) - begin;
       std::vector<const void*> inputs;
       for (int p = 0; p < n; ++p) inputs.push_back(bytes_of(peer(p).in) + begin * elem);
-      detail::reduce_buffers(op.in.dtype(), op.reduce, bytes_of(op.out) + begin * elem, inputs, len,
-                             n);
+      reduce_on(dev, op.in.dtype(), op.reduce, bytes_of(op.out) + begin * elem, inputs, len, n);
+      settle(dev);  // peers copy this part of the result next
       lock.lock();
       ++s.reduced;
       shared_->cv.notify_all();
@@ -465,27 +527,27 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
       for (int i = 1; i < n; ++i) {
         int p = (me + i) % n;
         const int64_t b = part(p);
-        detail::copy_buffer(bytes_of(op.out) + b * elem, bytes_of(peer(p).out) + b * elem,
-                            (part(p + 1) - b) * elem);
+        copy_on(dev, bytes_of(op.out) + b * elem, bytes_of(peer(p).out) + b * elem,
+                (part(p + 1) - b) * elem);
       }
       break;
     }
     case OpKind::broadcast: {
       const Op& root = peer(op.peer);
-      if (me != op.peer || !op.in_place)
-        detail::copy_buffer(op.out.raw(), root.in.raw(), op.out.nbytes());
+      if (me != op.peer || !op.in_place) copy_on(dev, op.out.raw(), root.in.raw(), op.out.nbytes());
       break;
     }
     case OpKind::all_to_all: {
       const int64_t chunk = op.in.nbytes() / n;
       for (int i = 0; i < n; ++i) {
         int p = (me + i) % n;
-        detail::copy_buffer(bytes_of(op.out) + p * chunk, bytes_of(peer(p).in) + me * chunk, chunk);
+        copy_on(dev, bytes_of(op.out) + p * chunk, bytes_of(peer(p).in) + me * chunk, chunk);
       }
       break;
     }
     default: break;  // barrier: arriving is all it does
   }
+  settle(dev);
   lock.lock();
 }
 

@@ -16,6 +16,12 @@
 // Point-to-point: the sender posts its buffer in a per-pair mailbox and the
 // receiver copies from it (messages between two ranks arrive in order).
 //
+// GPU tensors: the rank threads share one GPU (each with its own
+// ExecContext::cuda stream); the workers move device memory with cudaMemcpy
+// and reduce it with a kernel (comm/cuda/reduce.cu, the CPU's arithmetic, so
+// the same bits), on the legacy default stream, and wait for it before they
+// report; local.cpp explains why that orders them with the ranks' streams.
+//
 // Failures: an exception escaping fn on any rank aborts every group of the
 // run: operations that wait for peers fail at once with an error naming the
 // failed rank, and run_local rethrows the first error after all rank threads

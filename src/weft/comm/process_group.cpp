@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
-#include <utility>
 
 #include "weft/comm/detail/host_work.h"
 #include "weft/comm/detail/op.h"
@@ -217,28 +216,34 @@ std::string ProcessGroup::unsupported(Device d) const {
 }
 
 void ProcessGroup::check_devices(const detail::Op& op) const {
-  std::vector<std::pair<std::string, Device>> where;
-  const bool send = op.kind == OpKind::send || op.kind == OpKind::send_recv;
-  const bool recv = op.kind == OpKind::recv || op.kind == OpKind::send_recv;
-  if (op.in.defined()) where.emplace_back(send ? "send tensor" : "input", op.in.device());
-  if (op.out.defined()) where.emplace_back(recv ? "receive tensor" : "output", op.out.device());
+  // Every call passes here: nothing is allocated unless a check fails.
   const bool coalesced = !op.parts_in.empty();
-  for (size_t i = 0; i < op.parts_in.size(); ++i) {
-    where.emplace_back(format("input {}", i), op.parts_in[i].device());
-    where.emplace_back(format("output {}", i), op.parts_out[i].device());
+  const Tensor& first = coalesced ? op.parts_in.front() : op.in.defined() ? op.in : op.out;
+  if (!first.defined()) return;  // a barrier
+  const Device device = first.device();
+  const auto on = [&](const Tensor& t) { return !t.defined() || t.device() == device; };
+  bool same = on(op.in) && on(op.out);
+  for (size_t i = 0; i < op.parts_in.size(); ++i)
+    same = same && on(op.parts_in[i]) && on(op.parts_out[i]);
+  if (same && unsupported(device).empty()) return;
+  const std::string what =
+      format("{}{} on group '{}'", op_kind_name(op.kind), coalesced ? "_coalesced" : "", name_);
+  if (!same) {
+    const bool send = op.kind == OpKind::send || op.kind == OpKind::send_recv;
+    const bool recv = op.kind == OpKind::recv || op.kind == OpKind::send_recv;
+    std::string where;
+    const auto add = [&](const std::string& role, const Tensor& t) {
+      if (t.defined()) where += format("{}{} on {}", where.empty() ? "" : ", ", role, t.device());
+    };
+    add(send ? "send tensor" : "input", op.in);
+    add(recv ? "receive tensor" : "output", op.out);
+    for (size_t i = 0; i < op.parts_in.size(); ++i) {
+      add(format("input {}", i), op.parts_in[i]);
+      add(format("output {}", i), op.parts_out[i]);
+    }
+    WEFT_FAIL("{}: the tensors of one call must be on one device, got {}", what, where);
   }
-  if (where.empty()) return;  // a barrier
-  const std::string what = format("{}{}", op_kind_name(op.kind), coalesced ? "_coalesced" : "");
-  const auto& [first_role, device] = where.front();
-  for (const auto& [role, d] : where) {
-    WEFT_CHECK(d == device,
-               "{} on group '{}': the {} is on {} but the {} is on {}; the tensors of one call "
-               "must be on one device",
-               what, name_, first_role, device, role, d);
-  }
-  const std::string why = unsupported(device);
-  WEFT_CHECK(why.empty(), "{} on group '{}': the tensors are on {}, but {}", what, name_, device,
-             why);
+  WEFT_FAIL("{}: the tensors are on {}, but {}", what, device, unsupported(device));
 }
 
 Work ProcessGroup::issue(detail::Op op, int64_t bytes) {

@@ -24,6 +24,11 @@
 // dtype. Arguments that disagree between ranks (sizes, dtypes, roots, the operation itself) raise a
 // weft::Error on every rank of the group.
 //
+// Devices: the tensors of one call must be on one device. The mpi backend
+// moves host memory only; the local backend also moves GPU memory, its ranks
+// being threads that share one GPU (local.cpp says how it orders the copies
+// with the ranks' streams).
+//
 // Timeouts: each operation must complete within the group's timeout (default
 // 300 s, WEFT_COMM_TIMEOUT=<seconds> or set_timeout()); otherwise it fails
 // with an error naming the group, the operation and the ranks that did not

@@ -177,6 +177,18 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   WEFT_CUDA_CALL(cudaMemcpy(dst, src, bytes, copy_kind(dst_device, src_device)), "cudaMemcpy");
 }
 
+void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width_bytes,
+             size_t rows, Device d) {
+  if (width_bytes == 0 || rows == 0) return;
+  check_device(d);
+  SetDevice guard(d.index);
+  WEFT_CUDA_CALL(
+      cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width_bytes, rows, cudaMemcpyDeviceToDevice),
+      "cudaMemcpy2D");
+  // A device-to-device copy may return before it is done; this one may not.
+  WEFT_CUDA_CALL(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize after cudaMemcpy2D");
+}
+
 void zero_bytes(void* p, Device d, size_t bytes) {
   if (bytes == 0) return;
   SetDevice guard(d.index);
@@ -212,6 +224,7 @@ void release(void*, Device) {}
 CachingAllocator::Stats allocator_stats(Device) { not_built("allocator_stats"); }
 void empty_cache(Device) { not_built("empty_cache"); }
 void copy_bytes(void*, Device, const void*, Device, size_t) { not_built("copy_bytes"); }
+void copy_2d(void*, size_t, const void*, size_t, size_t, size_t, Device) { not_built("copy_2d"); }
 void zero_bytes(void*, Device, size_t) { not_built("zero_bytes"); }
 bool convert_on_device(const void*, DType, void*, DType, int64_t, Device) {
   not_built("convert_on_device");

@@ -66,6 +66,11 @@ class ScopedAllocationStream {
 
 // Byte copies between any two devices (host included), complete when they return.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// `rows` rows of `width_bytes` bytes from src to dst, both in memory of `d`,
+// rows `src_pitch` and `dst_pitch` bytes apart (a block of columns of a
+// row-major matrix, gathered or scattered in one copy); complete when it returns.
+void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width_bytes,
+             size_t rows, Device d);
 // Sets `bytes` bytes of device memory to zero, complete when it returns.
 void zero_bytes(void* p, Device d, size_t bytes);
 // Converts n elements in device memory of `d` between f32 and bf16 (the

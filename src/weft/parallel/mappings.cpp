@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "weft/core/cuda.h"
+
 namespace weft::parallel {
 
 namespace {
@@ -28,10 +30,22 @@ Blocks blocks(const Tensor& x, int d) {
   return {outer, outer ? x.nbytes() / outer : 0};
 }
 
-// Copies block `b` of every outer row of `src` (rows of `parts` blocks) into
-// `dst` (rows of one block), or the reverse when `gather`.
-void move_blocks(char* packed, char* strided, int64_t outer, int64_t block_bytes, int parts, int b,
-                 bool to_strided) {
+// Copies block `b` of every outer row of `strided` (rows of `parts` blocks)
+// into `packed` (rows of one block), or the reverse when `to_strided`. On a
+// GPU one strided copy (cudaMemcpy2D) moves every row.
+void move_blocks(Device d, char* packed, char* strided, int64_t outer, int64_t block_bytes,
+                 int parts, int b, bool to_strided) {
+  if (d.is_cuda()) {
+    const auto width = static_cast<size_t>(block_bytes);
+    const size_t pitch = width * static_cast<size_t>(parts);
+    char* s = strided + b * block_bytes;
+    if (to_strided) {
+      cuda::copy_2d(s, pitch, packed, width, width, static_cast<size_t>(outer), d);
+    } else {
+      cuda::copy_2d(packed, width, s, pitch, width, static_cast<size_t>(outer), d);
+    }
+    return;
+  }
   for (int64_t o = 0; o < outer; ++o) {
     char* s = strided + (o * parts + b) * block_bytes;
     char* p = packed + o * block_bytes;
@@ -49,8 +63,8 @@ Tensor slice_blocks_rank_major(const Tensor& x, int parts) {
   Tensor out = Tensor::empty({x.numel()}, x.dtype(), x.device(), MemoryTag::comm);
   const int64_t rows = x.shape().rows(), block = x.nbytes() / rows / parts;
   for (int p = 0; p < parts; ++p) {
-    move_blocks(static_cast<char*>(out.raw()) + p * rows * block, static_cast<char*>(x.raw()), rows,
-                block, parts, p, false);
+    move_blocks(x.device(), static_cast<char*>(out.raw()) + p * rows * block,
+                static_cast<char*>(x.raw()), rows, block, parts, p, false);
   }
   return out;
 }
@@ -60,8 +74,8 @@ Tensor unslice_blocks_rank_major(const Tensor& flat, const Shape& s, int parts) 
   Tensor out = Tensor::empty(s, flat.dtype(), flat.device(), MemoryTag::activations);
   const int64_t rows = out.shape().rows(), block = out.nbytes() / rows / parts;
   for (int p = 0; p < parts; ++p) {
-    move_blocks(static_cast<char*>(flat.raw()) + p * rows * block, static_cast<char*>(out.raw()),
-                rows, block, parts, p, true);
+    move_blocks(out.device(), static_cast<char*>(flat.raw()) + p * rows * block,
+                static_cast<char*>(out.raw()), rows, block, parts, p, true);
   }
   return out;
 }
@@ -76,9 +90,9 @@ Tensor slice_along(const Tensor& x, int dim, int parts, int index) {
   Shape s = x.shape();
   s[d] /= parts;
   if (d == 0) return x.narrow(index * s[0], s[0]).clone();
-  Tensor out = Tensor::empty(s, x.dtype());
+  Tensor out = Tensor::empty(s, x.dtype(), x.device());
   Blocks b = blocks(x, d);
-  move_blocks(static_cast<char*>(out.raw()), static_cast<char*>(x.raw()), b.outer,
+  move_blocks(x.device(), static_cast<char*>(out.raw()), static_cast<char*>(x.raw()), b.outer,
               b.row_bytes / parts, parts, index, false);
   return out;
 }
@@ -88,7 +102,7 @@ Tensor all_gather_along(comm::ProcessGroup& g, const Tensor& x, int dim) {
   const int n = g.size();
   Shape s = x.shape();
   s[d] *= n;
-  Tensor out = Tensor::empty(s, x.dtype());
+  Tensor out = Tensor::empty(s, x.dtype(), x.device());
   if (d == 0) {
     g.all_gather(out, x).wait();
     return out;
@@ -96,12 +110,12 @@ Tensor all_gather_along(comm::ProcessGroup& g, const Tensor& x, int dim) {
   // Ranks' blocks arrive one after another (rank-major); interleave them.
   Shape staged = x.shape();
   staged[0] *= n;
-  Tensor stage = Tensor::empty(staged, x.dtype());
+  Tensor stage = Tensor::empty(staged, x.dtype(), x.device());
   g.all_gather(stage.reshape({n * x.numel()}), x.reshape({x.numel()})).wait();
   Blocks b = blocks(x, d);
   for (int r = 0; r < n; ++r) {
-    move_blocks(static_cast<char*>(stage.raw()) + r * x.nbytes(), static_cast<char*>(out.raw()),
-                b.outer, b.row_bytes, n, r, true);
+    move_blocks(x.device(), static_cast<char*>(stage.raw()) + r * x.nbytes(),
+                static_cast<char*>(out.raw()), b.outer, b.row_bytes, n, r, true);
   }
   return out;
 }
@@ -115,24 +129,24 @@ Tensor reduce_scatter_along(comm::ProcessGroup& g, const Tensor& x, int dim) {
              d, x.shape()[d], x.shape(), n, g.name());
   Shape s = x.shape();
   s[d] /= n;
-  Tensor out = Tensor::empty(s, x.dtype());
+  Tensor out = Tensor::empty(s, x.dtype(), x.device());
   if (d == 0) {
     g.reduce_scatter(out, x).wait();
     return out;
   }
   // Group each rank's blocks together (rank-major), then reduce-scatter.
-  Tensor stage = Tensor::empty({x.numel()}, x.dtype());
+  Tensor stage = Tensor::empty({x.numel()}, x.dtype(), x.device());
   Blocks b = blocks(x, d);
   for (int r = 0; r < n; ++r) {
-    move_blocks(static_cast<char*>(stage.raw()) + r * out.nbytes(), static_cast<char*>(x.raw()),
-                b.outer, b.row_bytes / n, n, r, false);
+    move_blocks(x.device(), static_cast<char*>(stage.raw()) + r * out.nbytes(),
+                static_cast<char*>(x.raw()), b.outer, b.row_bytes / n, n, r, false);
   }
   g.reduce_scatter(out.reshape({out.numel()}), stage).wait();
   return out;
 }
 
 Tensor all_reduce_sum(comm::ProcessGroup& g, const Tensor& x) {
-  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   g.all_reduce(out, x).wait();
   return out;
 }

@@ -100,6 +100,9 @@ Tensor shard_of(const ShardSpec& spec, const Tensor& full) {
              spec.global_shape);
   if (spec.rows_split()) return row_shard_of(spec, shard_of(spec.tp_level(), full));
   if (!spec.is_split()) return full;
+  // The slicing below copies through host pointers; a full tensor on a GPU
+  // (a test comparing shards with a module there) is sliced on the host.
+  if (!full.device().is_cpu()) return shard_of(spec, full.to(Device::cpu())).to(full.device());
   const int d = spec.split_dim;
   const int64_t extent = full.shape()[d], block = extent / spec.blocks;
   int64_t outer = 1, inner = 1;

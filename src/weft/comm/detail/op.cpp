@@ -1,6 +1,7 @@
 #include "weft/comm/detail/op.h"
 
 #include "weft/comm/detail/reduce.h"
+#include "weft/core/cuda.h"
 #include "weft/core/error.h"
 
 namespace weft::comm::detail {
@@ -15,6 +16,21 @@ namespace {
 
 char* bytes_of(const Tensor& t) { return static_cast<char*>(t.raw()); }
 
+// A copy within the memory of `d`: host memory through copy_buffer, a GPU's
+// through the CUDA runtime (the legacy default stream, ordered with every
+// weft stream and with the collective that follows on the same stream).
+void copy_on(Device d, void* dst, const void* src, int64_t bytes) {
+  if (d.is_cpu()) return copy_buffer(dst, src, bytes);
+  cuda::copy_bytes(dst, d, src, d, static_cast<size_t>(bytes));
+}
+
+// A device-to-device cudaMemcpy may return before the copy is done: wait for
+// the legacy stream, so that a packed buffer is complete before peers read
+// it and the parts are complete when the operation reports completion.
+void settle(Device d) {
+  if (d.is_cuda()) cuda::synchronize(nullptr, d.index);
+}
+
 // The bytes of one rank's share of the flat buffer: the parts' sizes summed
 // (all_reduce, all_gather: the inputs; reduce_scatter: the outputs).
 int64_t share_bytes(const std::vector<Tensor>& parts) {
@@ -27,14 +43,15 @@ int64_t share_bytes(const std::vector<Tensor>& parts) {
 
 void pack_coalesced(Op& op, int rank, int size) {
   const DType dtype = op.parts_in.front().dtype();
+  const Device device = op.parts_in.front().device();
   const int64_t elem_bits = dtype_bits(dtype);
   switch (op.kind) {
     case OpKind::all_reduce: {
       const int64_t bytes = share_bytes(op.parts_in);
-      Tensor flat = Tensor::empty({bytes * 8 / elem_bits}, dtype);
+      Tensor flat = Tensor::empty({bytes * 8 / elem_bits}, dtype, device);
       int64_t off = 0;
       for (const Tensor& t : op.parts_in) {
-        copy_buffer(bytes_of(flat) + off, t.raw(), t.nbytes());
+        copy_on(device, bytes_of(flat) + off, t.raw(), t.nbytes());
         off += t.nbytes();
       }
       op.in = op.out = flat;
@@ -43,10 +60,10 @@ void pack_coalesced(Op& op, int rank, int size) {
     case OpKind::all_gather: {
       const int64_t share = share_bytes(op.parts_in);
       const int64_t elems = share * 8 / elem_bits;
-      Tensor flat = Tensor::empty({elems * size}, dtype);
+      Tensor flat = Tensor::empty({elems * size}, dtype, device);
       int64_t off = rank * share;
       for (const Tensor& t : op.parts_in) {
-        copy_buffer(bytes_of(flat) + off, t.raw(), t.nbytes());
+        copy_on(device, bytes_of(flat) + off, t.raw(), t.nbytes());
         off += t.nbytes();
       }
       op.out = flat;
@@ -56,12 +73,12 @@ void pack_coalesced(Op& op, int rank, int size) {
     case OpKind::reduce_scatter: {
       const int64_t share = share_bytes(op.parts_out);
       const int64_t elems = share * 8 / elem_bits;
-      Tensor flat = Tensor::empty({elems * size}, dtype);
+      Tensor flat = Tensor::empty({elems * size}, dtype, device);
       int64_t off = 0;
       for (int p = 0; p < size; ++p) {
         for (const Tensor& t : op.parts_in) {
           const int64_t chunk = t.nbytes() / size;
-          copy_buffer(bytes_of(flat) + off, bytes_of(t) + p * chunk, chunk);
+          copy_on(device, bytes_of(flat) + off, bytes_of(t) + p * chunk, chunk);
           off += chunk;
         }
       }
@@ -72,14 +89,16 @@ void pack_coalesced(Op& op, int rank, int size) {
     default: WEFT_FAIL("internal: {} cannot be coalesced", op.what);
   }
   op.in_place = true;
+  settle(device);
 }
 
 void unpack_coalesced(Op& op, int size) {
+  const Device device = op.out.device();
   switch (op.kind) {
     case OpKind::all_reduce: {
       int64_t off = 0;
       for (const Tensor& t : op.parts_out) {
-        copy_buffer(t.raw(), bytes_of(op.out) + off, t.nbytes());
+        copy_on(device, t.raw(), bytes_of(op.out) + off, t.nbytes());
         off += t.nbytes();
       }
       break;
@@ -90,7 +109,7 @@ void unpack_coalesced(Op& op, int size) {
         int64_t off = p * share;
         for (const Tensor& t : op.parts_out) {
           const int64_t chunk = t.nbytes() / size;
-          copy_buffer(bytes_of(t) + p * chunk, bytes_of(op.out) + off, chunk);
+          copy_on(device, bytes_of(t) + p * chunk, bytes_of(op.out) + off, chunk);
           off += chunk;
         }
       }
@@ -99,13 +118,14 @@ void unpack_coalesced(Op& op, int size) {
     case OpKind::reduce_scatter: {
       int64_t off = 0;
       for (const Tensor& t : op.parts_out) {
-        copy_buffer(t.raw(), bytes_of(op.out) + off, t.nbytes());
+        copy_on(device, t.raw(), bytes_of(op.out) + off, t.nbytes());
         off += t.nbytes();
       }
       break;
     }
     default: WEFT_FAIL("internal: {} cannot be coalesced", op.what);
   }
+  settle(device);
 }
 
 }  // namespace weft::comm::detail

@@ -39,6 +39,10 @@ QuantizedGather gather_quantized(GemmQuantizer& quantizer, comm::ProcessGroup& g
                                  const Tensor& shard, int64_t rows, bool columnwise,
                                  PassContext& pass) {
   using Op = GemmQuantizer::Operand;
+  // The packing below moves bytes through host pointers.
+  WEFT_CHECK(shard.device().is_cpu(),
+             "a quantized GTP weight gather runs on the CPU only; the shard of group '{}' is on {}",
+             group.name(), shard.device());
   const QuantizedTensor& s = quantizer.quantized(Op::weight, shard, columnwise, pass, &group);
   const int64_t n = group.size(), sr = shard.size(0), cols = shard.shape().last();
   const int64_t block_rows =

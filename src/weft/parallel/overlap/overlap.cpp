@@ -20,7 +20,8 @@ Shape with_rows(Shape s, int64_t rows) {
 }  // namespace
 
 ExecContext beside_comm(const ExecContext& ec, int comm_cores) {
-  if (comm_cores <= 0) return ec;
+  // The cores are CPU cores: a GPU context keeps its stream and its kernels.
+  if (comm_cores <= 0 || ec.device().is_cuda()) return ec;
   return ec.with_threads(std::max(1, ec.threads() - comm_cores));
 }
 

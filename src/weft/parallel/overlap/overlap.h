@@ -17,7 +17,7 @@
 namespace weft::parallel::overlap {
 
 // The context a GEMM runs on while a collective is in flight beside it: `ec`
-// with comm_cores fewer threads (at least one); `ec` itself for 0.
+// with comm_cores fewer threads (at least one); `ec` itself for 0 and on a GPU.
 ExecContext beside_comm(const ExecContext& ec, int comm_cores);
 
 // Ring-exchange all-gather + GEMM. a: this rank's rows (n, ...); gathered:
