@@ -403,7 +403,10 @@ TEST(Cast, StochasticCodesMatchTheScalarRule) {
   std::vector<float> x = random_values(rows * cols, 9);
   for (size_t i = 0; i < x.size(); ++i) {
     // Mostly values near the grid (a group amax of 448·6 makes S = 1).
-    if (i % 5 != 0) x[i] = std::ldexp(x[i], -std::ilogb(x[i]) + static_cast<int>(i % 4) - 1);
+    // (Zeros and non-finite values have no exponent to move: ilogb gives INT_MIN.)
+    if (i % 5 != 0 && std::isfinite(x[i]) && x[i] != 0.0f) {
+      x[i] = std::ldexp(x[i], -std::ilogb(x[i]) + static_cast<int>(i % 4) - 1);
+    }
   }
   x[7] = std::numeric_limits<float>::quiet_NaN();
   x[100] = -0.0f;
