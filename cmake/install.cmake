@@ -31,6 +31,8 @@ if(MPI_CXX_FOUND)
 else()
   set(WEFT_PACKAGE_MPI OFF)
 endif()
+# A CUDA build links the CUDA runtime and cuBLASLt (and NCCL, by path).
+set(WEFT_PACKAGE_CUDA ${WEFT_HAVE_CUDA})
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/weftConfig.cmake.in
                               ${CMAKE_BINARY_DIR}/weftConfig.cmake
                               INSTALL_DESTINATION ${WEFT_CMAKE_DIR})
