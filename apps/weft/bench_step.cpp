@@ -25,6 +25,7 @@ struct Measured {
   double flops_per_token = 0;
   int64_t peak_bytes = 0;  // largest rank
   double llmc_flops_per_token = 0;
+  std::vector<cuda::KernelTime> kernels;  // per kernel over the timed steps (--profile)
 };
 
 // 6 FLOPs per parameter per token (forward 2, backward 4) for the GEMMs, plus
@@ -55,7 +56,7 @@ double gpu_peak_tflops(const std::string& description, DType dtype) {
   return 0.0;
 }
 
-Measured measure(train::TrainConfig cfg, int warmup, int steps) {
+Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = false) {
   Measured m;
   m.tp = cfg.tp;
   m.gtp = cfg.gtp;
@@ -65,6 +66,10 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps) {
   comm::run_world(m.tp * m.gtp * m.dp, [&](comm::ProcessGroup& world) {
     train::Trainer t(cfg, world, data);
     for (int i = 0; i < warmup; ++i) t.step();
+    if (profile) {
+      cuda::reset_kernel_profile();
+      cuda::set_kernel_profiling(true);
+    }
     train::StepTimes sum;
     int64_t tokens = 0;
     for (int i = 0; i < steps; ++i) {
@@ -76,6 +81,10 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps) {
       sum.gemm += r.times.gemm;
       sum.total += r.times.total;
       tokens += r.tokens;
+    }
+    if (profile) {
+      cuda::set_kernel_profiling(false);
+      m.kernels = cuda::kernel_profile();
     }
     std::vector<int64_t> peaks = t.peak_memory();
     const int64_t params = t.model().num_parameters_global();
@@ -116,6 +125,20 @@ void print_table(const std::vector<Measured>& rows, const Measured& base, double
 
 // On a GPU the yardstick is the data sheet's peak: MFU as llm.c reports it,
 // model FLOPs per second (llm.c's count) over the dense peak.
+// Where the GPU's time went (--profile): each kernel's share of the step.
+void print_kernel_table(const Measured& r, int steps) {
+  double total = 0;
+  for (const cuda::KernelTime& k : r.kernels) total += k.ms;
+  std::printf("\n%s: GPU time per step by kernel (%.2f ms in kernels of a %.2f ms step)\n",
+              r.label.c_str(), total / steps, 1e3 * r.mean.total);
+  std::printf("%-32s %9s %10s %7s\n", "kernel", "calls", "ms", "share");
+  for (const cuda::KernelTime& k : r.kernels) {
+    std::printf("%-32s %9.1f %10.3f %6.1f%%\n", k.name.c_str(),
+                static_cast<double>(k.calls) / steps, k.ms / steps,
+                100 * k.ms / steps / (1e3 * r.mean.total));
+  }
+}
+
 void print_gpu_table(const std::vector<Measured>& rows, double peak_tflops) {
   std::printf("%-18s %10s %9s %9s %9s %9s %9s %9s %7s\n", "layout", "tokens/s", "step ms", "fwd ms",
               "bwd ms", "optim ms", "TFLOP/s", "peak MiB", "MFU");
@@ -189,6 +212,9 @@ cli::Options bench_step_options() {
       .option("steps", "N", "5", "timed steps")
       .option("warmup", "N", "1", "untimed steps first (primitive creation, first touch)")
       .flag("no-baseline", "skip the TP=1 x DP=1 baseline")
+      .flag("profile",
+            "on a GPU: time every kernel with CUDA events and print each one's share of the "
+            "step (adds two event records per kernel; also WEFT_CUDA_PROFILE=1)")
       .flag("json", "print one JSON object per layout");
   return opts;
 }
@@ -269,7 +295,7 @@ int bench_step(const std::vector<std::string>& args) {
     rows.push_back(measure(plain, warmup, steps));
     rows.back().label = label(plain);
   }
-  rows.push_back(measure(cfg, warmup, steps));
+  rows.push_back(measure(cfg, warmup, steps, on_gpu && opts.flag_set("profile")));
   rows.back().label = label(cfg) + (is_base ? " (base)" : "");
   if (on_gpu) {
     if (json) {
@@ -294,6 +320,7 @@ int bench_step(const std::vector<std::string>& args) {
       }
     } else {
       print_gpu_table(rows, peak_tflops);
+      if (!rows.back().kernels.empty()) print_kernel_table(rows.back(), steps);
     }
     return 0;
   }

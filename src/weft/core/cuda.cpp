@@ -5,7 +5,11 @@
 #if WEFT_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdlib>
+#include <map>
 #include <mutex>
 #endif
 
@@ -195,6 +199,106 @@ void zero_bytes(void* p, Device d, size_t bytes) {
   WEFT_CUDA_CALL(cudaMemset(p, 0, bytes), "cudaMemset");
 }
 
+namespace {
+
+struct Profile {
+  std::mutex mu;
+  std::vector<cudaEvent_t> pool;
+  struct Pending {
+    const char* name;
+    cudaEvent_t start, stop;
+  };
+  std::vector<Pending> pending;
+  std::map<std::string, KernelTime> totals;
+};
+
+Profile& profile() {
+  static Profile* p = new Profile;  // never destroyed: spans may end during exit
+  return *p;
+}
+
+std::atomic<bool>& profiling_flag() {
+  static std::atomic<bool> on{[] {
+    const char* env = std::getenv("WEFT_CUDA_PROFILE");
+    return env && *env && std::string(env) != "0";
+  }()};
+  return on;
+}
+
+cudaEvent_t take_event() {
+  Profile& p = profile();
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (!p.pool.empty()) {
+      cudaEvent_t e = p.pool.back();
+      p.pool.pop_back();
+      return e;
+    }
+  }
+  cudaEvent_t e = nullptr;
+  WEFT_CUDA_CALL(cudaEventCreate(&e), "cudaEventCreate");
+  return e;
+}
+
+}  // namespace
+
+void set_kernel_profiling(bool on) { profiling_flag().store(on); }
+bool kernel_profiling() { return profiling_flag().load(); }
+
+KernelSpan::KernelSpan(const char* name, Stream stream) {
+  if (!kernel_profiling()) return;
+  name_ = name;
+  stream_ = stream;
+  start_ = take_event();
+  WEFT_CUDA_CALL(
+      cudaEventRecord(static_cast<cudaEvent_t>(start_), static_cast<cudaStream_t>(stream)),
+      "cudaEventRecord");
+}
+
+KernelSpan::~KernelSpan() {
+  if (!name_) return;
+  cudaEvent_t stop = nullptr;
+  try {
+    stop = take_event();
+  } catch (const Error&) {
+    return;  // no event left: this kernel goes unmeasured
+  }
+  cudaEventRecord(stop, static_cast<cudaStream_t>(stream_));
+  Profile& p = profile();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.pending.push_back({name_, static_cast<cudaEvent_t>(start_), stop});
+}
+
+std::vector<KernelTime> kernel_profile() {
+  Profile& p = profile();
+  std::lock_guard<std::mutex> lock(p.mu);
+  for (int d = 0; d < device_count(); ++d) synchronize_device(d);
+  for (const Profile::Pending& k : p.pending) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, k.start, k.stop) == cudaSuccess) {
+      KernelTime& t = p.totals[k.name];
+      t.name = k.name;
+      ++t.calls;
+      t.ms += ms;
+    }
+    p.pool.push_back(k.start);
+    p.pool.push_back(k.stop);
+  }
+  p.pending.clear();
+  std::vector<KernelTime> out;
+  for (const auto& [name, t] : p.totals) out.push_back(t);
+  std::sort(out.begin(), out.end(),
+            [](const KernelTime& a, const KernelTime& b) { return a.ms > b.ms; });
+  return out;
+}
+
+void reset_kernel_profile() {
+  (void)kernel_profile();  // retires pending spans into the pool
+  Profile& p = profile();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.totals.clear();
+}
+
 #else  // a build without the CUDA backend
 
 namespace {
@@ -229,6 +333,12 @@ void zero_bytes(void*, Device, size_t) { not_built("zero_bytes"); }
 bool convert_on_device(const void*, DType, void*, DType, int64_t, Device) {
   not_built("convert_on_device");
 }
+void set_kernel_profiling(bool) {}
+bool kernel_profiling() { return false; }
+std::vector<KernelTime> kernel_profile() { return {}; }
+void reset_kernel_profile() {}
+KernelSpan::KernelSpan(const char*, Stream) {}
+KernelSpan::~KernelSpan() = default;
 
 #endif
 

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "weft/core/caching_allocator.h"
 #include "weft/core/device.h"
@@ -79,5 +80,34 @@ void zero_bytes(void* p, Device d, size_t bytes);
 // caller converts through the host).
 bool convert_on_device(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n,
                        Device d);
+
+// Per-kernel GPU time, for finding where a step's time goes: while profiling
+// is on (set_kernel_profiling, or WEFT_CUDA_PROFILE=1 in the environment),
+// every CUDA kernel weft dispatches is bracketed by two events on its stream.
+// Costs two event records per kernel; off by default.
+void set_kernel_profiling(bool on);
+bool kernel_profiling();
+struct KernelTime {
+  std::string name;
+  int64_t calls = 0;
+  double ms = 0;  // GPU time between the kernel's two events, summed
+};
+// Waits for every GPU and returns the time per kernel name since the last
+// reset, longest first.
+std::vector<KernelTime> kernel_profile();
+void reset_kernel_profile();
+// Brackets one kernel (`name` must outlive the profile: a literal) on `stream`.
+class KernelSpan {
+ public:
+  KernelSpan(const char* name, Stream stream);
+  ~KernelSpan();
+  KernelSpan(const KernelSpan&) = delete;
+  KernelSpan& operator=(const KernelSpan&) = delete;
+
+ private:
+  const char* name_ = nullptr;  // null when profiling is off
+  Stream stream_ = nullptr;
+  void* start_ = nullptr;
+};
 
 }  // namespace weft::cuda

@@ -28,6 +28,12 @@ Device kernel_device(const ExecContext& ec, const char* kernel,
   return device;
 }
 
+KernelTimer::KernelTimer(const char* kernel, const ExecContext& ec) {
+  if (cuda::kernel_profiling()) span_ = new cuda::KernelSpan(kernel, ec.stream());
+}
+
+KernelTimer::~KernelTimer() { delete static_cast<cuda::KernelSpan*>(span_); }
+
 void no_kernel(const char* kernel, Device device) {
 #if WEFT_HAVE_CUDA
   WEFT_FAIL("{}: tensors on {}, but this kernel has no CUDA implementation yet; run it on the CPU",

@@ -15,6 +15,19 @@ namespace weft::kernels::detail {
 Device kernel_device(const ExecContext& ec, const char* kernel,
                      std::initializer_list<const Tensor*> tensors);
 
+// Brackets a CUDA kernel with events while kernel profiling is on
+// (cuda::set_kernel_profiling); does nothing otherwise.
+class KernelTimer {
+ public:
+  KernelTimer(const char* kernel, const ExecContext& ec);
+  ~KernelTimer();
+  KernelTimer(const KernelTimer&) = delete;
+  KernelTimer& operator=(const KernelTimer&) = delete;
+
+ private:
+  void* span_ = nullptr;
+};
+
 // Throws weft::Error: `kernel` has no implementation for tensors on `device`.
 [[noreturn]] void no_kernel(const char* kernel, Device device);
 
@@ -29,7 +42,10 @@ decltype(auto) dispatch(const ExecContext& ec, const char* kernel,
                         [[maybe_unused]] Cuda&& cuda) {
   const Device device = kernel_device(ec, kernel, tensors);
 #if WEFT_HAVE_CUDA
-  if (device.is_cuda()) return cuda();
+  if (device.is_cuda()) {
+    const KernelTimer timer(kernel, ec);
+    return cuda();
+  }
 #endif
   if (!device.is_cpu()) no_kernel(kernel, device);
   return cpu();

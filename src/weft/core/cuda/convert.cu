@@ -51,6 +51,7 @@ bool convert_on_device(const void* src, DType src_dtype, void* dst, DType dst_dt
   const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
   // The legacy default stream: ordered after and before the work of every
   // weft stream (they are blocking streams), without a host wait.
+  const KernelSpan span(down ? "convert f32->bf16" : "convert bf16->f32", nullptr);
   if (down) {
     f32_to_bf16_kernel<<<blocks, threads>>>(static_cast<const float*>(src),
                                             static_cast<uint16_t*>(dst), n);
