@@ -72,9 +72,11 @@ done
 # A GPT-2 (124M) training step: MFU as llm.c counts it.
 for dt in bf16 f32; do
   log=$OUT/bench_step_$dt.log
+  profile=()
+  [ "$dt" = bf16 ] && profile=(--profile)
   if "$WEFT" bench step --device cuda --preset gpt2-124m --dtype "$dt" --micro-batch "$BATCH" \
-    --steps 10 --warmup 2 >"$log" 2>&1; then
-    row "bench step gpt2-124m $dt B=$BATCH" INFO "$(tail -n 1 "$log" | tr -s ' ')"
+    --steps 10 --warmup 2 "${profile[@]}" >"$log" 2>&1; then
+    row "bench step gpt2-124m $dt B=$BATCH" INFO "$(grep '^tp 1 x dp 1' "$log" | tr -s ' ')"
   else
     row "bench step gpt2-124m $dt B=$BATCH" FAIL "rc $? ($log)"
   fi
