@@ -158,7 +158,7 @@ TEST(CudaNccl, RefusesTensorsOffItsGpu) {
                        "backend's group 'world' (world ranks [0]) moves memory of cuda:0 only"))
       << e;
   const std::string g = error_of([&] { world->all_gather(gpu(Tensor::zeros({4})), h); });
-  EXPECT_TRUE(contains(g, "the input is on cpu but the output is on cuda:0")) << g;
+  EXPECT_TRUE(contains(g, "must be on one device, got input on cpu, output on cuda:0")) << g;
   EXPECT_EQ(world->stats().total_calls(), 0);
 }
 
