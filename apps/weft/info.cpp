@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "weft/comm/world.h"
+#include "weft/core/cuda.h"
 #include "weft/core/threads.h"
 #include "weft/kernels/cpu_support.h"
 
@@ -50,6 +51,13 @@ int info(const std::vector<std::string>& args) {
 #else
   const bool mpi = false;
 #endif
+#ifdef WEFT_HAVE_NCCL
+  const bool nccl = true;
+#else
+  const bool nccl = false;
+#endif
+  std::vector<std::string> gpus;
+  for (int i = 0; i < cuda::device_count(); ++i) gpus.push_back(cuda::device_description(i));
   auto yn = [](bool b) { return b ? "yes" : "no"; };
   auto tf = [](bool b) { return b ? "true" : "false"; };
   if (opts.flag_set("json")) {
@@ -59,7 +67,10 @@ int info(const std::vector<std::string>& args) {
               << "\",\"onednn_isa\":\"" << s.onednn_isa << "\",\"bf16\":\""
               << (s.native_bf16 ? "native" : "emulated") << "\",\"threads\":" << num_threads()
               << ",\"cores\":" << available_cores() << ",\"openmp_wait\":\"" << openmp_wait()
-              << "\",\"backends\":[\"local\"" << (mpi ? ",\"mpi\"" : "") << "]}\n";
+              << "\",\"backends\":[\"local\"" << (mpi ? ",\"mpi\"" : "")
+              << (nccl ? ",\"nccl\"" : "") << "],\"cuda\":" << tf(cuda::built()) << ",\"gpus\":[";
+    for (size_t i = 0; i < gpus.size(); ++i) std::cout << (i ? "," : "") << '"' << gpus[i] << '"';
+    std::cout << "]}\n";
     return 0;
   }
   std::cout << "weft " << WEFT_VERSION << "\n"
@@ -71,12 +82,18 @@ int info(const std::vector<std::string>& args) {
             << "threads:  " << num_threads() << " per rank (" << available_cores()
             << " cores available)\n"
             << "openmp:   " << openmp_wait() << "\n"
-            << "backends: local" << (mpi ? ", mpi" : "")
+            << "backends: local" << (mpi ? ", mpi" : "") << (nccl ? ", nccl" : "")
             << " (launched by mpirun: " << yn(comm::launched_by_mpi()) << ")\n";
+  if (gpus.empty()) {
+    std::cout << "gpu:      none (" << cuda::unavailable_reason() << ")\n";
+  }
+  for (size_t i = 0; i < gpus.size(); ++i)
+    std::cout << "gpu:      cuda:" << i << " " << gpus[i] << "\n";
   return 0;
 }
 
-cli::Register reg("info", "print the CPU features, the kernel path of each dtype, threads",
+cli::Register reg("info",
+                  "print the CPU features, the kernel path of each dtype, threads, the GPUs",
                   info_options, info);
 
 }  // namespace
