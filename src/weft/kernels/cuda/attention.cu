@@ -396,7 +396,7 @@ __global__ void __launch_bounds__(kRows* G)
 }
 
 // ---------------------------------------------------------------------------
-// The tensor-core path: bf16 qkv with D a multiple of 16 up to 128. The same
+// The tensor-core path: bf16 qkv with heads of 16, 32, 64 or 128. The same
 // algorithm and blocks as above, but the products run on wmma bf16 16x16x16
 // fragments with f32 accumulation. A block of kTcWarps warps owns kRows query
 // rows (forward, dQ) or keys (dK/dV), 16 per warp. A warp writes its f32
@@ -412,8 +412,9 @@ using bf16 = __nv_bfloat16;
 constexpr int kTcWarps = kRows / 16;
 constexpr int kTcThreads = 32 * kTcWarps;
 // Row strides in shared memory, padded against bank conflicts: bf16 tiles
-// D + 8 elements, f32 accumulators D + 4, f32 scores kTile + 4 (their bf16
-// operands are written over each row's first half: row stride 2 (kTile + 4)).
+// D + 8 elements, f32 accumulators D + 4, f32 scores kTile + 4 (the bf16
+// operands made from them are written over each row's first half, so their
+// row stride is 2·kScoreLd elements).
 // wmma needs strides of multiples of 16 bytes and fragment pointers 32-byte
 // aligned: every fragment here starts at a multiple of 16 rows and columns.
 constexpr int kScoreLd = kTile + 4;
