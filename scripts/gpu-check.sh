@@ -69,6 +69,18 @@ for dt in f32 bf16; do
   cat "$log"
 done
 
+# The fused attention of one GPT-2 (124M) layer at B=16, T=1024: bf16 runs
+# the tensor-core kernels, f32 the CUDA-core ones.
+for dt in bf16 f32; do
+  log=$OUT/bench_attention_$dt.log
+  if "$WEFT" bench attention --device cuda --dtype "$dt" >"$log" 2>&1; then
+    row "bench attention $dt" INFO "$(tail -n 1 "$log" | sed 's/^.*): //')"
+  else
+    row "bench attention $dt" FAIL "rc $? ($log)"
+  fi
+  cat "$log"
+done
+
 # A GPT-2 (124M) training step: MFU as llm.c counts it.
 for dt in bf16 f32; do
   log=$OUT/bench_step_$dt.log

@@ -14,6 +14,7 @@
 #include "testing.h"
 #include "weft/core/cuda.h"
 #include "weft/kernels/attention.h"
+#include "weft/kernels/cuda/attention.h"
 
 namespace weft::kernels {
 namespace {
@@ -93,11 +94,12 @@ void expect_same(const Case& c, DType dt, bool sequence_major, bool causal, floa
 }
 
 // Every small shape, layout, mask and dropout setting in dtype dt. D = 128
-// takes the kernels' widest row layout, D = 8 and 24 leave threads of a row
-// without dimensions; T = 1, 17, 65 and 130 end inside a tile.
+// takes the CUDA-core kernels' widest row layout, D = 8 and 24 leave threads
+// of a row without dimensions; in bf16, D = 16, 32, 64 and 128 take the
+// tensor-core kernels; T = 1, 17, 65 and 130 end inside a tile.
 void expect_same_on_small_shapes(DType dt) {
   for (int64_t T : {1, 17, 64, 65, 130}) {
-    for (int64_t D : {8, 24, 64, 128}) {
+    for (int64_t D : {8, 16, 24, 32, 64, 128}) {
       for (bool sequence_major : {false, true}) {
         for (bool causal : {true, false}) {
           for (float dropout : {0.0f, 0.1f}) {
@@ -117,6 +119,18 @@ TEST(CudaAttention, MatchesCpuF32) {
 TEST(CudaAttention, MatchesCpuBf16) {
   WEFT_REQUIRE_GPU();
   expect_same_on_small_shapes(DType::bf16);
+}
+
+// bf16 heads of 16, 32, 64 and 128 run on tensor cores (the shapes above
+// then test those kernels), everything else on CUDA cores.
+TEST(CudaAttention, Bf16HeadsOfMultiplesOf16UseTensorCores) {
+  for (int64_t D : {16, 32, 64, 128}) {
+    EXPECT_STREQ(cuda::attention_path(DType::bf16, D), "tensor cores") << D;
+    EXPECT_STREQ(cuda::attention_path(DType::f32, D), "CUDA cores") << D;
+  }
+  for (int64_t D : {8, 24, 48}) {
+    EXPECT_STREQ(cuda::attention_path(DType::bf16, D), "CUDA cores") << D;
+  }
 }
 
 // GPT-2 small: 12 heads of 64 over 1024 positions.
@@ -146,19 +160,18 @@ TEST(CudaAttention, DropoutMaskMatchesCpu) {
 
 // With the same AttentionSaved and workspace, repeated calls allocate no
 // device memory from the driver and give bitwise the same results (the
-// kernels have no atomics).
-TEST(CudaAttention, SteadyStateAllocatesNothingAndRepeats) {
-  WEFT_REQUIRE_GPU();
-  const Case c{2, 130, 3, 24};
+// kernels have no atomics): f32 on CUDA cores, bf16 on tensor cores.
+void expect_steady_state(const Case& c, DType dt) {
+  SCOPED_TRACE(dtype_name(dt));
   AttentionConfig cfg;
   cfg.heads = c.H;
   cfg.dropout = 0.1f;
   cfg.seed = 5;
   const ExecContext gec = ExecContext::cuda(0);
-  const Tensor qkv = gpu(random_tensor(tokens(c, false, 3 * c.H * c.D), 3, -1.0f, 1.0f));
-  const Tensor dout = gpu(random_tensor(tokens(c, false, c.H * c.D), 4, -1.0f, 1.0f));
-  Tensor out = gec.empty(dout.shape());
-  Tensor dqkv = gec.empty(qkv.shape());
+  const Tensor qkv = gpu(random_tensor(tokens(c, false, 3 * c.H * c.D), 3, -1.0f, 1.0f, dt));
+  const Tensor dout = gpu(random_tensor(tokens(c, false, c.H * c.D), 4, -1.0f, 1.0f, dt));
+  Tensor out = gec.empty(dout.shape(), dt);
+  Tensor dqkv = gec.empty(qkv.shape(), dt);
   AttentionSaved saved;
   AttentionWorkspace workspace;
   attention_forward(gec, qkv, cfg, out, saved, workspace);
@@ -175,6 +188,12 @@ TEST(CudaAttention, SteadyStateAllocatesNothingAndRepeats) {
   EXPECT_EQ(saved.lse.raw(), lse);
   EXPECT_EQ(out.to_vector(), first_out);
   EXPECT_EQ(dqkv.to_vector(), first_dqkv);
+}
+
+TEST(CudaAttention, SteadyStateAllocatesNothingAndRepeats) {
+  WEFT_REQUIRE_GPU();
+  expect_steady_state({2, 130, 3, 24}, DType::f32);
+  expect_steady_state({2, 130, 3, 64}, DType::bf16);
 }
 
 TEST(CudaAttention, RejectsHeadsWiderThan128) {
