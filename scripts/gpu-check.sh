@@ -97,6 +97,24 @@ done
 
 # The same 20-step job on the CPU and the GPU, and a checkpoint carried
 # between them: losses compared step by step.
+# TP 2 on the local backend (two rank threads sharing the GPU), comm-GEMM
+# overlap off and on in the same run; and the fp8-delayed recipe (quantize
+# and dequantize kernels on the GPU, the GEMMs in f32: an exact emulation).
+for extra in "--tp 2 --dtype bf16 --overlap on" "--precision fp8-delayed"; do
+  log=$OUT/bench_step_$(echo "$extra" | tr -c 'a-z0-9' '_').log
+  # shellcheck disable=SC2086
+  if "$WEFT" bench step --device cuda --preset gpt2-124m --micro-batch "$BATCH" --steps 5 \
+    --warmup 1 --no-baseline $extra >"$log" 2>&1; then
+    while read -r line; do
+      row "bench step gpt2-124m $extra" INFO "$(echo "$line" | tr -s ' ')"
+    done < <(grep '^tp ' "$log")
+  else
+    row "bench step gpt2-124m $extra" FAIL "rc $? ($log)"
+    tail -n 3 "$log"
+  fi
+  cat "$log"
+done
+
 # The default corpus is Debian's fortunes; a GPU machine without it trains on
 # this checkout's own text instead (byte-level, as fortunes).
 data=()
@@ -164,6 +182,19 @@ for dt in f32 bf16; do
     tail -n 5 "$OUT/train_gpu_$dt.log"
   fi
 done
+# fp8-delayed: codes are the CPU's bit for bit and the GEMMs f32, so the runs
+# agree as closely as f32 ones.
+if train cpu "$OUT/cpu_fp8.jsonl" --precision fp8-delayed >"$OUT/train_cpu_fp8.log" 2>&1 &&
+  train cuda "$OUT/gpu_fp8.jsonl" --precision fp8-delayed >"$OUT/train_gpu_fp8.log" 2>&1; then
+  if detail=$(compare fp8 "$OUT/cpu_fp8.jsonl" "$OUT/gpu_fp8.jsonl" 5e-3); then
+    row "train tiny fp8-delayed: GPU vs CPU" PASS "$detail"
+  else
+    row "train tiny fp8-delayed: GPU vs CPU" FAIL "$detail"
+  fi
+else
+  row "train tiny fp8-delayed: GPU vs CPU" FAIL "a run failed ($OUT/train_*_fp8.log)"
+  tail -n 5 "$OUT/train_gpu_fp8.log"
+fi
 # CPU checkpoint -> GPU resume, and GPU checkpoint -> CPU resume, against the
 # uninterrupted CPU run (f32).
 if train cpu "$OUT/cpu_half.jsonl" --stop-at 10 --save "$OUT/ck-cpu" >"$OUT/ck_cpu.log" 2>&1 &&

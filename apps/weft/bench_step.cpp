@@ -205,8 +205,9 @@ cli::Options bench_step_options() {
               "comm-GEMM overlap (as weft train --overlap: on, a list or a JSON file); the same "
               "layout is also timed without it, in the same run")
       .option("device", "cpu|cuda|cuda:N", "cpu",
-              "where the step runs; on a GPU (one rank, --tp 1) the table reports MFU: model "
-              "FLOPs as llm.c counts them (6N + 6LCT per token) over the GPU's dense peak")
+              "where the step runs; on a GPU (its TP/DP ranks share it as threads; --tp defaults "
+              "to 1 there) the table reports MFU: model FLOPs as llm.c counts them (6N + 6LCT "
+              "per token) over the GPU's dense peak")
       .option("peak-tflops", "X", "auto",
               "the GPU's dense peak in TFLOP/s for MFU (auto: from the data sheet of H100/H200)")
       .option("steps", "N", "5", "timed steps")

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "weft/comm/world.h"
 #include "weft/core/cuda.h"
 #include "weft/parallel/gtp/runtime.h"
 
@@ -315,8 +316,8 @@ const std::vector<KeyDef>& key_defs() {
                  },
                  [](const TrainConfig& c) { return Json(c.backend); }});
     d.push_back({{"device", "cpu|cuda|cuda:N", "cpu",
-                  "where the model runs: the CPU, or one NVIDIA GPU (a build with CUDA; one rank: "
-                  "--tp 1, no --gtp or data parallelism yet)"},
+                  "where the model runs: the CPU, or one NVIDIA GPU (a build with CUDA), which the "
+                  "TP and DP ranks share as threads; no --gtp, mxfp8 or nvfp4 on a GPU yet"},
                  [](TrainConfig& c, const Json& v, const Where& w) {
                    const std::string s = to_string(v, w);
                    try {
@@ -646,14 +647,22 @@ void validate(const TrainConfig& c) {
   }
   if (const Device device = Device::parse(c.device); device.is_cuda()) {
     cuda::check_device(device);
-    WEFT_CHECK(c.tp == 1 && c.gtp == 1 && c.dp <= 1 && c.backend != "mpi",
-               "--device {} runs one rank in this version of weft (--tp 1, no --gtp, --dp or "
-               "mpirun): the NCCL and local CUDA backends are not built yet; got --tp {} --gtp {}",
-               c.device, c.tp, c.gtp);
-    WEFT_CHECK(
-        !c.precision.quantized(),
-        "--precision {} has no GPU kernels yet: use --precision bf16 or f32 with --device {}",
-        parallel::recipe_name(c.precision.recipe), c.device);
+    // Ranks are threads sharing the GPU (the local backend moves GPU memory);
+    // one process per GPU under mpirun (NCCL) is not wired into training yet.
+    WEFT_CHECK(c.backend == "local" || (c.backend == "auto" && !comm::launched_by_mpi()),
+               "--device {} runs its ranks as threads of one process sharing the GPU: start it "
+               "without mpirun and --backend mpi",
+               c.device);
+    WEFT_CHECK(c.gtp == 1,
+               "--gtp {} with --device {}: generalized tensor parallelism has no GPU path yet; "
+               "use --tp and --dp",
+               c.gtp, c.device);
+    using parallel::Recipe;
+    const Recipe r = c.precision.recipe;
+    WEFT_CHECK(r != Recipe::mxfp8 && r != Recipe::nvfp4,
+               "--precision {} has no GPU kernels yet (block-scaled quantization): use bf16, "
+               "fp8-delayed or fp8-current with --device {}",
+               parallel::recipe_name(r), c.device);
   }
   WEFT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every {} needs --save DIR",
              c.save_every);
