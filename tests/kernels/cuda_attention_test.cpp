@@ -121,6 +121,7 @@ TEST(CudaAttention, MatchesCpuBf16) {
   expect_same_on_small_shapes(DType::bf16);
 }
 
+#if WEFT_HAVE_CUDA  // kernels/cuda/ exists only in builds with the CUDA backend
 // bf16 heads of 16, 32, 64 and 128 run on tensor cores (the shapes above
 // then test those kernels), everything else on CUDA cores.
 TEST(CudaAttention, Bf16HeadsOfMultiplesOf16UseTensorCores) {
@@ -132,6 +133,7 @@ TEST(CudaAttention, Bf16HeadsOfMultiplesOf16UseTensorCores) {
     EXPECT_STREQ(cuda::attention_path(DType::bf16, D), "CUDA cores") << D;
   }
 }
+#endif
 
 // GPT-2 small: 12 heads of 64 over 1024 positions.
 TEST(CudaAttention, MatchesCpuAtGpt2Shape) {
