@@ -53,6 +53,11 @@ void empty_cache(Device d);
 
 // The stream that allocations of the calling thread are made for (null: the
 // legacy default stream). ExecContext sets it around its allocations.
+// Allocations outside a context (Tensor::empty on a GPU, Tensor::to) belong to
+// the legacy stream and are shared by every thread: their first write must be
+// ordered on it (the copies and zeroing here are) — a kernel on another
+// stream writing such a fresh block first could race with the block's last
+// reader on a third stream. Allocate through the context kernels run on.
 Stream allocation_stream();
 class ScopedAllocationStream {
  public:
@@ -65,7 +70,11 @@ class ScopedAllocationStream {
   Stream previous_;
 };
 
-// Byte copies between any two devices (host included), complete when they return.
+// Byte copies between any two devices (host included), on the legacy default
+// stream: ordered after the work already queued on every weft stream and
+// before what is queued later. A copy involving the host is complete when it
+// returns; one between two GPU buffers may still be running (the CUDA runtime
+// does not wait for it), which the ordering makes invisible to weft's kernels.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 // `rows` rows of `width_bytes` bytes from src to dst, both in memory of `d`,
 // rows `src_pitch` and `dst_pitch` bytes apart (a block of columns of a
