@@ -17,10 +17,13 @@ set(WEFT_HAVE_CUDA OFF)
 if(WEFT_CUDA STREQUAL "ON" OR
    (WEFT_CUDA STREQUAL "AUTO" AND WEFT_SANITIZE STREQUAL "" AND NOT WEFT_FUZZ))
   include(CheckLanguage)
-  if(NOT CMAKE_CUDA_COMPILER)
+  # nvcc outside PATH (the toolkit's usual place): offered to check_language,
+  # which tries it and leaves CMAKE_CUDA_COMPILER unset when it cannot build
+  # (say, a host compiler this nvcc does not support) — AUTO then goes without.
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
     find_program(WEFT_NVCC nvcc HINTS /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
     if(WEFT_NVCC)
-      set(CMAKE_CUDA_COMPILER ${WEFT_NVCC})
+      set(ENV{CUDACXX} ${WEFT_NVCC})
     endif()
   endif()
   check_language(CUDA)

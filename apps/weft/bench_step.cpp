@@ -246,6 +246,9 @@ int bench_step(const std::vector<std::string>& args) {
   cfg.dp = std::max(cfg.dp, 1);
   train::validate(cfg);
 
+  WEFT_CHECK(!opts.flag_set("profile") || (cfg.tp * cfg.gtp * cfg.dp == 1),
+             "--profile times one rank's kernels (the profile is per process): use it with "
+             "--tp 1 and no --dp or --gtp");
   double peak_tflops = 0;
   std::string gpu;
   if (on_gpu) {

@@ -51,7 +51,7 @@ int info(const std::vector<std::string>& args) {
 #else
   const bool mpi = false;
 #endif
-#ifdef WEFT_HAVE_NCCL
+#if WEFT_HAVE_NCCL
   const bool nccl = true;
 #else
   const bool nccl = false;

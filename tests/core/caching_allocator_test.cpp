@@ -112,6 +112,24 @@ TEST(CachingAllocator, ForeignPointerIsAnError) {
   EXPECT_EQ(h.allocator.allocate(0, a), nullptr);
 }
 
+TEST(CachingAllocator, AReleasedStreamLeavesNothingToItsHandle) {
+  HostBacked h;
+  void* cached = h.allocator.allocate(4096, a);
+  void* live = h.allocator.allocate(8192, a);
+  h.allocator.free(cached);
+  h.allocator.release_stream(a);
+  EXPECT_EQ(h.allocator.stats().driver_frees, 1);  // the cached block went back
+  EXPECT_EQ(h.outstanding.count(cached), 0u);
+  // The live block, freed after its stream went away, is the null stream's now:
+  // a new stream with the old handle does not get it, a null-stream request does.
+  h.allocator.free(live);
+  void* fresh = h.allocator.allocate(8192, a);
+  EXPECT_NE(fresh, live);
+  EXPECT_EQ(h.allocator.allocate(8192, nullptr), live);
+  h.allocator.free(fresh);
+  h.allocator.free(live);
+}
+
 TEST(CachingAllocator, DestructionReturnsCachedBlocks) {
   std::set<void*> outstanding;
   {

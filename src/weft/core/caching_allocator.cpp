@@ -41,7 +41,8 @@ void* CachingAllocator::allocate(size_t bytes, const void* stream) {
   }
   WEFT_CHECK(p != nullptr,
              "out of device memory allocating {} bytes ({} bytes live): use a smaller batch "
-             "(--batch-size) or sequence length, or shard the model over more GPUs",
+             "(--micro-batch with --grad-accum) or sequence length, or shard the model over "
+             "more GPUs",
              bytes, stats_.live_bytes);
   live_.emplace(p, Block{size, stream});
   ++stats_.driver_allocations;
@@ -61,6 +62,23 @@ void CachingAllocator::free(void* p) {
   cached_[block.stream].emplace(block.size, p);
   stats_.live_bytes -= static_cast<int64_t>(block.size);
   stats_.cached_bytes += static_cast<int64_t>(block.size);
+}
+
+void CachingAllocator::release_stream(const void* stream) {
+  if (!stream) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [p, block] : live_) {
+    if (block.stream == stream) block.stream = nullptr;
+  }
+  auto it = cached_.find(stream);
+  if (it == cached_.end()) return;
+  for (auto& [size, p] : it->second) {
+    raw_free_(p);
+    ++stats_.driver_frees;
+    stats_.reserved_bytes -= static_cast<int64_t>(size);
+    stats_.cached_bytes -= static_cast<int64_t>(size);
+  }
+  cached_.erase(it);
 }
 
 void CachingAllocator::release_cached() {

@@ -57,6 +57,10 @@ class CachingAllocator {
   void free(void* p);
   // Gives every cached block back to the driver.
   void release_cached();
+  // `stream` is going away (its work finished): its cached blocks go back to
+  // the driver, and its live blocks join the null stream's cache when freed,
+  // so no later stream given the same handle inherits them.
+  void release_stream(const void* stream);
 
   Stats stats() const;
   static size_t round_size(size_t bytes) { return (bytes + 511) / 512 * 512; }

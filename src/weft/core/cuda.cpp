@@ -123,9 +123,11 @@ std::string device_description(int index) {
 void check_device(Device d) {
   WEFT_CHECK(d.is_cuda(), "{} is not a CUDA device", d);
   WEFT_CHECK(device_count() > 0, "cannot use {}: {}", d, unavailable_reason());
-  WEFT_CHECK(d.index >= 0 && d.index < device_count() && d.index < kMaxDevices,
+  WEFT_CHECK(d.index >= 0 && d.index < device_count(),
              "cannot use {}: this machine has {} GPU(s), cuda:0 to cuda:{}", d, device_count(),
              device_count() - 1);
+  WEFT_CHECK(d.index < kMaxDevices, "cannot use {}: weft uses at most {} GPUs per process", d,
+             kMaxDevices);
 }
 
 void make_current(int device) {
@@ -140,8 +142,17 @@ std::shared_ptr<void> new_stream(int device) {
   cudaStream_t stream = nullptr;
   WEFT_CUDA_CALL(cudaStreamCreate(&stream), "cudaStreamCreate");
   return std::shared_ptr<void>(stream, [device](void* s) {
-    SetDevice inner(device);
-    cudaStreamDestroy(static_cast<cudaStream_t>(s));
+    // Its kernels finish first: the allocator then hands its blocks back (a
+    // new stream may get the same handle). Errors are ignored: at exit the
+    // runtime may already be gone.
+    try {
+      SetDevice inner(device);
+      cudaStreamSynchronize(static_cast<cudaStream_t>(s));
+      allocator(device).release_stream(s);
+      cudaStreamDestroy(static_cast<cudaStream_t>(s));
+    } catch (const Error&) {
+      // A deleter must not throw; the process is ending or the device is lost.
+    }
   });
 }
 

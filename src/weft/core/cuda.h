@@ -81,7 +81,8 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 // row-major matrix, gathered or scattered in one copy); complete when it returns.
 void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width_bytes,
              size_t rows, Device d);
-// Sets `bytes` bytes of device memory to zero, complete when it returns.
+// Sets `bytes` bytes of device memory to zero, on the legacy default stream
+// (ordered as copy_bytes; the host does not wait for it).
 void zero_bytes(void* p, Device d, size_t bytes);
 // Converts n elements in device memory of `d` between f32 and bf16 (the
 // conversions a step needs on the GPU), queued on the legacy default stream,

@@ -21,7 +21,8 @@ Device kernel_device(const ExecContext& ec, const char* kernel,
     WEFT_CHECK(device.index < cuda::device_count(), "{}: tensors on {} but {}", kernel, device,
                cuda::device_count() == 0
                    ? cuda::unavailable_reason()
-                   : format("this machine has {} GPU(s)", cuda::device_count()));
+                   : format("this machine has {} GPU(s): use cuda:0 to cuda:{}",
+                            cuda::device_count(), cuda::device_count() - 1));
     // CUDA kernels launch on the calling thread's current GPU: make it the context's.
     cuda::make_current(device.index);
   }

@@ -98,9 +98,13 @@ ShardSpec split_spec(const Shape& global, int dim, const std::string& group_name
                      int group_size, int64_t blocks = 1);
 
 // A new parameter with a zeroed gradient, tagged for memory accounting: a
-// copy of `value` on `device` (the model's, its context's device).
+// copy of `value` on `device` (the model's, its context's device), or on
+// value's own device.
 Parameter make_parameter(std::string name, const Tensor& value, ShardSpec spec, bool decay,
-                         Device device = Device::cpu());
+                         Device device);
+inline Parameter make_parameter(std::string name, const Tensor& value, ShardSpec spec, bool decay) {
+  return make_parameter(std::move(name), value, std::move(spec), decay, value.device());
+}
 
 // A parameter holding this rank's slice of `full` (drawn identically on every
 // rank, on the host), split along `dim` over the "tp" group of `size` ranks in
