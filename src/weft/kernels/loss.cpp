@@ -1,23 +1,15 @@
 #include "weft/kernels/loss.h"
 
-#include <algorithm>
-
 #include "weft/kernels/cpu/loss.h"
 #include "weft/kernels/cuda/loss.h"
 #include "weft/kernels/dispatch.h"
+#include "weft/kernels/loss_vocab.h"
 
 namespace weft::kernels {
 
 namespace {
 
-// The logits as the kernels see them, with the padding resolved.
-struct Vocab {
-  int64_t rows = 0;         // N
-  int64_t cols = 0;         // V, columns of this slice
-  int64_t start = 0;        // vocabulary id of column 0
-  int64_t valid_vocab = 0;  // ids >= this are padding
-  int64_t valid_cols = 0;   // columns [0, valid_cols) of the slice are real
-};
+using detail::Vocab;
 
 Vocab check_logits(const Tensor& logits, const CrossEntropyOptions& opt, const char* op) {
   WEFT_CHECK(logits.dim() == 2, "{}: logits must be (N,V), got shape {}", op, logits.shape());
@@ -26,13 +18,7 @@ Vocab check_logits(const Tensor& logits, const CrossEntropyOptions& opt, const c
   WEFT_CHECK(opt.vocab_start >= 0, "{}: vocab_start must be >= 0, got {}", op, opt.vocab_start);
   WEFT_CHECK(opt.valid_vocab >= 0, "{}: valid_vocab must be >= 0 (0 = all columns), got {}", op,
              opt.valid_vocab);
-  Vocab v;
-  v.rows = logits.size(0);
-  v.cols = logits.size(1);
-  v.start = opt.vocab_start;
-  v.valid_vocab = opt.valid_vocab > 0 ? opt.valid_vocab : opt.vocab_start + v.cols;
-  v.valid_cols = std::clamp<int64_t>(v.valid_vocab - v.start, 0, v.cols);
-  return v;
+  return detail::vocab_of(logits, opt);
 }
 
 void check_row_vector(const Tensor& t, int64_t rows, const char* op, const char* name) {

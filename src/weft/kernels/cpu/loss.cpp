@@ -7,6 +7,7 @@
 
 #include "weft/core/exec_context.h"
 #include "weft/kernels/elementwise.h"
+#include "weft/kernels/loss_vocab.h"
 
 namespace weft::kernels::cpu {
 
@@ -15,28 +16,14 @@ namespace {
 using detail::exp_in_range;
 using detail::load;
 using detail::store;
+using detail::Vocab;
 using detail::with_floats;
-
-// The logits as the kernels see them, with the padding resolved.
-struct Vocab {
-  int64_t rows = 0;         // N
-  int64_t cols = 0;         // V, columns of this slice
-  int64_t start = 0;        // vocabulary id of column 0
-  int64_t valid_vocab = 0;  // ids >= this are padding
-  int64_t valid_cols = 0;   // columns [0, valid_cols) of the slice are real
-};
 
 // The logits' shape and the options are checked in kernels/loss.cpp before the dispatch.
 Vocab vocab_of(const Tensor& logits, const CrossEntropyOptions& opt, const char* op) {
   WEFT_CHECK(logits.device().is_cpu(), "{}: logits live on {}, but this kernel runs on the cpu", op,
              logits.device());
-  Vocab v;
-  v.rows = logits.size(0);
-  v.cols = logits.size(1);
-  v.start = opt.vocab_start;
-  v.valid_vocab = opt.valid_vocab > 0 ? opt.valid_vocab : opt.vocab_start + v.cols;
-  v.valid_cols = std::clamp<int64_t>(v.valid_vocab - v.start, 0, v.cols);
-  return v;
+  return detail::vocab_of(logits, opt);
 }
 
 void check_on_cpu(const Tensor& t, const char* op, const char* name) {

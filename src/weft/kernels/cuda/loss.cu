@@ -5,6 +5,7 @@
 
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/loss.h"
+#include "weft/kernels/loss_vocab.h"
 
 namespace weft::kernels::cuda {
 
@@ -20,25 +21,8 @@ constexpr int kThreads = 256;
 // it keeps both sides summing the same terms).
 constexpr float kExpRange = 87.0f;
 
-// The logits as the kernels see them, with the padding resolved.
-struct Vocab {
-  int64_t rows = 0;         // N
-  int64_t cols = 0;         // V, columns of this slice
-  int64_t start = 0;        // vocabulary id of column 0
-  int64_t valid_vocab = 0;  // ids >= this are padding
-  int64_t valid_cols = 0;   // columns [0, valid_cols) of the slice are real
-};
-
-// The logits' shape and the options are checked in kernels/loss.cpp before the dispatch.
-Vocab vocab_of(const Tensor& logits, const CrossEntropyOptions& opt) {
-  Vocab v;
-  v.rows = logits.size(0);
-  v.cols = logits.size(1);
-  v.start = opt.vocab_start;
-  v.valid_vocab = opt.valid_vocab > 0 ? opt.valid_vocab : opt.vocab_start + v.cols;
-  v.valid_cols = std::clamp<int64_t>(v.valid_vocab - v.start, 0, v.cols);
-  return v;
-}
+using detail::Vocab;
+using detail::vocab_of;
 
 void check_row_vector(const Tensor& t, int64_t rows, const char* op, const char* name) {
   WEFT_CHECK(t.dim() == 1 && t.size(0) == rows && t.dtype() == DType::f32,
