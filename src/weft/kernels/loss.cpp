@@ -3,11 +3,49 @@
 #include "weft/kernels/cpu/loss.h"
 #include "weft/kernels/cuda/loss.h"
 #include "weft/kernels/dispatch.h"
+#include "weft/kernels/loss_vocab.h"
 
 namespace weft::kernels {
 
+namespace {
+
+using detail::Vocab;
+
+Vocab check_logits(const Tensor& logits, const CrossEntropyOptions& opt, const char* op) {
+  WEFT_CHECK(logits.dim() == 2, "{}: logits must be (N,V), got shape {}", op, logits.shape());
+  WEFT_CHECK(logits.dtype() == DType::f32 || logits.dtype() == DType::bf16,
+             "{}: logits must be f32 or bf16, got {}", op, dtype_name(logits.dtype()));
+  WEFT_CHECK(opt.vocab_start >= 0, "{}: vocab_start must be >= 0, got {}", op, opt.vocab_start);
+  WEFT_CHECK(opt.valid_vocab >= 0, "{}: valid_vocab must be >= 0 (0 = all columns), got {}", op,
+             opt.valid_vocab);
+  return detail::vocab_of(logits, opt);
+}
+
+void check_row_vector(const Tensor& t, int64_t rows, const char* op, const char* name) {
+  WEFT_CHECK(t.dim() == 1 && t.size(0) == rows && t.dtype() == DType::f32,
+             "{}: {} must be f32 of shape [{}], got {} {}", op, name, rows, dtype_name(t.dtype()),
+             t.shape());
+}
+
+void check_targets_shape(const Tensor& targets, int64_t rows, const char* op) {
+  WEFT_CHECK(targets.dim() == 1 && targets.size(0) == rows && targets.dtype() == DType::i32,
+             "{}: targets must be i32 of shape [{}] (one per logits row), got {} {}", op, rows,
+             dtype_name(targets.dtype()), targets.shape());
+}
+
+}  // namespace
+
 float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                             Tensor& lse, const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_forward";
+  const Vocab v = check_logits(logits, opt, op);
+  WEFT_CHECK(opt.vocab_start == 0 && v.valid_vocab <= v.cols,
+             "{}: needs the whole vocabulary (vocab_start 0, valid_vocab <= {} columns), got "
+             "vocab_start {} valid_vocab {}; for a vocab slice combine the row-wise pieces "
+             "across ranks",
+             op, v.cols, opt.vocab_start, v.valid_vocab);
+  WEFT_CHECK(v.valid_cols > 0, "{}: logits {} hold no vocabulary column", op, logits.shape());
+  check_targets_shape(targets, v.rows, op);
   return detail::dispatch(
       ec, "cross_entropy_forward", {&logits, &targets, &lse},
       [&] { return cpu::cross_entropy_forward(ec, logits, targets, lse, opt); },
@@ -17,6 +55,9 @@ float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const T
 void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                             const Tensor& lse, float dloss, Tensor& dlogits,
                             const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_backward";
+  const Vocab v = check_logits(logits, opt, op);
+  check_targets_shape(targets, v.rows, op);
   return detail::dispatch(
       ec, "cross_entropy_backward", {&logits, &targets, &lse, &dlogits},
       [&] { return cpu::cross_entropy_backward(ec, logits, targets, lse, dloss, dlogits, opt); },
@@ -25,6 +66,9 @@ void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const T
 
 void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& row_max,
                            const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_row_max";
+  const Vocab v = check_logits(logits, opt, op);
+  check_row_vector(row_max, v.rows, op, "row_max");
   return detail::dispatch(
       ec, "cross_entropy_row_max", {&logits, &row_max},
       [&] { return cpu::cross_entropy_row_max(ec, logits, row_max, opt); },
@@ -33,6 +77,9 @@ void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& 
 
 void cross_entropy_target_logit(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                                 Tensor& target_logit, const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_target_logit";
+  const Vocab v = check_logits(logits, opt, op);
+  check_targets_shape(targets, v.rows, op);
   return detail::dispatch(
       ec, "cross_entropy_target_logit", {&logits, &targets, &target_logit},
       [&] { return cpu::cross_entropy_target_logit(ec, logits, targets, target_logit, opt); },
@@ -41,6 +88,10 @@ void cross_entropy_target_logit(const ExecContext& ec, const Tensor& logits, con
 
 void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Tensor& row_max,
                            Tensor& sum_exp, const CrossEntropyOptions& opt) {
+  constexpr const char* op = "cross_entropy_sum_exp";
+  const Vocab v = check_logits(logits, opt, op);
+  check_row_vector(row_max, v.rows, op, "row_max");
+  check_row_vector(sum_exp, v.rows, op, "sum_exp");
   return detail::dispatch(
       ec, "cross_entropy_sum_exp", {&logits, &row_max, &sum_exp},
       [&] { return cpu::cross_entropy_sum_exp(ec, logits, row_max, sum_exp, opt); },
@@ -50,6 +101,14 @@ void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Te
 float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const Tensor& sum_exp,
                             const Tensor& target_logit, const Tensor& targets, Tensor& lse,
                             int32_t ignore_index) {
+  constexpr const char* op = "cross_entropy_combine";
+  WEFT_CHECK(row_max.dim() == 1, "{}: row_max must be (N), got {}", op, row_max.shape());
+  const int64_t rows = row_max.size(0);
+  check_row_vector(row_max, rows, op, "row_max");
+  check_row_vector(sum_exp, rows, op, "sum_exp");
+  check_row_vector(target_logit, rows, op, "target_logit");
+  check_row_vector(lse, rows, op, "lse");
+  check_targets_shape(targets, rows, op);
   return detail::dispatch(
       ec, "cross_entropy_combine", {&row_max, &sum_exp, &target_logit, &targets, &lse},
       [&] {
@@ -63,6 +122,9 @@ float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const 
 }
 
 int64_t count_targets(const ExecContext& ec, const Tensor& targets, int32_t ignore_index) {
+  WEFT_CHECK(targets.dim() == 1 && targets.dtype() == DType::i32,
+             "count_targets: targets must be i32 of shape [N], got {} {}",
+             dtype_name(targets.dtype()), targets.shape());
   return detail::dispatch(
       ec, "count_targets", {&targets},
       [&] { return cpu::count_targets(ec, targets, ignore_index); },

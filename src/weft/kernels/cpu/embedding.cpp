@@ -13,51 +13,33 @@ using detail::load;
 using detail::store;
 using detail::with_floats;
 
-// Gradient tables are f32; a table read (wte for the lookup) may be bf16 too.
-void check_table(const Tensor& table, const char* op, const char* name, bool read_only) {
-  WEFT_CHECK(table.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op,
-             name, table.device());
-  const bool dtype_ok = table.dtype() == DType::f32 || (read_only && table.dtype() == DType::bf16);
-  WEFT_CHECK(table.dim() == 2 && dtype_ok, "{}: {} must be an {} table (rows, C), got {} {}", op,
-             name, read_only ? "f32 or bf16" : "f32", dtype_name(table.dtype()), table.shape());
+// The dtype and shape checks run in kernels/embedding.cpp before the dispatch;
+// the dispatch has already placed every tensor on the CPU.
+void check_cpu(const Tensor& t, const char* op, const char* name) {
+  WEFT_CHECK(t.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op, name,
+             t.device());
 }
 
-// Checks that act is (B,T,C) for the table's C.
-void check_activation(const Tensor& act, int64_t channels, const char* op, const char* name) {
-  WEFT_CHECK(act.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op, name,
-             act.device());
-  WEFT_CHECK(act.dim() == 3 && act.size(2) == channels &&
-                 (act.dtype() == DType::f32 || act.dtype() == DType::bf16),
-             "{}: {} must be f32 or bf16 of shape (B, T, {}), got {} {}", op, name, channels,
-             dtype_name(act.dtype()), act.shape());
-}
-
-// The table (rows, C) and the activation (B, T, C) of one kernel, checked.
+// The table (rows, C) and the activation (B, T, C) of one kernel.
 // (Copied into plain variables, not structured bindings: clang 14, which the
 // fuzz build uses, cannot capture bindings in the kernels' lambdas.)
 struct Shapes {
   int64_t table_rows, channels, batch, seq;
 };
-Shapes checked_shapes(const Tensor& table, const Tensor& act, const char* op,
-                      const char* table_name, const char* act_name, bool read_only) {
-  check_table(table, op, table_name, read_only);
-  check_activation(act, table.size(1), op, act_name);
+Shapes shapes_of(const Tensor& table, const Tensor& act, const char* op, const char* table_name,
+                 const char* act_name) {
+  check_cpu(table, op, table_name);
+  check_cpu(act, op, act_name);
   return {table.size(0), table.size(1), act.size(0), act.size(1)};
 }
 
-// Validates tokens (B,T) against the vocabulary before any parallel loop runs
+// Validates tokens (B,T) (their shape and the options checked in
+// kernels/embedding.cpp) against the vocabulary before any parallel loop runs
 // (an exception cannot leave an OpenMP region).
-void check_tokens(const Tensor& tokens, int64_t batch, int64_t seq, int64_t table_rows,
+void check_tokens(const Tensor& tokens, int64_t seq, int64_t table_rows,
                   const EmbeddingOptions& opt, const char* op) {
   WEFT_CHECK(tokens.device().is_cpu(), "{}: tokens live on {}, but this kernel runs on the cpu", op,
              tokens.device());
-  WEFT_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::i32 && tokens.size(0) == batch &&
-                 tokens.size(1) == seq,
-             "{}: tokens must be i32 of shape ({}, {}), got {} {}", op, batch, seq,
-             dtype_name(tokens.dtype()), tokens.shape());
-  WEFT_CHECK(opt.vocab_start >= 0, "{}: vocab_start must be >= 0, got {}", op, opt.vocab_start);
-  WEFT_CHECK(opt.valid_vocab >= 0, "{}: valid_vocab must be >= 0 (0 = all rows), got {}", op,
-             opt.valid_vocab);
   const int64_t valid_vocab = opt.valid_vocab > 0 ? opt.valid_vocab : opt.vocab_start + table_rows;
   const int32_t* tok = tokens.data<int32_t>();
   for (int64_t i = 0; i < tokens.numel(); ++i) {
@@ -68,22 +50,15 @@ void check_tokens(const Tensor& tokens, int64_t batch, int64_t seq, int64_t tabl
   }
 }
 
-void check_positions(int64_t seq, int64_t table_rows, int64_t pos_offset, const char* op) {
-  WEFT_CHECK(pos_offset >= 0 && pos_offset + seq <= table_rows,
-             "{}: positions [{}, {}) do not fit the position table of {} rows; the sequence is "
-             "longer than the model's context length",
-             op, pos_offset, pos_offset + seq, table_rows);
-}
-
 }  // namespace
 
 void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor& wte, Tensor& out,
                        const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_forward";
-  const Shapes shapes = checked_shapes(wte, out, op, "wte", "out", true);
+  const Shapes shapes = shapes_of(wte, out, op, "wte", "out");
   const int64_t vocab = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
                 seq = shapes.seq;
-  check_tokens(tokens, batch, seq, vocab, opt, op);
+  check_tokens(tokens, seq, vocab, opt, op);
   const int32_t* tok = tokens.data<int32_t>();
   const int64_t rows = batch * seq;
   with_floats(wte, [&](const auto* table) {
@@ -106,10 +81,10 @@ void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor
 void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor& tokens,
                         Tensor& dwte, const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_backward";
-  const Shapes shapes = checked_shapes(dwte, dout, op, "dwte", "dout", false);
+  const Shapes shapes = shapes_of(dwte, dout, op, "dwte", "dout");
   const int64_t vocab = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
                 seq = shapes.seq;
-  check_tokens(tokens, batch, seq, vocab, opt, op);
+  check_tokens(tokens, seq, vocab, opt, op);
   const int32_t* tok = tokens.data<int32_t>();
   float* grad = dwte.data<float>();
   const int64_t rows = batch * seq;
@@ -137,11 +112,10 @@ void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
 void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor& out,
                                 int64_t pos_offset, bool sequence_major) {
   constexpr const char* op = "position_embedding_forward";
-  const Shapes shapes = checked_shapes(wpe, out, op, "wpe", "out", false);
-  const int64_t positions = shapes.table_rows, channels = shapes.channels;
+  const Shapes shapes = shapes_of(wpe, out, op, "wpe", "out");
+  const int64_t channels = shapes.channels;
   const int64_t batch = sequence_major ? shapes.seq : shapes.batch;
   const int64_t seq = sequence_major ? shapes.batch : shapes.seq;
-  check_positions(seq, positions, pos_offset, op);
   const float* table = wpe.data<float>() + pos_offset * channels;
   const int64_t rows = batch * seq;
   with_floats(out, [&](auto* y) {
@@ -158,11 +132,10 @@ void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor
 void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tensor& dwpe,
                                  int64_t pos_offset, bool sequence_major) {
   constexpr const char* op = "position_embedding_backward";
-  const Shapes shapes = checked_shapes(dwpe, dout, op, "dwpe", "dout", false);
-  const int64_t positions = shapes.table_rows, channels = shapes.channels;
+  const Shapes shapes = shapes_of(dwpe, dout, op, "dwpe", "dout");
+  const int64_t channels = shapes.channels;
   const int64_t batch = sequence_major ? shapes.seq : shapes.batch;
   const int64_t seq = sequence_major ? shapes.batch : shapes.seq;
-  check_positions(seq, positions, pos_offset, op);
   float* grad = dwpe.data<float>() + pos_offset * channels;
   with_floats(dout, [&](const auto* dy) {
   // One thread per position row, summing the batch in order: deterministic.

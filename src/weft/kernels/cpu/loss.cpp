@@ -7,6 +7,7 @@
 
 #include "weft/core/exec_context.h"
 #include "weft/kernels/elementwise.h"
+#include "weft/kernels/loss_vocab.h"
 
 namespace weft::kernels::cpu {
 
@@ -15,55 +16,39 @@ namespace {
 using detail::exp_in_range;
 using detail::load;
 using detail::store;
+using detail::Vocab;
 using detail::with_floats;
 
-// The logits as the kernels see them, with the padding resolved.
-struct Vocab {
-  int64_t rows = 0;         // N
-  int64_t cols = 0;         // V, columns of this slice
-  int64_t start = 0;        // vocabulary id of column 0
-  int64_t valid_vocab = 0;  // ids >= this are padding
-  int64_t valid_cols = 0;   // columns [0, valid_cols) of the slice are real
-};
-
-Vocab check_logits(const Tensor& logits, const CrossEntropyOptions& opt, const char* op) {
+// The logits' shape and the options are checked in kernels/loss.cpp before the dispatch.
+Vocab vocab_of(const Tensor& logits, const CrossEntropyOptions& opt, const char* op) {
   WEFT_CHECK(logits.device().is_cpu(), "{}: logits live on {}, but this kernel runs on the cpu", op,
              logits.device());
-  WEFT_CHECK(logits.dim() == 2, "{}: logits must be (N,V), got shape {}", op, logits.shape());
-  WEFT_CHECK(logits.dtype() == DType::f32 || logits.dtype() == DType::bf16,
-             "{}: logits must be f32 or bf16, got {}", op, dtype_name(logits.dtype()));
-  WEFT_CHECK(opt.vocab_start >= 0, "{}: vocab_start must be >= 0, got {}", op, opt.vocab_start);
-  WEFT_CHECK(opt.valid_vocab >= 0, "{}: valid_vocab must be >= 0 (0 = all columns), got {}", op,
-             opt.valid_vocab);
-  Vocab v;
-  v.rows = logits.size(0);
-  v.cols = logits.size(1);
-  v.start = opt.vocab_start;
-  v.valid_vocab = opt.valid_vocab > 0 ? opt.valid_vocab : opt.vocab_start + v.cols;
-  v.valid_cols = std::clamp<int64_t>(v.valid_vocab - v.start, 0, v.cols);
-  return v;
+  return detail::vocab_of(logits, opt);
 }
 
-void check_row_vector(const Tensor& t, int64_t rows, const char* op, const char* name) {
+void check_on_cpu(const Tensor& t, const char* op, const char* name) {
   WEFT_CHECK(t.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op, name,
              t.device());
+}
+
+// For the vectors checked after the targets' ids (which need the data); the
+// others are checked in kernels/loss.cpp before the dispatch.
+void check_row_vector(const Tensor& t, int64_t rows, const char* op, const char* name) {
+  check_on_cpu(t, op, name);
   WEFT_CHECK(t.dim() == 1 && t.size(0) == rows && t.dtype() == DType::f32,
              "{}: {} must be f32 of shape [{}], got {} {}", op, name, rows, dtype_name(t.dtype()),
              t.shape());
 }
 
-void check_targets_shape(const Tensor& targets, int64_t rows, const char* op) {
+void check_targets_on_cpu(const Tensor& targets, const char* op) {
   WEFT_CHECK(targets.device().is_cpu(), "{}: targets live on {}, but this kernel runs on the cpu",
              op, targets.device());
-  WEFT_CHECK(targets.dim() == 1 && targets.size(0) == rows && targets.dtype() == DType::i32,
-             "{}: targets must be i32 of shape [{}] (one per logits row), got {} {}", op, rows,
-             dtype_name(targets.dtype()), targets.shape());
 }
 
-// Validates every target before any parallel loop runs (an exception cannot
-// leave an OpenMP region) and returns how many rows are counted.
+// Validates every target (their shape checked in kernels/loss.cpp) before any parallel loop runs
+// (an exception cannot leave an OpenMP region) and returns how many rows are counted.
 int64_t check_targets(const Tensor& targets, const Vocab& v, int32_t ignore_index, const char* op) {
-  check_targets_shape(targets, v.rows, op);
+  check_targets_on_cpu(targets, op);
   const int32_t* t = targets.data<int32_t>();
   int64_t count = 0;
   for (int64_t n = 0; n < v.rows; ++n) {
@@ -126,9 +111,6 @@ float mean_loss(const float* lse, const int32_t* targets, int64_t rows, int32_t 
 }  // namespace
 
 int64_t count_targets(const ExecContext&, const Tensor& targets, int32_t ignore_index) {
-  WEFT_CHECK(targets.dim() == 1 && targets.dtype() == DType::i32,
-             "count_targets: targets must be i32 of shape [N], got {} {}",
-             dtype_name(targets.dtype()), targets.shape());
   const int32_t* t = targets.data<int32_t>();
   int64_t count = 0;
   for (int64_t n = 0; n < targets.numel(); ++n) count += t[n] != ignore_index;
@@ -138,13 +120,7 @@ int64_t count_targets(const ExecContext&, const Tensor& targets, int32_t ignore_
 float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                             Tensor& lse, const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_forward";
-  Vocab v = check_logits(logits, opt, op);
-  WEFT_CHECK(opt.vocab_start == 0 && v.valid_vocab <= v.cols,
-             "{}: needs the whole vocabulary (vocab_start 0, valid_vocab <= {} columns), got "
-             "vocab_start {} valid_vocab {}; for a vocab slice combine the row-wise pieces "
-             "across ranks",
-             op, v.cols, opt.vocab_start, v.valid_vocab);
-  WEFT_CHECK(v.valid_cols > 0, "{}: logits {} hold no vocabulary column", op, logits.shape());
+  Vocab v = vocab_of(logits, opt, op);
   int64_t count = check_targets(targets, v, opt.ignore_index, op);
   check_row_vector(lse, v.rows, op, "lse");
   float* out = lse.data<float>();
@@ -167,7 +143,7 @@ void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const T
                             const Tensor& lse, float dloss, Tensor& dlogits,
                             const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_backward";
-  Vocab v = check_logits(logits, opt, op);
+  Vocab v = vocab_of(logits, opt, op);
   int64_t count = check_targets(targets, v, opt.ignore_index, op);
   check_row_vector(lse, v.rows, op, "lse");
   WEFT_CHECK(dlogits.device().is_cpu() && dlogits.shape() == logits.shape() &&
@@ -217,8 +193,8 @@ void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const T
 void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& row_max_out,
                            const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_row_max";
-  Vocab v = check_logits(logits, opt, op);
-  check_row_vector(row_max_out, v.rows, op, "row_max");
+  Vocab v = vocab_of(logits, opt, op);
+  check_on_cpu(row_max_out, op, "row_max");
   float* out = row_max_out.data<float>();
   with_floats(logits, [&](const auto* x) {
 #pragma omp parallel for num_threads(ec.threads()) schedule(static)
@@ -229,7 +205,7 @@ void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& 
 void cross_entropy_target_logit(const ExecContext&, const Tensor& logits, const Tensor& targets,
                                 Tensor& target_logit, const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_target_logit";
-  Vocab v = check_logits(logits, opt, op);
+  Vocab v = vocab_of(logits, opt, op);
   check_targets(targets, v, opt.ignore_index, op);
   check_row_vector(target_logit, v.rows, op, "target_logit");
   const int32_t* t = targets.data<int32_t>();
@@ -246,9 +222,9 @@ void cross_entropy_target_logit(const ExecContext&, const Tensor& logits, const 
 void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Tensor& row_max_in,
                            Tensor& sum_exp, const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_sum_exp";
-  Vocab v = check_logits(logits, opt, op);
-  check_row_vector(row_max_in, v.rows, op, "row_max");
-  check_row_vector(sum_exp, v.rows, op, "sum_exp");
+  Vocab v = vocab_of(logits, opt, op);
+  check_on_cpu(row_max_in, op, "row_max");
+  check_on_cpu(sum_exp, op, "sum_exp");
   const float* m = row_max_in.data<float>();
   float* out = sum_exp.data<float>();
   with_floats(logits, [&](const auto* x) {
@@ -261,13 +237,12 @@ float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max_in, con
                             const Tensor& target_logit, const Tensor& targets, Tensor& lse,
                             int32_t ignore_index) {
   constexpr const char* op = "cross_entropy_combine";
-  WEFT_CHECK(row_max_in.dim() == 1, "{}: row_max must be (N), got {}", op, row_max_in.shape());
   int64_t rows = row_max_in.size(0);
-  check_row_vector(row_max_in, rows, op, "row_max");
-  check_row_vector(sum_exp, rows, op, "sum_exp");
-  check_row_vector(target_logit, rows, op, "target_logit");
-  check_row_vector(lse, rows, op, "lse");
-  check_targets_shape(targets, rows, op);
+  check_on_cpu(row_max_in, op, "row_max");
+  check_on_cpu(sum_exp, op, "sum_exp");
+  check_on_cpu(target_logit, op, "target_logit");
+  check_on_cpu(lse, op, "lse");
+  check_targets_on_cpu(targets, op);
   const float* m = row_max_in.data<float>();
   const float* s = sum_exp.data<float>();
   const float* z = target_logit.data<float>();

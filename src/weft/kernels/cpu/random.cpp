@@ -26,16 +26,9 @@ void parallel_chunks(const ExecContext& ec, int64_t n, Body&& body) {
   for (int64_t c = 0; c < chunks; ++c) body(c * kChunk, std::min(n, (c + 1) * kChunk));
 }
 
-void check_p(float p) {
-  WEFT_CHECK(p >= 0.0f && p < 1.0f,
-             "dropout probability must lie in [0, 1), got {} (use 0 to disable dropout)", p);
-}
-
 }  // namespace
 
 void fill_uniform(const ExecContext& ec, uint64_t seed, uint64_t offset, Tensor& out) {
-  WEFT_CHECK(out.dtype() == DType::f32, "fill_uniform writes f32, got a {} tensor of shape {}",
-             dtype_name(out.dtype()), out.shape());
   float* o = out.data<float>();
   parallel_chunks(ec, out.numel(), [&](int64_t begin, int64_t end) {
     for_each_uniform(seed, offset + static_cast<uint64_t>(begin), end - begin,
@@ -45,14 +38,6 @@ void fill_uniform(const ExecContext& ec, uint64_t seed, uint64_t offset, Tensor&
 
 void dropout_forward(const ExecContext& ec, const Tensor& x, float p, uint64_t seed,
                      uint64_t offset, Tensor& y, Tensor& mask) {
-  check_p(p);
-  detail::check_float(x, "dropout input");
-  WEFT_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(),
-             "dropout output is {} {} but the input is {} {}", dtype_name(y.dtype()), y.shape(),
-             dtype_name(x.dtype()), x.shape());
-  WEFT_CHECK(mask.shape() == x.shape() && mask.dtype() == DType::u8,
-             "dropout mask must be u8 of the input's shape {}, got {} {}", x.shape(),
-             dtype_name(mask.dtype()), mask.shape());
   uint8_t* m = mask.data<uint8_t>();
   if (p == 0.0f) {
     y.copy_from(x);
@@ -77,14 +62,6 @@ void dropout_forward(const ExecContext& ec, const Tensor& x, float p, uint64_t s
 
 void dropout_backward(const ExecContext& ec, const Tensor& dy, const Tensor& mask, float p,
                       Tensor& dx) {
-  check_p(p);
-  detail::check_float(dy, "dropout output gradient");
-  WEFT_CHECK(dx.shape() == dy.shape() && dx.dtype() == dy.dtype(),
-             "dropout input gradient is {} {} but the output gradient is {} {}",
-             dtype_name(dx.dtype()), dx.shape(), dtype_name(dy.dtype()), dy.shape());
-  WEFT_CHECK(mask.shape() == dy.shape() && mask.dtype() == DType::u8,
-             "dropout mask must be u8 of the gradient's shape {}, got {} {}", dy.shape(),
-             dtype_name(mask.dtype()), mask.shape());
   const float scale = 1.0f / (1.0f - p);
   const uint8_t* m = mask.data<uint8_t>();
   detail::dispatch_float(dy.dtype(), [&]<typename T>() {

@@ -10,41 +10,19 @@ namespace weft::kernels::cuda {
 
 namespace {
 
-void check_table(const Tensor& table, const char* op, const char* name, bool read_only) {
-  const bool dtype_ok = table.dtype() == DType::f32 || (read_only && table.dtype() == DType::bf16);
-  WEFT_CHECK(table.dim() == 2 && dtype_ok, "{}: {} must be an {} table (rows, C), got {} {}", op,
-             name, read_only ? "f32 or bf16" : "f32", dtype_name(table.dtype()), table.shape());
-}
-
-void check_activation(const Tensor& act, int64_t channels, const char* op, const char* name) {
-  WEFT_CHECK(act.dim() == 3 && act.size(2) == channels &&
-                 (act.dtype() == DType::f32 || act.dtype() == DType::bf16),
-             "{}: {} must be f32 or bf16 of shape (B, T, {}), got {} {}", op, name, channels,
-             dtype_name(act.dtype()), act.shape());
-}
-
 struct Shapes {
   int64_t table_rows, channels, batch, seq;
 };
-Shapes checked_shapes(const Tensor& table, const Tensor& act, const char* op,
-                      const char* table_name, const char* act_name, bool read_only) {
-  check_table(table, op, table_name, read_only);
-  check_activation(act, table.size(1), op, act_name);
+// Checked in kernels/embedding.cpp before the dispatch.
+Shapes shapes_of(const Tensor& table, const Tensor& act) {
   return {table.size(0), table.size(1), act.size(0), act.size(1)};
 }
 
-// The tokens (B,T), copied to the host and checked against the vocabulary
-// with the CPU kernel's message.
-std::vector<int32_t> checked_tokens(const ExecContext& ec, const Tensor& tokens, int64_t batch,
-                                    int64_t seq, int64_t table_rows, const EmbeddingOptions& opt,
+// The tokens (B,T) (their shape and the options checked in kernels/embedding.cpp),
+// copied to the host and checked against the vocabulary with the CPU kernel's message.
+std::vector<int32_t> checked_tokens(const ExecContext& ec, const Tensor& tokens, int64_t seq,
+                                    int64_t table_rows, const EmbeddingOptions& opt,
                                     const char* op) {
-  WEFT_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::i32 && tokens.size(0) == batch &&
-                 tokens.size(1) == seq,
-             "{}: tokens must be i32 of shape ({}, {}), got {} {}", op, batch, seq,
-             dtype_name(tokens.dtype()), tokens.shape());
-  WEFT_CHECK(opt.vocab_start >= 0, "{}: vocab_start must be >= 0, got {}", op, opt.vocab_start);
-  WEFT_CHECK(opt.valid_vocab >= 0, "{}: valid_vocab must be >= 0 (0 = all rows), got {}", op,
-             opt.valid_vocab);
   WEFT_CHECK(tokens.numel() < (int64_t{1} << 31),
              "{}: {} tokens exceed the 2^31 this kernel handles", op, tokens.numel());
   const int64_t valid_vocab = opt.valid_vocab > 0 ? opt.valid_vocab : opt.vocab_start + table_rows;
@@ -61,13 +39,6 @@ std::vector<int32_t> checked_tokens(const ExecContext& ec, const Tensor& tokens,
                valid_vocab);
   }
   return tok;
-}
-
-void check_positions(int64_t seq, int64_t table_rows, int64_t pos_offset, const char* op) {
-  WEFT_CHECK(pos_offset >= 0 && pos_offset + seq <= table_rows,
-             "{}: positions [{}, {}) do not fit the position table of {} rows; the sequence is "
-             "longer than the model's context length",
-             op, pos_offset, pos_offset + seq, table_rows);
 }
 
 // tokens (rows), wte (vocab, C) -> out (rows, C). One block per token row:
@@ -139,8 +110,8 @@ __global__ void position_backward_kernel(const T* dout, float* grad, int64_t cha
 void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor& wte, Tensor& out,
                        const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_forward";
-  const Shapes s = checked_shapes(wte, out, op, "wte", "out", true);
-  checked_tokens(ec, tokens, s.batch, s.seq, s.table_rows, opt, op);
+  const Shapes s = shapes_of(wte, out);
+  checked_tokens(ec, tokens, s.seq, s.table_rows, opt, op);
   const int64_t rows = s.batch * s.seq;
   if (rows == 0 || s.channels == 0) return;
   dispatch_float(wte.dtype(), "embedding_forward: wte", [&]<typename TW>() {
@@ -156,9 +127,8 @@ void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor
 void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor& tokens,
                         Tensor& dwte, const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_backward";
-  const Shapes s = checked_shapes(dwte, dout, op, "dwte", "dout", false);
-  const std::vector<int32_t> tok =
-      checked_tokens(ec, tokens, s.batch, s.seq, s.table_rows, opt, op);
+  const Shapes s = shapes_of(dwte, dout);
+  const std::vector<int32_t> tok = checked_tokens(ec, tokens, s.seq, s.table_rows, opt, op);
   if (tok.empty() || s.channels == 0) return;
   // The rows of each token of this slice, in row order (a stable sort by
   // token), packed as [rows | group starts | group tokens] for one copy.
@@ -205,11 +175,9 @@ void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
 
 void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor& out,
                                 int64_t pos_offset, bool sequence_major) {
-  constexpr const char* op = "position_embedding_forward";
-  const Shapes s = checked_shapes(wpe, out, op, "wpe", "out", false);
+  const Shapes s = shapes_of(wpe, out);
   const int64_t batch = sequence_major ? s.seq : s.batch;
   const int64_t seq = sequence_major ? s.batch : s.seq;
-  check_positions(seq, s.table_rows, pos_offset, op);
   const int64_t rows = batch * seq;
   if (rows * s.channels == 0) return;
   const float* table = dptr<const float>(wpe) + pos_offset * s.channels;
@@ -223,11 +191,9 @@ void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor
 
 void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tensor& dwpe,
                                  int64_t pos_offset, bool sequence_major) {
-  constexpr const char* op = "position_embedding_backward";
-  const Shapes s = checked_shapes(dwpe, dout, op, "dwpe", "dout", false);
+  const Shapes s = shapes_of(dwpe, dout);
   const int64_t batch = sequence_major ? s.seq : s.batch;
   const int64_t seq = sequence_major ? s.batch : s.seq;
-  check_positions(seq, s.table_rows, pos_offset, op);
   if (seq * s.channels == 0) return;
   float* grad = dptr<float>(dwpe) + pos_offset * s.channels;
   dispatch_float(dout.dtype(), "position_embedding_backward: dout", [&]<typename T>() {

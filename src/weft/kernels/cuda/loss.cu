@@ -5,6 +5,7 @@
 
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/loss.h"
+#include "weft/kernels/loss_vocab.h"
 
 namespace weft::kernels::cuda {
 
@@ -20,41 +21,13 @@ constexpr int kThreads = 256;
 // it keeps both sides summing the same terms).
 constexpr float kExpRange = 87.0f;
 
-// The logits as the kernels see them, with the padding resolved.
-struct Vocab {
-  int64_t rows = 0;         // N
-  int64_t cols = 0;         // V, columns of this slice
-  int64_t start = 0;        // vocabulary id of column 0
-  int64_t valid_vocab = 0;  // ids >= this are padding
-  int64_t valid_cols = 0;   // columns [0, valid_cols) of the slice are real
-};
-
-Vocab check_logits(const Tensor& logits, const CrossEntropyOptions& opt, const char* op) {
-  WEFT_CHECK(logits.dim() == 2, "{}: logits must be (N,V), got shape {}", op, logits.shape());
-  WEFT_CHECK(logits.dtype() == DType::f32 || logits.dtype() == DType::bf16,
-             "{}: logits must be f32 or bf16, got {}", op, dtype_name(logits.dtype()));
-  WEFT_CHECK(opt.vocab_start >= 0, "{}: vocab_start must be >= 0, got {}", op, opt.vocab_start);
-  WEFT_CHECK(opt.valid_vocab >= 0, "{}: valid_vocab must be >= 0 (0 = all columns), got {}", op,
-             opt.valid_vocab);
-  Vocab v;
-  v.rows = logits.size(0);
-  v.cols = logits.size(1);
-  v.start = opt.vocab_start;
-  v.valid_vocab = opt.valid_vocab > 0 ? opt.valid_vocab : opt.vocab_start + v.cols;
-  v.valid_cols = std::clamp<int64_t>(v.valid_vocab - v.start, 0, v.cols);
-  return v;
-}
+using detail::Vocab;
+using detail::vocab_of;
 
 void check_row_vector(const Tensor& t, int64_t rows, const char* op, const char* name) {
   WEFT_CHECK(t.dim() == 1 && t.size(0) == rows && t.dtype() == DType::f32,
              "{}: {} must be f32 of shape [{}], got {} {}", op, name, rows, dtype_name(t.dtype()),
              t.shape());
-}
-
-void check_targets_shape(const Tensor& targets, int64_t rows, const char* op) {
-  WEFT_CHECK(targets.dim() == 1 && targets.size(0) == rows && targets.dtype() == DType::i32,
-             "{}: targets must be i32 of shape [{}] (one per logits row), got {} {}", op, rows,
-             dtype_name(targets.dtype()), targets.shape());
 }
 
 // The elements of a small device tensor, after the work queued on ec's stream.
@@ -68,7 +41,8 @@ std::vector<T> to_host(const ExecContext& ec, const Tensor& t) {
   return v;
 }
 
-// The targets on the host, every one checked, and how many rows are counted.
+// The targets on the host (their shape checked in kernels/loss.cpp), every one checked, and how
+// many rows are counted.
 struct Targets {
   std::vector<int32_t> values;
   int64_t count = 0;
@@ -76,7 +50,6 @@ struct Targets {
 
 Targets check_targets(const ExecContext& ec, const Tensor& targets, const Vocab& v,
                       int32_t ignore_index, const char* op) {
-  check_targets_shape(targets, v.rows, op);
   Targets t{to_host<int32_t>(ec, targets), 0};
   for (int64_t n = 0; n < v.rows; ++n) {
     const int32_t id = t.values[static_cast<size_t>(n)];
@@ -240,9 +213,6 @@ void launch_target_logit(const ExecContext& ec, const Tensor& logits, const Tens
 }  // namespace
 
 int64_t count_targets(const ExecContext& ec, const Tensor& targets, int32_t ignore_index) {
-  WEFT_CHECK(targets.dim() == 1 && targets.dtype() == DType::i32,
-             "count_targets: targets must be i32 of shape [N], got {} {}",
-             dtype_name(targets.dtype()), targets.shape());
   const std::vector<int32_t> t = to_host<int32_t>(ec, targets);
   return std::count_if(t.begin(), t.end(), [&](int32_t id) { return id != ignore_index; });
 }
@@ -250,13 +220,7 @@ int64_t count_targets(const ExecContext& ec, const Tensor& targets, int32_t igno
 float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                             Tensor& lse, const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_forward";
-  const Vocab v = check_logits(logits, opt, op);
-  WEFT_CHECK(opt.vocab_start == 0 && v.valid_vocab <= v.cols,
-             "{}: needs the whole vocabulary (vocab_start 0, valid_vocab <= {} columns), got "
-             "vocab_start {} valid_vocab {}; for a vocab slice combine the row-wise pieces "
-             "across ranks",
-             op, v.cols, opt.vocab_start, v.valid_vocab);
-  WEFT_CHECK(v.valid_cols > 0, "{}: logits {} hold no vocabulary column", op, logits.shape());
+  const Vocab v = vocab_of(logits, opt);
   const Targets t = check_targets(ec, targets, v, opt.ignore_index, op);
   check_row_vector(lse, v.rows, op, "lse");
   if (v.rows == 0) return 0.0f;
@@ -271,7 +235,7 @@ void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const T
                             const Tensor& lse, float dloss, Tensor& dlogits,
                             const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_backward";
-  const Vocab v = check_logits(logits, opt, op);
+  const Vocab v = vocab_of(logits, opt);
   const int64_t count = check_targets(ec, targets, v, opt.ignore_index, op).count;
   check_row_vector(lse, v.rows, op, "lse");
   WEFT_CHECK(dlogits.shape() == logits.shape() &&
@@ -301,8 +265,7 @@ void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const T
 void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& row_max_out,
                            const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_row_max";
-  const Vocab v = check_logits(logits, opt, op);
-  check_row_vector(row_max_out, v.rows, op, "row_max");
+  const Vocab v = vocab_of(logits, opt);
   if (v.rows == 0) return;
   dispatch_float(logits.dtype(), op, [&]<typename T>() {
     row_max_kernel<T><<<row_blocks(v.rows), kRowThreads, 0, stream_of(ec)>>>(
@@ -314,7 +277,7 @@ void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& 
 void cross_entropy_target_logit(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                                 Tensor& target_logit, const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_target_logit";
-  const Vocab v = check_logits(logits, opt, op);
+  const Vocab v = vocab_of(logits, opt);
   check_targets(ec, targets, v, opt.ignore_index, op);
   check_row_vector(target_logit, v.rows, op, "target_logit");
   if (v.rows == 0) return;
@@ -324,9 +287,7 @@ void cross_entropy_target_logit(const ExecContext& ec, const Tensor& logits, con
 void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Tensor& row_max_in,
                            Tensor& sum_exp, const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_sum_exp";
-  const Vocab v = check_logits(logits, opt, op);
-  check_row_vector(row_max_in, v.rows, op, "row_max");
-  check_row_vector(sum_exp, v.rows, op, "sum_exp");
+  const Vocab v = vocab_of(logits, opt);
   if (v.rows == 0) return;
   dispatch_float(logits.dtype(), op, [&]<typename T>() {
     sum_exp_kernel<T><<<row_blocks(v.rows), kRowThreads, 0, stream_of(ec)>>>(
@@ -339,14 +300,7 @@ void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Te
 float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max_in, const Tensor& sum_exp,
                             const Tensor& target_logit, const Tensor& targets, Tensor& lse,
                             int32_t ignore_index) {
-  constexpr const char* op = "cross_entropy_combine";
-  WEFT_CHECK(row_max_in.dim() == 1, "{}: row_max must be (N), got {}", op, row_max_in.shape());
   const int64_t rows = row_max_in.size(0);
-  check_row_vector(row_max_in, rows, op, "row_max");
-  check_row_vector(sum_exp, rows, op, "sum_exp");
-  check_row_vector(target_logit, rows, op, "target_logit");
-  check_row_vector(lse, rows, op, "lse");
-  check_targets_shape(targets, rows, op);
   if (rows == 0) return 0.0f;
   combine_kernel<<<blocks_for(rows, kThreads), kThreads, 0, stream_of(ec)>>>(
       dptr<const float>(row_max_in), dptr<const float>(sum_exp), rows, dptr<float>(lse));
