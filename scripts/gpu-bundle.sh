@@ -24,6 +24,13 @@ mkdir -p "$stage/bin" "$stage/tests/comm" "$stage/tests/nn" "$stage/lib"
 cp "$B/bin/weft" "$stage/bin/"
 for t in "${tests[@]}"; do cp "$B/tests/$t" "$stage/tests/$t"; done
 strip --strip-unneeded "$stage"/bin/* "$stage"/tests/*_tests "$stage"/tests/*/*_tests
+for f in "${bins[@]}"; do
+  if ldd "$f" | grep -q 'not found'; then
+    echo "gpu-bundle: $f needs libraries this machine lacks:" >&2
+    ldd "$f" | grep 'not found' >&2
+    exit 2
+  fi
+done
 # The C runtime and the CUDA driver/libraries come from the GPU machine.
 skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libpthread|libdl\.so|librt\.so|libresolv|libcuda\.so|libcublas|libcudart|libnccl)'
 for f in "${bins[@]}"; do
@@ -32,4 +39,5 @@ done | sort -u | while read -r name path; do
   if ! [[ $name =~ $skip ]]; then cp -L "$path" "$stage/lib/$name"; fi
 done
 tar -cJf "$OUT" -C "$stage" .
+echo "gpu-bundle: the GPU machine provides $(ldd "$B/bin/weft" | awk '/libcublasLt|libnccl/ {print $1}' | sort -u | tr '\n' ' ')and the CUDA driver"
 echo "gpu-bundle: $OUT ($(du -h "$OUT" | cut -f1)): $(ls "$stage/lib" | wc -l) libraries"
