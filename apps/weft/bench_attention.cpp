@@ -15,7 +15,6 @@
 #include "weft/kernels/attention.h"
 #include "weft/kernels/cpu_support.h"
 #if WEFT_HAVE_CUDA
-#include "weft/kernels/cuda/attention.h"
 #endif
 
 namespace weft {
@@ -72,10 +71,7 @@ int run(const std::vector<std::string>& args) {
   if (on_cuda) cuda::check_device(Device::cuda(0));
   const ExecContext ec = on_cuda ? ExecContext::cuda(0) : ExecContext::host();
 
-  std::string path = "cpu";
-#if WEFT_HAVE_CUDA
-  if (on_cuda) path = kernels::cuda::attention_path(dt, D);
-#endif
+  const std::string path = kernels::attention_path(ec.device(), dt, D);
   if (on_cuda) {
     std::cout << "cuda: " << cuda::device_description(0) << "\n";
   } else {

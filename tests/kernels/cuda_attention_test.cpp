@@ -14,7 +14,6 @@
 #include "testing.h"
 #include "weft/core/cuda.h"
 #include "weft/kernels/attention.h"
-#include "weft/kernels/cuda/attention.h"
 
 namespace weft::kernels {
 namespace {
@@ -121,19 +120,20 @@ TEST(CudaAttention, MatchesCpuBf16) {
   expect_same_on_small_shapes(DType::bf16);
 }
 
-#if WEFT_HAVE_CUDA  // kernels/cuda/ exists only in builds with the CUDA backend
 // bf16 heads of 16, 32, 64 and 128 run on tensor cores (the shapes above
 // then test those kernels), everything else on CUDA cores.
 TEST(CudaAttention, Bf16HeadsOfMultiplesOf16UseTensorCores) {
+  if (!weft::cuda::built()) GTEST_SKIP() << weft::cuda::unavailable_reason();
+  const Device gpu0 = Device::cuda(0);
+  EXPECT_STREQ(attention_path(Device::cpu(), DType::bf16, 64), "cpu");
   for (int64_t D : {16, 32, 64, 128}) {
-    EXPECT_STREQ(cuda::attention_path(DType::bf16, D), "tensor cores") << D;
-    EXPECT_STREQ(cuda::attention_path(DType::f32, D), "CUDA cores") << D;
+    EXPECT_STREQ(attention_path(gpu0, DType::bf16, D), "tensor cores") << D;
+    EXPECT_STREQ(attention_path(gpu0, DType::f32, D), "CUDA cores") << D;
   }
   for (int64_t D : {8, 24, 48}) {
-    EXPECT_STREQ(cuda::attention_path(DType::bf16, D), "CUDA cores") << D;
+    EXPECT_STREQ(attention_path(gpu0, DType::bf16, D), "CUDA cores") << D;
   }
 }
-#endif
 
 // GPT-2 small: 12 heads of 64 over 1024 positions.
 TEST(CudaAttention, MatchesCpuAtGpt2Shape) {

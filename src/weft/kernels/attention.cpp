@@ -1,5 +1,6 @@
 #include "weft/kernels/attention.h"
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/cpu/attention.h"
 #include "weft/kernels/cuda/attention.h"
 #include "weft/kernels/dispatch.h"
@@ -29,6 +30,17 @@ Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& conf
       ec, "attention_dropout_mask", {},
       [&] { return cpu::attention_dropout_mask(ec, config, batch, seq); },
       [&] { return cuda::attention_dropout_mask(ec, config, batch, seq); });
+}
+
+const char* attention_path(Device device, DType dtype, int64_t head_dim) {
+  if (device.is_cpu()) return "cpu";
+#if WEFT_HAVE_CUDA
+  return cuda::attention_path(dtype, head_dim);
+#else
+  (void)dtype;
+  (void)head_dim;
+  WEFT_FAIL("attention_path: {}: {}", device, weft::cuda::unavailable_reason());
+#endif
 }
 
 }  // namespace weft::kernels

@@ -72,6 +72,12 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
                         const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
                         AttentionWorkspace& workspace);
 
+// Which kernels a call on `device` with this dtype and head size runs: "cpu"
+// (the fused CPU kernels), "tensor cores" (bf16 heads of 16, 32, 64 or 128 on
+// a GPU, 16-byte aligned tensors) or "CUDA cores" (every other GPU case). For
+// reports and tests.
+const char* attention_path(Device device, DType dtype, int64_t head_dim);
+
 // The dropout mask of a forward with this config over `batch` sequences of
 // `seq` positions: (B,H,T,T) u8, 1 where an attention weight was kept, 0 where
 // it was dropped or masked (future position); undefined when config.dropout
