@@ -23,7 +23,9 @@ namespace weft::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using detail::copy_on;
 using detail::Op;
+using detail::settle;
 
 std::string error_text(const std::exception_ptr& e) {
   try {
@@ -71,11 +73,6 @@ char* bytes_of(const Tensor& t) { return static_cast<char*>(t.raw()); }
 // (the producers of the inputs, queued before the collective was issued) and
 // before any queued later (the consumers, queued after Work::wait). Nothing
 // overlaps with compute yet, but no event or stream handle crosses threads.
-void copy_on(Device d, void* dst, const void* src, int64_t bytes) {
-  if (d.is_cpu()) return detail::copy_buffer(dst, src, bytes);
-  cuda::copy_bytes(dst, d, src, d, static_cast<size_t>(bytes));
-}
-
 void copy_to_many_on(Device d, std::span<void* const> dsts, const void* src, int64_t bytes) {
   if (d.is_cpu()) return detail::copy_to_many(dsts, src, bytes);
   for (void* dst : dsts) copy_on(d, dst, src, bytes);
@@ -87,14 +84,8 @@ void reduce_on(Device d, DType dtype, ReduceOp op, void* out, std::span<const vo
 #if WEFT_HAVE_CUDA
   gpu::reduce_buffers(d, dtype, op, out, inputs, count, divisor);
 #else
-  WEFT_FAIL("cannot reduce tensors on {}: this build of weft has no CUDA support", d);
+  WEFT_FAIL("cannot reduce tensors on {}: {}", d, weft::cuda::unavailable_reason());
 #endif
-}
-
-// Waits until the copies and kernels this worker queued on `d` are done (a
-// device-to-device cudaMemcpy may return before its copy is).
-void settle(Device d) {
-  if (d.is_cuda()) cuda::synchronize(nullptr, d.index);
 }
 
 struct LocalShared;
@@ -222,7 +213,7 @@ class LocalProcessGroup final : public ProcessGroup {
 #if WEFT_HAVE_CUDA
     return {};  // every rank a thread on the same GPU: see copy_on
 #else
-    return "this build of weft has no CUDA support (configure with -DWEFT_CUDA=ON)";
+    return weft::cuda::unavailable_reason();
 #endif
   }
 

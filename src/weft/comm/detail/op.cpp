@@ -1,7 +1,6 @@
 #include "weft/comm/detail/op.h"
 
 #include "weft/comm/detail/reduce.h"
-#include "weft/core/cuda.h"
 #include "weft/core/error.h"
 
 namespace weft::comm::detail {
@@ -15,21 +14,6 @@ std::string ranks_str(const std::vector<int>& ranks, const std::vector<int>& wor
 namespace {
 
 char* bytes_of(const Tensor& t) { return static_cast<char*>(t.raw()); }
-
-// A copy within the memory of `d`: host memory through copy_buffer, a GPU's
-// through the CUDA runtime (the legacy default stream, ordered with every
-// weft stream and with the collective that follows on the same stream).
-void copy_on(Device d, void* dst, const void* src, int64_t bytes) {
-  if (d.is_cpu()) return copy_buffer(dst, src, bytes);
-  cuda::copy_bytes(dst, d, src, d, static_cast<size_t>(bytes));
-}
-
-// A device-to-device cudaMemcpy may return before the copy is done: wait for
-// the legacy stream, so that a packed buffer is complete before peers read
-// it and the parts are complete when the operation reports completion.
-void settle(Device d) {
-  if (d.is_cuda()) cuda::synchronize(nullptr, d.index);
-}
 
 // The bytes of one rank's share of the flat buffer: the parts' sizes summed
 // (all_reduce, all_gather: the inputs; reduce_scatter: the outputs).

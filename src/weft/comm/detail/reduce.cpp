@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "weft/core/cuda.h"
 #include "weft/core/error.h"
 
 namespace weft::comm::detail {
@@ -400,6 +401,15 @@ void copy_to_many(std::span<void* const> dsts, const void* src, int64_t bytes) {
   }
 #endif
   for (void* d : dsts) copy_buffer(d, src, bytes);
+}
+
+void copy_on(Device d, void* dst, const void* src, int64_t bytes) {
+  if (d.is_cpu()) return copy_buffer(dst, src, bytes);
+  cuda::copy_bytes(dst, d, src, d, static_cast<size_t>(bytes));
+}
+
+void settle(Device d) {
+  if (d.is_cuda()) cuda::synchronize(nullptr, d.index);
 }
 
 }  // namespace weft::comm::detail

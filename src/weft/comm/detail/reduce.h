@@ -6,6 +6,7 @@
 #include <span>
 
 #include "weft/comm/process_group.h"
+#include "weft/core/device.h"
 #include "weft/core/dtype.h"
 
 namespace weft::comm::detail {
@@ -35,5 +36,14 @@ void copy_buffer(void* dst, const void* src, int64_t bytes);
 // destination while it is still in the L1 cache: n + 1 memory passes instead
 // of 2n.
 void copy_to_many(std::span<void* const> dsts, const void* src, int64_t bytes);
+
+// A copy within the memory of `d`: host memory through copy_buffer, a GPU's
+// through the CUDA runtime, on the legacy default stream (ordered after the
+// work already queued on every weft stream and before what is queued later).
+void copy_on(Device d, void* dst, const void* src, int64_t bytes);
+// Waits for what copy_on (and reductions on the legacy stream) queued on `d`:
+// a device-to-device cudaMemcpy may return before its copy is done, and a
+// collective must not report completion, or hand its buffer to peers, before.
+void settle(Device d);
 
 }  // namespace weft::comm::detail
