@@ -1,14 +1,41 @@
 #include "weft/kernels/attention.h"
 
 #include "weft/core/cuda.h"
+#include "weft/kernels/attention_dims.h"
 #include "weft/kernels/cpu/attention.h"
 #include "weft/kernels/cuda/attention.h"
 #include "weft/kernels/dispatch.h"
+#include "weft/kernels/elementwise.h"
 
 namespace weft::kernels {
 
+namespace {
+
+using detail::AttentionDims;
+
+AttentionDims check_qkv(const Tensor& qkv, const AttentionConfig& cfg) {
+  detail::check_float(qkv, "attention qkv");
+  WEFT_CHECK(qkv.dim() == 3, "attention qkv must be {}, got shape {}",
+             cfg.sequence_major ? "(T, B, 3C)" : "(B, T, 3C)", qkv.shape());
+  WEFT_CHECK(cfg.heads >= 1, "attention needs at least one head, got {}", cfg.heads);
+  const int64_t width = qkv.size(2);
+  WEFT_CHECK(width > 0 && width % (3 * cfg.heads) == 0,
+             "attention qkv {} must have a last dimension 3·C with C divisible by the {} heads",
+             qkv.shape(), cfg.heads);
+  WEFT_CHECK(cfg.dropout >= 0.0f && cfg.dropout < 1.0f,
+             "attention dropout must lie in [0, 1), got {}", cfg.dropout);
+  return detail::attention_dims(qkv, cfg);
+}
+
+}  // namespace
+
 void attention_forward(const ExecContext& ec, const Tensor& qkv, const AttentionConfig& config,
                        Tensor& out, AttentionSaved& saved, AttentionWorkspace& workspace) {
+  const AttentionDims d = check_qkv(qkv, config);
+  const DType dt = qkv.dtype();
+  WEFT_CHECK(out.shape() == d.tokens(d.C) && out.dtype() == dt,
+             "attention output must be {} {} for qkv {}, got {} {}", dtype_name(dt), d.tokens(d.C),
+             qkv.shape(), dtype_name(out.dtype()), out.shape());
   return detail::dispatch(
       ec, "attention_forward", {&qkv, &out, &saved.lse, &saved.out, &workspace.buffer},
       [&] { return cpu::attention_forward(ec, qkv, config, out, saved, workspace); },
@@ -18,6 +45,23 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
 void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
                         const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
                         AttentionWorkspace& workspace) {
+  const AttentionDims d = check_qkv(qkv, config);
+  const DType dt = qkv.dtype();
+  WEFT_CHECK(dout.shape() == d.tokens(d.C) && dout.dtype() == dt,
+             "attention output gradient must be {} {} for qkv {}, got {} {}", dtype_name(dt),
+             d.tokens(d.C), qkv.shape(), dtype_name(dout.dtype()), dout.shape());
+  WEFT_CHECK(dqkv.shape() == qkv.shape() && dqkv.dtype() == dt,
+             "attention qkv gradient must be {} {} like qkv, got {} {}", dtype_name(dt),
+             qkv.shape(), dtype_name(dqkv.dtype()), dqkv.shape());
+  WEFT_CHECK(dqkv.raw() != qkv.raw() && dqkv.raw() != dout.raw(),
+             "attention backward cannot write dqkv over qkv or dout");
+  const Shape rows{d.B, d.H, d.T};
+  WEFT_CHECK(saved.lse.defined() && saved.lse.shape() == rows && saved.lse.dtype() == DType::f32 &&
+                 saved.out.defined() && saved.out.shape() == d.tokens(d.C) &&
+                 saved.out.dtype() == dt,
+             "attention backward needs the saved state of the forward of qkv {}: lse f32 {} and "
+             "the output {} {}",
+             qkv.shape(), rows, dtype_name(dt), d.tokens(d.C));
   return detail::dispatch(
       ec, "attention_backward", {&dout, &qkv, &saved.lse, &saved.out, &dqkv, &workspace.buffer},
       [&] { return cpu::attention_backward(ec, dout, qkv, saved, config, dqkv, workspace); },
@@ -26,6 +70,11 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
 
 Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& config, int64_t batch,
                               int64_t seq) {
+  if (config.dropout > 0.0f) {
+    WEFT_CHECK(batch >= 0 && seq >= 0 && config.heads >= 1,
+               "attention dropout mask needs a batch, length and head count, got {}, {}, {}", batch,
+               seq, config.heads);
+  }
   return detail::dispatch(
       ec, "attention_dropout_mask", {},
       [&] { return cpu::attention_dropout_mask(ec, config, batch, seq); },

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "weft/core/exec_context.h"
+#include "weft/kernels/attention_dims.h"
 #include "weft/kernels/cpu/attention_rows.h"
 #include "weft/kernels/cpu/gemm.h"
 #include "weft/kernels/elementwise.h"
@@ -33,36 +34,7 @@ constexpr int64_t kKeyBlock = 256;
 constexpr int64_t kBackwardQueryBlock = 256;
 constexpr int64_t kBackwardKeyBlock = 128;
 
-struct Dims {
-  int64_t B, T, C, H, D;
-  // Token (b, t) is row t·B + b of the activations instead of b·T + t.
-  bool sequence_major;
-
-  // Rows between consecutive batch entries and between consecutive positions.
-  int64_t batch_rows() const { return sequence_major ? 1 : T; }
-  int64_t position_rows() const { return sequence_major ? B : 1; }
-  // The shape of an activation of `width` columns.
-  Shape tokens(int64_t width) const {
-    return sequence_major ? Shape{T, B, width} : Shape{B, T, width};
-  }
-};
-
-Dims check_qkv(const Tensor& qkv, const AttentionConfig& cfg) {
-  detail::check_float(qkv, "attention qkv");
-  WEFT_CHECK(qkv.dim() == 3, "attention qkv must be {}, got shape {}",
-             cfg.sequence_major ? "(T, B, 3C)" : "(B, T, 3C)", qkv.shape());
-  WEFT_CHECK(cfg.heads >= 1, "attention needs at least one head, got {}", cfg.heads);
-  const int64_t width = qkv.size(2);
-  WEFT_CHECK(width > 0 && width % (3 * cfg.heads) == 0,
-             "attention qkv {} must have a last dimension 3·C with C divisible by the {} heads",
-             qkv.shape(), cfg.heads);
-  WEFT_CHECK(cfg.dropout >= 0.0f && cfg.dropout < 1.0f,
-             "attention dropout must lie in [0, 1), got {}", cfg.dropout);
-  const int64_t C = width / 3;
-  const int64_t B = cfg.sequence_major ? qkv.size(1) : qkv.size(0);
-  const int64_t T = cfg.sequence_major ? qkv.size(0) : qkv.size(1);
-  return {B, T, C, cfg.heads, C / cfg.heads, cfg.sequence_major};
-}
+using Dims = detail::AttentionDims;
 
 // Keeps t when it already has the shape and dtype, so steady-state calls reuse it.
 void ensure(const ExecContext& ec, Tensor& t, const Shape& shape, DType dtype) {
@@ -454,11 +426,8 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
 
 void attention_forward(const ExecContext& ec, const Tensor& qkv, const AttentionConfig& cfg,
                        Tensor& out, AttentionSaved& saved, AttentionWorkspace& workspace) {
-  const Dims d = check_qkv(qkv, cfg);
+  const Dims d = detail::attention_dims(qkv, cfg);
   const DType dt = qkv.dtype();
-  WEFT_CHECK(out.shape() == d.tokens(d.C) && out.dtype() == dt,
-             "attention output must be {} {} for qkv {}, got {} {}", dtype_name(dt), d.tokens(d.C),
-             qkv.shape(), dtype_name(out.dtype()), out.shape());
   ensure(ec, saved.lse, {d.B, d.H, d.T}, DType::f32);
   saved.out = out;
   if (d.B * d.T == 0) return;
@@ -490,23 +459,8 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
 void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
                         const AttentionSaved& saved, const AttentionConfig& cfg, Tensor& dqkv,
                         AttentionWorkspace& workspace) {
-  const Dims d = check_qkv(qkv, cfg);
+  const Dims d = detail::attention_dims(qkv, cfg);
   const DType dt = qkv.dtype();
-  WEFT_CHECK(dout.shape() == d.tokens(d.C) && dout.dtype() == dt,
-             "attention output gradient must be {} {} for qkv {}, got {} {}", dtype_name(dt),
-             d.tokens(d.C), qkv.shape(), dtype_name(dout.dtype()), dout.shape());
-  WEFT_CHECK(dqkv.shape() == qkv.shape() && dqkv.dtype() == dt,
-             "attention qkv gradient must be {} {} like qkv, got {} {}", dtype_name(dt),
-             qkv.shape(), dtype_name(dqkv.dtype()), dqkv.shape());
-  WEFT_CHECK(dqkv.raw() != qkv.raw() && dqkv.raw() != dout.raw(),
-             "attention backward cannot write dqkv over qkv or dout");
-  const Shape rows{d.B, d.H, d.T};
-  WEFT_CHECK(saved.lse.defined() && saved.lse.shape() == rows && saved.lse.dtype() == DType::f32 &&
-                 saved.out.defined() && saved.out.shape() == d.tokens(d.C) &&
-                 saved.out.dtype() == dt,
-             "attention backward needs the saved state of the forward of qkv {}: lse f32 {} and "
-             "the output {} {}",
-             qkv.shape(), rows, dtype_name(dt), d.tokens(d.C));
   if (d.B * d.T == 0) return;
 
   const int threads = std::max(ec.threads(), 1);
@@ -533,9 +487,6 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
 Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& cfg, int64_t batch,
                               int64_t seq) {
   if (cfg.dropout <= 0.0f) return Tensor();
-  WEFT_CHECK(batch >= 0 && seq >= 0 && cfg.heads >= 1,
-             "attention dropout mask needs a batch, length and head count, got {}, {}, {}", batch,
-             seq, cfg.heads);
   Tensor mask = ec.empty({batch, cfg.heads, seq, seq}, DType::u8);
   uint8_t* m = mask.data<uint8_t>();
 #pragma omp parallel for num_threads(ec.threads()) schedule(static)

@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "weft/kernels/attention_dims.h"
 #include "weft/kernels/cuda/attention.h"
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/philox.cuh"
@@ -23,31 +24,12 @@ constexpr int kRows = 64;
 constexpr int kTile = 64;
 constexpr int64_t kMaxHeadDim = 128;
 
-struct Dims {
-  int64_t B, T, C, H, D;
-  bool sequence_major;
+using Dims = detail::AttentionDims;
 
-  Shape tokens(int64_t width) const {
-    return sequence_major ? Shape{T, B, width} : Shape{B, T, width};
-  }
-};
-
+// The dimensions of a qkv that kernels/attention.cpp accepted, within what
+// these kernels support.
 Dims check_qkv(const Tensor& qkv, const AttentionConfig& cfg) {
-  WEFT_CHECK(qkv.dtype() == DType::f32 || qkv.dtype() == DType::bf16,
-             "attention qkv must be f32 or bf16, got {}", dtype_name(qkv.dtype()));
-  WEFT_CHECK(qkv.dim() == 3, "attention qkv must be {}, got shape {}",
-             cfg.sequence_major ? "(T, B, 3C)" : "(B, T, 3C)", qkv.shape());
-  WEFT_CHECK(cfg.heads >= 1, "attention needs at least one head, got {}", cfg.heads);
-  const int64_t width = qkv.size(2);
-  WEFT_CHECK(width > 0 && width % (3 * cfg.heads) == 0,
-             "attention qkv {} must have a last dimension 3·C with C divisible by the {} heads",
-             qkv.shape(), cfg.heads);
-  WEFT_CHECK(cfg.dropout >= 0.0f && cfg.dropout < 1.0f,
-             "attention dropout must lie in [0, 1), got {}", cfg.dropout);
-  const int64_t C = width / 3;
-  const int64_t B = cfg.sequence_major ? qkv.size(1) : qkv.size(0);
-  const int64_t T = cfg.sequence_major ? qkv.size(0) : qkv.size(1);
-  const Dims d{B, T, C, cfg.heads, C / cfg.heads, cfg.sequence_major};
+  const Dims d = detail::attention_dims(qkv, cfg);
   WEFT_CHECK(d.D <= kMaxHeadDim, "CUDA attention supports head dimensions up to {}, got {}",
              kMaxHeadDim, d.D);
   // Heads of batch entries are the grid's y dimension.
@@ -847,9 +829,6 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
                        Tensor& out, AttentionSaved& saved, AttentionWorkspace&) {
   const Dims d = check_qkv(qkv, cfg);
   const DType dt = qkv.dtype();
-  WEFT_CHECK(out.shape() == d.tokens(d.C) && out.dtype() == dt,
-             "attention output must be {} {} for qkv {}, got {} {}", dtype_name(dt), d.tokens(d.C),
-             qkv.shape(), dtype_name(out.dtype()), out.shape());
   ensure(ec, saved.lse, {d.B, d.H, d.T}, DType::f32);
   saved.out = out;
   if (d.B * d.T == 0) return;
@@ -877,21 +856,6 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
                         AttentionWorkspace& workspace) {
   const Dims d = check_qkv(qkv, cfg);
   const DType dt = qkv.dtype();
-  WEFT_CHECK(dout.shape() == d.tokens(d.C) && dout.dtype() == dt,
-             "attention output gradient must be {} {} for qkv {}, got {} {}", dtype_name(dt),
-             d.tokens(d.C), qkv.shape(), dtype_name(dout.dtype()), dout.shape());
-  WEFT_CHECK(dqkv.shape() == qkv.shape() && dqkv.dtype() == dt,
-             "attention qkv gradient must be {} {} like qkv, got {} {}", dtype_name(dt),
-             qkv.shape(), dtype_name(dqkv.dtype()), dqkv.shape());
-  WEFT_CHECK(dqkv.raw() != qkv.raw() && dqkv.raw() != dout.raw(),
-             "attention backward cannot write dqkv over qkv or dout");
-  const Shape rows{d.B, d.H, d.T};
-  WEFT_CHECK(saved.lse.defined() && saved.lse.shape() == rows && saved.lse.dtype() == DType::f32 &&
-                 saved.out.defined() && saved.out.shape() == d.tokens(d.C) &&
-                 saved.out.dtype() == dt,
-             "attention backward needs the saved state of the forward of qkv {}: lse f32 {} and "
-             "the output {} {}",
-             qkv.shape(), rows, dtype_name(dt), d.tokens(d.C));
   if (d.B * d.T == 0) return;
 
   // The workspace holds delta = Σ_d dO·O of every row.
@@ -938,9 +902,6 @@ const char* attention_path(DType dtype, int64_t head_dim) {
 Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& cfg, int64_t batch,
                               int64_t seq) {
   if (cfg.dropout <= 0.0f) return Tensor();
-  WEFT_CHECK(batch >= 0 && seq >= 0 && cfg.heads >= 1,
-             "attention dropout mask needs a batch, length and head count, got {}, {}, {}", batch,
-             seq, cfg.heads);
   Tensor mask = ec.empty({batch, cfg.heads, seq, seq}, DType::u8);
   const int64_t n = mask.numel();
   if (n == 0) return mask;
