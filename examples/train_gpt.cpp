@@ -8,12 +8,12 @@
 
 #include "weft/comm/grid.h"
 #include "weft/comm/world.h"
+#include "weft/io/data.h"
 #include "weft/nn/gpt.h"
 #include "weft/optim/adamw.h"
 #include "weft/optim/grad_norm.h"
 #include "weft/optim/grad_sync.h"
 #include "weft/parallel/rng.h"
-#include "weft/train/data.h"
 #include "weft/train/schedule.h"
 
 using namespace weft;
@@ -21,7 +21,7 @@ using namespace weft;
 int main(int argc, char** argv) {
   const int steps = argc > 1 ? std::atoi(argv[1]) : 100;
   const int tp = 2, dp = 2, batch = 8;  // batch: sequences per DP rank
-  train::Dataset data(train::default_corpus(), /*seq_len=*/64);
+  io::Dataset data(io::default_corpus(), /*seq_len=*/64);
   comm::run_world(tp * dp, [&](comm::ProcessGroup& world) {
     // 1. Process groups: TP ranks are contiguous ([0,1] [2,3]), DP groups [0,2] [1,3].
     comm::Grid grid(world, "tp-dp", {{"tp", tp}, {"dp", dp}});
@@ -39,10 +39,10 @@ int main(int argc, char** argv) {
     optim::AdamW adamw(params, {.weight_decay = 0.1f});
     train::LrSchedule lr{.lr = 2e-3, .warmup = steps / 10, .total = steps};
     // 5. The loop: every rank of a TP group reads the same rows, each DP rank its own.
-    train::Sampler sampler(data, /*seed=*/1337, batch * dp);
-    const train::BatchSlice slice{.dp_rank = grid.rank_in("dp"), .dp_size = dp};
+    io::Sampler sampler(data, /*seed=*/1337, batch * dp);
+    const io::BatchSlice slice{.dp_rank = grid.rank_in("dp"), .dp_size = dp};
     for (int step = 0; step < steps; ++step) {
-      train::Batch b = sampler.next_batch(step, /*micro_step=*/0, slice);
+      io::Batch b = sampler.next_batch(step, /*micro_step=*/0, slice);
       nn::Ctx ctx(&rng);
       const float loss = model.forward_loss(ctx, b.inputs, b.targets);
       model.backward_loss(ctx, 1.0f, [&](const std::vector<nn::Parameter*>& ready) {

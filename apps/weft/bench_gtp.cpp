@@ -20,8 +20,8 @@
 #include "synthetic_data.h"
 #include "weft/comm/world.h"
 #include "weft/core/memory.h"
+#include "weft/io/json.h"
 #include "weft/parallel/gtp/runtime.h"
-#include "weft/train/json.h"
 #include "weft/train/trainer.h"
 
 namespace weft {
@@ -39,7 +39,7 @@ struct MemoryRow {
 MemoryRow measure_memory(train::TrainConfig cfg, int gtp) {
   cfg.gtp = gtp;
   cfg.steps = 1;
-  const train::Dataset data = synthetic_data(cfg);
+  const io::Dataset data = synthetic_data(cfg);
   MemoryRow row{.gtp = gtp};
   comm::run_world(gtp, [&](comm::ProcessGroup& world) {
     train::Trainer t(cfg, world, data);
@@ -99,7 +99,7 @@ struct SpeedRun {
 };
 
 SpeedRun measure_speed(const train::TrainConfig& cfg, int world_size, int warmup, int steps) {
-  const train::Dataset data = synthetic_data(cfg);
+  const io::Dataset data = synthetic_data(cfg);
   SpeedRun out;
   std::mutex mu;
   comm::run_world(world_size, [&](comm::ProcessGroup& world) {
@@ -180,7 +180,7 @@ int bench_gtp(const std::vector<std::string>& args) {
   WEFT_CHECK(!comm::launched_by_mpi(),
              "weft bench gtp runs its ranks as threads: start it without mpirun");
   train::TrainConfig cfg;
-  train::Json s = train::Json::object();
+  io::Json s = io::Json::object();
   s["preset"] = opts.str("preset");
   s["seq"] = opts.str("seq");
   s["dtype"] = opts.str("dtype");
@@ -219,7 +219,7 @@ int bench_gtp(const std::vector<std::string>& args) {
     const double target = one ? mib(one->total()) / r.gtp : 0;
     const bool ok = one && mib(r.total()) <= target + mib(r.cache);
     if (json) {
-      train::Json j = train::Json::object();
+      io::Json j = io::Json::object();
       j["table"] = "memory";
       j["gtp"] = r.gtp;
       j["params_bytes"] = r.params;
@@ -259,7 +259,7 @@ int bench_gtp(const std::vector<std::string>& args) {
   const double t_dp = median(dp_steps), t_gtp = median(gtp_steps);
   const double share = gathered > 0 ? exposed / gathered : 0;
   if (json) {
-    train::Json j = train::Json::object();
+    io::Json j = io::Json::object();
     j["table"] = "speed";
     j["ranks"] = n;
     j["dp_step_s"] = t_dp;

@@ -20,10 +20,10 @@
 #include "weft/comm/grid.h"
 #include "weft/comm/local.h"
 #include "weft/core/threads.h"
+#include "weft/io/checkpoint.h"
+#include "weft/io/json.h"
 #include "weft/nn/gpt.h"
 #include "weft/optim/adamw.h"
-#include "weft/train/checkpoint.h"
-#include "weft/train/json.h"
 
 namespace weft {
 namespace {
@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 
 struct Variant {
   const char* name;
-  train::ReadOptions options;
+  io::ReadOptions options;
 };
 
 double median(std::vector<double> v) {
@@ -83,22 +83,22 @@ int run(const std::vector<std::string>& args) {
       opt.first_moments()[i].fill(1e-3f);
       opt.second_moments()[i].fill(1e-6f);
     }
-    train::TrainState state;
+    io::TrainState state;
     state.rng = parallel::RngTracker(model.context()->seed, 0).state();
-    state.config = train::model_shape_json(cfg);
+    state.config = io::model_shape_json(cfg);
     std::fprintf(stderr, "bench load: writing %s\n", dir.c_str());
-    train::save_checkpoint(dir.string(), world, grid, model, &opt, state);
+    io::save_checkpoint(dir.string(), world, grid, model, &opt, state);
     for (const auto& e : fs::directory_iterator(dir)) bytes += static_cast<int64_t>(e.file_size());
     auto cpu_now = [] {
       timespec ts{};
       ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
       return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
     };
-    auto time = [&](optim::AdamW* o, const train::ReadOptions& ro, std::vector<double>& wall,
+    auto time = [&](optim::AdamW* o, const io::ReadOptions& ro, std::vector<double>& wall,
                     std::vector<double>& cpu) {
       const double c0 = cpu_now();
       const auto t0 = std::chrono::steady_clock::now();
-      train::load_checkpoint(dir.string(), world, grid, model, o, ro);
+      io::load_checkpoint(dir.string(), world, grid, model, o, ro);
       wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       cpu.push_back(cpu_now() - c0);
     };
@@ -115,13 +115,13 @@ int run(const std::vector<std::string>& args) {
   const double base[4] = {median(with_optimizer[0]), median(weights_only[0]), median(cpu_opt[0]),
                           median(cpu_weights[0])};
   if (opts.flag_set("json")) {
-    train::Json out = train::Json::object();
+    io::Json out = io::Json::object();
     out["preset"] = opts.str("preset");
     out["checkpoint_bytes"] = bytes;
     out["repeats"] = repeats;
-    train::Json rows = train::Json::array();
+    io::Json rows = io::Json::array();
     for (int v = 0; v < 3; ++v) {
-      train::Json row = train::Json::object();
+      io::Json row = io::Json::object();
       row["variant"] = variants[v].name;
       row["resume_s"] = median(with_optimizer[v]);
       row["weights_s"] = median(weights_only[v]);

@@ -15,12 +15,12 @@
 #include "weft/comm/local.h"
 #include "weft/comm/world.h"
 #include "weft/core/threads.h"
+#include "weft/io/json.h"
 #include "weft/kernels/gemm.h"
 #include "weft/nn/linear.h"
 #include "weft/nn/transformer_layer.h"
 #include "weft/parallel/mappings.h"
 #include "weft/parallel/schedule.h"
-#include "weft/train/json.h"
 
 namespace weft {
 namespace {
@@ -329,7 +329,7 @@ int run(const std::vector<std::string>& args) {
   const char* backend = mpi ? "mpi" : "local";
   if (layer) {
     if (json) {
-      train::Json j = train::Json::object();
+      io::Json j = io::Json::object();
       j["run"] = "layer";
       j["tp"] = tp;
       j["backend"] = backend;
@@ -362,7 +362,7 @@ int run(const std::vector<std::string>& args) {
   }
   for (const Row& r : rows) {
     if (json) {
-      train::Json j = train::Json::object();
+      io::Json j = io::Json::object();
       j["algorithm"] = r.name;
       j["tp"] = tp;
       j["backend"] = backend;

@@ -11,7 +11,7 @@
 #include "weft/comm/world.h"
 #include "weft/core/cuda.h"
 #include "weft/core/threads.h"
-#include "weft/train/json.h"
+#include "weft/io/json.h"
 #include "weft/train/trainer.h"
 
 namespace weft {
@@ -61,7 +61,7 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
   m.tp = cfg.tp;
   m.gtp = cfg.gtp;
   m.dp = cfg.dp ? cfg.dp : 1;
-  const train::Dataset data = synthetic_data(cfg);
+  const io::Dataset data = synthetic_data(cfg);
   std::mutex mu;
   comm::run_world(m.tp * m.gtp * m.dp, [&](comm::ProcessGroup& world) {
     train::Trainer t(cfg, world, data);
@@ -151,8 +151,8 @@ void print_gpu_table(const std::vector<Measured>& rows, double peak_tflops) {
   }
 }
 
-train::Json to_json(const Measured& r, const Measured& base, double gemm_gflops) {
-  train::Json j = train::Json::object();
+io::Json to_json(const Measured& r, const Measured& base, double gemm_gflops) {
+  io::Json j = io::Json::object();
   j["layout"] = r.label;
   j["tp"] = r.tp;
   j["gtp"] = r.gtp;
@@ -226,7 +226,7 @@ int bench_step(const std::vector<std::string>& args) {
   WEFT_CHECK(!comm::launched_by_mpi(),
              "weft bench step runs its ranks as threads: start it without mpirun");
   train::TrainConfig cfg;
-  train::Json s = train::Json::object();
+  io::Json s = io::Json::object();
   s["preset"] = opts.str("preset");
   for (const char* key :
        {"tp", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers", "overlap", "device"})
@@ -304,7 +304,7 @@ int bench_step(const std::vector<std::string>& args) {
   if (on_gpu) {
     if (json) {
       for (const Measured& r : rows) {
-        train::Json j = train::Json::object();
+        io::Json j = io::Json::object();
         j["layout"] = r.label;
         j["preset"] = cfg.preset;
         j["dtype"] = dtype;
@@ -337,7 +337,7 @@ int bench_step(const std::vector<std::string>& args) {
   const Measured& base = rows.front();
   if (json) {
     for (const Measured& r : rows) {
-      train::Json j = to_json(r, base, gemm_gflops);
+      io::Json j = to_json(r, base, gemm_gflops);
       j["preset"] = cfg.preset;
       j["dtype"] = dtype;
       std::cout << j.dump() << "\n";

@@ -1,6 +1,6 @@
 // `weft checkpoint export | import | inspect | verify`: Hugging Face files and
 // checkpoint contents.
-#include "weft/train/checkpoint.h"
+#include "weft/io/checkpoint.h"
 
 #include <filesystem>
 #include <iomanip>
@@ -9,16 +9,16 @@
 
 #include "cli.h"
 #include "weft/core/error.h"
-#include "weft/train/checkpoint_dir.h"
-#include "weft/train/checkpoint_verify.h"
-#include "weft/train/hf_export.h"
-#include "weft/train/hf_files.h"
-#include "weft/train/safetensors.h"
+#include "weft/io/checkpoint_dir.h"
+#include "weft/io/checkpoint_verify.h"
+#include "weft/io/hf_export.h"
+#include "weft/io/hf_files.h"
+#include "weft/io/safetensors.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using weft::train::Json;
+using weft::io::Json;
 
 // Filesystem exceptions are user-caused here (paths): report them as weft::Errors.
 template <typename Fn>
@@ -60,12 +60,12 @@ std::string pad(const std::string& s, size_t width) {
   return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
 }
 
-std::string split_text(const weft::train::SavedTensor& t) {
+std::string split_text(const weft::io::SavedTensor& t) {
   if (t.split_dim < 0) return "-";
   return weft::format("dim {}{}", t.split_dim, t.blocks > 1 ? weft::format(" x{}", t.blocks) : "");
 }
 
-std::string shards_text(const weft::train::SavedTensor& t) {
+std::string shards_text(const weft::io::SavedTensor& t) {
   std::string s;
   for (const auto& sh : t.shards) {
     std::string f = sh.file.substr(0, sh.file.find(".safetensors"));
@@ -79,7 +79,7 @@ std::string shards_text(const weft::train::SavedTensor& t) {
   return s;
 }
 
-void print_tensor_table(const std::vector<weft::train::SavedTensor>& tensors) {
+void print_tensor_table(const std::vector<weft::io::SavedTensor>& tensors) {
   size_t w = 6;
   for (const auto& t : tensors) w = std::max(w, t.name.size() + 2);
   std::cout << pad("tensor", w) << pad("dtype", 6) << pad("global shape", 14) << pad("split", 10)
@@ -91,7 +91,7 @@ void print_tensor_table(const std::vector<weft::train::SavedTensor>& tensors) {
 }
 
 void inspect_dir(const std::string& dir, bool json) {
-  weft::train::CheckpointReader ck(dir);
+  weft::io::CheckpointReader ck(dir);
   if (json) {
     Json out = ck.index();
     out["path"] = dir;
@@ -142,11 +142,11 @@ void inspect_dir(const std::string& dir, bool json) {
 }
 
 void inspect_file(const std::string& path, bool json) {
-  weft::train::HfModelFiles f(path);
+  weft::io::HfModelFiles f(path);
   Json model;
   std::string model_error;
   try {
-    model = weft::train::hf_config(path);
+    model = weft::io::hf_config(path);
   } catch (const weft::Error& e) {
     model_error = e.what();
   }
@@ -160,7 +160,7 @@ void inspect_file(const std::string& path, bool json) {
     Json files = Json::array();
     for (const auto& file : f.files()) files.push_back(file->path());
     out["files"] = std::move(files);
-    for (const weft::train::TensorInfo* t : f.tensors()) {
+    for (const weft::io::TensorInfo* t : f.tensors()) {
       Json j = Json::object();
       j["name"] = t->name;
       j["dtype"] = t->dtype;
@@ -225,8 +225,8 @@ int inspect(const std::vector<std::string>& args) {
   const std::string& path = opts.positionals()[0];
   return guarded([&] {
     WEFT_CHECK(fs::exists(path), "{} does not exist", path);
-    if (fs::is_directory(path) && !weft::train::is_hf_directory(path)) {
-      inspect_dir(weft::train::resolve_checkpoint(path), opts.flag_set("json"));
+    if (fs::is_directory(path) && !weft::io::is_hf_directory(path)) {
+      inspect_dir(weft::io::resolve_checkpoint(path), opts.flag_set("json"));
     } else {
       inspect_file(path, opts.flag_set("json"));
     }
@@ -259,12 +259,12 @@ int export_cmd(const std::vector<std::string>& args) {
   opts.parse(args);
   expect_positionals(opts, 2, "weft checkpoint export DIR OUT");
   const std::string dir = opts.positionals()[0], out = opts.positionals()[1];
-  weft::train::HfDirectoryOptions options;
+  weft::io::HfDirectoryOptions options;
   options.max_shard_bytes = opts.bytes("max-shard-size");
   WEFT_CHECK(options.max_shard_bytes > 0, "--max-shard-size must be positive");
   return guarded([&] {
     for (const std::string& path :
-         weft::train::export_hf(weft::train::resolve_checkpoint(dir), out, options)) {
+         weft::io::export_hf(weft::io::resolve_checkpoint(dir), out, options)) {
       std::cout << "wrote " << path << "\n";
     }
     return 0;
@@ -296,7 +296,7 @@ int import_cmd(const std::vector<std::string>& args) {
   const int64_t seed = opts.integer("seed");
   WEFT_CHECK(seed >= 0, "--seed must not be negative, got {}", seed);
   return guarded([&] {
-    weft::train::import_hf(file, dir, static_cast<uint64_t>(seed));
+    weft::io::import_hf(file, dir, static_cast<uint64_t>(seed));
     std::cout << "wrote checkpoint " << dir << " from " << file
               << "; start a run from it with `weft train --resume " << dir << "`\n";
     return 0;
@@ -325,10 +325,10 @@ int verify(const std::vector<std::string>& args) {
   expect_positionals(opts, 1, "weft checkpoint verify DIR|FILE");
   const std::string& given = opts.positionals()[0];
   return guarded([&] {
-    const std::string path = fs::is_directory(given) && !weft::train::is_hf_directory(given)
-                                 ? weft::train::resolve_checkpoint(given)
+    const std::string path = fs::is_directory(given) && !weft::io::is_hf_directory(given)
+                                 ? weft::io::resolve_checkpoint(given)
                                  : given;
-    const auto verdicts = weft::train::verify_checkpoint(path);
+    const auto verdicts = weft::io::verify_checkpoint(path);
     size_t width = 10, bad = 0;
     for (const auto& v : verdicts) width = std::max(width, v.file.size() + 2);
     for (const auto& v : verdicts) {

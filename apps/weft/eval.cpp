@@ -5,9 +5,9 @@
 #include <iostream>
 
 #include "cli.h"
-#include "weft/train/data.h"
+#include "weft/io/data.h"
+#include "weft/io/json.h"
 #include "weft/train/evaluate.h"
-#include "weft/train/json.h"
 #include "weft/train/load_model.h"
 
 namespace weft {
@@ -54,11 +54,11 @@ int eval_command(const std::vector<std::string>& args) {
       opts.str("checkpoint"), dtype, {.allow_nonfinite = opts.flag_set("allow-nonfinite")},
       Device::parse(opts.str("device")));
   const nn::GptConfig& cfg = m.model->config();
-  train::TokenData data =
-      opts.given("data") ? train::load_token_files(opts.str("data")) : train::default_corpus();
+  io::TokenData data =
+      opts.given("data") ? io::load_token_files(opts.str("data")) : io::default_corpus();
   const bool val = split == "val" || (split == "auto" && !opts.given("data"));
   std::span<const int32_t> tokens(data.tokens);
-  std::optional<train::Dataset> held_out;
+  std::optional<io::Dataset> held_out;
   if (val) {
     held_out.emplace(std::move(data), cfg.seq, opts.number("val-fraction"));
     tokens = held_out->val();
@@ -80,10 +80,10 @@ int eval_command(const std::vector<std::string>& args) {
   if (opts.flag_set("json")) {
     // JSON has no NaN or Infinity: such a loss is null, and "finite" says why.
     const bool finite = std::isfinite(r.loss);
-    train::Json out = train::Json::object();
-    out["loss"] = finite ? train::Json(r.loss) : train::Json();
+    io::Json out = io::Json::object();
+    out["loss"] = finite ? io::Json(r.loss) : io::Json();
     out["tokens"] = r.tokens;
-    out["perplexity"] = std::isfinite(r.perplexity()) ? train::Json(r.perplexity()) : train::Json();
+    out["perplexity"] = std::isfinite(r.perplexity()) ? io::Json(r.perplexity()) : io::Json();
     out["finite"] = finite;
     std::cout << out.dump() << std::endl;
   } else {

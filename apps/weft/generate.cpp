@@ -4,9 +4,9 @@
 #include <iostream>
 
 #include "cli.h"
-#include "weft/train/json.h"
+#include "weft/io/json.h"
+#include "weft/io/tokenizer.h"
 #include "weft/train/load_model.h"
-#include "weft/train/tokenizer.h"
 
 namespace weft {
 namespace {
@@ -52,8 +52,8 @@ int generate_command(const std::vector<std::string>& args) {
   train::InferenceModel m = train::load_for_inference(opts.str("checkpoint"), dtype, {},
                                                       Device::parse(opts.str("device")));
   const int64_t vocab = m.model->config().vocab;
-  const bool bytes = vocab == train::ByteTokenizer::kVocabSize;
-  train::ByteTokenizer tok;
+  const bool bytes = vocab == io::ByteTokenizer::kVocabSize;
+  io::ByteTokenizer tok;
   std::vector<int32_t> prompt;
   if (opts.given("prompt-ids")) {
     prompt = cli::parse_token_ids(opts.str("prompt-ids"));
@@ -71,8 +71,8 @@ int generate_command(const std::vector<std::string>& args) {
                                                     .top_k = top_k,
                                                     .seed = static_cast<uint64_t>(seed)});
   if (opts.flag_set("json")) {
-    train::Json out = train::Json::object();
-    train::Json p = train::Json::array(), g = train::Json::array();
+    io::Json out = io::Json::object();
+    io::Json p = io::Json::array(), g = io::Json::array();
     for (int32_t id : prompt) p.push_back(id);
     for (int32_t id : ids) g.push_back(id);
     out["prompt_ids"] = std::move(p);

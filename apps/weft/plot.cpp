@@ -16,7 +16,7 @@
 
 #include "cli.h"
 #include "weft/core/error.h"
-#include "weft/train/json.h"
+#include "weft/io/json.h"
 
 namespace weft {
 namespace {
@@ -39,14 +39,14 @@ Curves read_metrics(const std::string& path) {
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const train::Json j = train::parse_json(line, format("{} line {}", path, n));
+    const io::Json j = io::parse_json(line, format("{} line {}", path, n));
     WEFT_CHECK(j.is_object(), "{} line {}: expected a JSON object, got {}", path, n,
-               train::json_type_name(j.type()));
-    const train::Json* step = j.find("step");
+               io::json_type_name(j.type()));
+    const io::Json* step = j.find("step");
     if (!step || !step->is_integer()) continue;
-    if (const train::Json* v = j.find("loss"); v && v->is_number())
+    if (const io::Json* v = j.find("loss"); v && v->is_number())
       loss[step->as_int()] = v->as_double();
-    if (const train::Json* v = j.find("val_loss"); v && v->is_number())
+    if (const io::Json* v = j.find("val_loss"); v && v->is_number())
       val[step->as_int()] = v->as_double();
   }
   WEFT_CHECK(!loss.empty(),
@@ -342,23 +342,23 @@ int plot_command(const std::vector<std::string>& raw) {
 
   if (opts.flag_set("json")) {
     auto axis = [](const Axis& a) {
-      train::Json j = train::Json::object();
+      io::Json j = io::Json::object();
       j["min"] = a.lo;
       j["max"] = a.hi;
       j["log"] = a.log;
-      train::Json ticks = train::Json::array();
+      io::Json ticks = io::Json::array();
       for (double t : a.ticks) ticks.push_back(t);
       j["ticks"] = std::move(ticks);
-      train::Json labels = train::Json::array();
+      io::Json labels = io::Json::array();
       for (double t : a.ticks) labels.push_back(label(t, a.decimals));
       j["labels"] = std::move(labels);
       return j;
     };
-    train::Json out = train::Json::object();
+    io::Json out = io::Json::object();
     out["output"] = output;
     out["width"] = width;
     out["height"] = height;
-    out["plot"] = train::Json::object();
+    out["plot"] = io::Json::object();
     out["plot"]["left"] = l.left;
     out["plot"]["top"] = l.top;
     out["plot"]["right"] = l.right;

@@ -4,8 +4,8 @@
 
 namespace weft {
 
-train::Dataset synthetic_data(const train::TrainConfig& cfg) {
-  train::TokenData d;
+io::Dataset synthetic_data(const train::TrainConfig& cfg) {
+  io::TokenData d;
   d.source = "random tokens";
   const int64_t n = std::max<int64_t>(64 * (cfg.model.seq + 1), 1 << 16);
   uint64_t x = 88172645463325252ull;
@@ -15,7 +15,7 @@ train::Dataset synthetic_data(const train::TrainConfig& cfg) {
     x ^= x << 17;
     d.tokens.push_back(static_cast<int32_t>(x % static_cast<uint64_t>(cfg.model.vocab)));
   }
-  return train::Dataset(std::move(d), cfg.model.seq, 0.1);
+  return io::Dataset(std::move(d), cfg.model.seq, 0.1);
 }
 
 }  // namespace weft

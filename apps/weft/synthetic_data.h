@@ -2,12 +2,12 @@
 // does not depend on what the text says.
 #pragma once
 
+#include "weft/io/data.h"
 #include "weft/train/config.h"
-#include "weft/train/data.h"
 
 namespace weft {
 
 // At least 64 windows of the model's context, tokens uniform over its vocabulary.
-train::Dataset synthetic_data(const train::TrainConfig& cfg);
+io::Dataset synthetic_data(const train::TrainConfig& cfg);
 
 }  // namespace weft

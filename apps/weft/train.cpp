@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "cli.h"
-#include "weft/train/checkpoint.h"
-#include "weft/train/data.h"
+#include "weft/io/checkpoint.h"
+#include "weft/io/data.h"
 #include "weft/train/generate.h"
 #include "weft/train/stop_signal.h"
 #include "weft/train/trainer.h"
@@ -38,14 +38,14 @@ std::string rate(double tokens_per_s) {
   return tokens_per_s >= 1e4 ? num("%.1fk", tokens_per_s / 1e3) : num("%.0f", tokens_per_s);
 }
 
-train::Json read_json_file(const std::string& path) {
+io::Json read_json_file(const std::string& path) {
   WEFT_CHECK(!std::filesystem::is_directory(path),
              "the --config file {} is a directory: pass a JSON file of settings", path);
   std::ifstream in(path, std::ios::binary);
   WEFT_CHECK(in.good(), "cannot open the --config file {}: pass an existing JSON file", path);
   std::stringstream text;
   text << in.rdbuf();
-  return train::parse_json(text.str(), path);
+  return io::parse_json(text.str(), path);
 }
 
 struct Resolved {
@@ -61,24 +61,24 @@ struct Resolved {
 Resolved resolve(const cli::Options& opts) {
   Resolved out;
   train::TrainConfig& cfg = out.cfg;
-  train::Json file;
+  io::Json file;
   if (opts.given("config")) {
     const std::string path = opts.str("config");
     file = train::resolve_paths(read_json_file(path),
                                 std::filesystem::path(path).parent_path().string());
   }
   std::string resume;
-  if (const train::Json* r = file.is_object() ? file.find("resume") : nullptr) {
+  if (const io::Json* r = file.is_object() ? file.find("resume") : nullptr) {
     if (r->is_string()) resume = r->as_string();
   }
   if (opts.given("resume")) resume = opts.str("resume");
-  train::Json saved;
+  io::Json saved;
   if (!resume.empty()) {
     saved = train::resumable_settings(train::read_checkpoint_config(resume));
     train::apply_settings(cfg, saved, "checkpoint " + resume);
   }
   std::string init;
-  if (const train::Json* i = file.is_object() ? file.find("init") : nullptr) {
+  if (const io::Json* i = file.is_object() ? file.find("init") : nullptr) {
     if (i->is_string()) init = i->as_string();
   }
   if (opts.given("init")) init = opts.str("init");
@@ -86,7 +86,7 @@ Resolved resolve(const cli::Options& opts) {
     train::apply_settings(cfg, train::shape_settings(train::read_checkpoint_config(init)), init);
   }
   if (opts.given("config")) train::apply_settings(cfg, file, opts.str("config"));
-  train::Json flags = train::Json::object();
+  io::Json flags = io::Json::object();
   for (const train::ConfigKey& k : train::train_config_keys()) {
     if (opts.given(k.name)) flags[k.name] = opts.str(k.name);
   }
@@ -98,13 +98,13 @@ Resolved resolve(const cli::Options& opts) {
   const bool vocab_chosen = opts.given("vocab") || opts.given("preset") || in_file("vocab") ||
                             in_file("preset") || !resume.empty() || !init.empty();
   if (!vocab_chosen && !cfg.data.empty()) {
-    const auto format = train::data_format(cfg.data);
-    if (format != train::TokenData::Format::text) cfg.model.vocab = train::tokenizer_vocab(format);
+    const auto format = io::data_format(cfg.data);
+    if (format != io::TokenData::Format::text) cfg.model.vocab = io::tokenizer_vocab(format);
   }
   cfg.overwrite = opts.flag_set("overwrite");
   cfg.reset_schedule = opts.flag_set("reset-schedule");
   if (saved.is_object()) {
-    const train::Json defaults = train::TrainConfig().to_json();
+    const io::Json defaults = train::TrainConfig().to_json();
     for (const auto& [key, value] : saved.as_object()) {
       bool overridden = opts.given(key);
       if (file.is_object()) {
@@ -189,19 +189,18 @@ int train_command(const std::vector<std::string>& args) {
   if (!s.reporter) return status;  // another rank of an mpirun job reports
 
   if (json) {
-    train::Json out = train::Json::object();
+    io::Json out = io::Json::object();
     out["steps"] = s.steps;
     out["loss"] = s.final_loss;
-    out["val_loss_first"] = s.first_val_loss ? train::Json(*s.first_val_loss) : train::Json();
-    out["val_loss"] = s.final_val_loss ? train::Json(*s.final_val_loss) : train::Json();
+    out["val_loss_first"] = s.first_val_loss ? io::Json(*s.first_val_loss) : io::Json();
+    out["val_loss"] = s.final_val_loss ? io::Json(*s.final_val_loss) : io::Json();
     out["seconds"] = s.seconds;
     out["tokens_per_s"] = s.tokens_per_s;
     if (cfg.model.vocab == 256) out["sample"] = train::valid_utf8(s.sample);
-    train::Json ids = train::Json::array();
+    io::Json ids = io::Json::array();
     for (int32_t id : s.sample_ids) ids.push_back(id);
     out["sample_ids"] = std::move(ids);
-    out["stopped_by"] =
-        s.stop_signal ? train::Json(train::signal_name(s.stop_signal)) : train::Json();
+    out["stopped_by"] = s.stop_signal ? io::Json(train::signal_name(s.stop_signal)) : io::Json();
     std::cout << out.dump() << std::endl;
     return status;
   }

@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "weft/train/json.h"
+#include "weft/io/json.h"
 
 namespace weft {
 namespace {
 
 namespace fs = std::filesystem;
-using train::Json;
+using io::Json;
 
 struct CliRun {
   int status;
@@ -69,9 +69,9 @@ class Plot : public ::testing::Test {
   // Runs `weft plot` with --json and returns the layout it reports.
   Json plot(const std::string& out, const std::string& extra = "") {
     CliRun r = weft("plot " + (dir_ / "m.jsonl").string() + " -o " + (dir_ / out).string() +
-                 " --width 640 --height 400 --json " + extra);
+                    " --width 640 --height 400 --json " + extra);
     EXPECT_EQ(r.status, 0) << r.out;
-    return train::parse_json(r.out);
+    return io::parse_json(r.out);
   }
 
   std::vector<std::string> files() const {

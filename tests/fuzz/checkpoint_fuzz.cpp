@@ -9,7 +9,7 @@
 
 #include "fixtures.h"
 #include "fuzz.h"
-#include "weft/train/checkpoint_format.h"
+#include "weft/io/checkpoint_format.h"
 #include "weft/train/load_model.h"
 
 namespace {
@@ -23,7 +23,7 @@ void load_at(const std::string& dir, int tp) {
     weft::nn::Gpt model(wt::model_context(weft::fuzz::tiny_config(), grid.group_ptr("tp")),
                         wt::model_config(weft::fuzz::tiny_config()));
     weft::optim::AdamW opt(model.parameters(), {});
-    (void)wt::load_checkpoint(dir, world, grid, model, &opt);
+    (void)weft::io::load_checkpoint(dir, world, grid, model, &opt);
   });
 }
 
@@ -48,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   weft::fuzz::refused_ok([&] {
-    const wt::CheckpointReader ck(dir);
+    const weft::io::CheckpointReader ck(dir);
     (void)ck.step();
     (void)ck.order();
     (void)ck.sizes();
@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       weft::fuzz::refused_ok([&] { (void)ck.rank_rng(r); });
     }
     for (const auto* list : {&ck.tensors(), &ck.optimizer_tensors()}) {
-      for (const wt::SavedTensor& t : *list) {
+      for (const weft::io::SavedTensor& t : *list) {
         weft::fuzz::refused_ok([&] { (void)ck.read_full(t); });
       }
     }

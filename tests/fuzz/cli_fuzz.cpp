@@ -39,7 +39,7 @@ void read_every_option(const cli::Options& opts) {
 // `weft train`: the command-line layer of its settings (train.cpp's resolve).
 void train_settings(const cli::Options& opts) {
   weft::train::TrainConfig cfg;
-  weft::train::Json flags = weft::train::Json::object();
+  weft::io::Json flags = weft::io::Json::object();
   for (const weft::train::ConfigKey& k : weft::train::train_config_keys()) {
     if (opts.given(k.name)) flags[k.name] = opts.str(k.name);
   }

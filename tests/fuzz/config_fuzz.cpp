@@ -12,7 +12,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace wt = weft::train;
   weft::fuzz::refused_ok([&] {
-    const wt::Json file = wt::parse_json({reinterpret_cast<const char*>(data), size}, "run.json");
+    const weft::io::Json file =
+        weft::io::parse_json({reinterpret_cast<const char*>(data), size}, "run.json");
     weft::fuzz::refused_ok([&] {
       wt::TrainConfig cfg;
       wt::apply_settings(cfg, wt::resumable_settings(file), "checkpoint");
@@ -23,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     });
     wt::TrainConfig cfg;
     wt::apply_settings(cfg, file, "run.json");
-    const wt::Json written = cfg.to_json();
+    const weft::io::Json written = cfg.to_json();
     wt::TrainConfig again;
     wt::apply_settings(again, written, "to_json");
     if (!(again.to_json() == written)) std::abort();

@@ -14,12 +14,10 @@
 #include <optional>
 
 #include "fuzz.h"
-#include "weft/train/data.h"
-#include "weft/train/tokenizer.h"
+#include "weft/io/data.h"
+#include "weft/io/tokenizer.h"
 
 namespace {
-
-namespace wt = weft::train;
 
 // "a.txt,*.txt" -> "DIR/a.txt,DIR/*.txt"
 std::string data_list(std::string_view fuzzed, const std::string& dir) {
@@ -41,10 +39,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int64_t seq = in.in_range(1, 64);
   const double val_fraction = static_cast<double>(in.byte()) / 256.0;
   const int64_t batch = in.in_range(1, 8);
-  wt::BatchSlice slice{.dp_rank = static_cast<int>(in.in_range(0, 3)),
-                       .dp_size = static_cast<int>(in.in_range(1, 4)),
-                       .sub_rank = static_cast<int>(in.in_range(0, 1)),
-                       .sub_size = static_cast<int>(in.in_range(1, 2))};
+  weft::io::BatchSlice slice{.dp_rank = static_cast<int>(in.in_range(0, 3)),
+                             .dp_size = static_cast<int>(in.in_range(1, 4)),
+                             .sub_rank = static_cast<int>(in.in_range(0, 1)),
+                             .sub_size = static_cast<int>(in.in_range(1, 2))};
   const int64_t step = in.in_range(0, 1000);
   const auto parts = weft::fuzz::split(in.rest(), '\0', 3);
   const std::string_view a = parts.size() > 1 ? parts[1] : std::string_view();
@@ -57,25 +55,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   weft::fuzz::write_file(dir + "/b.txt", b);
 
   weft::fuzz::refused_ok([&] {
-    std::optional<wt::Dataset> ds;
+    std::optional<weft::io::Dataset> ds;
     if (mode == 0) {
       const std::string list = data_list(parts[0], dir);
-      (void)wt::expand_data_paths(list);
-      (void)wt::data_format(list);
-      ds.emplace(wt::load_token_files(list), seq, val_fraction);
+      (void)weft::io::expand_data_paths(list);
+      (void)weft::io::data_format(list);
+      ds.emplace(weft::io::load_token_files(list), seq, val_fraction);
     } else if (mode == 1) {
       weft::fuzz::write_file(dir + "/fortunes", a);
       weft::fuzz::write_file(dir + "/fortunes.dat", "not a fortune file");
       std::filesystem::remove(dir + "/a.txt");
       std::filesystem::remove(dir + "/b.txt");
-      ds.emplace(wt::default_corpus(dir), seq, val_fraction);
+      ds.emplace(weft::io::default_corpus(dir), seq, val_fraction);
     } else {
-      ds.emplace(wt::load_tokens(dir + "/a.txt"), wt::load_tokens(dir + "/b.txt"), seq);
+      ds.emplace(weft::io::load_tokens(dir + "/a.txt"), weft::io::load_tokens(dir + "/b.txt"), seq);
     }
-    const wt::TokenData& tokens = ds->data();
-    (void)wt::tokenizer_vocab(tokens.format);
-    if (tokens.format == wt::TokenData::Format::text) {
-      const wt::ByteTokenizer tok;
+    const weft::io::TokenData& tokens = ds->data();
+    (void)weft::io::tokenizer_vocab(tokens.format);
+    if (tokens.format == weft::io::TokenData::Format::text) {
+      const weft::io::ByteTokenizer tok;
       if (tok.decode(tokens.tokens).size() != tokens.tokens.size()) std::abort();
     }
     (void)tokens.vocab_needed();
@@ -85,13 +83,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int64_t i = 0; i < batches; ++i) {
       weft::fuzz::refused_ok([&] { (void)ds->val_batch(i, batch, slice); });
     }
-    const wt::Sampler sampler(*ds, static_cast<uint64_t>(step) * 7919, batch);
+    const weft::io::Sampler sampler(*ds, static_cast<uint64_t>(step) * 7919, batch);
     weft::fuzz::refused_ok([&] { (void)sampler.next_batch(step, 0, slice); });
     (void)sampler.global(step, 1);
   });
 
   // The tokenizer: bytes round-trip; ids outside [0, 256) are refused.
-  const wt::ByteTokenizer tok;
+  const weft::io::ByteTokenizer tok;
   const std::vector<int32_t> ids = tok.encode(a);
   if (tok.decode(ids) != a) std::abort();
   std::vector<int32_t> raw(a.size() / 4);

@@ -11,11 +11,11 @@
 #include "weft/comm/grid.h"
 #include "weft/comm/local.h"
 #include "weft/core/threads.h"
+#include "weft/io/checkpoint.h"
+#include "weft/io/hf_export.h"
 #include "weft/nn/gpt.h"
 #include "weft/optim/adamw.h"
-#include "weft/train/checkpoint.h"
 #include "weft/train/config.h"
-#include "weft/train/hf_export.h"
 
 namespace weft::fuzz {
 
@@ -44,9 +44,9 @@ inline void save_tiny_checkpoint(const std::string& dir) {
     opt.set_steps_taken(3);
     parallel::RngTracker rng(cfg.seed, grid.rank_in("tp"));
     rng.take(10);
-    train::TrainState state{
+    io::TrainState state{
         .step = 3, .data_seed = cfg.seed, .rng = rng.state(), .config = cfg.to_json()};
-    train::save_checkpoint(dir, world, grid, model, &opt, state);
+    io::save_checkpoint(dir, world, grid, model, &opt, state);
   });
 }
 
@@ -55,9 +55,9 @@ inline void save_tiny_checkpoint(const std::string& dir) {
 // at most 1 KiB, model.safetensors.index.json, config.json), and the lone
 // file DIR/file/model.safetensors.
 inline void save_tiny_hf(const std::string& checkpoint_dir, const std::string& dir) {
-  train::export_hf(checkpoint_dir, dir + "/model", {.max_shard_bytes = 1024});
+  io::export_hf(checkpoint_dir, dir + "/model", {.max_shard_bytes = 1024});
   std::filesystem::create_directories(dir + "/file");
-  train::export_hf(checkpoint_dir, dir + "/file/model.safetensors");
+  io::export_hf(checkpoint_dir, dir + "/file/model.safetensors");
 }
 
 }  // namespace weft::fuzz

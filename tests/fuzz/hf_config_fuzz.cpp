@@ -34,9 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                          parts.size() > 1 ? parts[1] : std::string_view(real_index));
 
   for (const std::string& model : {dir, file}) {
-    weft::fuzz::refused_ok([&] { (void)wt::hf_config(model); });
+    weft::fuzz::refused_ok([&] { (void)weft::io::hf_config(model); });
     weft::fuzz::refused_ok([&] { (void)wt::load_for_inference(model, weft::DType::f32); });
-    weft::fuzz::refused_ok([&] { wt::import_hf(model, root + "/imported", 1337); });
+    weft::fuzz::refused_ok([&] { weft::io::import_hf(model, root + "/imported", 1337); });
   }
   return 0;
 }

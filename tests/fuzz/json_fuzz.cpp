@@ -4,15 +4,15 @@
 #include <cstdlib>
 
 #include "fuzz.h"
-#include "weft/train/json.h"
+#include "weft/io/json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using weft::train::Json;
+  using weft::io::Json;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   Json value;
   try {
-    value = weft::train::parse_json(text, "fuzz input");
-  } catch (const weft::train::JsonError& e) {
+    value = weft::io::parse_json(text, "fuzz input");
+  } catch (const weft::io::JsonError& e) {
     if (e.offset() > size) std::abort();  // the offset must point into the text
     return 0;
   }
@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The parser refuses what the writer cannot write (1e999, invalid UTF-8),
     // so nothing here may throw.
     const std::string dumped = value.dump(indent);
-    const Json again = weft::train::parse_json(dumped, "dumped");
+    const Json again = weft::io::parse_json(dumped, "dumped");
     if (!(again == value)) std::abort();
     if (again.dump(indent) != dumped) std::abort();
   }

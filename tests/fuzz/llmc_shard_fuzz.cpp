@@ -3,23 +3,23 @@
 // uint32 tokens) by its magic number. Loads it, then splits and samples it
 // as training does.
 #include "fuzz.h"
-#include "weft/train/data.h"
+#include "weft/io/data.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  namespace wt = weft::train;
   const std::string path = weft::fuzz::scratch_dir() + "/tokens.bin";
   weft::fuzz::write_file(path, {reinterpret_cast<const char*>(data), size});
   weft::fuzz::refused_ok([&] {
-    if (wt::data_format(path) == wt::TokenData::Format::text) std::abort();  // .bin: a shard
-    wt::TokenData tokens = wt::load_tokens(path);
-    if (tokens.format == wt::TokenData::Format::text || tokens.size() == 0) std::abort();
+    if (weft::io::data_format(path) == weft::io::TokenData::Format::text)
+      std::abort();  // .bin: a shard
+    weft::io::TokenData tokens = weft::io::load_tokens(path);
+    if (tokens.format == weft::io::TokenData::Format::text || tokens.size() == 0) std::abort();
     for (int32_t t : tokens.tokens)
       if (t < 0) std::abort();  // token ids index the embedding
     (void)tokens.vocab_needed();
-    (void)wt::tokenizer_vocab(tokens.format);
+    (void)weft::io::tokenizer_vocab(tokens.format);
     (void)tokens.fingerprint();
-    const wt::Dataset ds(std::move(tokens), 4, 0.1);
-    const wt::Sampler sampler(ds, 1, 2);
+    const weft::io::Dataset ds(std::move(tokens), 4, 0.1);
+    const weft::io::Sampler sampler(ds, 1, 2);
     (void)sampler.next_batch(0, 0, {});
     (void)ds.val_batch(ds.val_batches(2, 4) - 1, 2);
   });

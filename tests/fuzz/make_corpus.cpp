@@ -11,8 +11,8 @@
 
 #include "fixtures.h"
 #include "fuzz.h"
-#include "weft/train/data.h"
-#include "weft/train/safetensors.h"
+#include "weft/io/data.h"
+#include "weft/io/safetensors.h"
 
 namespace {
 
@@ -68,14 +68,14 @@ int main(int argc, char** argv) {
   put("safetensors", "model-rank0.safetensors", read(ck + "/model-rank0.safetensors"));
   {
     const std::string path = tmp + "/small.safetensors";
-    std::vector<wt::NamedTensor> tensors;
+    std::vector<weft::io::NamedTensor> tensors;
     tensors.push_back({"f32", weft::Tensor::from({2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6})});
     tensors.push_back({"bf16", weft::Tensor::zeros({3, 1, 2}, weft::DType::bf16)});
     tensors.push_back({"u8", weft::Tensor::zeros({5}, weft::DType::u8)});
     tensors.push_back({"fp4", weft::Tensor::zeros({2, 4}, weft::DType::e2m1)});
     tensors.push_back({"scalar", weft::Tensor::zeros({}, weft::DType::f32)});
     tensors.push_back({"empty", weft::Tensor::zeros({0, 5}, weft::DType::f32)});
-    wt::write_safetensors(path, tensors, {{"format", "pt"}, {"note", "seed"}});
+    weft::io::write_safetensors(path, tensors, {{"format", "pt"}, {"note", "seed"}});
     put("safetensors", "small.safetensors", read(path));
   }
 
@@ -96,14 +96,14 @@ int main(int argc, char** argv) {
     const std::string path = tmp + "/tokens.bin";
     std::vector<uint16_t> tokens;
     for (uint16_t i = 0; i < 40; ++i) tokens.push_back(static_cast<uint16_t>(i * 1637 % 50257));
-    wt::write_token_shard(path, tokens);
+    weft::io::write_token_shard(path, tokens);
     put("llmc_shard", "40-tokens.bin", read(path));
-    wt::write_token_shard(path, std::vector<uint16_t>(10, 7));
+    weft::io::write_token_shard(path, std::vector<uint16_t>(10, 7));
     put("llmc_shard", "10-tokens.bin", read(path));
     // llama-3 (llm.c's second format): magic 20240801, version 7, uint32 tokens
     std::vector<int32_t> wide(256 + 12, 0);
-    wide[0] = wt::kShardMagicU32;
-    wide[1] = wt::kShardVersionU32;
+    wide[0] = weft::io::kShardMagicU32;
+    wide[1] = weft::io::kShardVersionU32;
     wide[2] = 12;
     for (int i = 0; i < 12; ++i) wide[256 + static_cast<size_t>(i)] = 128000 + i * 17;
     put("llmc_shard", "12-tokens-llama3.bin",

@@ -7,8 +7,8 @@
 
 #include "fuzz.h"
 #include "weft/core/threads.h"
+#include "weft/io/safetensors.h"
 #include "weft/train/load_model.h"
-#include "weft/train/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace wt = weft::train;
@@ -18,12 +18,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   weft::fuzz::write_file(path, {reinterpret_cast<const char*>(data), size});
 
   weft::fuzz::refused_ok([&] {
-    const wt::SafetensorsFile f(path);
+    const weft::io::SafetensorsFile f(path);
     for (const auto& [k, v] : f.metadata()) (void)(k.size() + v.size());
     size_t tried = 0;
-    for (const wt::TensorInfo& t : f.tensors()) {
+    for (const weft::io::TensorInfo& t : f.tensors()) {
       if (++tried > 16) break;
-      (void)wt::dtype_from_safetensors(t.dtype);
+      (void)weft::io::dtype_from_safetensors(t.dtype);
       if (&f.info(t.name) != &t || f.find(t.name) != &t) std::abort();
       weft::fuzz::refused_ok([&] { (void)f.load(t.name); });
       weft::fuzz::refused_ok([&] { (void)f.load_rows(t.name, 0, 1); });

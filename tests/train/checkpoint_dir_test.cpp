@@ -1,7 +1,7 @@
 // The --save directory of a run (step directories, `latest`, --keep) and the
 // signals that stop a run. The whole story through the CLI is
 // tests/apps/lost_work.py.
-#include "weft/train/checkpoint_dir.h"
+#include "weft/io/checkpoint_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ using weft::testing::TempDir;
 // A stand-in for a complete checkpoint of `step` in `dir` (checkpoint_dir
 // only looks for index.json).
 void fake_checkpoint(const std::string& dir, int64_t step) {
-  const fs::path d = fs::path(dir) / step_dir_name(step);
+  const fs::path d = fs::path(dir) / io::step_dir_name(step);
   fs::create_directories(d);
   std::ofstream(d / "index.json") << "{}";
 }
@@ -46,7 +46,7 @@ std::string read_text(const std::string& path) {
 
 void publish(const std::string& dir, int64_t step, int64_t keep, bool drop_others = false) {
   comm::run_local(1, [&](comm::ProcessGroup& world) {
-    publish_checkpoint(dir, step, keep, drop_others, world);
+    io::publish_checkpoint(dir, step, keep, drop_others, world);
   });
 }
 
@@ -55,16 +55,16 @@ using weft::testing::error_of;
 TEST(CheckpointDir, LatestPointsAtTheNewestAndKeepKeepsThatMany) {
   const TempDir tmp;
   const std::string dir = tmp.path("run");
-  EXPECT_EQ(step_dir_name(20), "step-000020");
+  EXPECT_EQ(io::step_dir_name(20), "step-000020");
   for (int64_t step : {2, 4, 6}) {
     fake_checkpoint(dir, step);
     publish(dir, step, 2);
   }
   EXPECT_EQ(entries(dir), (std::vector<std::string>{"latest", "step-000004", "step-000006"}));
   EXPECT_EQ(read_text(dir + "/latest"), "step-000006\n");
-  EXPECT_EQ(resolve_checkpoint(dir), dir + "/step-000006");
+  EXPECT_EQ(io::resolve_checkpoint(dir), dir + "/step-000006");
   // A step directory names itself.
-  EXPECT_EQ(resolve_checkpoint(dir + "/step-000004"), dir + "/step-000004");
+  EXPECT_EQ(io::resolve_checkpoint(dir + "/step-000004"), dir + "/step-000004");
   // keep 0 keeps all.
   fake_checkpoint(dir, 8);
   publish(dir, 8, 0);
@@ -95,44 +95,46 @@ TEST(CheckpointDir, ResolvesWithoutAPointerAndNamesWhatIsWrong) {
   fake_checkpoint(dir, 3);
   fake_checkpoint(dir, 5);
   fs::create_directories(dir + "/step-000007");  // incomplete: no index.json
-  EXPECT_EQ(resolve_checkpoint(dir), dir + "/step-000005");
-  EXPECT_TRUE(holds_checkpoint(dir));
+  EXPECT_EQ(io::resolve_checkpoint(dir), dir + "/step-000005");
+  EXPECT_TRUE(io::holds_checkpoint(dir));
 
   std::ofstream(dir + "/latest") << "step-000009\n";
-  EXPECT_NE(error_of([&] { resolve_checkpoint(dir); }).find("names step-000009, which holds no "),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { io::resolve_checkpoint(dir); }).find("names step-000009, which holds no "),
+      std::string::npos);
   std::ofstream(dir + "/latest") << "../elsewhere\n";
-  EXPECT_NE(error_of([&] { resolve_checkpoint(dir); }).find("does not name a step directory"),
+  EXPECT_NE(error_of([&] { io::resolve_checkpoint(dir); }).find("does not name a step directory"),
             std::string::npos);
 
   // What a run killed before its first checkpoint leaves.
   const std::string empty = tmp.path("empty");
   fs::create_directories(empty + "/step-000001.tmp-12-34");
-  EXPECT_FALSE(holds_checkpoint(empty));
-  EXPECT_NE(error_of([&] { resolve_checkpoint(empty); }).find("holds no checkpoint yet"),
+  EXPECT_FALSE(io::holds_checkpoint(empty));
+  EXPECT_NE(error_of([&] { io::resolve_checkpoint(empty); }).find("holds no checkpoint yet"),
             std::string::npos);
 
   // An older weft's checkpoint, directly in its directory; a file.
   const std::string legacy = tmp.path("legacy");
   fs::create_directories(legacy);
   std::ofstream(legacy + "/index.json") << "{}";
-  EXPECT_EQ(resolve_checkpoint(legacy), legacy);
-  EXPECT_TRUE(holds_checkpoint(legacy));
-  EXPECT_EQ(resolve_checkpoint(legacy + "/index.json"), legacy + "/index.json");
+  EXPECT_EQ(io::resolve_checkpoint(legacy), legacy);
+  EXPECT_TRUE(io::holds_checkpoint(legacy));
+  EXPECT_EQ(io::resolve_checkpoint(legacy + "/index.json"), legacy + "/index.json");
 }
 
 TEST(CheckpointDir, PrepareSaveDirAcceptsRunDirectoriesOnly) {
   const TempDir tmp;
-  prepare_save_dir(tmp.path("new/run"));
+  io::prepare_save_dir(tmp.path("new/run"));
   EXPECT_TRUE(fs::is_directory(tmp.path("new/run")));
   fake_checkpoint(tmp.path("new/run"), 1);
-  prepare_save_dir(tmp.path("new/run"));
+  io::prepare_save_dir(tmp.path("new/run"));
   std::ofstream(tmp.path("notes.txt")) << "x";
-  EXPECT_NE(error_of([&] { prepare_save_dir(tmp.path("notes.txt")); }).find("is not a directory"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { io::prepare_save_dir(tmp.path("notes.txt")); }).find("is not a directory"),
+      std::string::npos);
   fs::create_directories(tmp.path("src"));
   std::ofstream(tmp.path("src/main.cpp")) << "x";
-  EXPECT_NE(error_of([&] { prepare_save_dir(tmp.path("src")); }).find("not a weft checkpoint"),
+  EXPECT_NE(error_of([&] { io::prepare_save_dir(tmp.path("src")); }).find("not a weft checkpoint"),
             std::string::npos);
 }
 

@@ -7,14 +7,14 @@
 namespace weft::train {
 namespace {
 
-TrainConfig with(const Json& settings) {
+TrainConfig with(const io::Json& settings) {
   TrainConfig c;
   apply_settings(c, settings, "test");
   return c;
 }
 
-Json object(std::initializer_list<std::pair<const char*, Json>> items) {
-  Json j = Json::object();
+io::Json object(std::initializer_list<std::pair<const char*, io::Json>> items) {
+  io::Json j = io::Json::object();
   for (const auto& [k, v] : items) j[k] = v;
   return j;
 }

@@ -11,7 +11,7 @@
 
 #include "testing.h"
 #include "trainer_harness.h"
-#include "weft/train/checkpoint_format.h"
+#include "weft/io/checkpoint_format.h"
 
 namespace weft::train {
 namespace {
@@ -30,7 +30,7 @@ class GtpTrainer : public ::testing::Test {
     return c;
   }
 
-  Dataset data_;
+  io::Dataset data_;
 };
 
 TEST_F(GtpTrainer, EqualsOneRankWithTheWholeBatch) {
@@ -89,8 +89,8 @@ TEST_F(GtpTrainer, ResumeContinuesBitwiseIdentically) {
     t.save(dir);
   });
   // The checkpoint holds the shards without their padding.
-  CheckpointReader ck(dir);
-  const SavedTensor* qkv = ck.find("h.0.attn.qkv.weight");
+  io::CheckpointReader ck(dir);
+  const io::SavedTensor* qkv = ck.find("h.0.attn.qkv.weight");
   ASSERT_NE(qkv, nullptr);
   ASSERT_EQ(qkv->shards.size(), 2u);
   EXPECT_EQ(qkv->shards[0].row_length + qkv->shards[1].row_length, 72);

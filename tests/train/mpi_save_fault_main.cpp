@@ -14,11 +14,11 @@
 
 #include "weft/comm/grid.h"
 #include "weft/comm/world.h"
+#include "weft/io/checkpoint.h"
+#include "weft/io/checkpoint_dir.h"
 #include "weft/nn/gpt.h"
 #include "weft/optim/adamw.h"
 #include "weft/parallel/rng.h"
-#include "weft/train/checkpoint.h"
-#include "weft/train/checkpoint_dir.h"
 
 namespace {
 
@@ -61,15 +61,15 @@ int main(int argc, char** argv) {
     cfg.heads = 2;
     weft::nn::Gpt model(weft::parallel::make_context(grid.group_ptr("tp")), cfg);
     weft::optim::AdamW opt(model.parameters(), {});
-    weft::train::TrainState state;
+    weft::io::TrainState state;
     state.rng = weft::parallel::RngTracker(model.context()->seed, grid.rank_in("tp")).state();
-    state.config = weft::train::model_shape_json(cfg);
+    state.config = weft::io::model_shape_json(cfg);
     for (int64_t step : {2, 4}) {
       state.step = step;
       Exiting saved(model, step == 4 && world.rank() == 1);
-      weft::train::save_checkpoint(dir + "/" + weft::train::step_dir_name(step), world, grid, saved,
-                                   &opt, state);
-      weft::train::publish_checkpoint(dir, step, 0, false, world);
+      weft::io::save_checkpoint(dir + "/" + weft::io::step_dir_name(step), world, grid, saved, &opt,
+                                state);
+      weft::io::publish_checkpoint(dir, step, 0, false, world);
     }
   });
   return 0;

@@ -1,7 +1,7 @@
 // TensorBoard event files: CRC-32C against RFC 3720's vectors, and files
 // read back record by record (length, masked CRCs, Event messages) after the
 // writer and the run's MetricsLog wrote them. Write errors are weft::Error.
-#include "weft/train/tensorboard.h"
+#include "weft/io/tensorboard.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "weft/core/error.h"
+#include "weft/io/tensorboard_event.pb.h"
 #include "weft/train/metrics.h"
-#include "weft/train/tensorboard_event.pb.h"
 
 namespace weft::train {
 namespace {
@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 uint32_t crc_of(const std::string& s) {
-  return crc32c({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
+  return io::crc32c({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
 }
 
 uint64_t read_le(const std::string& bytes, size_t at, int n) {
@@ -42,12 +42,12 @@ std::vector<tensorboard::Event> read_events(const std::string& path) {
     EXPECT_LE(at + 12, bytes.size()) << "truncated record header at byte " << at;
     if (at + 12 > bytes.size()) break;
     const uint64_t length = read_le(bytes, at, 8);
-    EXPECT_EQ(read_le(bytes, at + 8, 4), mask_crc32c(crc_of(bytes.substr(at, 8))))
+    EXPECT_EQ(read_le(bytes, at + 8, 4), io::mask_crc32c(crc_of(bytes.substr(at, 8))))
         << "length CRC at byte " << at;
     EXPECT_LE(at + 12 + length + 4, bytes.size()) << "truncated record at byte " << at;
     if (at + 12 + length + 4 > bytes.size()) break;
     const std::string data = bytes.substr(at + 12, length);
-    EXPECT_EQ(read_le(bytes, at + 12 + length, 4), mask_crc32c(crc_of(data)))
+    EXPECT_EQ(read_le(bytes, at + 12 + length, 4), io::mask_crc32c(crc_of(data)))
         << "data CRC at byte " << at;
     tensorboard::Event event;
     EXPECT_TRUE(event.ParseFromString(data)) << "record at byte " << at << " is no Event";
@@ -84,8 +84,8 @@ TEST(Crc32c, Rfc3720Vectors) {
   EXPECT_EQ(crc_of(ascending), 0x46DD794Eu);
   EXPECT_EQ(crc_of(""), 0u);
   // TFRecord's mask: rotate right by 15, add a constant.
-  EXPECT_EQ(mask_crc32c(0), 0xa282ead8u);
-  EXPECT_EQ(mask_crc32c(0x00008000u), 0xa282ead9u);
+  EXPECT_EQ(io::mask_crc32c(0), 0xa282ead8u);
+  EXPECT_EQ(io::mask_crc32c(0x00008000u), 0xa282ead9u);
 }
 
 TEST(EventFile, RecordsReadBack) {
@@ -93,7 +93,7 @@ TEST(EventFile, RecordsReadBack) {
   const std::string path = (dir / "events.out.tfevents.1.test").string();
   const double before = static_cast<double>(std::time(nullptr)) - 1;
   {
-    EventFileWriter w(path);
+    io::EventFileWriter w(path);
     w.scalar("loss", 1, 5.25);
     w.scalar("loss", 2, 4.5);
     w.scalar("lr", 2, 6e-4);
@@ -113,13 +113,13 @@ TEST(EventFile, RecordsReadBack) {
 }
 
 TEST(EventFile, NamedAsTensorBoardExpects) {
-  EXPECT_EQ(tensorboard_file_name(1700000000, "node7"), "events.out.tfevents.1700000000.node7");
+  EXPECT_EQ(io::tensorboard_file_name(1700000000, "node7"), "events.out.tfevents.1700000000.node7");
   const fs::path dir = scratch("names");
-  const std::string a = EventFileWriter::in_directory((dir / "new" / "sub").string()).path();
+  const std::string a = io::EventFileWriter::in_directory((dir / "new" / "sub").string()).path();
   const std::regex name(R"(events\.out\.tfevents\.[0-9]{10}\.[^/]+)");
   EXPECT_TRUE(std::regex_match(fs::path(a).filename().string(), name)) << a;
   // A second writer in the same second does not replace the first file.
-  const std::string b = EventFileWriter::in_directory((dir / "new" / "sub").string()).path();
+  const std::string b = io::EventFileWriter::in_directory((dir / "new" / "sub").string()).path();
   EXPECT_NE(a, b);
   EXPECT_TRUE(fs::exists(a));
   fs::remove_all(dir);
@@ -129,7 +129,7 @@ TEST(EventFile, WriteErrorsAreClear) {
   // /dev/full accepts the open and fails every write with ENOSPC.
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
   try {
-    EventFileWriter w("/dev/full");
+    io::EventFileWriter w("/dev/full");
     FAIL() << "writing to /dev/full succeeded";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot write the TensorBoard event file /dev/full"),
@@ -188,7 +188,7 @@ TEST(MetricsLog, JsonlAndEventsHoldEveryStep) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 3u);
-  const Json second = parse_json(lines[1]);
+  const io::Json second = io::parse_json(lines[1]);
   EXPECT_EQ(second.at("step").as_int(), 2);
   EXPECT_EQ(second.at("val_loss").as_double(), 4.75);
   EXPECT_EQ(lines[0].find("val_loss"), std::string::npos);

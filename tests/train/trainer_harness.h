@@ -16,13 +16,13 @@
 #include "testing.h"
 #include "weft/comm/local.h"
 #include "weft/core/threads.h"
-#include "weft/train/tokenizer.h"
+#include "weft/io/tokenizer.h"
 #include "weft/train/trainer.h"
 
 namespace weft::train {
 
 // A few thousand bytes of varied English text: enough windows of 16 tokens.
-inline TokenData test_text() {
+inline io::TokenData test_text() {
   const char* words[] = {"the ",  "quick ", "brown ", "fox ",   "jumps ", "over ",
                          "a ",    "lazy ",  "dog ",   "while ", "seven ", "wizards ",
                          "hum. ", "Then ",  "every ", "cat ",   "naps.\n"};
@@ -32,7 +32,7 @@ inline TokenData test_text() {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     text += words[(x >> 33) % std::size(words)];
   }
-  return text_tokens(text, "test text");
+  return io::text_tokens(text, "test text");
 }
 
 inline TrainConfig tiny_config() {
@@ -99,7 +99,7 @@ inline void place(const nn::Parameter& p, FullParam& full) {
 }
 
 // Trains cfg.steps steps on tp · gtp · dp local ranks; losses and the final whole parameters.
-inline RunResult run(const TrainConfig& cfg, const Dataset& data, int dp = 1) {
+inline RunResult run(const TrainConfig& cfg, const io::Dataset& data, int dp = 1) {
   RunResult out;
   std::mutex mu;
   comm::run_local(cfg.tp * cfg.gtp * dp, [&](comm::ProcessGroup& world) {

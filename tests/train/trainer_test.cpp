@@ -16,10 +16,10 @@
 #include "trainer_harness.h"
 #include "weft/comm/local.h"
 #include "weft/core/threads.h"
-#include "weft/train/checkpoint.h"
+#include "weft/io/checkpoint.h"
+#include "weft/io/tokenizer.h"
 #include "weft/train/evaluate.h"
 #include "weft/train/generate.h"
-#include "weft/train/tokenizer.h"
 
 namespace weft::train {
 namespace {
@@ -27,7 +27,7 @@ namespace {
 class TrainerTest : public ::testing::Test {
  protected:
   TrainerTest() : data_(test_text(), 16) {}
-  Dataset data_;
+  io::Dataset data_;
 };
 
 TEST_F(TrainerTest, DataParallelEqualsOneRankWithTheWholeBatch) {
@@ -207,14 +207,14 @@ TEST_F(TrainerTest, NonFiniteLossStopsNamingTheStepAndKeepsTheCheckpoint) {
   ASSERT_GT(failed_at, 1);
   EXPECT_NE(message.find("step " + std::to_string(failed_at) + ":"), std::string::npos) << message;
   EXPECT_NE(message.find("is not finite"), std::string::npos) << message;
-  EXPECT_EQ(CheckpointReader(dir).step(), failed_at - 1);
+  EXPECT_EQ(io::CheckpointReader(dir).step(), failed_at - 1);
 }
 
 TEST_F(TrainerTest, GenerationAndEvaluationAgreeAcrossTensorParallelSizes) {
   TrainConfig c = tiny_config();
   std::vector<std::vector<int32_t>> ids(2);
   std::vector<double> loss(2);
-  const std::vector<int32_t> prompt = ByteTokenizer().encode("the ");
+  const std::vector<int32_t> prompt = io::ByteTokenizer().encode("the ");
   for (int tp : {1, 2}) {
     c.tp = tp;
     // Each rank's seeded sample, written by that rank only.
@@ -248,19 +248,19 @@ TEST_F(TrainerTest, GenerationAndEvaluationAgreeAcrossTensorParallelSizes) {
 
 TEST(TrainConfigTest, SettingsLayerAndNameTheBadKey) {
   TrainConfig c;
-  apply_settings(c, parse_json(R"({"preset": "gpt2-124m", "layers": 2, "micro_batch": "3"})"),
+  apply_settings(c, io::parse_json(R"({"preset": "gpt2-124m", "layers": 2, "micro_batch": "3"})"),
                  "run.json");
   EXPECT_EQ(c.model.width, 768);
   EXPECT_EQ(c.model.layers, 2);
   EXPECT_EQ(c.micro_batch, 3);
   try {
-    apply_settings(c, parse_json(R"({"stpes": 3})"), "run.json");
+    apply_settings(c, io::parse_json(R"({"stpes": 3})"), "run.json");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown setting 'stpes'"), std::string::npos);
   }
-  EXPECT_THROW(apply_settings(c, parse_json(R"({"steps": "ten"})"), ""), Error);
-  EXPECT_THROW(apply_settings(c, parse_json(R"({"lr": -1})"), ""), Error);
+  EXPECT_THROW(apply_settings(c, io::parse_json(R"({"steps": "ten"})"), ""), Error);
+  EXPECT_THROW(apply_settings(c, io::parse_json(R"({"lr": -1})"), ""), Error);
 
   // A checkpoint's settings round-trip without those of one invocation (how
   // the world was started, --resume, --init, --stop-at); the TP layout and
@@ -286,15 +286,15 @@ TEST(TrainConfigTest, SettingsLayerAndNameTheBadKey) {
 }
 
 TEST(TrainConfigTest, RelativePathsResolveAgainstTheirFile) {
-  const Json settings =
-      parse_json(R"({"data": "d.txt", "save": "../ck", "metrics": "/abs/m.jsonl", "lr": "1"})");
-  const Json resolved = resolve_paths(settings, "runs/a");
+  const io::Json settings =
+      io::parse_json(R"({"data": "d.txt", "save": "../ck", "metrics": "/abs/m.jsonl", "lr": "1"})");
+  const io::Json resolved = resolve_paths(settings, "runs/a");
   EXPECT_EQ(resolved.at("data").as_string(), "runs/a/d.txt");
   EXPECT_EQ(resolved.at("save").as_string(), "runs/ck");
   EXPECT_EQ(resolved.at("metrics").as_string(), "/abs/m.jsonl");
   EXPECT_EQ(resolved.at("lr").as_string(), "1");
   // What a checkpoint in runs/ck/step-000004 stores reads back as given.
-  const Json stored = relative_paths(settings, "runs/ck/step-000004");
+  const io::Json stored = relative_paths(settings, "runs/ck/step-000004");
   EXPECT_EQ(stored.at("data").as_string(), "../../../d.txt");
   EXPECT_EQ(stored.at("save").as_string(), "../../../../ck");
   EXPECT_EQ(resolve_paths(stored, "runs/ck/step-000004").at("data").as_string(), "d.txt");

@@ -30,9 +30,11 @@ struct Where {
   std::string label() const { return source.empty() ? "--" + key : source + ": " + key; }
 };
 
-std::string spell(const Json& v) { return v.is_string() ? "'" + v.as_string() + "'" : v.dump(); }
+std::string spell(const io::Json& v) {
+  return v.is_string() ? "'" + v.as_string() + "'" : v.dump();
+}
 
-int64_t to_int(const Json& v, const Where& w) {
+int64_t to_int(const io::Json& v, const Where& w) {
   if (v.is_integer()) return v.as_int();
   if (v.is_string()) {
     const std::string& s = v.as_string();
@@ -43,7 +45,7 @@ int64_t to_int(const Json& v, const Where& w) {
   WEFT_FAIL("{} expects an integer, got {}", w.label(), spell(v));
 }
 
-double to_double(const Json& v, const Where& w) {
+double to_double(const io::Json& v, const Where& w) {
   if (v.is_number()) return v.as_double();
   if (v.is_string()) {
     const std::string& s = v.as_string();
@@ -57,12 +59,12 @@ double to_double(const Json& v, const Where& w) {
   WEFT_FAIL("{} expects a number, got {}", w.label(), spell(v));
 }
 
-std::string to_string(const Json& v, const Where& w) {
+std::string to_string(const io::Json& v, const Where& w) {
   WEFT_CHECK(v.is_string(), "{} expects a string, got {}", w.label(), v.dump());
   return v.as_string();
 }
 
-std::string to_choice(const Json& v, const Where& w, const std::vector<std::string>& choices) {
+std::string to_choice(const io::Json& v, const Where& w, const std::vector<std::string>& choices) {
   std::string s = to_string(v, w);
   if (std::find(choices.begin(), choices.end(), s) != choices.end()) return s;
   std::string list;
@@ -80,8 +82,8 @@ double non_negative(double x, const Where& w) {
   return x;
 }
 
-using Setter = std::function<void(TrainConfig&, const Json&, const Where&)>;
-using Getter = std::function<Json(const TrainConfig&)>;
+using Setter = std::function<void(TrainConfig&, const io::Json&, const Where&)>;
+using Getter = std::function<io::Json(const TrainConfig&)>;
 
 struct KeyDef {
   ConfigKey key;
@@ -123,54 +125,56 @@ using FieldType = std::remove_cvref_t<std::invoke_result_t<Field, TrainConfig&>>
 template <typename Field>
 KeyDef int_key(ConfigKey key, Field field, int64_t lo) {
   using T = FieldType<Field>;
-  return {
-      std::move(key),
-      [field, lo](TrainConfig& c, const Json& v, const Where& w) {
-        const int64_t n = at_least(to_int(v, w), lo, w);
-        // A value the setting cannot hold (--tp 4294967298 into an int)
-        // is refused, not wrapped around.
-        WEFT_CHECK(std::in_range<T>(n), "{} must be at most {}, got {}", w.label(),
-                   std::numeric_limits<T>::max(), n);
-        std::invoke(field, c) = static_cast<T>(n);
-      },
-      [field](const TrainConfig& c) { return Json(static_cast<int64_t>(std::invoke(field, c))); }};
+  return {std::move(key),
+          [field, lo](TrainConfig& c, const io::Json& v, const Where& w) {
+            const int64_t n = at_least(to_int(v, w), lo, w);
+            // A value the setting cannot hold (--tp 4294967298 into an int)
+            // is refused, not wrapped around.
+            WEFT_CHECK(std::in_range<T>(n), "{} must be at most {}, got {}", w.label(),
+                       std::numeric_limits<T>::max(), n);
+            std::invoke(field, c) = static_cast<T>(n);
+          },
+          [field](const TrainConfig& c) {
+            return io::Json(static_cast<int64_t>(std::invoke(field, c)));
+          }};
 }
 
 template <typename Field>
 KeyDef number_key(ConfigKey key, Field field) {
   using T = FieldType<Field>;
-  return {
-      std::move(key),
-      [field](TrainConfig& c, const Json& v, const Where& w) {
-        std::invoke(field, c) = static_cast<T>(non_negative(to_double(v, w), w));
-      },
-      [field](const TrainConfig& c) { return Json(static_cast<double>(std::invoke(field, c))); }};
+  return {std::move(key),
+          [field](TrainConfig& c, const io::Json& v, const Where& w) {
+            std::invoke(field, c) = static_cast<T>(non_negative(to_double(v, w), w));
+          },
+          [field](const TrainConfig& c) {
+            return io::Json(static_cast<double>(std::invoke(field, c)));
+          }};
 }
 
 // A key that may be unset (null: the default its help text names), an
 // integer with a lower bound or a non-negative number.
 KeyDef optional_int_key(ConfigKey key, std::optional<int64_t> TrainConfig::*m, int64_t lo) {
   return {std::move(key),
-          [m, lo](TrainConfig& c, const Json& v, const Where& w) {
+          [m, lo](TrainConfig& c, const io::Json& v, const Where& w) {
             if (v.is_null()) {
               (c.*m).reset();
             } else {
               c.*m = at_least(to_int(v, w), lo, w);
             }
           },
-          [m](const TrainConfig& c) { return c.*m ? Json(*(c.*m)) : Json(nullptr); }};
+          [m](const TrainConfig& c) { return c.*m ? io::Json(*(c.*m)) : io::Json(nullptr); }};
 }
 
 KeyDef optional_number_key(ConfigKey key, std::optional<double> TrainConfig::*m) {
   return {std::move(key),
-          [m](TrainConfig& c, const Json& v, const Where& w) {
+          [m](TrainConfig& c, const io::Json& v, const Where& w) {
             if (v.is_null()) {
               (c.*m).reset();
             } else {
               c.*m = non_negative(to_double(v, w), w);
             }
           },
-          [m](const TrainConfig& c) { return c.*m ? Json(*(c.*m)) : Json(nullptr); }};
+          [m](const TrainConfig& c) { return c.*m ? io::Json(*(c.*m)) : io::Json(nullptr); }};
 }
 
 // A setting of the precision recipe spelled as one of `names`.
@@ -178,7 +182,7 @@ template <typename E>
 KeyDef enum_key(ConfigKey key, E parallel::Precision::*m,
                 std::vector<std::pair<std::string, E>> names) {
   return {std::move(key),
-          [m, names](TrainConfig& c, const Json& v, const Where& w) {
+          [m, names](TrainConfig& c, const io::Json& v, const Where& w) {
             std::vector<std::string> choices;
             for (const auto& n : names) choices.push_back(n.first);
             const std::string s = to_choice(v, w, choices);
@@ -188,16 +192,16 @@ KeyDef enum_key(ConfigKey key, E parallel::Precision::*m,
           },
           [m, names](const TrainConfig& c) {
             for (const auto& [name, value] : names) {
-              if (c.precision.*m == value) return Json(name);
+              if (c.precision.*m == value) return io::Json(name);
             }
-            return Json(nullptr);
+            return io::Json(nullptr);
           }};
 }
 
 KeyDef string_key(ConfigKey key, std::string TrainConfig::*m) {
   return {std::move(key),
-          [m](TrainConfig& c, const Json& v, const Where& w) { c.*m = to_string(v, w); },
-          [m](const TrainConfig& c) { return Json(c.*m); }};
+          [m](TrainConfig& c, const io::Json& v, const Where& w) { c.*m = to_string(v, w); },
+          [m](const TrainConfig& c) { return io::Json(c.*m); }};
 }
 
 const std::vector<KeyDef>& key_defs() {
@@ -206,10 +210,10 @@ const std::vector<KeyDef>& key_defs() {
     d.push_back(
         {{"preset", "NAME", "tiny",
           "model preset: tiny (4 layers, width 128) or gpt2-124m; shape options override it"},
-         [](TrainConfig& c, const Json& v, const Where& w) {
+         [](TrainConfig& c, const io::Json& v, const Where& w) {
            apply_preset(c, to_choice(v, w, {"tiny", "gpt2-124m"}));
          },
-         [](const TrainConfig& c) { return Json(c.preset); }});
+         [](const TrainConfig& c) { return io::Json(c.preset); }});
     d.push_back(int_key({"layers", "N", "preset", "transformer layers"},
                         model_field(&nn::GptConfig::layers), 1));
     d.push_back(int_key({"width", "C", "preset", "model width (channels)"},
@@ -226,13 +230,13 @@ const std::vector<KeyDef>& key_defs() {
                            model_field(&nn::GptConfig::dropout)));
     d.push_back({{"dtype", "f32|bf16", "",
                   "compute type (master weights stay f32); the same as --precision f32|bf16"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
+                 [](TrainConfig& c, const io::Json& v, const Where& w) {
                    c.dtype = parse_dtype(to_choice(v, w, {"f32", "bf16"}));
                    if (!c.precision.quantized()) {
                      c.precision.recipe = parallel::Precision::of(c.dtype).recipe;
                    }
                  },
-                 [](const TrainConfig& c) { return Json(std::string(dtype_name(c.dtype))); }});
+                 [](const TrainConfig& c) { return io::Json(std::string(dtype_name(c.dtype))); }});
     d.push_back(
         {{"precision", "RECIPE", "f32",
           "f32, bf16, or a quantized recipe for the Linear GEMMs (qkv, proj, fc1, fc2): "
@@ -241,12 +245,12 @@ const std::vector<KeyDef>& key_defs() {
           "of 32 with E8M0 scales), nvfp4 (E2M1 in blocks of 16, E4M3 block scales, an f32 "
           "tensor scale, Hadamard transform and stochastic rounding in the backward); on the "
           "CPU the quantized recipes are exact emulations computing in f32"},
-         [](TrainConfig& c, const Json& v, const Where& w) {
+         [](TrainConfig& c, const io::Json& v, const Where& w) {
            c.precision.recipe = parallel::parse_recipe(
                to_choice(v, w, {"f32", "bf16", "fp8-delayed", "fp8-current", "mxfp8", "nvfp4"}));
            if (!c.precision.quantized()) c.dtype = c.precision.gemm_input();
          },
-         [](const TrainConfig& c) { return Json(parallel::recipe_name(c.precision.recipe)); }});
+         [](const TrainConfig& c) { return io::Json(parallel::recipe_name(c.precision.recipe)); }});
     d.push_back(
         enum_key({"fp8-format", "hybrid|e4m3", "hybrid",
                   "fp8-delayed / fp8-current: E4M3 forward and E5M2 gradients (hybrid) "
@@ -271,11 +275,11 @@ const std::vector<KeyDef>& key_defs() {
                          {{"tp", parallel::AmaxGroup::tp}, {"tp-dp", parallel::AmaxGroup::tp_dp}}));
     d.push_back(int_key({"tp", "N", "", "tensor-parallel size"}, &TrainConfig::tp, 1));
     d.push_back({{"dp", "N", "auto", "data-parallel size (auto: world / tp under mpirun, else 1)"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
+                 [](TrainConfig& c, const io::Json& v, const Where& w) {
                    const bool is_auto = v.is_string() && v.as_string() == "auto";
                    c.dp = is_auto ? 0 : static_cast<int>(at_least(to_int(v, w), 1, w));
                  },
-                 [](const TrainConfig& c) { return c.dp ? Json(c.dp) : Json("auto"); }});
+                 [](const TrainConfig& c) { return c.dp ? io::Json(c.dp) : io::Json("auto"); }});
     d.push_back(int_key({"gtp", "N", "",
                          "generalized tensor-parallel size: weights sharded 1/N, gathered just in "
                          "time (world = tp x gtp x dp; gtp ranks see different data)"},
@@ -288,20 +292,20 @@ const std::vector<KeyDef>& key_defs() {
                   "GTP with --grad-accum: shard (reduce-scatter every micro-batch into the "
                   "shard: less memory) or full (accumulate full gradients, reduce-scatter once "
                   "a step)"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
+                 [](TrainConfig& c, const io::Json& v, const Where& w) {
                    c.gtp_grad_accum = to_choice(v, w, {"shard", "full"});
                  },
-                 [](const TrainConfig& c) { return Json(c.gtp_grad_accum); }});
+                 [](const TrainConfig& c) { return io::Json(c.gtp_grad_accum); }});
     d.push_back(string_key({"gtp-plan", "RULES", "all weights",
                             "GTP: weights kept whole, as pattern=replicate rules over the names "
                             "without .weight (wte=replicate,h.*.mlp=replicate)"},
                            &TrainConfig::gtp_plan));
     d.push_back({{"sp", "off|seq|batch", "",
                   "sequence parallelism: shard activations along the sequence or the batch"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
+                 [](TrainConfig& c, const io::Json& v, const Where& w) {
                    c.sp = nn::parse_sequence_parallel(to_choice(v, w, {"off", "seq", "batch"}));
                  },
-                 [](const TrainConfig& c) { return Json(nn::sequence_parallel_name(c.sp)); }});
+                 [](const TrainConfig& c) { return io::Json(nn::sequence_parallel_name(c.sp)); }});
     d.push_back(string_key(
         {"overlap", "CONFIG", "",
          "comm-GEMM overlap: off, on (Transformer Engine's defaults: ring for qkv/fc1 fprop and "
@@ -311,14 +315,14 @@ const std::vector<KeyDef>& key_defs() {
         &TrainConfig::overlap));
     d.push_back({{"backend", "auto|local|mpi", "",
                   "local: ranks are threads; mpi: one process per rank (start with mpirun)"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
+                 [](TrainConfig& c, const io::Json& v, const Where& w) {
                    c.backend = to_choice(v, w, {"auto", "local", "mpi"});
                  },
-                 [](const TrainConfig& c) { return Json(c.backend); }});
+                 [](const TrainConfig& c) { return io::Json(c.backend); }});
     d.push_back({{"device", "cpu|cuda|cuda:N", "cpu",
                   "where the model runs: the CPU, or one NVIDIA GPU (a build with CUDA), which the "
                   "TP and DP ranks share as threads; no --gtp, mxfp8 or nvfp4 on a GPU yet"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
+                 [](TrainConfig& c, const io::Json& v, const Where& w) {
                    const std::string s = to_string(v, w);
                    try {
                      (void)Device::parse(s);
@@ -327,7 +331,7 @@ const std::vector<KeyDef>& key_defs() {
                    }
                    c.device = s;
                  },
-                 [](const TrainConfig& c) { return Json(c.device); }});
+                 [](const TrainConfig& c) { return io::Json(c.device); }});
     d.push_back(number_key({"bucket-mb", "MB", "", "data-parallel gradient bucket size in MiB"},
                            &TrainConfig::bucket_mb));
     d.push_back(string_key({"data", "FILES", "fortunes",
@@ -380,10 +384,10 @@ const std::vector<KeyDef>& key_defs() {
     d.push_back(number_key({"grad-clip", "NORM", "", "clip the global gradient norm (0: off)"},
                            &TrainConfig::grad_clip));
     d.push_back({{"seed", "S", "", "seed of initialization, data order and dropout"},
-                 [](TrainConfig& c, const Json& v, const Where& w) {
+                 [](TrainConfig& c, const io::Json& v, const Where& w) {
                    c.seed = static_cast<uint64_t>(at_least(to_int(v, w), 0, w));
                  },
-                 [](const TrainConfig& c) { return Json(c.seed); }});
+                 [](const TrainConfig& c) { return io::Json(c.seed); }});
     d.push_back(string_key({"save", "DIR", "none",
                             "checkpoint to DIR/step-NNNNNN at the end (and on SIGINT/SIGTERM); "
                             "a rerun resumes the checkpoint of the same run there"},
@@ -443,7 +447,7 @@ const std::vector<ConfigKey>& train_config_keys() {
       k.push_back(d.key);
       // Keys without a fallback text show the default TrainConfig's value.
       if (k.back().fallback.empty()) {
-        const Json v = d.get(defaults);
+        const io::Json v = d.get(defaults);
         k.back().fallback = v.is_string() ? v.as_string() : v.dump();
       }
     }
@@ -479,17 +483,17 @@ void apply_global_batch(TrainConfig& c, int dp) {
   c.micro_batch = *c.global_batch / split;
 }
 
-Json TrainConfig::to_json() const {
-  Json out = Json::object();
+io::Json TrainConfig::to_json() const {
+  io::Json out = io::Json::object();
   for (const KeyDef& d : key_defs()) out[d.key.name] = d.get(*this);
   return out;
 }
 
-void apply_settings(TrainConfig& cfg, const Json& settings, const std::string& source) {
+void apply_settings(TrainConfig& cfg, const io::Json& settings, const std::string& source) {
   WEFT_CHECK(settings.is_object(), "{}: expected a JSON object of settings, got {}",
-             source.empty() ? "settings" : source, json_type_name(settings.type()));
+             source.empty() ? "settings" : source, io::json_type_name(settings.type()));
   // The preset first: the shape keys next to it override it.
-  if (const Json* p = settings.find("preset")) {
+  if (const io::Json* p = settings.find("preset")) {
     const std::string key = "preset";
     find_def(key)->set(cfg, *p, Where{key, source});
   }
@@ -502,65 +506,15 @@ void apply_settings(TrainConfig& cfg, const Json& settings, const std::string& s
   }
 }
 
-Json resumable_settings(const Json& settings) {
+io::Json resumable_settings(const io::Json& settings) {
   static const char* const kPerRun[] = {"dp", "backend", "device", "resume", "init", "stop-at"};
-  Json out = Json::object();
+  io::Json out = io::Json::object();
   if (!settings.is_object()) return out;
   for (const auto& [name, value] : settings.as_object()) {
     const std::string key = canonical_key(name);
     if (key.empty()) continue;
     if (std::find(std::begin(kPerRun), std::end(kPerRun), key) != std::end(kPerRun)) continue;
     out[key] = value;
-  }
-  return out;
-}
-
-bool is_path_key(const std::string& key) {
-  static const char* const kPaths[] = {"data", "save", "resume", "init", "metrics"};
-  const std::string k = canonical_key(key);
-  return std::find(std::begin(kPaths), std::end(kPaths), k) != std::end(kPaths);
-}
-
-namespace {
-
-// `settings` with fn applied to each non-empty relative path.
-Json map_relative_paths(
-    const Json& settings,
-    const std::function<std::filesystem::path(const std::filesystem::path&)>& fn) {
-  if (!settings.is_object()) return settings;
-  Json out = settings;
-  for (const auto& [name, value] : settings.as_object()) {
-    if (!is_path_key(name) || !value.is_string() || value.as_string().empty()) continue;
-    const std::filesystem::path p(value.as_string());
-    if (p.is_absolute()) continue;
-    std::filesystem::path mapped = fn(p).lexically_normal();
-    if (mapped.has_parent_path() && mapped.filename().empty()) mapped = mapped.parent_path();
-    out[name] = mapped.empty() ? std::string(".") : mapped.string();
-  }
-  return out;
-}
-
-}  // namespace
-
-Json resolve_paths(const Json& settings, const std::string& base) {
-  return map_relative_paths(
-      settings, [&](const std::filesystem::path& p) { return std::filesystem::path(base) / p; });
-}
-
-Json relative_paths(const Json& settings, const std::string& base) {
-  const std::filesystem::path from = std::filesystem::absolute(base).lexically_normal();
-  return map_relative_paths(settings, [&](const std::filesystem::path& p) {
-    return std::filesystem::absolute(p).lexically_normal().lexically_relative(from);
-  });
-}
-
-Json shape_settings(const Json& settings) {
-  static const char* const kShape[] = {"layers", "width", "heads", "seq", "vocab", "vocab-pad"};
-  Json out = Json::object();
-  if (!settings.is_object()) return out;
-  for (const auto& [name, value] : settings.as_object()) {
-    const std::string key = canonical_key(name);
-    if (std::find(std::begin(kShape), std::end(kShape), key) != std::end(kShape)) out[key] = value;
   }
   return out;
 }
@@ -703,7 +657,7 @@ parallel::OverlapConfig overlap_config(const std::string& text) {
   WEFT_CHECK(in.good(), "cannot read the overlap file {}", text);
   std::stringstream ss;
   ss << in.rdbuf();
-  const Json j = parse_json(ss.str(), text);
+  const io::Json j = io::parse_json(ss.str(), text);
   WEFT_CHECK(j.is_object(),
              "overlap file {}: expected an object of GEMM names, e.g. {{\"fc2_fprop\": "
              "{{\"method\": \"pipeline\", \"num_splits\": 8}}}}",
@@ -722,7 +676,7 @@ parallel::OverlapConfig overlap_config(const std::string& text) {
     parallel::OverlapChoice choice{parallel::parse_overlap_method(v.at("method").as_string(), name),
                                    4};
     if (v.find("num_splits")) {
-      const Json& n = v.at("num_splits");
+      const io::Json& n = v.at("num_splits");
       WEFT_CHECK(n.is_integer() && n.as_int() >= 1 && n.as_int() <= 1024,
                  "overlap file {}: {}.num_splits must be an integer in [1, 1024]", text, name);
       choice.num_splits = static_cast<int>(n.as_int());

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "weft/core/dtype.h"
+#include "weft/io/json.h"
 #include "weft/nn/gpt.h"
 #include "weft/parallel/context.h"
-#include "weft/train/json.h"
 
 namespace weft::train {
 
@@ -97,7 +97,7 @@ struct TrainConfig {
   bool reset_schedule = false;  // resumed with another --steps: the schedule spans the new one
 
   // The settings as a JSON object of keys (what checkpoints store).
-  Json to_json() const;
+  io::Json to_json() const;
   // The step this invocation ends at.
   int64_t last_step() const { return stop_at > 0 ? std::min(stop_at, steps) : steps; }
   int64_t schedule_total() const { return schedule_steps ? *schedule_steps : steps; }
@@ -132,13 +132,13 @@ std::string canonical_key(const std::string& name);
 // names where they came from for messages ("run.json"; empty: the command
 // line, so messages say "--steps"). Unknown keys
 // and values of the wrong type or range are a weft::Error naming the key.
-void apply_settings(TrainConfig& cfg, const Json& settings, const std::string& source);
+void apply_settings(TrainConfig& cfg, const io::Json& settings, const std::string& source);
 // The members of `settings` that are keys (a checkpoint's saved configuration
 // without the settings that belong to one invocation only: dp and backend,
 // which follow how weft was started, resume and init paths, stop-at). --tp,
 // --sp, --save, --save-every and --metrics carry over, so a resumed run keeps
 // its layout and writes where the saved one did.
-Json resumable_settings(const Json& settings);
+io::Json resumable_settings(const io::Json& settings);
 
 // A checkpoint's saved settings carry {kPathsKey: kPathsRelativeToCheckpoint}
 // when their relative paths are relative to the checkpoint directory (older
@@ -151,10 +151,10 @@ bool is_path_key(const std::string& key);
 // `settings` with each relative path resolved against `base` (the directory
 // of the file they were read from): how --config files and checkpoints
 // spell paths.
-Json resolve_paths(const Json& settings, const std::string& base);
+io::Json resolve_paths(const io::Json& settings, const std::string& base);
 // `settings` with each relative path (relative to the working directory)
 // rewritten relative to `base`: what a checkpoint in `base` stores.
-Json relative_paths(const Json& settings, const std::string& base);
+io::Json relative_paths(const io::Json& settings, const std::string& base);
 
 // Checks the settings against each other; the message names the option to
 // change. The model-shape rules are nn::validate's (its field names become
@@ -163,7 +163,15 @@ void validate(const TrainConfig& cfg);
 
 // The model-shape members of `settings` (layers, width, heads, seq, vocab,
 // vocab-pad): what --init takes from the weights it starts from.
-Json shape_settings(const Json& settings);
+io::Json shape_settings(const io::Json& settings);
+
+// The config saved with a checkpoint directory (TrainState::config) with the
+// model shape keys of model_shape_json() set from the saved model (where the
+// config spells a key with dashes, "vocab-pad", that key is set) and its
+// relative paths resolved against the checkpoint directory; for a
+// .safetensors file, io::hf_config(file). `path` may name a --save directory
+// (its latest checkpoint, io/checkpoint_dir.h). Reads no tensor.
+io::Json read_checkpoint_config(const std::string& path);
 
 // The model shape of `cfg` (cfg.model), as nn::Gpt takes it.
 nn::GptConfig model_config(const TrainConfig& cfg);

@@ -4,35 +4,35 @@
 
 #include "weft/comm/world.h"
 #include "weft/core/cuda.h"
-#include "weft/train/checkpoint.h"
-#include "weft/train/checkpoint_dir.h"
+#include "weft/io/checkpoint.h"
+#include "weft/io/checkpoint_dir.h"
+#include "weft/io/hf_export.h"
+#include "weft/io/hf_files.h"
 #include "weft/train/config.h"
-#include "weft/train/hf_export.h"
-#include "weft/train/hf_files.h"
 
 namespace weft::train {
 
 void load_weights(const std::string& given, comm::ProcessGroup& world, const comm::Grid& grid,
-                  nn::Gpt& model, ReadOptions options) {
+                  nn::Gpt& model, io::ReadOptions options) {
   namespace fs = std::filesystem;
-  const std::string path = resolve_checkpoint(given);
+  const std::string path = io::resolve_checkpoint(given);
   std::error_code ec;
-  if (fs::is_directory(path, ec) && !is_hf_directory(path)) {
-    load_checkpoint(path, world, grid, model, nullptr, options);
+  if (fs::is_directory(path, ec) && !io::is_hf_directory(path)) {
+    io::load_checkpoint(path, world, grid, model, nullptr, options);
     return;
   }
   WEFT_CHECK(fs::exists(path, ec),
              "{} does not exist: give a checkpoint directory (weft train --save), a GPT-2 "
              ".safetensors file or a Hugging Face model directory (weft checkpoint export)",
              path);
-  load_hf(path, model, options.allow_nonfinite);
+  io::load_hf(path, model, options.allow_nonfinite);
 }
 
-InferenceModel load_for_inference(const std::string& given, DType compute, ReadOptions options,
+InferenceModel load_for_inference(const std::string& given, DType compute, io::ReadOptions options,
                                   Device device) {
-  const std::string path = resolve_checkpoint(given);
+  const std::string path = io::resolve_checkpoint(given);
   InferenceModel m;
-  const Json config = read_checkpoint_config(path);
+  const io::Json config = read_checkpoint_config(path);
   TrainConfig cfg;
   apply_settings(cfg, shape_settings(config), path);
   cfg.tp = 1;

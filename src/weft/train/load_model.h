@@ -10,8 +10,8 @@
 #include "weft/comm/process_group.h"
 #include "weft/core/device.h"
 #include "weft/core/dtype.h"
+#include "weft/io/checkpoint_format.h"
 #include "weft/nn/gpt.h"
-#include "weft/train/checkpoint_format.h"
 
 namespace weft::train {
 
@@ -19,7 +19,7 @@ namespace weft::train {
 // checkpoint directory (parameters only) or a GPT-2 .safetensors file.
 // options.allow_nonfinite lets NaN and infinite values through.
 void load_weights(const std::string& path, comm::ProcessGroup& world, const comm::Grid& grid,
-                  nn::Gpt& model, ReadOptions options = {});
+                  nn::Gpt& model, io::ReadOptions options = {});
 
 // A model restored for evaluation or generation: TP=1 on the calling thread
 // (all of this process's cores) or on one GPU, its shape read from the
@@ -31,6 +31,6 @@ struct InferenceModel {
 };
 // `path`: a checkpoint directory or a GPT-2 .safetensors file.
 InferenceModel load_for_inference(const std::string& path, DType compute = DType::f32,
-                                  ReadOptions options = {}, Device device = Device::cpu());
+                                  io::ReadOptions options = {}, Device device = Device::cpu());
 
 }  // namespace weft::train

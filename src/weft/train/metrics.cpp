@@ -3,19 +3,19 @@
 #include <utility>
 
 #include "weft/core/error.h"
-#include "weft/train/tensorboard.h"
+#include "weft/io/tensorboard.h"
 
 namespace weft::train {
 
-Json metrics_line(const StepReport& r) {
-  Json j = Json::object();
+io::Json metrics_line(const StepReport& r) {
+  io::Json j = io::Json::object();
   j["step"] = r.result.step;
   j["loss"] = r.result.loss;
   if (r.val_loss) j["val_loss"] = *r.val_loss;
   j["lr"] = r.result.lr;
   j["grad_norm"] = r.result.grad_norm;
   j["tokens_per_s"] = r.tokens_per_s;
-  Json peak = Json::array();
+  io::Json peak = io::Json::array();
   for (int64_t b : r.peak_memory) peak.push_back(b);
   j["peak_memory_bytes"] = std::move(peak);
   j["step_seconds"] = r.result.times.total;
@@ -33,8 +33,8 @@ MetricsLog::MetricsLog(const MetricsOptions& options) : options_(options) {
     WEFT_CHECK(jsonl_.good(), "cannot write the --metrics file {}", options_.jsonl);
   }
   if (!options_.tensorboard.empty()) {
-    events_ =
-        std::make_unique<EventFileWriter>(EventFileWriter::in_directory(options_.tensorboard));
+    events_ = std::make_unique<io::EventFileWriter>(
+        io::EventFileWriter::in_directory(options_.tensorboard));
   }
 }
 

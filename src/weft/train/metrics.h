@@ -8,12 +8,14 @@
 #include <memory>
 #include <string>
 
-#include "weft/train/json.h"
+#include "weft/io/json.h"
 #include "weft/train/run_loop.h"
 
-namespace weft::train {
-
+namespace weft::io {
 class EventFileWriter;
+}  // namespace weft::io
+
+namespace weft::train {
 
 struct MetricsOptions {
   std::string jsonl{};        // --metrics FILE; empty: none
@@ -24,7 +26,7 @@ struct MetricsOptions {
 
 // The JSONL line of one step: step, loss, val_loss (on evaluation steps), lr,
 // grad_norm, tokens_per_s, peak_memory_bytes, step_seconds.
-Json metrics_line(const StepReport& r);
+io::Json metrics_line(const StepReport& r);
 
 class MetricsLog {
  public:
@@ -44,7 +46,7 @@ class MetricsLog {
  private:
   MetricsOptions options_{};
   std::ofstream jsonl_{};
-  std::unique_ptr<EventFileWriter> events_{};
+  std::unique_ptr<io::EventFileWriter> events_{};
 };
 
 }  // namespace weft::train

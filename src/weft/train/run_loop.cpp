@@ -7,15 +7,15 @@
 
 #include "weft/core/memory.h"
 #include "weft/core/profile.h"
+#include "weft/io/checkpoint.h"
+#include "weft/io/checkpoint_dir.h"
+#include "weft/io/scaling_state.h"
 #include "weft/optim/grad_norm.h"
 #include "weft/parallel/gtp/runtime.h"
-#include "weft/train/checkpoint.h"
-#include "weft/train/checkpoint_dir.h"
 #include "weft/train/generate.h"
 #include "weft/train/load_model.h"
 #include "weft/train/metrics.h"
 #include "weft/train/run_start.h"
-#include "weft/train/scaling_state.h"
 #include "weft/train/schedule.h"
 #include "weft/train/stop_signal.h"
 
@@ -31,7 +31,7 @@ double seconds_since(Clock::time_point t) {
 
 }  // namespace
 
-Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Dataset& data)
+Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Dataset& data)
     : cfg_(cfg), world_(world), data_(data), data_seed_(cfg.seed) {
   validate(cfg_);
   const int model_ranks = cfg_.tp * cfg_.gtp;
@@ -86,15 +86,15 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Datase
             .sub_size = batch_sp ? cfg_.tp : 1};
   if (!cfg_.init.empty()) load_weights(cfg_.init, world, *grid_, *model_);
   if (!cfg_.resume.empty()) {
-    const std::string dir = resolve_checkpoint(cfg_.resume);
-    TrainState state = load_checkpoint(dir, world, *grid_, *model_, optimizer_.get());
+    const std::string dir = io::resolve_checkpoint(cfg_.resume);
+    io::TrainState state = io::load_checkpoint(dir, world, *grid_, *model_, optimizer_.get());
     step_ = state.step;
-    if (!cfg_.save.empty() && in_run_dir(dir, cfg_.save)) saved_step_ = step_;
+    if (!cfg_.save.empty() && io::in_run_dir(dir, cfg_.save)) saved_step_ = step_;
     data_seed_ = state.data_seed;
     rng_.set_state(state.rng);
     parallel::ScalingRegistry& scaling = *model_->context()->scaling;
     if (!state.scaling.is_null()) {
-      scaling.restore(scaling_from_json(state.scaling, "checkpoint " + dir + " scaling state"));
+      scaling.restore(io::scaling_from_json(state.scaling, "checkpoint " + dir + " scaling state"));
     } else {
       WEFT_CHECK(!cfg_.precision.quantized(),
                  "the checkpoint in {} holds no FP8 scaling state, so --precision {} cannot "
@@ -106,7 +106,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Datase
                "continue training",
                cfg_.resume, step_, cfg_.steps);
   }
-  sampler_ = std::make_unique<Sampler>(data_, data_seed_, cfg_.sequences_per_step(dp_size()));
+  sampler_ = std::make_unique<io::Sampler>(data_, data_seed_, cfg_.sequences_per_step(dp_size()));
 }
 
 Trainer::~Trainer() {
@@ -140,7 +140,7 @@ StepResult Trainer::step() {
   parallel::gtp::Runtime* gtp = model_->context()->gtp_runtime.get();
   double loss_sum = 0;
   for (int64_t m = 0; m < accum; ++m) {
-    Batch b = sampler_->next_batch(step_, 0, part(m));
+    io::Batch b = sampler_->next_batch(step_, 0, part(m));
     nn::Ctx ctx(&rng_, true);
     // The microbatches of a step see the same weights: bf16 casts once a step.
     ctx.set_reuse_weight_casts(true);
@@ -199,8 +199,8 @@ StepResult Trainer::step() {
   return r;
 }
 
-BatchSlice Trainer::part(int64_t micro) const {
-  BatchSlice s = slice_;
+io::BatchSlice Trainer::part(int64_t micro) const {
+  io::BatchSlice s = slice_;
   s.dp_rank = static_cast<int>(micro) * slice_.dp_size + slice_.dp_rank;
   s.dp_size = static_cast<int>(cfg_.grad_accum) * slice_.dp_size;
   return s;
@@ -212,7 +212,7 @@ double Trainer::evaluate() {
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t m = 0; m < cfg_.grad_accum; ++m) {
-      Batch b = data_.val_batch(i, batch, part(m));
+      io::Batch b = data_.val_batch(i, batch, part(m));
       nn::Ctx ctx(nullptr, false);
       sum += model_->forward_loss(ctx, b.inputs, b.targets);
     }
@@ -225,14 +225,15 @@ double Trainer::evaluate() {
 
 void Trainer::save(const std::string& dir) {
   // Relative paths are stored relative to the checkpoint, as they are read.
-  Json config = relative_paths(cfg_.to_json(), dir);
+  io::Json config = relative_paths(cfg_.to_json(), dir);
   config[kPathsKey] = kPathsRelativeToCheckpoint;
   config[kFingerprintKey] = std::to_string(data_.data().fingerprint());
   config[kBatchKey] = cfg_.sequences_per_step(dp_size());
-  TrainState state{.step = step_, .data_seed = data_seed_, .rng = rng_.state(), .config = config};
+  io::TrainState state{
+      .step = step_, .data_seed = data_seed_, .rng = rng_.state(), .config = config};
   if (cfg_.precision.quantized())
-    state.scaling = scaling_json(model_->context()->scaling->snapshot());
-  save_checkpoint(dir, world_, *grid_, *model_, optimizer_.get(), state);
+    state.scaling = io::scaling_json(model_->context()->scaling->snapshot());
+  io::save_checkpoint(dir, world_, *grid_, *model_, optimizer_.get(), state);
   if (dir == cfg_.save) saved_step_ = step_;
 }
 
@@ -242,9 +243,9 @@ std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int64_t
 }
 
 std::string Trainer::checkpoint(bool drop_others) {
-  const std::string dir = (std::filesystem::path(cfg_.save) / step_dir_name(step_)).string();
+  const std::string dir = (std::filesystem::path(cfg_.save) / io::step_dir_name(step_)).string();
   save(dir);
-  publish_checkpoint(cfg_.save, step_, cfg_.keep, drop_others, world_);
+  io::publish_checkpoint(cfg_.save, step_, cfg_.keep, drop_others, world_);
   saved_step_ = step_;
   return dir;
 }

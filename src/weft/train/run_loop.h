@@ -42,12 +42,12 @@
 #include <vector>
 
 #include "weft/comm/grid.h"
+#include "weft/io/data.h"
 #include "weft/nn/gpt.h"
 #include "weft/optim/adamw.h"
 #include "weft/optim/grad_sync.h"
 #include "weft/parallel/rng.h"
 #include "weft/train/config.h"
-#include "weft/train/data.h"
 
 namespace weft::train {
 
@@ -79,7 +79,7 @@ class Trainer {
   // Collective over `world` (tp · gtp · dp ranks). Builds the grid, the model, the
   // gradient sync and the optimizer, and loads cfg.resume when set. `data`
   // must outlive the trainer.
-  Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const Dataset& data);
+  Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Dataset& data);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -125,11 +125,11 @@ class Trainer {
   void check_finite(double loss, double norm) const;
   // The rows of micro-batch `micro` this rank takes: part m·D + r of the
   // A·D equal parts of a global batch.
-  BatchSlice part(int64_t micro) const;
+  io::BatchSlice part(int64_t micro) const;
 
   TrainConfig cfg_;
   comm::ProcessGroup& world_;
-  const Dataset& data_;
+  const io::Dataset& data_;
   std::unique_ptr<comm::Grid> grid_;
   std::shared_ptr<comm::ProcessGroup> data_group_;  // gtp and dp together
   parallel::RngTracker rng_;
@@ -138,8 +138,8 @@ class Trainer {
   std::unique_ptr<optim::GradSync> sync_;        // every gradient but GTP shards'
   std::unique_ptr<optim::GradSync> shard_sync_;  // GTP shards' (null without GTP)
   std::unique_ptr<optim::AdamW> optimizer_;
-  std::unique_ptr<Sampler> sampler_;
-  BatchSlice slice_{};
+  std::unique_ptr<io::Sampler> sampler_;
+  io::BatchSlice slice_{};
   int64_t step_ = 0;
   // The step of the checkpoint that --save holds (-1: none written yet).
   int64_t saved_step_ = -1;

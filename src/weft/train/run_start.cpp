@@ -4,8 +4,8 @@
 #include <fstream>
 #include <optional>
 
-#include "weft/train/checkpoint.h"
-#include "weft/train/checkpoint_dir.h"
+#include "weft/io/checkpoint.h"
+#include "weft/io/checkpoint_dir.h"
 #include "weft/train/run_loop.h"
 
 namespace weft::train {
@@ -14,21 +14,22 @@ namespace {
 
 // "width 128 there, 64 here; seed ..." for what makes `saved` (a checkpoint's
 // settings) another run than `run` on `data`; empty for the same run.
-std::string run_differences(const Json& saved, const TrainConfig& run, const Dataset& data) {
+std::string run_differences(const io::Json& saved, const TrainConfig& run,
+                            const io::Dataset& data) {
   std::string out;
   auto differ = [&](const std::string& what, const std::string& there, const std::string& here) {
     out += format("{}{} {} there, {} here", out.empty() ? "" : "; ", what, there, here);
   };
-  const Json mine = run.to_json();
+  const io::Json mine = run.to_json();
   for (const char* key : {"layers", "width", "heads", "seq", "vocab", "vocab-pad", "seed"}) {
-    const Json* v = saved.find(key);
+    const io::Json* v = saved.find(key);
     if (!v && std::string(key) == "vocab-pad") v = saved.find("vocab_pad");
     if (!v || *v != mine.at(key)) differ(key, v ? v->dump() : "unknown", mine.at(key).dump());
   }
-  const Json* fp = saved.find(kFingerprintKey);
+  const io::Json* fp = saved.find(kFingerprintKey);
   const std::string here = std::to_string(data.data().fingerprint());
   if (!fp || !fp->is_string() || fp->as_string() != here) {
-    const Json* d = saved.find("data");
+    const io::Json* d = saved.find("data");
     std::string name = d && d->is_string() && !d->as_string().empty() ? d->as_string() : "fortunes";
     if (!fp) name = "unrecorded";
     const std::string source = run.data.empty() ? "fortunes" : run.data;
@@ -39,17 +40,17 @@ std::string run_differences(const Json& saved, const TrainConfig& run, const Dat
 
 }  // namespace
 
-std::vector<std::string> plan_start(TrainConfig& run, const Dataset& data) {
+std::vector<std::string> plan_start(TrainConfig& run, const io::Dataset& data) {
   std::vector<std::string> notes;
   if (!run.save.empty()) {
-    prepare_save_dir(run.save);
+    io::prepare_save_dir(run.save);
     const bool resumes_it =
-        !run.resume.empty() && in_run_dir(resolve_checkpoint(run.resume), run.save);
+        !run.resume.empty() && io::in_run_dir(io::resolve_checkpoint(run.resume), run.save);
     // Continuing the run that --save holds: nothing in it is another run's to replace.
     if (resumes_it) run.overwrite = false;
-    if (holds_checkpoint(run.save) && !resumes_it) {
-      const std::string saved_dir = resolve_checkpoint(run.save);
-      const int64_t saved_step = CheckpointReader(saved_dir).step();
+    if (io::holds_checkpoint(run.save) && !resumes_it) {
+      const std::string saved_dir = io::resolve_checkpoint(run.save);
+      const int64_t saved_step = io::CheckpointReader(saved_dir).step();
       if (run.overwrite) {
         notes.push_back(
             format("--overwrite: the checkpoints in {} (step {}) go when this run "
@@ -83,9 +84,9 @@ std::vector<std::string> plan_start(TrainConfig& run, const Dataset& data) {
     }
   }
   if (run.resume.empty()) return notes;
-  const Json saved = read_checkpoint_config(resolve_checkpoint(run.resume));
-  const Json* schedule = saved.find("schedule-steps");
-  const Json* steps = saved.find("steps");
+  const io::Json saved = read_checkpoint_config(io::resolve_checkpoint(run.resume));
+  const io::Json* schedule = saved.find("schedule-steps");
+  const io::Json* steps = saved.find("steps");
   std::optional<int64_t> saved_total;
   if (schedule && schedule->is_integer()) {
     saved_total = schedule->as_int();
@@ -119,8 +120,8 @@ int64_t truncate_metrics(const std::string& path, int64_t step) {
   while (std::getline(in, line)) {
     bool keep = false;
     try {
-      const Json j = parse_json(line, path);
-      const Json* s = j.is_object() ? j.find("step") : nullptr;
+      const io::Json j = io::parse_json(line, path);
+      const io::Json* s = j.is_object() ? j.find("step") : nullptr;
       keep = s && s->is_integer() && s->as_int() <= step;
     } catch (const Error&) {
     }
@@ -144,7 +145,7 @@ int64_t truncate_metrics(const std::string& path, int64_t step) {
   return dropped;
 }
 
-std::string describe_run(Trainer& t, const Dataset& data) {
+std::string describe_run(Trainer& t, const io::Dataset& data) {
   const TrainConfig& c = t.config();
   const comm::Grid& g = t.grid();
   const double params = static_cast<double>(t.model().num_parameters_global()) / 1e6;
@@ -172,12 +173,12 @@ std::string describe_run(Trainer& t, const Dataset& data) {
       c.min_lr_value());
 }
 
-std::vector<std::string> resume_notes(const TrainConfig& run, const Dataset& data,
+std::vector<std::string> resume_notes(const TrainConfig& run, const io::Dataset& data,
                                       int64_t first_step, int dp) {
   std::vector<std::string> notes;
   notes.push_back(format("resumed from {} at step {}", run.resume, first_step));
-  const Json saved_config = read_checkpoint_config(resolve_checkpoint(run.resume));
-  const Json* saved = saved_config.find(kFingerprintKey);
+  const io::Json saved_config = read_checkpoint_config(io::resolve_checkpoint(run.resume));
+  const io::Json* saved = saved_config.find(kFingerprintKey);
   if (saved && saved->is_string() &&
       saved->as_string() != std::to_string(data.data().fingerprint())) {
     notes.push_back(
@@ -185,7 +186,7 @@ std::vector<std::string> resume_notes(const TrainConfig& run, const Dataset& dat
                "the saved run would have seen",
                data.data().source, run.resume));
   }
-  const Json* batch = saved_config.find(kBatchKey);
+  const io::Json* batch = saved_config.find(kBatchKey);
   const int64_t now = run.sequences_per_step(dp);
   if (batch && batch->is_integer() && batch->as_int() != now) {
     notes.push_back(

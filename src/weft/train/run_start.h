@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "weft/io/data.h"
 #include "weft/train/config.h"
-#include "weft/train/data.h"
 
 namespace weft::train {
 
@@ -26,7 +26,7 @@ inline constexpr const char* kBatchKey = "sequences-per-step";
 // of this run that already reached --steps. A resumed run given another
 // --steps keeps the saved schedule (sets run.schedule_steps) unless
 // run.reset_schedule. Returns the lines that say what was decided.
-std::vector<std::string> plan_start(TrainConfig& run, const Dataset& data);
+std::vector<std::string> plan_start(TrainConfig& run, const io::Dataset& data);
 
 // Drops the lines of the metrics file past `step` (and any torn line), so a
 // resumed run never writes a step twice; the file is replaced atomically.
@@ -35,12 +35,12 @@ int64_t truncate_metrics(const std::string& path, int64_t step);
 
 // What is being trained on which layout: the model, the data, the ranks and
 // the steps, a few lines.
-std::string describe_run(Trainer& trainer, const Dataset& data);
+std::string describe_run(Trainer& trainer, const io::Dataset& data);
 
 // What a run resumed from run.resume at `first_step` says: where it resumed,
 // and whether the data or the sequences per step (at data-parallel size
 // `dp`) differ from the saved run's.
-std::vector<std::string> resume_notes(const TrainConfig& run, const Dataset& data,
+std::vector<std::string> resume_notes(const TrainConfig& run, const io::Dataset& data,
                                       int64_t first_step, int dp);
 
 }  // namespace weft::train

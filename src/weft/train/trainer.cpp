@@ -3,27 +3,27 @@
 #include <atomic>
 
 #include "weft/comm/world.h"
+#include "weft/io/tokenizer.h"
 #include "weft/train/launch.h"
 #include "weft/train/metrics.h"
 #include "weft/train/run_start.h"
 #include "weft/train/stop_signal.h"
-#include "weft/train/tokenizer.h"
 
 namespace weft::train {
 
-Dataset load_dataset(const TrainConfig& cfg) {
-  TokenData data = cfg.data.empty() ? default_corpus() : load_token_files(cfg.data);
-  std::optional<TokenData> val;
-  if (!cfg.val_data.empty()) val = load_token_files(cfg.val_data);
-  for (const TokenData* d : {&data, val ? &*val : nullptr}) {
+io::Dataset load_dataset(const TrainConfig& cfg) {
+  io::TokenData data = cfg.data.empty() ? io::default_corpus() : io::load_token_files(cfg.data);
+  std::optional<io::TokenData> val;
+  if (!cfg.val_data.empty()) val = io::load_token_files(cfg.val_data);
+  for (const io::TokenData* d : {&data, val ? &*val : nullptr}) {
     if (!d) continue;
     WEFT_CHECK(d->vocab_needed() <= cfg.model.vocab,
                "{} holds token id {}, but the model's vocabulary is {}: pass --vocab {} (GPT-2 "
                "tokens: --preset gpt2-124m)",
                d->source, d->vocab_needed() - 1, cfg.model.vocab, d->vocab_needed());
   }
-  if (val) return Dataset(std::move(data), std::move(*val), cfg.model.seq);
-  return Dataset(std::move(data), cfg.model.seq, cfg.val_fraction);
+  if (val) return io::Dataset(std::move(data), std::move(*val), cfg.model.seq);
+  return io::Dataset(std::move(data), cfg.model.seq, cfg.val_fraction);
 }
 
 namespace {
@@ -31,8 +31,8 @@ namespace {
 // The prompt of the end-of-run sample: text through the byte tokenizer for
 // byte vocabularies, else GPT-2's <|endoftext|> (or id 0).
 std::vector<int32_t> sample_prompt(const TrainConfig& c) {
-  if (c.model.vocab == ByteTokenizer::kVocabSize) {
-    return ByteTokenizer().encode(c.sample_prompt.empty() ? "\n" : c.sample_prompt);
+  if (c.model.vocab == io::ByteTokenizer::kVocabSize) {
+    return io::ByteTokenizer().encode(c.sample_prompt.empty() ? "\n" : c.sample_prompt);
   }
   return {c.model.vocab == 50257 ? 50256 : 0};
 }
@@ -42,7 +42,7 @@ std::vector<int32_t> sample_prompt(const TrainConfig& c) {
 TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
   validate(cfg);
   const Launch launch = plan_launch(cfg);
-  Dataset data = load_dataset(cfg);
+  io::Dataset data = load_dataset(cfg);
   TrainConfig run = cfg;
   apply_global_batch(run, launch.dp);
   const std::vector<std::string> plan = plan_start(run, data);
@@ -97,8 +97,8 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
     s.tokens_per_s = done.tokens_per_s;
     if (run.sample_tokens > 0 && !s.stop_signal) {
       s.sample_ids = trainer.sample(sample_prompt(run), run.sample_tokens, run.seed);
-      if (run.model.vocab == ByteTokenizer::kVocabSize)
-        s.sample = ByteTokenizer().decode(s.sample_ids);
+      if (run.model.vocab == io::ByteTokenizer::kVocabSize)
+        s.sample = io::ByteTokenizer().decode(s.sample_ids);
     }
     if (lead) {
       s.reporter = true;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "weft/io/data.h"
 #include "weft/train/config.h"
-#include "weft/train/data.h"
 #include "weft/train/run_loop.h"
 
 namespace weft::train {
@@ -17,7 +17,7 @@ namespace weft::train {
 // The training data `cfg` names (its --data file, or the fortunes corpus),
 // split for its context length; a weft::Error when the model's vocabulary
 // cannot hold the data's tokens.
-Dataset load_dataset(const TrainConfig& cfg);
+io::Dataset load_dataset(const TrainConfig& cfg);
 
 struct TrainCallbacks {
   // Once, before the first step: what is being trained, on which layout.
