@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "weft/comm/detail/local_state.h"
 #include "weft/comm/detail/op_queue.h"
 #include "weft/comm/detail/reduce.h"
 #include "weft/core/cuda.h"
@@ -24,36 +25,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using detail::copy_on;
+using detail::LocalShared;
+using detail::LocalWorld;
 using detail::Op;
+using detail::PeerFailure;
 using detail::settle;
-
-std::string error_text(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
-
-// An error a rank raises because another rank failed or left: the consequence,
-// not the cause. run_local rethrows a cause when there is one, whichever rank
-// recorded its error first (a subgroup destroyed while its rank's exception
-// unwinds lets a peer fail before that rank reaches its handler).
-struct PeerFailure : Error {
-  using Error::Error;
-};
-
-bool is_peer_failure(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const PeerFailure&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
 
 std::string seconds(std::chrono::milliseconds ms) {
   return format("{} s", static_cast<double>(ms.count()) / 1000.0);
@@ -88,105 +64,25 @@ void reduce_on(Device d, DType dtype, ReduceOp op, void* out, std::span<const vo
 #endif
 }
 
-struct LocalShared;
-
-// State shared by all rank threads of one run_local call.
-struct LocalWorld {
-  std::mutex mu;
-  std::vector<std::weak_ptr<LocalShared>> groups;
-  std::exception_ptr first_error;
-  std::string failure;  // "rank 2 failed: ..." once any rank failed
-
-  void add(const std::shared_ptr<LocalShared>& g);
-  void abort(int rank, std::exception_ptr error);
-};
-
-// State shared by the ranks of one group.
-struct LocalShared {
-  struct Slot {
-    int64_t seq = -1;
-    std::vector<Op*> ops;
-    int arrived = 0;
-    int reduced = 0;  // all_reduce: ranks done with the reduce-scatter phase
-    int done = 0;
-  };
-  struct Posting {
-    const Op* op = nullptr;
-    bool taken = false;
-    bool done = false;
-  };
-  struct Split {
-    std::vector<std::vector<int>> lists;
-    std::vector<std::shared_ptr<LocalShared>> groups;
-    int taken = 0;
-  };
-
-  LocalShared(std::shared_ptr<LocalWorld> w, std::string n, std::vector<int> ranks)
-      : world(std::move(w)),
-        name(std::move(n)),
-        size(static_cast<int>(ranks.size())),
-        world_ranks(std::move(ranks)),
-        left(static_cast<size_t>(size), false),
-        boxes(static_cast<size_t>(size * size)),
-        splits_done(static_cast<size_t>(size), 0) {}
-
-  std::shared_ptr<LocalWorld> world;
-  std::string name;
-  int size;
-  std::vector<int> world_ranks;
-
-  std::mutex mu;
-  std::condition_variable cv;
-  std::string failure;  // set once the group is unusable
-  std::vector<bool> left;
-  Slot slots[2];
-  std::vector<std::deque<Posting*>> boxes;  // [src * size + dst]
-  std::map<int64_t, Split> splits;          // by split call number
-  std::vector<int64_t> splits_done;         // per rank
-
-  void fail(const std::string& message) {
-    if (failure.empty()) failure = message;
-    cv.notify_all();
-  }
-
-  // "[3]" or "[3] (world ranks [7])".
-  std::string ranks_str(const std::vector<int>& ranks) const {
-    return detail::ranks_str(ranks, world_ranks);
-  }
-
-  std::vector<int> not_arrived(const Slot& s) const {
-    std::vector<int> out;
-    for (int p = 0; p < size; ++p)
-      if (!s.ops[static_cast<size_t>(p)]) out.push_back(p);
-    return out;
-  }
-};
-
-void LocalWorld::add(const std::shared_ptr<LocalShared>& g) {
-  std::lock_guard lock(mu);
-  groups.push_back(g);
-  if (!failure.empty()) {
-    std::lock_guard glock(g->mu);
-    g->fail(failure);
-  }
-}
-
-void LocalWorld::abort(int rank, std::exception_ptr error) {
-  std::vector<std::shared_ptr<LocalShared>> live;
-  {
-    std::lock_guard lock(mu);
-    if (!first_error) {
-      first_error = error;
-      failure = format("rank {} failed: {}", rank, error_text(error));
-    } else if (is_peer_failure(first_error) && !is_peer_failure(error)) {
-      first_error = error;
+// all_gather: large chunks are pushed into every output, reading this rank's
+// chunk once; small ones are pulled, so that they land in this rank's caches.
+void all_gather_from(const Op& op, const std::vector<Op>& peers, int me, Device dev) {
+  const int n = static_cast<int>(peers.size());
+  const int64_t chunk = op.in.nbytes();
+  if (chunk >= detail::kStreamingBytes) {
+    std::vector<void*> dsts;
+    for (int i = 0; i < n; ++i) {
+      int p = (me + i) % n;  // start with a different peer on every rank
+      if (p != me || !op.in_place)
+        dsts.push_back(bytes_of(peers[static_cast<size_t>(p)].out) + me * chunk);
     }
-    for (auto& w : groups)
-      if (auto g = w.lock()) live.push_back(std::move(g));
+    copy_to_many_on(dev, dsts, op.in.raw(), chunk);
+    return;
   }
-  for (auto& g : live) {
-    std::lock_guard glock(g->mu);
-    g->fail(failure);
+  for (int i = 0; i < n; ++i) {
+    int p = (me + i) % n;
+    if (p == me && op.in_place) continue;
+    copy_on(dev, bytes_of(op.out) + p * chunk, peers[static_cast<size_t>(p)].in.raw(), chunk);
   }
 }
 
@@ -245,6 +141,10 @@ class LocalProcessGroup final : public ProcessGroup {
   void execute(Op& op);
   void collective(Op& op);
   void run_collective(Op& op, LocalShared::Slot& s, std::unique_lock<std::mutex>& lock);
+  // all_reduce as reduce-scatter (each rank reduces its part) then all-gather
+  // of the parts, with every rank's reduction finished in between.
+  void all_reduce_from(const Op& op, const std::vector<Op>& peers, LocalShared::Slot& s,
+                       std::unique_lock<std::mutex>& lock);
   void send(const Op& op, const Clock::time_point& deadline);
   void recv(Op& op, const Clock::time_point& deadline);
 
@@ -452,6 +352,39 @@ std::string LocalProcessGroup::disagreement(const LocalShared::Slot& s) const {
       s.ops[static_cast<size_t>(rank())]->what, text);
 }
 
+void LocalProcessGroup::all_reduce_from(const Op& op, const std::vector<Op>& peers,
+                                        LocalShared::Slot& s, std::unique_lock<std::mutex>& lock) {
+  const int n = size(), me = rank();
+  const Device dev = op.in.device();
+  const int64_t count = op.in.numel();
+  const int64_t elem = dtype_bits(op.in.dtype()) / 8;
+  const auto part = [&](int p) { return count * p / n; };
+  const int64_t begin = part(me), len = part(me + 1) - begin;
+  std::vector<const void*> inputs;
+  for (int p = 0; p < n; ++p)
+    inputs.push_back(bytes_of(peers[static_cast<size_t>(p)].in) + begin * elem);
+  reduce_on(dev, op.in.dtype(), op.reduce, bytes_of(op.out) + begin * elem, inputs, len, n);
+  settle(dev);  // peers copy this part of the result next
+  lock.lock();
+  ++s.reduced;
+  shared_->cv.notify_all();
+  wait_for(
+      lock, op, Clock::now() + timeout(), true, [&] { return s.reduced == n; },
+      [&] {
+        std::vector<int> out;
+        for (int p = 0; p < n; ++p) out.push_back(p);
+        return out;
+      },
+      "did not finish the reduction");
+  lock.unlock();
+  for (int i = 1; i < n; ++i) {
+    int p = (me + i) % n;
+    const int64_t b = part(p);
+    copy_on(dev, bytes_of(op.out) + b * elem,
+            bytes_of(peers[static_cast<size_t>(p)].out) + b * elem, (part(p + 1) - b) * elem);
+  }
+}
+
 void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
                                        std::unique_lock<std::mutex>& lock) {
   const int n = size(), me = rank();
@@ -467,26 +400,7 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
   const Device dev = op.in.defined() ? op.in.device() : Device::cpu();
   lock.unlock();
   switch (op.kind) {
-    case OpKind::all_gather: {
-      const int64_t chunk = op.in.nbytes();
-      if (chunk >= detail::kStreamingBytes) {
-        // Large: push this rank's chunk into every output, reading it once.
-        std::vector<void*> dsts;
-        for (int i = 0; i < n; ++i) {
-          int p = (me + i) % n;  // start with a different peer on every rank
-          if (p != me || !op.in_place) dsts.push_back(bytes_of(peer(p).out) + me * chunk);
-        }
-        copy_to_many_on(dev, dsts, op.in.raw(), chunk);
-        break;
-      }
-      // Small: pull every chunk, so that it lands in this rank's caches.
-      for (int i = 0; i < n; ++i) {
-        int p = (me + i) % n;
-        if (p == me && op.in_place) continue;
-        copy_on(dev, bytes_of(op.out) + p * chunk, peer(p).in.raw(), chunk);
-      }
-      break;
-    }
+    case OpKind::all_gather: all_gather_from(op, held, me, dev); break;
     case OpKind::reduce_scatter: {
       const int64_t count = op.out.numel(), chunk = op.out.nbytes();
       std::vector<const void*> inputs;
@@ -494,35 +408,7 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
       reduce_on(dev, op.in.dtype(), op.reduce, op.out.raw(), inputs, count, n);
       break;
     }
-    case OpKind::all_reduce: {
-      const int64_t count = op.in.numel();
-      const int64_t elem = dtype_bits(op.in.dtype()) / 8;
-      const auto part = [&](int p) { return count * p / n; };
-      const int64_t begin = part(me), len = part(me + 1) - begin;
-      std::vector<const void*> inputs;
-      for (int p = 0; p < n; ++p) inputs.push_back(bytes_of(peer(p).in) + begin * elem);
-      reduce_on(dev, op.in.dtype(), op.reduce, bytes_of(op.out) + begin * elem, inputs, len, n);
-      settle(dev);  // peers copy this part of the result next
-      lock.lock();
-      ++s.reduced;
-      shared_->cv.notify_all();
-      wait_for(
-          lock, op, Clock::now() + timeout(), true, [&] { return s.reduced == n; },
-          [&] {
-            std::vector<int> out;
-            for (int p = 0; p < n; ++p) out.push_back(p);
-            return out;
-          },
-          "did not finish the reduction");
-      lock.unlock();
-      for (int i = 1; i < n; ++i) {
-        int p = (me + i) % n;
-        const int64_t b = part(p);
-        copy_on(dev, bytes_of(op.out) + b * elem, bytes_of(peer(p).out) + b * elem,
-                (part(p + 1) - b) * elem);
-      }
-      break;
-    }
+    case OpKind::all_reduce: all_reduce_from(op, held, s, lock); break;
     case OpKind::broadcast: {
       const Op& root = peer(op.peer);
       if (me != op.peer || !op.in_place) copy_on(dev, op.out.raw(), root.in.raw(), op.out.nbytes());

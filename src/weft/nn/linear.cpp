@@ -3,12 +3,13 @@
 #include "weft/kernels/activation.h"
 #include "weft/kernels/gemm.h"
 #include "weft/nn/weight_sources.h"
-#include "weft/parallel/overlap/overlap.h"
+#include "weft/parallel/overlap/bulk.h"
 
 namespace weft::nn {
 
 using parallel::Mapping;
 using parallel::Schedule;
+using Op = parallel::GemmQuantizer::Operand;
 
 LinearConfig residual_projection(bool partitioned, std::string name, int64_t in, int64_t out,
                                  float init_std, int64_t layers, std::string overlap_name) {
@@ -138,7 +139,6 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
   const ExecContext& ec = pc_->exec;
   comm::ProcessGroup* g = group();
   const bool sp = pc_->sequence_parallel();
-  using Op = parallel::GemmQuantizer::Operand;
   // Quantized recipes: the source hands out the quantized weight operand.
   Tensor w = quantizer_ ? source_->quantized_weight(*quantizer_, false, ctx)
                         : source_->weight_for_forward(ctx);
@@ -181,99 +181,101 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   ctx.release(this);
   const ExecContext& ec = pc_->exec;
   comm::ProcessGroup* g = group();
-  const bool sp = pc_->sequence_parallel();
-  // Bulk overlap (Megatron's order, the default): the collectives beside the
-  // GEMMs. With an overlap configuration, a dgrad or wgrad set to off runs
-  // its collective on its own, and ring / pipeline run the dgrad's.
-  const std::string dgrad_name = gemm_name("dgrad");
-  const parallel::OverlapChoice dgrad_overlap = overlap("dgrad");
-  const bool configured = pc_->overlap.enabled() && !cfg_.overlap_name.empty();
-  const bool bulk_dgrad = !configured || dgrad_overlap.method == parallel::OverlapMethod::bulk;
-  const bool bulk_wgrad = !configured || overlap("wgrad").method == parallel::OverlapMethod::bulk;
+  const parallel::overlap::BulkBackward bulk = parallel::overlap::bulk_backward(
+      pc_->overlap.enabled() && !cfg_.overlap_name.empty(), overlap("dgrad"), overlap("wgrad"));
   // Column under SP: the input shard's re-gather goes first, so that it is
   // in flight while the dgrad GEMM runs.
-  const bool regather = cfg_.mode == Parallel::column && sp && g;
+  const bool regather = cfg_.mode == Parallel::column && pc_->sequence_parallel() && g;
   parallel::Pending xs =
       regather ? parallel::all_gather_rows(ec, g, x, ws().gemm.gathered) : parallel::Pending{x, {}};
-  if (!bulk_wgrad) xs = {xs.get(ec), {}};
-  Tensor w = quantizer_ ? source_->quantized_weight(*quantizer_, true, ctx)
-                        : source_->weight_for_backward(ctx);
+  if (!bulk.wgrad) xs = {xs.get(ec), {}};
+  const Tensor w = quantizer_ ? source_->quantized_weight(*quantizer_, true, ctx)
+                              : source_->weight_for_backward(ctx);
   Tensor dy = cfg_.gather_output ? parallel::backward(Mapping::gather_from_tp, g, dy_in) : dy_in;
   dy = parallel::gemm_input(ec, w.dtype(), dy, ws().grad_cast);
   // Quantized recipes: the dgrad GEMM's operands, and the wgrad GEMM's made
   // from the high-precision tensors.
-  using Op = parallel::GemmQuantizer::Operand;
-  const Tensor dy_hp = dy;
-  if (quantizer_) dy = quantizer_->operand(Op::grad_output, dy, false, ctx);
-  // A GEMM with a collective in flight beside it leaves the configured cores
-  // to the transfer (overlap/config.h, comm_cores).
-  const ExecContext busy = parallel::overlap::beside_comm(ec, pc_->overlap.comm_cores());
-  Tensor dx;
-  if (cfg_.mode == Parallel::row) {
-    // dx = gather(dy) · W, and the wgrad GEMM reads the same gathered dy.
-    const Schedule schedule = sp ? Schedule::all_gather_gemm : Schedule::plain;
-    dx = ec.empty(with_last(parallel::gathered_shape(dy.shape(), sp ? g : nullptr), local_in()),
-                  x.dtype(), MemoryTag::activations);
-    const parallel::ScheduledGemm run = parallel::scheduled_gemm(
-        ec,
-        {.schedule = schedule, .group = g, .overlap = dgrad_overlap, .name = dgrad_name.c_str()},
-        dy, w, dx, ws().gemm);
-    Tensor dy_full = run.gathered.defined() ? run.gathered : dy;
-    Tensor x_w = x;
-    if (quantizer_) {
-      // The wgrad operands, column-wise from the high-precision tensors (the
-      // gathered dy above holds the row-wise quantized values).
-      Tensor dy_hp_full = dy_hp;
-      if (run.gathered.defined()) {
-        dy_hp_full = ec.empty(run.gathered.shape(), dy_hp.dtype(), MemoryTag::activations);
-        g->all_gather(dy_hp_full, dy_hp).wait(ec);
-      }
-      dy_full = quantizer_->operand(Op::grad_output, dy_hp_full, true, ctx);
-      x_w = quantizer_->operand(Op::input, x, true, ctx);
+  Grads d{.dy = dy, .dy_hp = dy};
+  if (quantizer_) d.dy = quantizer_->operand(Op::grad_output, dy, false, ctx);
+  if (cfg_.mode == Parallel::row) return backward_row(ctx, x, d, w);
+  return backward_column(ctx, xs, d, w, bulk, regather);
+}
+
+Tensor Linear::backward_row(Ctx& ctx, const Tensor& x, const Grads& d, const Tensor& w) {
+  const ExecContext& ec = pc_->exec;
+  comm::ProcessGroup* g = group();
+  const bool sp = pc_->sequence_parallel();
+  // dx = gather(dy) · W, and the wgrad GEMM reads the same gathered dy.
+  const Schedule schedule = sp ? Schedule::all_gather_gemm : Schedule::plain;
+  Tensor dx =
+      ec.empty(with_last(parallel::gathered_shape(d.dy.shape(), sp ? g : nullptr), local_in()),
+               x.dtype(), MemoryTag::activations);
+  const std::string dgrad_name = gemm_name("dgrad");
+  const parallel::ScheduledGemm run = parallel::scheduled_gemm(
+      ec,
+      {.schedule = schedule, .group = g, .overlap = overlap("dgrad"), .name = dgrad_name.c_str()},
+      d.dy, w, dx, ws().gemm);
+  Tensor dy_full = run.gathered.defined() ? run.gathered : d.dy;
+  Tensor x_w = x;
+  if (quantizer_) {
+    // The wgrad operands, column-wise from the high-precision tensors (the
+    // gathered dy above holds the row-wise quantized values).
+    Tensor dy_hp_full = d.dy_hp;
+    if (run.gathered.defined()) {
+      dy_hp_full = ec.empty(run.gathered.shape(), d.dy_hp.dtype(), MemoryTag::activations);
+      g->all_gather(dy_hp_full, d.dy_hp).wait(ec);
     }
-    Tensor wgrad = source_->weight_grad(ctx);
-    kernels::gemm(ec, dy_full, x_w, wgrad, {.trans_a = true, .accumulate = true});
-    // The bias was added after the reduction: its gradient is this rank's
-    // rows of dy (partial over the group under SP: grad_sum_group).
-    if (cfg_.bias) kernels::bias_backward(ec, dy_hp, bias_.grad);
-    source_->finalize_weight_grad(ctx, wgrad);
-    if (!cfg_.input_is_parallel) {
-      // The dual of the input mapping: this rank's tokens, all features.
-      dx = parallel::backward(sp ? Mapping::sp_to_tp : Mapping::scatter_to_tp, g, dx);
-    }
-    return dx;
+    dy_full = quantizer_->operand(Op::grad_output, dy_hp_full, true, ctx);
+    x_w = quantizer_->operand(Op::input, x, true, ctx);
   }
+  Tensor wgrad = source_->weight_grad(ctx);
+  kernels::gemm(ec, dy_full, x_w, wgrad, {.trans_a = true, .accumulate = true});
+  // The bias was added after the reduction: its gradient is this rank's
+  // rows of dy (partial over the group under SP: grad_sum_group).
+  if (cfg_.bias) kernels::bias_backward(ec, d.dy_hp, bias_.grad);
+  source_->finalize_weight_grad(ctx, wgrad);
+  if (!cfg_.input_is_parallel) {
+    // The dual of the input mapping: this rank's tokens, all features.
+    dx = parallel::backward(sp ? Mapping::sp_to_tp : Mapping::scatter_to_tp, g, dx);
+  }
+  return dx;
+}
+
+Tensor Linear::backward_column(Ctx& ctx, const parallel::Pending& xs, const Grads& d,
+                               const Tensor& w, const parallel::overlap::BulkBackward& bulk,
+                               bool regather) {
+  const ExecContext& ec = pc_->exec;
+  comm::ProcessGroup* g = group();
   // Column (and unpartitioned): the dgrad collective stays in flight during
   // the wgrad GEMM; the re-gathered input is waited for only then.
   Schedule schedule = Schedule::plain;
   if (cfg_.mode == Parallel::column) {
-    schedule = sp ? Schedule::gemm_reduce_scatter : Schedule::gemm_all_reduce;
+    schedule = pc_->sequence_parallel() ? Schedule::gemm_reduce_scatter : Schedule::gemm_all_reduce;
   }
-  Shape dxs = with_last(dy.shape(), local_in());
+  Shape dxs = with_last(d.dy.shape(), local_in());
   if (schedule == Schedule::gemm_reduce_scatter) dxs = parallel::scattered_shape(dxs, g);
-  dx = ec.empty(dxs, dy.dtype(), MemoryTag::activations);
-  comm::Work dgrad =
-      parallel::scheduled_gemm(regather && bulk_wgrad ? busy : ec,
-                               {.schedule = schedule,
-                                .group = g,
-                                .async = bulk_dgrad,
-                                .overlap = bulk_dgrad ? parallel::OverlapChoice{} : dgrad_overlap,
-                                .name = dgrad_name.c_str()},
-                               dy, w, dx, ws().gemm)
-          .pending;
-  Tensor wgrad = source_->weight_grad(ctx);
-  Tensor x_full = xs.get(ec);
-  Tensor dy_w = dy;
-  if (quantizer_) {
-    dy_w = quantizer_->operand(Op::grad_output, dy_hp, true, ctx);
-    x_full = quantizer_->operand(Op::input, x_full, true, ctx);
-  }
-  const bool dgrad_in_flight = bulk_dgrad && schedule != Schedule::plain && g && g->size() > 1;
-  kernels::gemm(dgrad_in_flight ? busy : ec, dy_w, x_full, wgrad,
-                {.trans_a = true, .accumulate = true});
-  if (cfg_.bias) kernels::bias_backward(ec, dy_hp, bias_.grad);
-  source_->finalize_weight_grad(ctx, wgrad);
-  dgrad.wait(ec);
+  Tensor dx = ec.empty(dxs, d.dy.dtype(), MemoryTag::activations);
+  const std::string dgrad_name = gemm_name("dgrad");
+  const parallel::overlap::DgradBesideWgrad call{.schedule = schedule,
+                                                 .group = g,
+                                                 .bulk = bulk,
+                                                 .dgrad_overlap = overlap("dgrad"),
+                                                 .regather = regather,
+                                                 .comm_cores = pc_->overlap.comm_cores(),
+                                                 .name = dgrad_name.c_str()};
+  parallel::overlap::dgrad_beside_wgrad(
+      ec, call, d.dy, w, dx, ws().gemm, [&](const ExecContext& gemm_context) {
+        Tensor wgrad = source_->weight_grad(ctx);
+        Tensor x_full = xs.get(ec);
+        Tensor dy_w = d.dy;
+        if (quantizer_) {
+          dy_w = quantizer_->operand(Op::grad_output, d.dy_hp, true, ctx);
+          x_full = quantizer_->operand(Op::input, x_full, true, ctx);
+        }
+        kernels::gemm(gemm_context, dy_w, x_full, wgrad, {.trans_a = true, .accumulate = true});
+        if (cfg_.bias) kernels::bias_backward(ec, d.dy_hp, bias_.grad);
+        source_->finalize_weight_grad(ctx, wgrad);
+      });
   return dx;
 }
 

@@ -52,6 +52,7 @@
 #include "weft/parallel/context.h"
 #include "weft/parallel/gemm_quantizer.h"
 #include "weft/parallel/mappings.h"
+#include "weft/parallel/overlap/bulk.h"
 #include "weft/parallel/schedule.h"
 #include "weft/parallel/weight_source.h"
 
@@ -105,6 +106,14 @@ class Linear : public Module {
   struct Saved {
     Tensor x;  // the GEMM input: this rank's rows (column under SP: before the gather)
   };
+  // The output gradient as the dgrad GEMM reads it (quantized under a
+  // quantized recipe) and in high precision (the wgrad and bias gradients).
+  struct Grads {
+    Tensor dy, dy_hp;
+  };
+  Tensor backward_row(Ctx& ctx, const Tensor& x, const Grads& d, const Tensor& w);
+  Tensor backward_column(Ctx& ctx, const parallel::Pending& xs, const Grads& d, const Tensor& w,
+                         const parallel::overlap::BulkBackward& bulk, bool regather);
   void init(bool own_weight);
   // The TP group this layer communicates over: null when unpartitioned.
   comm::ProcessGroup* group() const;

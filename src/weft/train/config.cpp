@@ -231,12 +231,14 @@ const std::vector<KeyDef>& key_defs() {
     d.push_back({{"dtype", "f32|bf16", "",
                   "compute type (master weights stay f32); the same as --precision f32|bf16"},
                  [](TrainConfig& c, const io::Json& v, const Where& w) {
-                   c.dtype = parse_dtype(to_choice(v, w, {"f32", "bf16"}));
+                   c.dtype_option = parse_dtype(to_choice(v, w, {"f32", "bf16"}));
                    if (!c.precision.quantized()) {
-                     c.precision.recipe = parallel::Precision::of(c.dtype).recipe;
+                     c.precision.recipe = parallel::Precision::of(*c.dtype_option).recipe;
                    }
                  },
-                 [](const TrainConfig& c) { return io::Json(std::string(dtype_name(c.dtype))); }});
+                 [](const TrainConfig& c) {
+                   return io::Json(std::string(dtype_name(c.compute_dtype())));
+                 }});
     d.push_back(
         {{"precision", "RECIPE", "f32",
           "f32, bf16, or a quantized recipe for the Linear GEMMs (qkv, proj, fc1, fc2): "
@@ -248,7 +250,6 @@ const std::vector<KeyDef>& key_defs() {
          [](TrainConfig& c, const io::Json& v, const Where& w) {
            c.precision.recipe = parallel::parse_recipe(
                to_choice(v, w, {"f32", "bf16", "fp8-delayed", "fp8-current", "mxfp8", "nvfp4"}));
-           if (!c.precision.quantized()) c.dtype = c.precision.gemm_input();
          },
          [](const TrainConfig& c) { return io::Json(parallel::recipe_name(c.precision.recipe)); }});
     d.push_back(
@@ -519,111 +520,6 @@ io::Json resumable_settings(const io::Json& settings) {
   return out;
 }
 
-namespace {
-
-// `message` (nn::validate's) with each field it names that an option sets
-// written as the option: "heads 4 is not divisible by tp 3" -> "--heads 4 is
-// not divisible by --tp 3".
-std::string with_option_names(const std::string& message) {
-  static constexpr std::pair<std::string_view, std::string_view> kOptions[] = {
-      {"vocab_pad", "--vocab-pad"}, {"vocab", "--vocab"}, {"seq", "--seq"},
-      {"layers", "--layers"},       {"width", "--width"}, {"heads", "--heads"},
-      {"dropout", "--dropout"},     {"tp", "--tp"}};
-  auto word_char = [](char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
-  };
-  std::string out;
-  size_t i = 0;
-  while (i < message.size()) {
-    if (!word_char(message[i])) {
-      out += message[i++];
-      continue;
-    }
-    size_t end = i;
-    while (end < message.size() && word_char(message[end])) ++end;
-    const std::string_view word(message.data() + i, end - i);
-    // "tp-dp" or "--tp" are not a field's name.
-    const bool alone =
-        (i == 0 || message[i - 1] != '-') && (end == message.size() || message[end] != '-');
-    const auto* option = std::find_if(std::begin(kOptions), std::end(kOptions),
-                                      [&](const auto& o) { return o.first == word; });
-    out += alone && option != std::end(kOptions) ? option->second : word;
-    i = end;
-  }
-  return out;
-}
-
-}  // namespace
-
-void validate(const TrainConfig& c) {
-  // The model's shape rules are nn::validate's; they name the fields, the
-  // user sets them with options.
-  try {
-    nn::validate(c.model, c.tp);
-  } catch (const Error& e) {
-    throw Error(with_option_names(e.what()), e.where());
-  }
-  WEFT_CHECK(c.lr_value() > 0, "--lr must be positive, got {}", c.lr_value());
-  WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr_value(), "--min-lr {} is above --lr {}", *c.min_lr,
-             c.lr_value());
-  WEFT_CHECK(c.warmup_steps() <= c.schedule_total(), "--warmup {} is longer than the run ({} {})",
-             c.warmup_steps(), c.schedule_steps ? "--schedule-steps" : "--steps",
-             c.schedule_total());
-  WEFT_CHECK(c.val_fraction > 0 && c.val_fraction < 1,
-             "--val-fraction must lie strictly between 0 and 1, got {}", c.val_fraction);
-  WEFT_CHECK(c.bucket_mb > 0 && c.bucket_mb <= 1 << 20,
-             "--bucket-mb must be positive and at most 1048576 (1 TiB), got {}", c.bucket_mb);
-  if (c.sp == nn::SequenceParallel::batch) {
-    WEFT_CHECK(c.micro_batch % c.tp == 0,
-               "--sp batch splits each micro-batch over the TP ranks: --micro-batch {} must be a "
-               "multiple of --tp {}",
-               c.micro_batch, c.tp);
-  }
-  if (c.sp == nn::SequenceParallel::seq) {
-    WEFT_CHECK(c.model.seq % c.tp == 0,
-               "--sp seq splits the sequence over the TP ranks: --seq {} must be a multiple of "
-               "--tp {}",
-               c.model.seq, c.tp);
-  }
-  try {
-    (void)overlap_config(c.overlap);
-  } catch (const Error& e) {
-    WEFT_FAIL("--overlap {}: {}", c.overlap, e.what());
-  }
-  WEFT_CHECK(!c.precision.quantized() || c.dtype == DType::f32,
-             "--precision {} computes in f32 on the CPU (its GEMM operands are quantized, then "
-             "dequantized to f32): drop --dtype bf16",
-             parallel::recipe_name(c.precision.recipe));
-  try {
-    (void)nn::PartitionPlan::parse(c.gtp_plan);
-  } catch (const Error& e) {
-    WEFT_FAIL("--gtp-plan {}: {}", c.gtp_plan, e.what());
-  }
-  if (const Device device = Device::parse(c.device); device.is_cuda()) {
-    cuda::check_device(device);
-    // Ranks are threads sharing the GPU (the local backend moves GPU memory);
-    // one process per GPU under mpirun (NCCL) is not wired into training yet.
-    WEFT_CHECK(c.backend == "local" || (c.backend == "auto" && !comm::launched_by_mpi()),
-               "--device {} runs its ranks as threads of one process sharing the GPU: start it "
-               "without mpirun and --backend mpi",
-               c.device);
-    WEFT_CHECK(c.gtp == 1,
-               "--gtp {} with --device {}: generalized tensor parallelism has no GPU path yet; "
-               "use --tp and --dp",
-               c.gtp, c.device);
-    using parallel::Recipe;
-    const Recipe r = c.precision.recipe;
-    WEFT_CHECK(r != Recipe::mxfp8 && r != Recipe::nvfp4,
-               "--precision {} has no GPU kernels yet (block-scaled quantization): use bf16, "
-               "fp8-delayed or fp8-current with --device {}",
-               parallel::recipe_name(r), c.device);
-  }
-  WEFT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every {} needs --save DIR",
-             c.save_every);
-  WEFT_CHECK(c.init.empty() || c.resume.empty(),
-             "--init starts a new run from weights and --resume continues one: pass only one");
-}
-
 parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::ProcessGroup> tp,
                                    std::shared_ptr<comm::ProcessGroup> dp,
                                    std::shared_ptr<comm::ProcessGroup> gtp) {
@@ -632,7 +528,6 @@ parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::P
   pc->dp = std::move(dp);
   pc->sp = c.sp;
   pc->precision = c.precision;
-  if (!c.precision.quantized()) pc->precision.recipe = parallel::Precision::of(c.dtype).recipe;
   pc->seed = c.seed;
   pc->exec = ExecContext::on(Device::parse(c.device));
   pc->overlap = overlap_config(c.overlap);
@@ -646,44 +541,6 @@ parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::P
   }
   parallel::gtp::enable(*pc, std::move(gtp), std::move(options));
   return pc;
-}
-
-parallel::OverlapConfig overlap_config(const std::string& text) {
-  std::error_code ec;
-  if (text.find('=') != std::string::npos || !std::filesystem::is_regular_file(text, ec)) {
-    return parallel::OverlapConfig::parse(text);
-  }
-  std::ifstream in(text);
-  WEFT_CHECK(in.good(), "cannot read the overlap file {}", text);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const io::Json j = io::parse_json(ss.str(), text);
-  WEFT_CHECK(j.is_object(),
-             "overlap file {}: expected an object of GEMM names, e.g. {{\"fc2_fprop\": "
-             "{{\"method\": \"pipeline\", \"num_splits\": 8}}}}",
-             text);
-  parallel::OverlapConfig c = parallel::OverlapConfig::defaults();
-  for (const auto& [name, v] : j.as_object()) {
-    if (name == "comm_cores") {
-      WEFT_CHECK(v.is_integer() && v.as_int() >= 0 && v.as_int() <= 1024,
-                 "overlap file {}: comm_cores must be an integer in [0, 1024]", text);
-      c.set_comm_cores(static_cast<int>(v.as_int()));
-      continue;
-    }
-    parallel::check_overlap_gemm_name(name);
-    WEFT_CHECK(v.is_object() && v.find("method") && v.at("method").is_string(),
-               "overlap file {}: {} must be an object with a \"method\" string", text, name);
-    parallel::OverlapChoice choice{parallel::parse_overlap_method(v.at("method").as_string(), name),
-                                   4};
-    if (v.find("num_splits")) {
-      const io::Json& n = v.at("num_splits");
-      WEFT_CHECK(n.is_integer() && n.as_int() >= 1 && n.as_int() <= 1024,
-                 "overlap file {}: {}.num_splits must be an integer in [1, 1024]", text, name);
-      choice.num_splits = static_cast<int>(n.as_int());
-    }
-    c.set(name, choice);
-  }
-  return c;
 }
 
 nn::GptConfig model_config(const TrainConfig& c) { return c.model; }

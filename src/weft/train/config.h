@@ -33,11 +33,15 @@ struct TrainConfig {
   // model_config() puts them in.
   std::string preset = "tiny";
   nn::GptConfig model = nn::gpt_preset("tiny");
-  DType dtype = DType::f32;  // compute type
   // The precision recipe and its options (--precision, --fp8-format,
-  // --amax-history, --amax-algo, --fp8-margin, --amax-group). Its recipe
-  // follows --dtype for f32 and bf16; the quantized recipes compute in f32.
+  // --amax-history, --amax-algo, --fp8-margin, --amax-group): the one record
+  // of the compute type. --dtype f32|bf16 sets the recipe f32|bf16 (unless a
+  // quantized recipe is set; validate() then refuses a bf16 --dtype).
   parallel::Precision precision{};
+  std::optional<DType> dtype_option{};  // --dtype as given
+  // The compute type: bf16 under the bf16 recipe, f32 otherwise (the
+  // quantized recipes compute in f32).
+  DType compute_dtype() const { return precision.gemm_input(); }
   // Layout: world = tp · gtp · dp ranks.
   int tp = 2;
   int dp = 0;  // 0: the world size / (tp · gtp) (1 on the local backend)

@@ -36,7 +36,7 @@ InferenceModel load_for_inference(const std::string& given, DType compute, io::R
   TrainConfig cfg;
   apply_settings(cfg, shape_settings(config), path);
   cfg.tp = 1;
-  cfg.dtype = compute;
+  cfg.precision.recipe = parallel::Precision::of(compute).recipe;
   cfg.device = device.str();
   if (device.is_cuda()) cuda::check_device(device);
   m.world = comm::init_world();

@@ -163,7 +163,7 @@ std::string describe_run(Trainer& t, const io::Dataset& data) {
       c.model.vocab, params,
       c.precision.quantized() ? std::string(parallel::recipe_name(c.precision.recipe)) +
                                     " (GEMM operands quantized, f32 compute)"
-                              : std::string(dtype_name(c.dtype)),
+                              : std::string(dtype_name(c.compute_dtype())),
       data.data().source, data.data().size(), data.train().size(), data.val().size(),
       t.world().size(), t.world().backend(), g.size("tp"),
       g.layout().has("gtp") ? format(" x gtp {}", g.size("gtp")) : std::string(), g.size("dp"),
