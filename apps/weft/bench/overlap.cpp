@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "../cli.h"
 #include "weft/comm/local.h"
 #include "weft/comm/world.h"
 #include "weft/core/threads.h"

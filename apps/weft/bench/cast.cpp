@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "../cli.h"
 #include "weft/core/exec_context.h"
 #include "weft/core/threads.h"
 #include "weft/kernels/cast.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "../cli.h"
 #include "weft/comm/grid.h"
 #include "weft/comm/local.h"
 #include "weft/core/threads.h"

@@ -5,7 +5,7 @@
 #include <iostream>
 #include <mutex>
 
-#include "cli.h"
+#include "../cli.h"
 #include "direct_gemm.h"
 #include "synthetic_data.h"
 #include "weft/comm/world.h"

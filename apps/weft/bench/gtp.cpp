@@ -16,7 +16,7 @@
 #include <map>
 #include <mutex>
 
-#include "cli.h"
+#include "../cli.h"
 #include "synthetic_data.h"
 #include "weft/comm/world.h"
 #include "weft/core/memory.h"

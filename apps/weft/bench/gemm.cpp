@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "../cli.h"
 #include "direct_cublaslt.h"
 #include "direct_gemm.h"
 #include "weft/core/cuda.h"

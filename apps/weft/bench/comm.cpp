@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "../cli.h"
 #include "weft/comm/local.h"
 #include "weft/comm/mpi.h"
 #include "weft/comm/world.h"

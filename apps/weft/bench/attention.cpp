@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "../cli.h"
 #include "weft/core/cuda.h"
 #include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
