@@ -1,7 +1,8 @@
 // weft bench cast: the quantize / dequantize kernels of the low-precision
 // recipes against memcpy of the same input, timed in the same run.
+#include "weft/kernels/cast.h"
+
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -9,25 +10,13 @@
 #include <vector>
 
 #include "../cli.h"
+#include "timing.h"
 #include "weft/core/exec_context.h"
 #include "weft/core/threads.h"
-#include "weft/kernels/cast.h"
 #include "weft/kernels/cpu_support.h"
 
 namespace weft {
 namespace {
-
-template <typename Fn>
-double seconds(Fn&& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 cli::Options run_options() {
   cli::Options opts("weft bench cast [options]",
@@ -51,6 +40,62 @@ struct Case {
   bool dequantize = false;
 };
 
+const Case kCases[] = {
+    {"fp8 tensor e4m3 row", {.mode = ScalingMode::tensor, .dtype = DType::e4m3, .scale = 300}},
+    {"fp8 tensor e4m3 row+col",
+     {.mode = ScalingMode::tensor, .dtype = DType::e4m3, .columnwise = true, .scale = 300}},
+    {"mxfp8 1x32 e4m3 row", {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3}},
+    {"mxfp8 1x32 e4m3 row+col",
+     {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3, .columnwise = true}},
+    {"nvfp4 1x16 row", {.mode = ScalingMode::block_1x16, .dtype = DType::e2m1}},
+    {"nvfp4 16x16 row", {.mode = ScalingMode::block_16x16, .dtype = DType::e2m1}},
+    {"nvfp4 1x16 row stochastic",
+     {.mode = ScalingMode::block_1x16, .dtype = DType::e2m1, .stochastic = true, .seed = 1}},
+    {"dequantize fp8 tensor",
+     {.mode = ScalingMode::tensor, .dtype = DType::e4m3, .scale = 300},
+     true},
+    {"dequantize mxfp8", {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3}, true},
+    {"dequantize nvfp4", {.mode = ScalingMode::block_1x16, .dtype = DType::e2m1}, true},
+};
+
+// One row: the case's kernel and memcpy of the same input alternating round
+// by round, the median of each.
+void time_case(const ExecContext& ec, const Case& c, const Tensor& x, const Tensor& copy,
+               int rounds, bool json) {
+  const int64_t rows = x.shape()[0], cols = x.shape()[1];
+  const double in_bytes = static_cast<double>(x.nbytes());
+  QuantizedTensor q;
+  kernels::quantize(ec, x, c.cfg, q);
+  Tensor back = ec.empty({rows, cols});
+  auto cast = [&] {
+    if (c.dequantize) {
+      kernels::dequantize(ec, q, false, back);
+    } else {
+      kernels::quantize(ec, x, c.cfg, q);
+    }
+  };
+  auto mem = [&] { std::memcpy(copy.raw(), x.raw(), static_cast<size_t>(x.nbytes())); };
+  cast();
+  mem();
+  const auto samples = bench::alternate(
+      rounds, {[&] { return bench::seconds(cast); }, [&] { return bench::seconds(mem); }});
+  const double t_cast = bench::upper_median(samples[0]), t_mem = bench::upper_median(samples[1]);
+  const double q_bytes = static_cast<double>(q.storage_bytes());
+  // Quantize reads f32 and writes q; dequantize reads q and writes f32.
+  const double bytes = in_bytes + q_bytes;
+  const double bw = bytes / t_cast / 1e9, bw_mem = 2 * in_bytes / t_mem / 1e9;
+  if (json) {
+    std::printf(
+        "{\"kernel\":\"%s\",\"ms\":%.4f,\"gbps\":%.2f,\"memcpy_ms\":%.4f,\"memcpy_gbps\":%.2f,"
+        "\"ratio\":%.3f}\n",
+        c.name, t_cast * 1e3, bw, t_mem * 1e3, bw_mem, bw / bw_mem);
+  } else {
+    std::printf("%-27s %9.3f %9.2f %9.3f %11.2f %7.3f\n", c.name, t_cast * 1e3, bw, t_mem * 1e3,
+                bw_mem, bw / bw_mem);
+  }
+  std::fflush(stdout);
+}
+
 int run(const std::vector<std::string>& args) {
   cli::Options opts = run_options();
   opts.parse(args);
@@ -61,8 +106,8 @@ int run(const std::vector<std::string>& args) {
   const bool json = opts.flag_set("json");
   set_num_threads(1);
   const ExecContext& ec = ExecContext::host();
-  (json ? std::cerr : std::cout) << "cpu: " << kernels::describe_cpu_support()
-                                 << "; one thread; tensor (" << rows << ", " << cols << ") f32\n";
+  bench::info_stream(json) << "cpu: " << kernels::describe_cpu_support() << "; one thread; tensor ("
+                           << rows << ", " << cols << ") f32\n";
   Tensor x = ec.empty({rows, cols});
   {
     float* p = x.data<float>();
@@ -70,64 +115,11 @@ int run(const std::vector<std::string>& args) {
       p[i] = static_cast<float>((i * 7919) % 2001 - 1000) * 1e-3f;
   }
   Tensor copy = ec.empty({rows, cols});
-  using kernels::QuantizeConfig;
-  const Case cases[] = {
-      {"fp8 tensor e4m3 row", {.mode = ScalingMode::tensor, .dtype = DType::e4m3, .scale = 300}},
-      {"fp8 tensor e4m3 row+col",
-       {.mode = ScalingMode::tensor, .dtype = DType::e4m3, .columnwise = true, .scale = 300}},
-      {"mxfp8 1x32 e4m3 row", {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3}},
-      {"mxfp8 1x32 e4m3 row+col",
-       {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3, .columnwise = true}},
-      {"nvfp4 1x16 row", {.mode = ScalingMode::block_1x16, .dtype = DType::e2m1}},
-      {"nvfp4 16x16 row", {.mode = ScalingMode::block_16x16, .dtype = DType::e2m1}},
-      {"nvfp4 1x16 row stochastic",
-       {.mode = ScalingMode::block_1x16, .dtype = DType::e2m1, .stochastic = true, .seed = 1}},
-      {"dequantize fp8 tensor",
-       {.mode = ScalingMode::tensor, .dtype = DType::e4m3, .scale = 300},
-       true},
-      {"dequantize mxfp8", {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3}, true},
-      {"dequantize nvfp4", {.mode = ScalingMode::block_1x16, .dtype = DType::e2m1}, true},
-  };
   if (!json) {
     std::printf("%-27s %9s %9s %9s %9s %7s\n", "kernel", "ms", "GB/s", "memcpy ms", "memcpy GB/s",
                 "ratio");
   }
-  const double in_bytes = static_cast<double>(x.nbytes());
-  for (const Case& c : cases) {
-    QuantizedTensor q;
-    kernels::quantize(ec, x, c.cfg, q);
-    Tensor back = ec.empty({rows, cols});
-    auto cast = [&] {
-      if (c.dequantize) {
-        kernels::dequantize(ec, q, false, back);
-      } else {
-        kernels::quantize(ec, x, c.cfg, q);
-      }
-    };
-    auto mem = [&] { std::memcpy(copy.raw(), x.raw(), static_cast<size_t>(x.nbytes())); };
-    cast();
-    mem();
-    std::vector<double> tc, tm;
-    for (int r = 0; r < rounds; ++r) {
-      tc.push_back(seconds(cast));
-      tm.push_back(seconds(mem));
-    }
-    const double t_cast = median(tc), t_mem = median(tm);
-    const double q_bytes = static_cast<double>(q.storage_bytes());
-    // Quantize reads f32 and writes q; dequantize reads q and writes f32.
-    const double bytes = in_bytes + q_bytes;
-    const double bw = bytes / t_cast / 1e9, bw_mem = 2 * in_bytes / t_mem / 1e9;
-    if (json) {
-      std::printf(
-          "{\"kernel\":\"%s\",\"ms\":%.4f,\"gbps\":%.2f,\"memcpy_ms\":%.4f,\"memcpy_gbps\":%.2f,"
-          "\"ratio\":%.3f}\n",
-          c.name, t_cast * 1e3, bw, t_mem * 1e3, bw_mem, bw / bw_mem);
-    } else {
-      std::printf("%-27s %9.3f %9.2f %9.3f %11.2f %7.3f\n", c.name, t_cast * 1e3, bw, t_mem * 1e3,
-                  bw_mem, bw / bw_mem);
-    }
-    std::fflush(stdout);
-  }
+  for (const Case& c : kCases) time_case(ec, c, x, copy, rounds, json);
   return 0;
 }
 
