@@ -69,19 +69,33 @@ void print_row(const Settings& st, const Row& r, DType dt, const Timing& t) {
   std::fflush(stdout);
 }
 
+// A row's operands on `ec`: a and b filled, c zero (f32 for wgrad, which
+// accumulates into it, as training does).
+struct Operands {
+  Tensor a, b, c;
+  kernels::GemmOptions go;
+};
+
+Operands operands(const ExecContext& ec, const Row& r, DType dt) {
+  const bool wgrad = std::string(r.op) == "wgrad";
+  Operands o{.a = r.trans_a ? ec.empty({r.k, r.m}, dt) : ec.empty({r.m, r.k}, dt),
+             .b = r.trans_b ? ec.empty({r.n, r.k}, dt) : ec.empty({r.k, r.n}, dt),
+             .c = ec.zeros({r.m, r.n}, wgrad ? DType::f32 : dt),
+             .go = {.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad}};
+  o.a.fill(0.01f);
+  o.b.fill(0.02f);
+  return o;
+}
+
 // The CPU row: weft and direct oneDNN alternating round by round, the best
 // round of each.
 Timing time_cpu_row(const Settings& st, const Row& r, DType dt) {
   const ExecContext& ec = ExecContext::host();
-  const bool wgrad = std::string(r.op) == "wgrad";
-  const DType out = wgrad ? DType::f32 : dt;
-  Tensor a = r.trans_a ? ec.empty({r.k, r.m}, dt) : ec.empty({r.m, r.k}, dt);
-  Tensor b = r.trans_b ? ec.empty({r.n, r.k}, dt) : ec.empty({r.k, r.n}, dt);
-  Tensor c = ec.zeros({r.m, r.n}, out);
-  a.fill(0.01f);
-  b.fill(0.02f);
-  kernels::GemmOptions go{.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad};
-  auto weft_call = [&] { kernels::gemm(ec, a, b, c, go); };
+  Operands o = operands(ec, r, dt);
+  const bool wgrad = o.go.accumulate;
+  const DType out = o.c.dtype();
+  Tensor &a = o.a, &b = o.b, &c = o.c;
+  auto weft_call = [&] { kernels::gemm(ec, a, b, c, o.go); };
   // An emulated row's baseline is the direct f32 matmul it runs on.
   const bool emulated = dt == DType::bf16 && !kernels::cpu_support().native_bf16;
   const DType base_in = emulated ? DType::f32 : dt, base_out = emulated ? DType::f32 : out;
@@ -110,15 +124,11 @@ Timing time_cpu_row(const Settings& st, const Row& r, DType dt) {
 // alternating; the median round of each.
 Timing time_cuda_row(const Settings& st, const ExecContext& ec, const Row& r, DType dt) {
   constexpr int kMinIters = 10, kWarmup = 3;
-  const bool wgrad = std::string(r.op) == "wgrad";
-  const DType out = wgrad ? DType::f32 : dt;
-  Tensor a = r.trans_a ? ec.empty({r.k, r.m}, dt) : ec.empty({r.m, r.k}, dt);
-  Tensor b = r.trans_b ? ec.empty({r.n, r.k}, dt) : ec.empty({r.k, r.n}, dt);
-  Tensor c = ec.zeros({r.m, r.n}, out);
-  a.fill(0.01f);
-  b.fill(0.02f);
-  kernels::GemmOptions go{.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad};
-  auto weft_call = [&] { kernels::gemm(ec, a, b, c, go); };
+  Operands o = operands(ec, r, dt);
+  const bool wgrad = o.go.accumulate;
+  const DType out = o.c.dtype();
+  Tensor &a = o.a, &b = o.b, &c = o.c;
+  auto weft_call = [&] { kernels::gemm(ec, a, b, c, o.go); };
   DirectCublasLt direct(r, dt, out, a.raw(), b.raw(), c.raw(), wgrad, ec.stream(),
                         ec.device().index);
   auto direct_call = [&] { direct.run(); };
