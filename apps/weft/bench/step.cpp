@@ -5,9 +5,10 @@
 #include <iostream>
 #include <mutex>
 
-#include "cli.h"
+#include "../cli.h"
 #include "direct_gemm.h"
 #include "synthetic_data.h"
+#include "timing.h"
 #include "weft/comm/world.h"
 #include "weft/core/cuda.h"
 #include "weft/core/threads.h"
@@ -220,11 +221,8 @@ cli::Options bench_step_options() {
   return opts;
 }
 
-int bench_step(const std::vector<std::string>& args) {
-  cli::Options opts = bench_step_options();
-  opts.parse(args);
-  WEFT_CHECK(!comm::launched_by_mpi(),
-             "weft bench step runs its ranks as threads: start it without mpirun");
+// The run's configuration from the options: `warmup` untimed steps, then `steps`.
+train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup, int steps) {
   train::TrainConfig cfg;
   io::Json s = io::Json::object();
   s["preset"] = opts.str("preset");
@@ -234,18 +232,109 @@ int bench_step(const std::vector<std::string>& args) {
   s["micro-batch"] = opts.given("micro-batch")      ? opts.str("micro-batch")
                      : opts.str("preset") == "tiny" ? "16"
                                                     : "1";
-  const bool on_gpu = Device::parse(opts.str("device")).is_cuda();
   if (!opts.given("tp")) s["tp"] = on_gpu ? "1" : "2";
   train::apply_settings(cfg, s, "");
-  const int steps = static_cast<int>(opts.integer("steps"));
-  const int warmup = static_cast<int>(opts.integer("warmup"));
   WEFT_CHECK(steps >= 1 && warmup >= 0, "--steps must be at least 1 and --warmup at least 0");
   cfg.steps = warmup + steps;
   cfg.warmup = 0;
   cfg.sample_tokens = 0;
   cfg.dp = std::max(cfg.dp, 1);
   train::validate(cfg);
+  return cfg;
+}
 
+std::string layout_label(const train::TrainConfig& c) {
+  std::string l = c.gtp > 1 ? format("tp {} x gtp {} x dp {}", c.tp, c.gtp, c.dp)
+                            : format("tp {} x dp {}", c.tp, c.dp);
+  if (c.sp != nn::SequenceParallel::off) l += format(" sp {}", nn::sequence_parallel_name(c.sp));
+  if (c.overlap != "off") l += " overlap";
+  return l;
+}
+
+// The rows: the TP=1 x DP=1 baseline (unless `no_baseline` or the layout is
+// it), the layout without overlap (where it overlaps), and the layout.
+std::vector<Measured> measure_rows(const train::TrainConfig& cfg, int warmup, int steps,
+                                   bool no_baseline, bool profile) {
+  std::vector<Measured> rows;
+  const bool is_base = cfg.tp == 1 && cfg.gtp == 1 && cfg.dp == 1;
+  if (!is_base && !no_baseline) {
+    train::TrainConfig base = cfg;
+    base.tp = 1;
+    base.sp = nn::SequenceParallel::off;
+    base.overlap = "off";
+    base.micro_batch = cfg.micro_batch * cfg.dp * cfg.gtp;
+    base.dp = 1;
+    base.gtp = 1;
+    rows.push_back(measure(base, warmup, steps));
+    rows.back().label = layout_label(base) + " (base)";
+  }
+  if (cfg.overlap != "off") {
+    train::TrainConfig plain = cfg;
+    plain.overlap = "off";
+    rows.push_back(measure(plain, warmup, steps));
+    rows.back().label = layout_label(plain);
+  }
+  rows.push_back(measure(cfg, warmup, steps, profile));
+  rows.back().label = layout_label(cfg) + (is_base ? " (base)" : "");
+  return rows;
+}
+
+void print_gpu_rows(const std::vector<Measured>& rows, const train::TrainConfig& cfg,
+                    const std::string& gpu, double peak_tflops, int steps, bool json) {
+  if (!json) {
+    print_gpu_table(rows, peak_tflops);
+    if (!rows.back().kernels.empty()) print_kernel_table(rows.back(), steps);
+    return;
+  }
+  for (const Measured& r : rows) {
+    io::Json j = io::Json::object();
+    j["layout"] = r.label;
+    j["preset"] = cfg.preset;
+    j["dtype"] = parallel::recipe_name(cfg.precision.recipe);
+    j["device"] = cfg.device;
+    j["gpu"] = gpu;
+    j["tokens_per_s"] = r.tokens_per_s;
+    j["step_s"] = r.mean.total;
+    j["forward_s"] = r.mean.forward;
+    j["backward_s"] = r.mean.backward;
+    j["optimizer_s"] = r.mean.optimizer;
+    j["peak_memory_bytes"] = r.peak_bytes;
+    j["tflops"] = r.tokens_per_s * r.llmc_flops_per_token / 1e12;
+    j["peak_tflops"] = peak_tflops;
+    j["mfu"] = peak_tflops > 0 ? r.tokens_per_s * r.llmc_flops_per_token / 1e12 / peak_tflops : 0.0;
+    bench::print_json(j);
+  }
+}
+
+void print_cpu_rows(const std::vector<Measured>& rows, const train::TrainConfig& cfg, bool json) {
+  // The yardstick, in the same run: the direct oneDNN matmuls of one layer of
+  // this model over the step's tokens per rank, on every core.
+  set_num_threads(available_cores());
+  const double gemm_gflops =
+      direct_layer_gflops(cfg.dtype, cfg.micro_batch * cfg.model.seq, cfg.model.width);
+  set_num_threads(0);
+  const Measured& base = rows.front();
+  if (!json) {
+    print_table(rows, base, gemm_gflops);
+    return;
+  }
+  for (const Measured& r : rows) {
+    io::Json j = to_json(r, base, gemm_gflops);
+    j["preset"] = cfg.preset;
+    j["dtype"] = parallel::recipe_name(cfg.precision.recipe);
+    bench::print_json(j);
+  }
+}
+
+int bench_step(const std::vector<std::string>& args) {
+  cli::Options opts = bench_step_options();
+  opts.parse(args);
+  WEFT_CHECK(!comm::launched_by_mpi(),
+             "weft bench step runs its ranks as threads: start it without mpirun");
+  const int steps = static_cast<int>(opts.integer("steps"));
+  const int warmup = static_cast<int>(opts.integer("warmup"));
+  const bool on_gpu = Device::parse(opts.str("device")).is_cuda();
+  const train::TrainConfig cfg = step_config(opts, on_gpu, warmup, steps);
   WEFT_CHECK(!opts.flag_set("profile") || (cfg.tp * cfg.gtp * cfg.dp == 1),
              "--profile times one rank's kernels (the profile is per process): use it with "
              "--tp 1 and no --dp or --gtp");
@@ -259,91 +348,26 @@ int bench_step(const std::vector<std::string>& args) {
         opts.given("peak-tflops") ? opts.number("peak-tflops") : gpu_peak_tflops(gpu, cfg.dtype);
   }
   const bool json = opts.flag_set("json");
-  const char* dtype = parallel::recipe_name(cfg.precision.recipe);
   if (!json) {
     std::printf(
         "%s, %s, %lld layers, width %lld, context %lld, micro-batch %lld per DP rank; "
         "%d cores\n",
-        cfg.preset.c_str(), dtype, static_cast<long long>(cfg.model.layers),
-        static_cast<long long>(cfg.model.width), static_cast<long long>(cfg.model.seq),
-        static_cast<long long>(cfg.micro_batch), available_cores());
+        cfg.preset.c_str(), parallel::recipe_name(cfg.precision.recipe),
+        static_cast<long long>(cfg.model.layers), static_cast<long long>(cfg.model.width),
+        static_cast<long long>(cfg.model.seq), static_cast<long long>(cfg.micro_batch),
+        available_cores());
     if (on_gpu) {
       std::printf("%s on %s; dense peak %s\n", cfg.device.c_str(), gpu.c_str(),
                   peak_tflops > 0 ? format("{:.1f} TFLOP/s", peak_tflops).c_str()
                                   : "unknown (pass --peak-tflops for MFU)");
     }
   }
-  auto label = [](const train::TrainConfig& c) {
-    std::string l = c.gtp > 1 ? format("tp {} x gtp {} x dp {}", c.tp, c.gtp, c.dp)
-                              : format("tp {} x dp {}", c.tp, c.dp);
-    if (c.sp != nn::SequenceParallel::off) l += format(" sp {}", nn::sequence_parallel_name(c.sp));
-    if (c.overlap != "off") l += " overlap";
-    return l;
-  };
-  std::vector<Measured> rows;
-  const bool is_base = cfg.tp == 1 && cfg.gtp == 1 && cfg.dp == 1;
-  if (!is_base && !opts.flag_set("no-baseline")) {
-    train::TrainConfig base = cfg;
-    base.tp = 1;
-    base.sp = nn::SequenceParallel::off;
-    base.overlap = "off";
-    base.micro_batch = cfg.micro_batch * cfg.dp * cfg.gtp;
-    base.dp = 1;
-    base.gtp = 1;
-    rows.push_back(measure(base, warmup, steps));
-    rows.back().label = label(base) + " (base)";
-  }
-  if (cfg.overlap != "off") {
-    train::TrainConfig plain = cfg;
-    plain.overlap = "off";
-    rows.push_back(measure(plain, warmup, steps));
-    rows.back().label = label(plain);
-  }
-  rows.push_back(measure(cfg, warmup, steps, on_gpu && opts.flag_set("profile")));
-  rows.back().label = label(cfg) + (is_base ? " (base)" : "");
+  const std::vector<Measured> rows = measure_rows(cfg, warmup, steps, opts.flag_set("no-baseline"),
+                                                  on_gpu && opts.flag_set("profile"));
   if (on_gpu) {
-    if (json) {
-      for (const Measured& r : rows) {
-        io::Json j = io::Json::object();
-        j["layout"] = r.label;
-        j["preset"] = cfg.preset;
-        j["dtype"] = dtype;
-        j["device"] = cfg.device;
-        j["gpu"] = gpu;
-        j["tokens_per_s"] = r.tokens_per_s;
-        j["step_s"] = r.mean.total;
-        j["forward_s"] = r.mean.forward;
-        j["backward_s"] = r.mean.backward;
-        j["optimizer_s"] = r.mean.optimizer;
-        j["peak_memory_bytes"] = r.peak_bytes;
-        j["tflops"] = r.tokens_per_s * r.llmc_flops_per_token / 1e12;
-        j["peak_tflops"] = peak_tflops;
-        j["mfu"] =
-            peak_tflops > 0 ? r.tokens_per_s * r.llmc_flops_per_token / 1e12 / peak_tflops : 0.0;
-        std::cout << j.dump() << "\n";
-      }
-    } else {
-      print_gpu_table(rows, peak_tflops);
-      if (!rows.back().kernels.empty()) print_kernel_table(rows.back(), steps);
-    }
-    return 0;
-  }
-  // The yardstick, in the same run: the direct oneDNN matmuls of one layer of
-  // this model over the step's tokens per rank, on every core.
-  set_num_threads(available_cores());
-  const double gemm_gflops =
-      direct_layer_gflops(cfg.dtype, cfg.micro_batch * cfg.model.seq, cfg.model.width);
-  set_num_threads(0);
-  const Measured& base = rows.front();
-  if (json) {
-    for (const Measured& r : rows) {
-      io::Json j = to_json(r, base, gemm_gflops);
-      j["preset"] = cfg.preset;
-      j["dtype"] = dtype;
-      std::cout << j.dump() << "\n";
-    }
+    print_gpu_rows(rows, cfg, gpu, peak_tflops, steps, json);
   } else {
-    print_table(rows, base, gemm_gflops);
+    print_cpu_rows(rows, cfg, json);
   }
   return 0;
 }

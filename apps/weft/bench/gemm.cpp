@@ -1,40 +1,28 @@
 // weft bench gemm: the GEMMs of one GPT-2-small layer through weft's gemm(),
 // against the same oneDNN matmul (--device cpu) or cuBLASLt matmul (--device
 // cuda) called directly in the same run.
+#include "weft/kernels/gemm.h"
+
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "../cli.h"
 #include "direct_cublaslt.h"
 #include "direct_gemm.h"
+#include "timing.h"
 #include "weft/core/cuda.h"
 #include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 #include "weft/core/threads.h"
 #include "weft/kernels/cpu_support.h"
-#include "weft/kernels/gemm.h"
 
 namespace weft {
 namespace {
 
 using Row = GemmShape;
-
-// Seconds per call: the best of `rounds` timings of `iters` calls each.
-template <typename Fn>
-double time_call(Fn&& fn, int iters, int rounds) {
-  double best = 1e30;
-  for (int r = 0; r < rounds; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) fn();
-    std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    best = std::min(best, dt.count() / iters);
-  }
-  return best;
-}
 
 // One row's timings: seconds per call of weft's gemm() and of the direct call.
 struct Timing {
@@ -81,19 +69,33 @@ void print_row(const Settings& st, const Row& r, DType dt, const Timing& t) {
   std::fflush(stdout);
 }
 
+// A row's operands on `ec`: a and b filled, c zero (f32 for wgrad, which
+// accumulates into it, as training does).
+struct Operands {
+  Tensor a, b, c;
+  kernels::GemmOptions go;
+};
+
+Operands operands(const ExecContext& ec, const Row& r, DType dt) {
+  const bool wgrad = std::string(r.op) == "wgrad";
+  Operands o{.a = r.trans_a ? ec.empty({r.k, r.m}, dt) : ec.empty({r.m, r.k}, dt),
+             .b = r.trans_b ? ec.empty({r.n, r.k}, dt) : ec.empty({r.k, r.n}, dt),
+             .c = ec.zeros({r.m, r.n}, wgrad ? DType::f32 : dt),
+             .go = {.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad}};
+  o.a.fill(0.01f);
+  o.b.fill(0.02f);
+  return o;
+}
+
 // The CPU row: weft and direct oneDNN alternating round by round, the best
 // round of each.
 Timing time_cpu_row(const Settings& st, const Row& r, DType dt) {
   const ExecContext& ec = ExecContext::host();
-  const bool wgrad = std::string(r.op) == "wgrad";
-  const DType out = wgrad ? DType::f32 : dt;
-  Tensor a = r.trans_a ? ec.empty({r.k, r.m}, dt) : ec.empty({r.m, r.k}, dt);
-  Tensor b = r.trans_b ? ec.empty({r.n, r.k}, dt) : ec.empty({r.k, r.n}, dt);
-  Tensor c = ec.zeros({r.m, r.n}, out);
-  a.fill(0.01f);
-  b.fill(0.02f);
-  kernels::GemmOptions go{.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad};
-  auto weft_call = [&] { kernels::gemm(ec, a, b, c, go); };
+  Operands o = operands(ec, r, dt);
+  const bool wgrad = o.go.accumulate;
+  const DType out = o.c.dtype();
+  Tensor &a = o.a, &b = o.b, &c = o.c;
+  auto weft_call = [&] { kernels::gemm(ec, a, b, c, o.go); };
   // An emulated row's baseline is the direct f32 matmul it runs on.
   const bool emulated = dt == DType::bf16 && !kernels::cpu_support().native_bf16;
   const DType base_in = emulated ? DType::f32 : dt, base_out = emulated ? DType::f32 : out;
@@ -105,40 +107,28 @@ Timing time_cpu_row(const Settings& st, const Row& r, DType dt) {
   // same count, weft and direct alternating round by round.
   weft_call();
   direct_call();
-  double once = time_call(weft_call, 1, 1);
+  double once = bench::seconds_per_call(weft_call, 1);
   int iters = std::max(1, static_cast<int>(st.min_time / std::max(once, 1e-9)));
-  Timing t{.weft = 1e30,
-           .direct = 1e30,
-           .path = emulated ? "emulated" : "native",
-           .direct_dtype = base_in};
-  for (int round = 0; round < st.rounds; ++round) {
-    t.weft = std::min(t.weft, time_call(weft_call, iters, 1));
-    t.direct = std::min(t.direct, time_call(direct_call, iters, 1));
-  }
-  return t;
+  const auto samples =
+      bench::alternate(st.rounds, {[&] { return bench::seconds_per_call(weft_call, iters); },
+                                   [&] { return bench::seconds_per_call(direct_call, iters); }});
+  return {.weft = bench::best(samples[0]),
+          .direct = bench::best(samples[1]),
+          .path = emulated ? "emulated" : "native",
+          .direct_dtype = base_in};
 }
 
 #if WEFT_HAVE_CUDA
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
-
 // The GPU row: weft's gemm() and the direct cuBLASLt matmul on the same
 // buffers, each round a batch of calls between CUDA events, weft and direct
 // alternating; the median round of each.
 Timing time_cuda_row(const Settings& st, const ExecContext& ec, const Row& r, DType dt) {
   constexpr int kMinIters = 10, kWarmup = 3;
-  const bool wgrad = std::string(r.op) == "wgrad";
-  const DType out = wgrad ? DType::f32 : dt;
-  Tensor a = r.trans_a ? ec.empty({r.k, r.m}, dt) : ec.empty({r.m, r.k}, dt);
-  Tensor b = r.trans_b ? ec.empty({r.n, r.k}, dt) : ec.empty({r.k, r.n}, dt);
-  Tensor c = ec.zeros({r.m, r.n}, out);
-  a.fill(0.01f);
-  b.fill(0.02f);
-  kernels::GemmOptions go{.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad};
-  auto weft_call = [&] { kernels::gemm(ec, a, b, c, go); };
+  Operands o = operands(ec, r, dt);
+  const bool wgrad = o.go.accumulate;
+  const DType out = o.c.dtype();
+  Tensor &a = o.a, &b = o.b, &c = o.c;
+  auto weft_call = [&] { kernels::gemm(ec, a, b, c, o.go); };
   DirectCublasLt direct(r, dt, out, a.raw(), b.raw(), c.raw(), wgrad, ec.stream(),
                         ec.device().index);
   auto direct_call = [&] { direct.run(); };
@@ -148,13 +138,13 @@ Timing time_cuda_row(const Settings& st, const ExecContext& ec, const Row& r, DT
   }
   const double once = cuda_seconds_per_call(ec.stream(), weft_call, 1);
   const int iters = std::max(kMinIters, static_cast<int>(st.min_time / std::max(once, 1e-9)));
-  std::vector<double> weft_s, direct_s;
-  for (int round = 0; round < st.rounds; ++round) {
-    weft_s.push_back(cuda_seconds_per_call(ec.stream(), weft_call, iters));
-    direct_s.push_back(cuda_seconds_per_call(ec.stream(), direct_call, iters));
-  }
-  return {
-      .weft = median(weft_s), .direct = median(direct_s), .path = "cublaslt", .direct_dtype = dt};
+  const auto samples = bench::alternate(
+      st.rounds, {[&] { return cuda_seconds_per_call(ec.stream(), weft_call, iters); },
+                  [&] { return cuda_seconds_per_call(ec.stream(), direct_call, iters); }});
+  return {.weft = bench::median(samples[0]),
+          .direct = bench::median(samples[1]),
+          .path = "cublaslt",
+          .direct_dtype = dt};
 }
 #endif
 
@@ -207,7 +197,7 @@ int run(const std::vector<std::string>& args) {
   // machine no GPU.
   if (st.cuda) cuda::check_device(Device::cuda(0));
 
-  std::ostream& info = st.json ? std::cerr : std::cout;
+  std::ostream& info = bench::info_stream(st.json);
   if (st.cuda) {
     info << "cuda: " << cuda::device_description(0) << "\n";
   } else {

@@ -5,18 +5,16 @@
 // checked (checksums and finite check, what weft does). Median of --repeats,
 // in wall time and in the loading thread's CPU time (steadier on a shared
 // machine).
-#include <time.h>
-
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "../cli.h"
+#include "timing.h"
 #include "weft/comm/grid.h"
 #include "weft/comm/local.h"
 #include "weft/core/threads.h"
@@ -35,11 +33,6 @@ struct Variant {
   io::ReadOptions options;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 cli::Options options() {
   cli::Options opts(
       "weft bench load [options]",
@@ -55,28 +48,27 @@ cli::Options options() {
   return opts;
 }
 
-int run(const std::vector<std::string>& args) {
-  cli::Options opts = options();
-  opts.parse(args);
-  const int64_t repeats = opts.integer("repeats");
-  WEFT_CHECK(repeats >= 1, "--repeats must be at least 1, got {}", repeats);
-  fs::path dir;
-  if (opts.given("dir")) {
-    dir = opts.str("dir");
-  } else {
-    dir = fs::temp_directory_path() / ("weft-bench-load-" + std::to_string(std::random_device{}()));
-  }
-  const Variant variants[] = {
-      {"unchecked", {.verify = false, .allow_nonfinite = true}},
-      {"finite check", {.verify = false}},
-      {"checked (default)", {}},
-  };
+const Variant kVariants[] = {
+    {"unchecked", {.verify = false, .allow_nonfinite = true}},
+    {"finite check", {.verify = false}},
+    {"checked (default)", {}},
+};
+
+// Per variant: the seconds of each load, wall and the loading thread's CPU,
+// with the optimizer state (resume) and without (eval).
+struct Loads {
   std::vector<double> with_optimizer[3], weights_only[3], cpu_opt[3], cpu_weights[3];
-  int64_t bytes = 0;
+  int64_t bytes = 0;  // of the checkpoint
+};
+
+// Saves a checkpoint of `preset` to `dir`, then loads it `repeats` times in
+// each variant, the variants alternating.
+Loads measure(const std::string& preset, const fs::path& dir, int64_t repeats) {
+  Loads l;
   comm::run_local(1, [&](comm::ProcessGroup& world) {
     set_num_threads(0);
     comm::Grid grid(world, "tp-dp", {{"tp", 1}});
-    nn::GptConfig cfg = nn::gpt_preset(opts.str("preset"));
+    nn::GptConfig cfg = nn::gpt_preset(preset);
     nn::Gpt model(parallel::make_context(grid.group_ptr("tp")), cfg);
     optim::AdamW opt(model.parameters(), {});
     for (size_t i = 0; i < opt.parameters().size(); ++i) {
@@ -88,65 +80,83 @@ int run(const std::vector<std::string>& args) {
     state.config = io::model_shape_json(cfg);
     std::fprintf(stderr, "bench load: writing %s\n", dir.c_str());
     io::save_checkpoint(dir.string(), world, grid, model, &opt, state);
-    for (const auto& e : fs::directory_iterator(dir)) bytes += static_cast<int64_t>(e.file_size());
-    auto cpu_now = [] {
-      timespec ts{};
-      ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-      return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-    };
+    for (const auto& e : fs::directory_iterator(dir))
+      l.bytes += static_cast<int64_t>(e.file_size());
     auto time = [&](optim::AdamW* o, const io::ReadOptions& ro, std::vector<double>& wall,
                     std::vector<double>& cpu) {
-      const double c0 = cpu_now();
-      const auto t0 = std::chrono::steady_clock::now();
-      io::load_checkpoint(dir.string(), world, grid, model, o, ro);
-      wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      cpu.push_back(cpu_now() - c0);
+      const double c0 = bench::thread_cpu_seconds();
+      wall.push_back(
+          bench::seconds([&] { io::load_checkpoint(dir.string(), world, grid, model, o, ro); }));
+      cpu.push_back(bench::thread_cpu_seconds() - c0);
     };
     std::vector<double> ignored[2];
     time(&opt, {}, ignored[0], ignored[1]);  // warm the page cache
-    for (int64_t r = 0; r < repeats; ++r) {
-      for (int v = 0; v < 3; ++v) {
-        time(&opt, variants[v].options, with_optimizer[v], cpu_opt[v]);
-        time(nullptr, variants[v].options, weights_only[v], cpu_weights[v]);
-      }
+    std::vector<std::function<void()>> loads;
+    for (int v = 0; v < 3; ++v) {
+      loads.emplace_back(
+          [&, v] { time(&opt, kVariants[v].options, l.with_optimizer[v], l.cpu_opt[v]); });
+      loads.emplace_back(
+          [&, v] { time(nullptr, kVariants[v].options, l.weights_only[v], l.cpu_weights[v]); });
     }
+    bench::in_rounds(repeats, loads);
   });
-  if (!opts.given("dir")) fs::remove_all(dir);
-  const double base[4] = {median(with_optimizer[0]), median(weights_only[0]), median(cpu_opt[0]),
-                          median(cpu_weights[0])};
-  if (opts.flag_set("json")) {
+  return l;
+}
+
+void print(const Loads& l, const std::string& preset, int64_t repeats, bool json) {
+  using bench::median;
+  const double base[4] = {median(l.with_optimizer[0]), median(l.weights_only[0]),
+                          median(l.cpu_opt[0]), median(l.cpu_weights[0])};
+  if (json) {
     io::Json out = io::Json::object();
-    out["preset"] = opts.str("preset");
-    out["checkpoint_bytes"] = bytes;
+    out["preset"] = preset;
+    out["checkpoint_bytes"] = l.bytes;
     out["repeats"] = repeats;
     io::Json rows = io::Json::array();
     for (int v = 0; v < 3; ++v) {
       io::Json row = io::Json::object();
-      row["variant"] = variants[v].name;
-      row["resume_s"] = median(with_optimizer[v]);
-      row["weights_s"] = median(weights_only[v]);
-      row["resume_ratio"] = median(with_optimizer[v]) / base[0];
-      row["weights_ratio"] = median(weights_only[v]) / base[1];
-      row["resume_cpu_s"] = median(cpu_opt[v]);
-      row["weights_cpu_s"] = median(cpu_weights[v]);
+      row["variant"] = kVariants[v].name;
+      row["resume_s"] = median(l.with_optimizer[v]);
+      row["weights_s"] = median(l.weights_only[v]);
+      row["resume_ratio"] = median(l.with_optimizer[v]) / base[0];
+      row["weights_ratio"] = median(l.weights_only[v]) / base[1];
+      row["resume_cpu_s"] = median(l.cpu_opt[v]);
+      row["weights_cpu_s"] = median(l.cpu_weights[v]);
       rows.push_back(std::move(row));
     }
     out["variants"] = std::move(rows);
-    std::cout << out.dump() << "\n";
-    return 0;
+    bench::print_json(out);
+    return;
   }
   std::printf("checkpoint of %s: %.1f MiB; median of %lld loads each, variants alternating\n",
-              opts.str("preset").c_str(), static_cast<double>(bytes) / 1048576.0,
+              preset.c_str(), static_cast<double>(l.bytes) / 1048576.0,
               static_cast<long long>(repeats));
   std::printf("%-18s %-38s %s\n", "", "weights+optimizer (resume)", "weights only (eval)");
   std::printf("%-18s %18s %19s %18s %19s\n", "variant", "wall s", "cpu s", "wall s", "cpu s");
   for (int v = 0; v < 3; ++v) {
-    std::printf("%-18s %8.3f (x%.3f) %9.3f (x%.3f) %8.3f (x%.3f) %9.3f (x%.3f)\n", variants[v].name,
-                median(with_optimizer[v]), median(with_optimizer[v]) / base[0], median(cpu_opt[v]),
-                median(cpu_opt[v]) / base[2], median(weights_only[v]),
-                median(weights_only[v]) / base[1], median(cpu_weights[v]),
-                median(cpu_weights[v]) / base[3]);
+    std::printf("%-18s %8.3f (x%.3f) %9.3f (x%.3f) %8.3f (x%.3f) %9.3f (x%.3f)\n",
+                kVariants[v].name, median(l.with_optimizer[v]),
+                median(l.with_optimizer[v]) / base[0], median(l.cpu_opt[v]),
+                median(l.cpu_opt[v]) / base[2], median(l.weights_only[v]),
+                median(l.weights_only[v]) / base[1], median(l.cpu_weights[v]),
+                median(l.cpu_weights[v]) / base[3]);
   }
+}
+
+int run(const std::vector<std::string>& args) {
+  cli::Options opts = options();
+  opts.parse(args);
+  const int64_t repeats = opts.integer("repeats");
+  WEFT_CHECK(repeats >= 1, "--repeats must be at least 1, got {}", repeats);
+  fs::path dir;
+  if (opts.given("dir")) {
+    dir = opts.str("dir");
+  } else {
+    dir = fs::temp_directory_path() / ("weft-bench-load-" + std::to_string(std::random_device{}()));
+  }
+  const Loads loads = measure(opts.str("preset"), dir, repeats);
+  if (!opts.given("dir")) fs::remove_all(dir);
+  print(loads, opts.str("preset"), repeats, opts.flag_set("json"));
   return 0;
 }
 

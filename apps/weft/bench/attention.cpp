@@ -1,39 +1,23 @@
 // weft bench attention: the fused attention kernels' forward and backward on
 // one layer's shape (GPT-2 small by default), in ms and TFLOP/s.
+#include "weft/kernels/attention.h"
+
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "../cli.h"
+#include "timing.h"
 #include "weft/core/cuda.h"
 #include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 #include "weft/core/threads.h"
-#include "weft/kernels/attention.h"
 #include "weft/kernels/cpu_support.h"
-#if WEFT_HAVE_CUDA
-#endif
 
 namespace weft {
 namespace {
-
-// Seconds per call of fn over `iters` calls, the device drained before and after.
-template <typename Fn>
-double seconds_per_call(const ExecContext& ec, Fn&& fn, int iters) {
-  ec.synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) fn();
-  ec.synchronize();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 cli::Options run_options() {
   cli::Options opts("weft bench attention [options]",
@@ -93,15 +77,15 @@ int run(const std::vector<std::string>& args) {
   auto backward = [&] { kernels::attention_backward(ec, dout, qkv, saved, cfg, dqkv, workspace); };
   forward();
   backward();
-  std::vector<double> fwd, bwd;
-  for (int r = 0; r < rounds; ++r) {
-    fwd.push_back(seconds_per_call(ec, forward, iters));
-    bwd.push_back(seconds_per_call(ec, backward, iters));
-  }
+  // Each round: --iters calls of each, the device drained before and after.
+  auto sync = [&] { ec.synchronize(); };
+  const auto samples =
+      bench::alternate(rounds, {[&] { return bench::seconds_per_call(forward, iters, sync); },
+                                [&] { return bench::seconds_per_call(backward, iters, sync); }});
   // Q·Kᵀ and P·V: 2·T·T·D multiply-adds each per head, half under the mask.
   const double flops = 4.0 * static_cast<double>(B * H) * static_cast<double>(T) *
                        static_cast<double>(T) * static_cast<double>(D) / 2.0;
-  const double f = median(fwd), b = median(bwd);
+  const double f = bench::upper_median(samples[0]), b = bench::upper_median(samples[1]);
   std::printf(
       "attention %s B=%lld T=%lld H=%lld D=%lld dropout=%g (%s): forward %.3f ms "
       "(%.2f TFLOP/s), backward %.3f ms (%.2f TFLOP/s)\n",

@@ -2,12 +2,12 @@
 // width, where the time goes (GEMMs, other kernels, communication), and the
 // ratio to TP=1 on the same threads per rank, measured in the same run.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "../cli.h"
+#include "timing.h"
 #include "weft/comm/grid.h"
 #include "weft/comm/local.h"
 #include "weft/comm/world.h"
@@ -57,14 +57,13 @@ Timing run_layer(comm::ProcessGroup& world, const Setup& s, LayerRun r) {
   for (int i = 0; i < s.warmup; ++i) step();
   world.barrier().wait();
   profile::reset();
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < s.iters; ++i) step();
-  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double elapsed = bench::seconds([&] {
+    for (int i = 0; i < s.iters; ++i) step();
+  });
   profile::Totals tot = profile::totals();
   // The slowest rank sets the time; report its breakdown.
-  Tensor t = Tensor::from({1}, std::vector<float>{static_cast<float>(elapsed)});
-  world.all_reduce(t, comm::ReduceOp::max).wait();
-  return {t.item(0) / s.iters, tot.gemm / s.iters, tot.comm / s.iters};
+  const double slowest = bench::across_ranks(world, elapsed, comm::ReduceOp::max);
+  return {slowest / s.iters, tot.gemm / s.iters, tot.comm / s.iters};
 }
 
 // fwd + bwd FLOPs of one layer over the whole batch: 24·C² per token for the

@@ -1,11 +1,11 @@
 #include "direct_gemm.h"
 
 #include <algorithm>
-#include <chrono>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
 
+#include "timing.h"
 #include "weft/core/exec_context.h"
 #include "weft/kernels/cpu_support.h"
 
@@ -93,14 +93,12 @@ double direct_layer_gflops(DType dtype, int64_t tokens, int64_t width, int round
     calls.push_back(std::move(call));
   }
   for (Call& c : calls) c.gemm->run();  // primitive creation, first touch
-  double best = 1e30;
-  for (int i = 0; i < std::max(1, rounds); ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (Call& c : calls) c.gemm->run();
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return flops / best / 1e9;
+  auto layer = [&] {
+    return bench::seconds([&] {
+      for (Call& c : calls) c.gemm->run();
+    });
+  };
+  return flops / bench::best(bench::alternate(std::max(1, rounds), {layer})[0]) / 1e9;
 }
 
 }  // namespace weft

@@ -12,16 +12,17 @@
 // backend the raw MPI collective (its busbw); the ratio columns divide busbw
 // by it.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "cli.h"
+#include "../cli.h"
+#include "timing.h"
 #include "weft/comm/local.h"
 #include "weft/comm/mpi.h"
 #include "weft/comm/world.h"
@@ -35,7 +36,7 @@ using weft::comm::OpKind;
 using weft::comm::ProcessGroup;
 using weft::comm::ReduceOp;
 using weft::comm::Work;
-using Clock = std::chrono::steady_clock;
+namespace bench = weft::bench;
 
 struct Config {
   OpKind op = OpKind::all_reduce;
@@ -161,19 +162,13 @@ template <typename Fn>
 double time_calls(ProcessGroup& g, int warmup, int iters, Fn&& call) {
   for (int i = 0; i < warmup; ++i) call().wait();
   g.barrier().wait();
-  auto t0 = Clock::now();
   std::vector<Work> works;
   works.reserve(static_cast<size_t>(iters));
-  for (int i = 0; i < iters; ++i) works.push_back(call());
-  weft::comm::wait_all(works);
-  return std::chrono::duration<double>(Clock::now() - t0).count() / iters;
-}
-
-// The slowest rank's value (times) or the sum (counts), on every rank.
-double across_ranks(ProcessGroup& g, double v, ReduceOp op) {
-  Tensor t = Tensor::full({1}, static_cast<float>(v));
-  g.all_reduce(t, op).wait();
-  return t.item(0);
+  return bench::seconds([&] {
+           for (int i = 0; i < iters; ++i) works.push_back(call());
+           weft::comm::wait_all(works);
+         }) /
+         iters;
 }
 
 int iterations(const Config& c, int64_t bytes) {
@@ -182,14 +177,8 @@ int iterations(const Config& c, int64_t bytes) {
       std::clamp<int64_t>((int64_t{1} << 30) / std::max<int64_t>(bytes, 1), 10, 1000));
 }
 
-Row measure(ProcessGroup& g, const Config& c, int64_t bytes_wanted) {
-  const int n = g.size();
-  const int64_t elem = c.dtype == DType::f32 ? 4 : 2;
-  const bool chunked = c.op != OpKind::all_reduce && c.op != OpKind::broadcast;
-  int64_t count = bytes_wanted / elem;
-  if (chunked) count = count / n * n;
-  count = std::max<int64_t>(count, chunked ? n : 1);
-  Row row{.bytes = count * elem, .count = count};
+// The buffers of `count` elements (the operation's size) for op `c.op` on `n` ranks.
+Buffers make_buffers(const Config& c, int64_t count, int n) {
   Buffers b;
   switch (c.op) {
     case OpKind::all_gather:
@@ -206,12 +195,12 @@ Row measure(ProcessGroup& g, const Config& c, int64_t bytes_wanted) {
       break;
   }
   b.big = Tensor::zeros({count}, c.dtype);
-  if (c.check) {
-    row.wrong_oop = static_cast<int64_t>(
-        across_ranks(g, static_cast<double>(check(g, c, b, false)), ReduceOp::sum));
-    row.wrong_ip = static_cast<int64_t>(
-        across_ranks(g, static_cast<double>(check(g, c, b, true)), ReduceOp::sum));
-  }
+  return b;
+}
+
+// Times out of place, in place and the baseline (seconds per call, the
+// slowest rank's, the fastest round of each) into `row`.
+void time_row(ProcessGroup& g, const Config& c, const Buffers& b, Row& row) {
   const int iters = iterations(c, row.bytes);
   row.iters = iters;
   const int warmup = c.warmup > 0 ? c.warmup : std::max(2, iters / 10);
@@ -225,54 +214,59 @@ Row measure(ProcessGroup& g, const Config& c, int64_t bytes_wanted) {
     dst.assign(static_cast<size_t>(row.bytes), 0);
   }
   const auto baseline = [&](int calls) {
-    if (local) {
-      g.barrier().wait();
-      if (g.rank() != 0) return 0.0;
-      auto t0 = Clock::now();
-      for (int i = 0; i < calls; ++i) std::memcpy(dst.data(), src.data(), src.size());
-      return std::chrono::duration<double>(Clock::now() - t0).count() / std::max(calls, 1);
-    }
-    const bool avg = c.reduce == ReduceOp::avg;
     g.barrier().wait();
-    auto t0 = Clock::now();
-    for (int i = 0; i < calls; ++i) {
-      weft::comm::mpi_raw_collective(g, c.op, b.out, b.in, false, avg ? ReduceOp::sum : c.reduce,
-                                     c.root);
+    if (local) {
+      if (g.rank() != 0) return 0.0;
+      return bench::seconds_per_call([&] { std::memcpy(dst.data(), src.data(), src.size()); },
+                                     calls);
     }
-    return std::chrono::duration<double>(Clock::now() - t0).count() / std::max(calls, 1);
+    const ReduceOp op = c.reduce == ReduceOp::avg ? ReduceOp::sum : c.reduce;
+    return bench::seconds_per_call(
+        [&] { weft::comm::mpi_raw_collective(g, c.op, b.out, b.in, false, op, c.root); }, calls);
   };
   // Rounds alternate the three measurements, each round starting with a
   // different one, so that a slow spell of a shared machine or the order
   // itself favours none of them; each keeps its fastest round. The first
   // round warms each up.
-  constexpr double kNever = std::numeric_limits<double>::infinity();
-  double oop = kNever, ip = kNever, base = kNever;
   const bool has_baseline = local || raw_mpi;
-  for (int round = 0; round < c.rounds; ++round) {
-    const int w = round == 0 ? warmup : 0;
-    for (int step = 0; step < 3; ++step) {
-      switch ((round + step) % 3) {
-        case 0:
-          oop = std::min(
-              oop, across_ranks(g, time_calls(g, w, iters, [&] { return issue(g, c, b, false); }),
-                                ReduceOp::max));
-          break;
-        case 1:
-          ip = std::min(
-              ip, across_ranks(g, time_calls(g, w, iters, [&] { return issue(g, c, b, true); }),
-                               ReduceOp::max));
-          break;
-        default:
-          if (!has_baseline) break;
-          if (w > 0) baseline(w);
-          base = std::min(base, across_ranks(g, baseline(iters), ReduceOp::max));
-      }
-    }
-  }
-  row.oop_s = oop;
-  row.ip_s = ip;
+  int warm[3] = {warmup, warmup, warmup};
+  auto collective = [&](bool in_place, int& w) {
+    const double s =
+        time_calls(g, std::exchange(w, 0), iters, [&] { return issue(g, c, b, in_place); });
+    return bench::across_ranks(g, s, ReduceOp::max);
+  };
+  const auto samples = bench::alternate(
+      c.rounds,
+      {[&] { return collective(false, warm[0]); }, [&] { return collective(true, warm[1]); },
+       [&] {
+         if (!has_baseline) return std::numeric_limits<double>::infinity();
+         if (const int w = std::exchange(warm[2], 0); w > 0) baseline(w);
+         return bench::across_ranks(g, baseline(iters), ReduceOp::max);
+       }},
+      bench::Order::rotating);
+  row.oop_s = bench::best(samples[0]);
+  row.ip_s = bench::best(samples[1]);
+  const double base = bench::best(samples[2]);
   if (local) row.base = static_cast<double>(row.bytes) / base;
-  if (raw_mpi) row.base = static_cast<double>(row.bytes) / base * bus_factor(c.op, n);
+  if (raw_mpi) row.base = static_cast<double>(row.bytes) / base * bus_factor(c.op, g.size());
+}
+
+Row measure(ProcessGroup& g, const Config& c, int64_t bytes_wanted) {
+  const int n = g.size();
+  const int64_t elem = c.dtype == DType::f32 ? 4 : 2;
+  const bool chunked = c.op != OpKind::all_reduce && c.op != OpKind::broadcast;
+  int64_t count = bytes_wanted / elem;
+  if (chunked) count = count / n * n;
+  count = std::max<int64_t>(count, chunked ? n : 1);
+  Row row{.bytes = count * elem, .count = count};
+  const Buffers b = make_buffers(c, count, n);
+  if (c.check) {
+    row.wrong_oop = static_cast<int64_t>(
+        bench::across_ranks(g, static_cast<double>(check(g, c, b, false)), ReduceOp::sum));
+    row.wrong_ip = static_cast<int64_t>(
+        bench::across_ranks(g, static_cast<double>(check(g, c, b, true)), ReduceOp::sum));
+  }
+  time_row(g, c, b, row);
   return row;
 }
 
@@ -340,10 +334,7 @@ weft::cli::Options bench_comm_options() {
   return opts;
 }
 
-int bench_comm(const std::vector<std::string>& args) {
-  weft::cli::Options opts = bench_comm_options();
-  opts.parse(args);
-
+Config parse_config(const weft::cli::Options& opts) {
   Config c;
   c.op = weft::comm::parse_op_kind(
       opts.choice("op", {"all_gather", "reduce_scatter", "all_reduce", "broadcast", "all_to_all"}));
@@ -363,7 +354,103 @@ int bench_comm(const std::vector<std::string>& args) {
   WEFT_CHECK(c.factor >= 2, "--factor must be at least 2, got {}", c.factor);
   WEFT_CHECK(c.iters >= 0 && c.warmup >= 0, "--iters and --warmup must not be negative");
   WEFT_CHECK(c.rounds >= 1 && c.rounds <= 100, "--rounds must be in [1, 100], got {}", c.rounds);
+  return c;
+}
 
+// What the rows add up to, for the footer.
+struct Totals {
+  double busbw_sum = 0, ratio_sum = 0;
+  int64_t wrong = 0;
+  int ratios = 0;
+};
+
+// The rates of one row, in GB/s.
+struct Rates {
+  double f = 0;  // bus factor
+  double oop_alg = 0, ip_alg = 0, base = 0, oop_ratio = 0, ip_ratio = 0;
+};
+
+Rates rates(const Config& c, int n, const Row& r) {
+  Rates x;
+  x.f = bus_factor(c.op, n);
+  x.oop_alg = static_cast<double>(r.bytes) / r.oop_s / 1e9;
+  x.ip_alg = static_cast<double>(r.bytes) / r.ip_s / 1e9;
+  x.base = r.base / 1e9;
+  x.oop_ratio = x.base > 0 ? x.oop_alg * x.f / x.base : 0;
+  x.ip_ratio = x.base > 0 ? x.ip_alg * x.f / x.base : 0;
+  return x;
+}
+
+void print_json_row(ProcessGroup& world, const Config& c, const Row& r, const Rates& x,
+                    const std::string& redop, int64_t wrong) {
+  const double base = x.base;
+  std::printf(
+      "{\"op\":\"%s\",\"bytes\":%lld,\"count\":%lld,\"dtype\":\"%s\",\"redop\":\"%s\","
+      "\"ranks\":%d,\"backend\":\"%s\",\"oop_us\":%.2f,\"oop_algbw\":%.3f,\"oop_busbw\":%.3f,"
+      "\"ip_us\":%.2f,\"ip_algbw\":%.3f,\"ip_busbw\":%.3f,\"wrong\":%lld,\"baseline\":\"%s\","
+      "\"baseline_gbps\":%s,\"oop_ratio\":%s,\"ip_ratio\":%s,\"iters\":%d,\"rounds\":%d}\n",
+      std::string(weft::comm::op_kind_name(c.op)).c_str(), static_cast<long long>(r.bytes),
+      static_cast<long long>(r.count), std::string(weft::dtype_name(c.dtype)).c_str(),
+      redop.c_str(), world.size(), std::string(world.backend()).c_str(), r.oop_s * 1e6, x.oop_alg,
+      x.oop_alg * x.f, r.ip_s * 1e6, x.ip_alg, x.ip_alg * x.f, static_cast<long long>(wrong),
+      world.backend() == "local" ? "memcpy" : "raw_mpi",
+      base > 0 ? fmt("%.3f", base).c_str() : "null",
+      base > 0 ? fmt("%.3f", x.oop_ratio).c_str() : "null",
+      base > 0 ? fmt("%.3f", x.ip_ratio).c_str() : "null", r.iters, c.rounds);
+}
+
+void print_table_row(const Config& c, const Row& r, const Rates& x, const std::string& redop) {
+  const double base = x.base;
+  const std::string root = c.op == OpKind::broadcast ? std::to_string(c.root) : "-1";
+  const int64_t wrong_oop = c.check ? r.wrong_oop : -1, wrong_ip = c.check ? r.wrong_ip : -1;
+  std::printf(
+      "  %10lld %12lld %6s %6s %5s   %9.1f %7.2f %7.2f %6lld   %9.1f %7.2f %7.2f %6lld   "
+      "%8s %6s %6s\n",
+      static_cast<long long>(r.bytes), static_cast<long long>(r.count),
+      std::string(weft::dtype_name(c.dtype)).c_str(), redop.c_str(), root.c_str(), r.oop_s * 1e6,
+      x.oop_alg, x.oop_alg * x.f, static_cast<long long>(wrong_oop), r.ip_s * 1e6, x.ip_alg,
+      x.ip_alg * x.f, static_cast<long long>(wrong_ip), base > 0 ? fmt("%.2f", base).c_str() : "-",
+      base > 0 ? fmt("%.0f%%", 100 * x.oop_ratio).c_str() : "-",
+      base > 0 ? fmt("%.0f%%", 100 * x.ip_ratio).c_str() : "-");
+}
+
+// Adds one size's row to the totals (every rank) and prints it (`printer`).
+void add_row(ProcessGroup& world, const Config& c, const Row& r, bool printer, Totals& t) {
+  const Rates x = rates(c, world.size(), r);
+  t.busbw_sum += x.oop_alg * x.f;
+  if (x.base > 0) {
+    t.ratio_sum += x.oop_ratio;
+    ++t.ratios;
+  }
+  if (!printer) return;
+  const int64_t wrong = c.check ? r.wrong_oop + r.wrong_ip : -1;
+  t.wrong += std::max<int64_t>(wrong, 0);
+  const std::string redop =
+      reduces(c.op) ? std::string(weft::comm::reduce_op_name(c.reduce)) : "none";
+  if (c.json) {
+    print_json_row(world, c, r, x, redop, wrong);
+  } else {
+    print_table_row(c, r, x, redop);
+  }
+  std::fflush(stdout);
+}
+
+void print_footer(const Config& c, const Totals& t, int64_t sizes) {
+  std::printf("# Wrong values         : %lld %s\n", static_cast<long long>(t.wrong),
+              !c.check  ? "(not checked)"
+              : t.wrong ? "FAILED"
+                        : "OK");
+  std::printf("# Avg bus bandwidth    : %.3f GB/s\n", t.busbw_sum / static_cast<double>(sizes));
+  if (t.ratios > 0)
+    std::printf("# Avg ratio to baseline: %.0f%% (out of place)\n", 100 * t.ratio_sum / t.ratios);
+  std::printf("#\n");
+}
+
+int bench_comm(const std::vector<std::string>& args) {
+  weft::cli::Options opts = bench_comm_options();
+  opts.parse(args);
+
+  const Config c = parse_config(opts);
   const bool under_mpi = weft::comm::launched_by_mpi();
   std::string backend = opts.given("backend") ? opts.choice("backend", {"local", "mpi"})
                                               : (under_mpi ? "mpi" : "local");
@@ -388,70 +475,10 @@ int bench_comm(const std::vector<std::string>& args) {
                c.root, world.size());
     const bool printer = world.rank() == 0;
     if (printer && !c.json) print_header(c, world, static_cast<int64_t>(sizes.size()));
-    double busbw_sum = 0, ratio_sum = 0;
-    int64_t total_wrong = 0;
-    int ratios = 0;
-    for (int64_t s : sizes) {
-      Row r = measure(world, c, s);
-      const int n = world.size();
-      const double f = bus_factor(c.op, n);
-      const double oop_alg = static_cast<double>(r.bytes) / r.oop_s / 1e9;
-      const double ip_alg = static_cast<double>(r.bytes) / r.ip_s / 1e9;
-      const double base = r.base / 1e9;
-      const double oop_ratio = base > 0 ? oop_alg * f / base : 0,
-                   ip_ratio = base > 0 ? ip_alg * f / base : 0;
-      busbw_sum += oop_alg * f;
-      if (base > 0) {
-        ratio_sum += oop_ratio;
-        ++ratios;
-      }
-      if (!printer) continue;
-      const int64_t wrong = c.check ? r.wrong_oop + r.wrong_ip : -1;
-      const int64_t wrong_oop = c.check ? r.wrong_oop : -1, wrong_ip = c.check ? r.wrong_ip : -1;
-      total_wrong += std::max<int64_t>(wrong, 0);
-      const std::string redop =
-          reduces(c.op) ? std::string(weft::comm::reduce_op_name(c.reduce)) : "none";
-      const std::string root = c.op == OpKind::broadcast ? std::to_string(c.root) : "-1";
-      if (c.json) {
-        std::printf(
-            "{\"op\":\"%s\",\"bytes\":%lld,\"count\":%lld,\"dtype\":\"%s\",\"redop\":\"%s\","
-            "\"ranks\":%d,\"backend\":\"%s\",\"oop_us\":%.2f,\"oop_algbw\":%.3f,\"oop_busbw\":%.3f,"
-            "\"ip_us\":%.2f,\"ip_algbw\":%.3f,\"ip_busbw\":%.3f,\"wrong\":%lld,\"baseline\":\"%s\","
-            "\"baseline_gbps\":%s,\"oop_ratio\":%s,\"ip_ratio\":%s,\"iters\":%d,\"rounds\":%d}\n",
-            std::string(weft::comm::op_kind_name(c.op)).c_str(), static_cast<long long>(r.bytes),
-            static_cast<long long>(r.count), std::string(weft::dtype_name(c.dtype)).c_str(),
-            redop.c_str(), n, std::string(world.backend()).c_str(), r.oop_s * 1e6, oop_alg,
-            oop_alg * f, r.ip_s * 1e6, ip_alg, ip_alg * f, static_cast<long long>(wrong),
-            world.backend() == "local" ? "memcpy" : "raw_mpi",
-            base > 0 ? fmt("%.3f", base).c_str() : "null",
-            base > 0 ? fmt("%.3f", oop_ratio).c_str() : "null",
-            base > 0 ? fmt("%.3f", ip_ratio).c_str() : "null", r.iters, c.rounds);
-      } else {
-        std::printf(
-            "  %10lld %12lld %6s %6s %5s   %9.1f %7.2f %7.2f %6lld   %9.1f %7.2f %7.2f %6lld   "
-            "%8s %6s %6s\n",
-            static_cast<long long>(r.bytes), static_cast<long long>(r.count),
-            std::string(weft::dtype_name(c.dtype)).c_str(), redop.c_str(), root.c_str(),
-            r.oop_s * 1e6, oop_alg, oop_alg * f, static_cast<long long>(wrong_oop), r.ip_s * 1e6,
-            ip_alg, ip_alg * f, static_cast<long long>(wrong_ip),
-            base > 0 ? fmt("%.2f", base).c_str() : "-",
-            base > 0 ? fmt("%.0f%%", 100 * oop_ratio).c_str() : "-",
-            base > 0 ? fmt("%.0f%%", 100 * ip_ratio).c_str() : "-");
-      }
-      std::fflush(stdout);
-    }
-    if (printer) any_wrong = total_wrong > 0;
-    if (printer && !c.json) {
-      std::printf("# Wrong values         : %lld %s\n", static_cast<long long>(total_wrong),
-                  !c.check      ? "(not checked)"
-                  : total_wrong ? "FAILED"
-                                : "OK");
-      std::printf("# Avg bus bandwidth    : %.3f GB/s\n",
-                  busbw_sum / static_cast<double>(sizes.size()));
-      if (ratios > 0)
-        std::printf("# Avg ratio to baseline: %.0f%% (out of place)\n", 100 * ratio_sum / ratios);
-      std::printf("#\n");
-    }
+    Totals totals;
+    for (int64_t s : sizes) add_row(world, c, measure(world, c, s), printer, totals);
+    if (printer) any_wrong = totals.wrong > 0;
+    if (printer && !c.json) print_footer(c, totals, static_cast<int64_t>(sizes.size()));
   };
   if (backend == "local") {
     weft::comm::run_local(ranks, body);

@@ -16,8 +16,9 @@
 #include <map>
 #include <mutex>
 
-#include "cli.h"
+#include "../cli.h"
 #include "synthetic_data.h"
+#include "timing.h"
 #include "weft/comm/world.h"
 #include "weft/core/memory.h"
 #include "weft/io/json.h"
@@ -125,11 +126,6 @@ SpeedRun measure_speed(const train::TrainConfig& cfg, int world_size, int warmup
   return out;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 double mib(int64_t b) { return static_cast<double>(b) / (1 << 20); }
 
 cli::Options bench_gtp_options() {
@@ -174,6 +170,93 @@ std::vector<int> parse_sizes(const std::string& text) {
   return out;
 }
 
+// The memory table: a row per GTP size, against 1/N of GTP 1 where it was measured.
+void print_memory(const std::vector<MemoryRow>& rows, const train::TrainConfig& cfg,
+                  const std::string& cache, bool json) {
+  const MemoryRow* one = nullptr;
+  for (const MemoryRow& r : rows) {
+    if (r.gtp == 1) one = &r;
+  }
+  if (!json) {
+    std::printf("%s, %s, context %lld, micro-batch %lld per rank, cache of %s gathered weights\n",
+                cfg.preset.c_str(), std::string(dtype_name(cfg.dtype)).c_str(),
+                static_cast<long long>(cfg.model.seq), static_cast<long long>(cfg.micro_batch),
+                cache.c_str());
+    std::printf("%-5s %11s %11s %11s %11s %9s %11s %11s %6s\n", "gtp", "params MiB", "grads MiB",
+                "optim MiB", "total MiB", "vs gtp 1", "1/N MiB", "cache MiB", "<=1/N+cache");
+  }
+  for (const MemoryRow& r : rows) {
+    const double target = one ? mib(one->total()) / r.gtp : 0;
+    const bool ok = one && mib(r.total()) <= target + mib(r.cache);
+    if (json) {
+      io::Json j = io::Json::object();
+      j["table"] = "memory";
+      j["gtp"] = r.gtp;
+      j["params_bytes"] = r.params;
+      j["grads_bytes"] = r.grads;
+      j["optimizer_bytes"] = r.optimizer;
+      j["total_bytes"] = r.total();
+      j["cache_bytes"] = r.cache;
+      if (one) j["vs_gtp1"] = static_cast<double>(r.total()) / static_cast<double>(one->total());
+      bench::print_json(j);
+    } else {
+      // Without GTP 1 among the sizes there is nothing to compare with.
+      const std::string vs = one ? format("{:.3f}x", static_cast<double>(r.total()) /
+                                                         static_cast<double>(one->total()))
+                                 : "-";
+      const std::string per_n = one ? format("{:.1f}", target) : "-";
+      std::printf("%-5d %11.1f %11.1f %11.1f %11.1f %9s %11s %11.1f %6s\n", r.gtp, mib(r.params),
+                  mib(r.grads), mib(r.optimizer), mib(r.total()), vs.c_str(), per_n.c_str(),
+                  mib(r.cache), one ? (ok ? "yes" : "no") : "-");
+    }
+  }
+}
+
+// The speed comparison: --gtp N against --dp N, alternating rounds, the
+// median step of each.
+void compare_speed(const train::TrainConfig& cfg, int n, int warmup, int steps, int rounds,
+                   bool json) {
+  train::TrainConfig gtp_cfg = cfg, dp_cfg = cfg;
+  gtp_cfg.gtp = n;
+  gtp_cfg.steps = dp_cfg.steps = warmup + steps;
+  dp_cfg.dp = n;
+  std::vector<double> gtp_steps, dp_steps;
+  double exposed = 0, gathered = 0;
+  auto dp = [&] {
+    const SpeedRun d = measure_speed(dp_cfg, n, warmup, steps);
+    dp_steps.insert(dp_steps.end(), d.step_s.begin(), d.step_s.end());
+  };
+  auto gtp = [&] {
+    const SpeedRun g = measure_speed(gtp_cfg, n, warmup, steps);
+    gtp_steps.insert(gtp_steps.end(), g.step_s.begin(), g.step_s.end());
+    exposed += g.exposed_s;
+    gathered += g.gather_s;
+  };
+  bench::in_rounds(rounds, {dp, gtp});
+  const double t_dp = bench::upper_median(dp_steps), t_gtp = bench::upper_median(gtp_steps);
+  const double share = gathered > 0 ? exposed / gathered : 0;
+  if (json) {
+    io::Json j = io::Json::object();
+    j["table"] = "speed";
+    j["ranks"] = n;
+    j["dp_step_s"] = t_dp;
+    j["gtp_step_s"] = t_gtp;
+    j["gtp_vs_dp"] = t_gtp / t_dp;
+    j["exposed_all_gather_s"] = exposed;
+    j["all_gather_s"] = gathered;
+    j["exposed_share"] = share;
+    bench::print_json(j);
+  } else {
+    std::printf("\n%d ranks, %d rounds x %d steps (medians)\n%-12s %10s %8s %16s %16s %9s\n", n,
+                rounds, steps, "layout", "step ms", "vs dp", "exposed AG ms", "all-gather ms",
+                "exposed");
+    std::printf("%-12s %10.1f %7.2fx %16s %16s %9s\n", format("dp {}", n).c_str(), 1e3 * t_dp, 1.0,
+                "-", "-", "-");
+    std::printf("%-12s %10.1f %7.2fx %16.1f %16.1f %8.1f%%\n", format("gtp {}", n).c_str(),
+                1e3 * t_gtp, t_gtp / t_dp, 1e3 * exposed, 1e3 * gathered, 100 * share);
+  }
+}
+
 int bench_gtp(const std::vector<std::string>& args) {
   cli::Options opts = bench_gtp_options();
   opts.parse(args);
@@ -203,81 +286,9 @@ int bench_gtp(const std::vector<std::string>& args) {
 
   std::vector<MemoryRow> rows;
   for (int g : sizes) rows.push_back(measure_memory(cfg, g));
-  const MemoryRow* one = nullptr;
-  for (const MemoryRow& r : rows) {
-    if (r.gtp == 1) one = &r;
-  }
-  if (!json) {
-    std::printf("%s, %s, context %lld, micro-batch %lld per rank, cache of %s gathered weights\n",
-                cfg.preset.c_str(), std::string(dtype_name(cfg.dtype)).c_str(),
-                static_cast<long long>(cfg.model.seq), static_cast<long long>(cfg.micro_batch),
-                opts.str("cache").c_str());
-    std::printf("%-5s %11s %11s %11s %11s %9s %11s %11s %6s\n", "gtp", "params MiB", "grads MiB",
-                "optim MiB", "total MiB", "vs gtp 1", "1/N MiB", "cache MiB", "<=1/N+cache");
-  }
-  for (const MemoryRow& r : rows) {
-    const double target = one ? mib(one->total()) / r.gtp : 0;
-    const bool ok = one && mib(r.total()) <= target + mib(r.cache);
-    if (json) {
-      io::Json j = io::Json::object();
-      j["table"] = "memory";
-      j["gtp"] = r.gtp;
-      j["params_bytes"] = r.params;
-      j["grads_bytes"] = r.grads;
-      j["optimizer_bytes"] = r.optimizer;
-      j["total_bytes"] = r.total();
-      j["cache_bytes"] = r.cache;
-      if (one) j["vs_gtp1"] = static_cast<double>(r.total()) / static_cast<double>(one->total());
-      std::cout << j.dump() << "\n";
-    } else {
-      // Without GTP 1 among the sizes there is nothing to compare with.
-      const std::string vs = one ? format("{:.3f}x", static_cast<double>(r.total()) /
-                                                         static_cast<double>(one->total()))
-                                 : "-";
-      const std::string per_n = one ? format("{:.1f}", target) : "-";
-      std::printf("%-5d %11.1f %11.1f %11.1f %11.1f %9s %11s %11.1f %6s\n", r.gtp, mib(r.params),
-                  mib(r.grads), mib(r.optimizer), mib(r.total()), vs.c_str(), per_n.c_str(),
-                  mib(r.cache), one ? (ok ? "yes" : "no") : "-");
-    }
-  }
+  print_memory(rows, cfg, opts.str("cache"), json);
   if (opts.flag_set("no-speed")) return 0;
-
-  train::TrainConfig gtp_cfg = cfg, dp_cfg = cfg;
-  gtp_cfg.gtp = n;
-  gtp_cfg.steps = dp_cfg.steps = warmup + steps;
-  dp_cfg.dp = n;
-  std::vector<double> gtp_steps, dp_steps;
-  double exposed = 0, gathered = 0;
-  for (int r = 0; r < rounds; ++r) {
-    const SpeedRun d = measure_speed(dp_cfg, n, warmup, steps);
-    const SpeedRun g = measure_speed(gtp_cfg, n, warmup, steps);
-    dp_steps.insert(dp_steps.end(), d.step_s.begin(), d.step_s.end());
-    gtp_steps.insert(gtp_steps.end(), g.step_s.begin(), g.step_s.end());
-    exposed += g.exposed_s;
-    gathered += g.gather_s;
-  }
-  const double t_dp = median(dp_steps), t_gtp = median(gtp_steps);
-  const double share = gathered > 0 ? exposed / gathered : 0;
-  if (json) {
-    io::Json j = io::Json::object();
-    j["table"] = "speed";
-    j["ranks"] = n;
-    j["dp_step_s"] = t_dp;
-    j["gtp_step_s"] = t_gtp;
-    j["gtp_vs_dp"] = t_gtp / t_dp;
-    j["exposed_all_gather_s"] = exposed;
-    j["all_gather_s"] = gathered;
-    j["exposed_share"] = share;
-    std::cout << j.dump() << "\n";
-  } else {
-    std::printf("\n%d ranks, %d rounds x %d steps (medians)\n%-12s %10s %8s %16s %16s %9s\n", n,
-                rounds, steps, "layout", "step ms", "vs dp", "exposed AG ms", "all-gather ms",
-                "exposed");
-    std::printf("%-12s %10.1f %7.2fx %16s %16s %9s\n", format("dp {}", n).c_str(), 1e3 * t_dp, 1.0,
-                "-", "-", "-");
-    std::printf("%-12s %10.1f %7.2fx %16.1f %16.1f %8.1f%%\n", format("gtp {}", n).c_str(),
-                1e3 * t_gtp, t_gtp / t_dp, 1e3 * exposed, 1e3 * gathered, 100 * share);
-  }
+  compare_speed(cfg, n, warmup, steps, rounds, json);
   return 0;
 }
 

@@ -5,13 +5,13 @@
 // overlap off and on. Ranks are threads (local backend) or, under mpirun,
 // processes (e.g. across the hosts of scripts/netns-cluster.sh).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "../cli.h"
+#include "timing.h"
 #include "weft/comm/local.h"
 #include "weft/comm/world.h"
 #include "weft/core/threads.h"
@@ -36,28 +36,19 @@ struct Setup {
   int comm_cores = 0;
 };
 
-// Seconds of `fn` on the slowest rank, the median over `iters` runs.
+// Seconds of `fn` on the slowest rank of `g`.
 class Timer {
  public:
   explicit Timer(comm::ProcessGroup& g) : g_(g) {}
-  double once(const std::function<void()>& fn) {
-    g_.barrier().wait();
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    Tensor t = Tensor::from({1}, std::vector<float>{static_cast<float>(s)});
-    g_.all_reduce(t, comm::ReduceOp::max).wait();
-    return t.item(0);
+  double once(const std::function<void()>& fn) { return bench::slowest_rank_seconds(g_, fn); }
+  // A measurement of `fn` for bench::alternate.
+  std::function<double()> of(std::function<void()> fn) {
+    return [this, fn = std::move(fn)] { return once(fn); };
   }
 
  private:
   comm::ProcessGroup& g_;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 struct Row {
   std::string name;
@@ -78,19 +69,16 @@ Row measure(Timer& timer, const Setup& s, const std::string& name,
     off();
     on();
   }
-  std::vector<double> g, c, f, o;
-  for (int i = 0; i < s.iters; ++i) {
-    g.push_back(timer.once(gemm));
-    c.push_back(timer.once(comm_only));
-    if (i % 2 == 0) {
-      f.push_back(timer.once(off));
-      o.push_back(timer.once(on));
-    } else {
-      o.push_back(timer.once(on));
-      f.push_back(timer.once(off));
-    }
-  }
-  return {name, median(g), median(c), median(f), median(o)};
+  // Each round: the GEMM, the collective, then off and on (on first every
+  // other round).
+  std::vector<double> g, c;
+  const auto fo =
+      bench::alternate(s.iters, {timer.of(off), timer.of(on)}, bench::Order::rotating, [&] {
+        g.push_back(timer.once(gemm));
+        c.push_back(timer.once(comm_only));
+      });
+  using bench::upper_median;
+  return {name, upper_median(g), upper_median(c), upper_median(fo[0]), upper_median(fo[1])};
 }
 
 // A call of `schedule` on a, w -> out with overlap `o`, as a timed body.
@@ -117,6 +105,58 @@ parallel::ContextPtr context(comm::ProcessGroup& world, const Setup& s, const ch
   pc->overlap = parallel::OverlapConfig::parse(config);
   pc->overlap.set_comm_cores(s.comm_cores);
   return pc;
+}
+
+// qkv backward under SP: the input re-gather beside dgrad, the dgrad
+// reduce-scatter beside wgrad (bulk) against both on their own (off).
+Row bulk_row(comm::ProcessGroup& world, const Setup& s, Timer& timer) {
+  const ExecContext& ec = ExecContext::host();
+  const int64_t p = world.size(), c = s.width, n = s.tokens;
+  auto make = [&](const char* config) {
+    return std::make_unique<nn::Linear>(context(world, s, config),
+                                        nn::LinearConfig{.name = "qkv",
+                                                         .in = c,
+                                                         .out = 3 * c,
+                                                         .mode = nn::Parallel::column,
+                                                         .overlap_name = "qkv"});
+  };
+  auto bulk = make("qkv_dgrad=bulk,qkv_wgrad=bulk");
+  auto off = make("qkv_dgrad=off,qkv_wgrad=off");
+  const Tensor x = Tensor::full({n / p, c}, 0.5f, s.dtype);
+  const Tensor dy = Tensor::full({n, 3 * c / p}, 0.01f, s.dtype);
+  auto backward = [&](nn::Linear& lin) {
+    return [&] {
+      nn::Ctx ctx;
+      lin.forward(ctx, x);
+      lin.backward(ctx, dy);
+    };
+  };
+  auto forward = [&](nn::Linear& lin) {
+    return [&] {
+      nn::Ctx ctx;
+      lin.forward(ctx, x);
+    };
+  };
+  Tensor full = Tensor::full({n, c}, 0.5f, s.dtype), dx = Tensor::empty({n, c}, s.dtype);
+  Tensor wgrad = Tensor::zeros({3 * c / p, c});
+  Tensor gathered = Tensor::empty({n, c}, s.dtype), mine = Tensor::empty({n / p, c}, s.dtype);
+  const Tensor w = Tensor::full({3 * c / p, c}, 0.01f, s.dtype);
+  Row r = measure(
+      timer, s, "bulk: re-gather || dgrad, reduce-scatter || wgrad (qkv bwd)",
+      [&] {
+        kernels::gemm(ec, dy, w, dx);
+        kernels::gemm(ec, dy, full, wgrad, {.trans_a = true, .accumulate = true});
+      },
+      [&] {
+        world.all_gather(gathered, x).wait();
+        world.reduce_scatter(mine, dx).wait();
+      },
+      backward(*off), backward(*bulk));
+  // Forward + backward were timed: take the forward (the same in both) out.
+  const double f = bench::upper_median(bench::alternate(s.iters, {timer.of(forward(*off))})[0]);
+  r.off -= f;
+  r.on -= f;
+  return r;
 }
 
 std::vector<Row> run_gemms(comm::ProcessGroup& world, const Setup& s) {
@@ -157,57 +197,7 @@ std::vector<Row> run_gemms(comm::ProcessGroup& world, const Setup& s) {
                            gemm, rs, sched({}),
                            sched({OverlapMethod::pipeline, s.splits, s.comm_cores})));
   }
-  // qkv backward under SP: the input re-gather beside dgrad, the dgrad
-  // reduce-scatter beside wgrad (bulk) against both on their own (off).
-  {
-    auto make = [&](const char* config) {
-      return std::make_unique<nn::Linear>(context(world, s, config),
-                                          nn::LinearConfig{.name = "qkv",
-                                                           .in = c,
-                                                           .out = 3 * c,
-                                                           .mode = nn::Parallel::column,
-                                                           .overlap_name = "qkv"});
-    };
-    auto bulk = make("qkv_dgrad=bulk,qkv_wgrad=bulk");
-    auto off = make("qkv_dgrad=off,qkv_wgrad=off");
-    const Tensor x = Tensor::full({n / p, c}, 0.5f, s.dtype);
-    const Tensor dy = Tensor::full({n, 3 * c / p}, 0.01f, s.dtype);
-    auto backward = [&](nn::Linear& lin) {
-      return [&] {
-        nn::Ctx ctx;
-        lin.forward(ctx, x);
-        lin.backward(ctx, dy);
-      };
-    };
-    auto forward = [&](nn::Linear& lin) {
-      return [&] {
-        nn::Ctx ctx;
-        lin.forward(ctx, x);
-      };
-    };
-    Tensor full = Tensor::full({n, c}, 0.5f, s.dtype), dx = Tensor::empty({n, c}, s.dtype);
-    Tensor wgrad = Tensor::zeros({3 * c / p, c});
-    Tensor gathered = Tensor::empty({n, c}, s.dtype), mine = Tensor::empty({n / p, c}, s.dtype);
-    const Tensor w = Tensor::full({3 * c / p, c}, 0.01f, s.dtype);
-    Row r = measure(
-        timer, s, "bulk: re-gather || dgrad, reduce-scatter || wgrad (qkv bwd)",
-        [&] {
-          kernels::gemm(ec, dy, w, dx);
-          kernels::gemm(ec, dy, full, wgrad, {.trans_a = true, .accumulate = true});
-        },
-        [&] {
-          world.all_gather(gathered, x).wait();
-          world.reduce_scatter(mine, dx).wait();
-        },
-        backward(*off), backward(*bulk));
-    // Forward + backward were timed: take the forward (the same in both) out.
-    std::vector<double> fwd;
-    for (int i = 0; i < s.iters; ++i) fwd.push_back(timer.once(forward(*off)));
-    const double f = median(fwd);
-    r.off -= f;
-    r.on -= f;
-    rows.push_back(r);
-  }
+  rows.push_back(bulk_row(world, s, timer));
   return rows;
 }
 
@@ -239,17 +229,9 @@ LayerRow run_layer(comm::ProcessGroup& world, const Setup& s) {
     step (*off)();
     step (*on)();
   }
-  std::vector<double> f, o;
-  for (int i = 0; i < s.iters; ++i) {
-    if (i % 2 == 0) {
-      f.push_back(timer.once(step(*off)));
-      o.push_back(timer.once(step(*on)));
-    } else {
-      o.push_back(timer.once(step(*on)));
-      f.push_back(timer.once(step(*off)));
-    }
-  }
-  return {median(f), median(o)};
+  const auto fo = bench::alternate(s.iters, {timer.of(step(*off)), timer.of(step(*on))},
+                                   bench::Order::rotating);
+  return {bench::upper_median(fo[0]), bench::upper_median(fo[1])};
 }
 
 cli::Options run_options() {
@@ -278,6 +260,62 @@ cli::Options run_options() {
       .flag("layer", "time a TransformerLayer forward + backward with overlap off and on")
       .flag("json", "print one JSON object per row");
   return opts;
+}
+
+void print_layer(const LayerRow& lr, const Setup& s, int tp, const char* backend, bool json) {
+  if (json) {
+    io::Json j = io::Json::object();
+    j["run"] = "layer";
+    j["tp"] = tp;
+    j["backend"] = backend;
+    j["tokens"] = s.tokens;
+    j["off_ms"] = lr.off * 1e3;
+    j["on_ms"] = lr.on * 1e3;
+    j["ratio"] = lr.on / lr.off;
+    j["threads"] = s.threads;
+    j["comm_cores"] = s.comm_cores;
+    bench::print_json(j);
+  } else {
+    std::printf(
+        "TransformerLayer C=%lld, %lld tokens, sp seq, tp %d, %s, %d thread(s) per rank, "
+        "comm_cores %d, backend %s\n",
+        static_cast<long long>(s.width), static_cast<long long>(s.tokens), tp,
+        std::string(dtype_name(s.dtype)).c_str(), s.threads, s.comm_cores, backend);
+    std::printf("fwd+bwd, overlap off %9.2f ms\nfwd+bwd, overlap on  %9.2f ms\non/off %.3f\n",
+                lr.off * 1e3, lr.on * 1e3, lr.on / lr.off);
+  }
+}
+
+void print_gemms(const std::vector<Row>& rows, const Setup& s, int tp, const char* backend,
+                 bool json) {
+  if (!json) {
+    std::printf(
+        "GEMMs of C=%lld, %lld tokens, tp %d, %s, %d thread(s) per rank, comm_cores %d, backend "
+        "%s\n",
+        static_cast<long long>(s.width), static_cast<long long>(s.tokens), tp,
+        std::string(dtype_name(s.dtype)).c_str(), s.threads, s.comm_cores, backend);
+    std::printf("%-58s %9s %9s %9s %9s %7s\n", "algorithm", "gemm ms", "comm ms", "off ms",
+                "overlap", "hidden");
+  }
+  for (const Row& r : rows) {
+    if (json) {
+      io::Json j = io::Json::object();
+      j["algorithm"] = r.name;
+      j["tp"] = tp;
+      j["backend"] = backend;
+      j["gemm_ms"] = r.gemm * 1e3;
+      j["comm_ms"] = r.comm * 1e3;
+      j["off_ms"] = r.off * 1e3;
+      j["overlap_ms"] = r.on * 1e3;
+      j["hidden"] = r.hidden();
+      j["threads"] = s.threads;
+      j["comm_cores"] = s.comm_cores;
+      bench::print_json(j);
+    } else {
+      std::printf("%-58s %9.2f %9.2f %9.2f %9.2f %6.0f%%\n", r.name.c_str(), r.gemm * 1e3,
+                  r.comm * 1e3, r.off * 1e3, r.on * 1e3, 100 * r.hidden());
+    }
+  }
 }
 
 int run(const std::vector<std::string>& args) {
@@ -328,56 +366,9 @@ int run(const std::vector<std::string>& args) {
   }
   const char* backend = mpi ? "mpi" : "local";
   if (layer) {
-    if (json) {
-      io::Json j = io::Json::object();
-      j["run"] = "layer";
-      j["tp"] = tp;
-      j["backend"] = backend;
-      j["tokens"] = s.tokens;
-      j["off_ms"] = lr.off * 1e3;
-      j["on_ms"] = lr.on * 1e3;
-      j["ratio"] = lr.on / lr.off;
-      j["threads"] = s.threads;
-      j["comm_cores"] = s.comm_cores;
-      std::printf("%s\n", j.dump().c_str());
-    } else {
-      std::printf(
-          "TransformerLayer C=%lld, %lld tokens, sp seq, tp %d, %s, %d thread(s) per rank, "
-          "comm_cores %d, backend %s\n",
-          static_cast<long long>(s.width), static_cast<long long>(s.tokens), tp,
-          std::string(dtype_name(s.dtype)).c_str(), s.threads, s.comm_cores, backend);
-      std::printf("fwd+bwd, overlap off %9.2f ms\nfwd+bwd, overlap on  %9.2f ms\non/off %.3f\n",
-                  lr.off * 1e3, lr.on * 1e3, lr.on / lr.off);
-    }
-    return 0;
-  }
-  if (!json) {
-    std::printf(
-        "GEMMs of C=%lld, %lld tokens, tp %d, %s, %d thread(s) per rank, comm_cores %d, backend "
-        "%s\n",
-        static_cast<long long>(s.width), static_cast<long long>(s.tokens), tp,
-        std::string(dtype_name(s.dtype)).c_str(), s.threads, s.comm_cores, backend);
-    std::printf("%-58s %9s %9s %9s %9s %7s\n", "algorithm", "gemm ms", "comm ms", "off ms",
-                "overlap", "hidden");
-  }
-  for (const Row& r : rows) {
-    if (json) {
-      io::Json j = io::Json::object();
-      j["algorithm"] = r.name;
-      j["tp"] = tp;
-      j["backend"] = backend;
-      j["gemm_ms"] = r.gemm * 1e3;
-      j["comm_ms"] = r.comm * 1e3;
-      j["off_ms"] = r.off * 1e3;
-      j["overlap_ms"] = r.on * 1e3;
-      j["hidden"] = r.hidden();
-      j["threads"] = s.threads;
-      j["comm_cores"] = s.comm_cores;
-      std::printf("%s\n", j.dump().c_str());
-    } else {
-      std::printf("%-58s %9.2f %9.2f %9.2f %9.2f %6.0f%%\n", r.name.c_str(), r.gemm * 1e3,
-                  r.comm * 1e3, r.off * 1e3, r.on * 1e3, 100 * r.hidden());
-    }
+    print_layer(lr, s, tp, backend, json);
+  } else {
+    print_gemms(rows, s, tp, backend, json);
   }
   return 0;
 }
