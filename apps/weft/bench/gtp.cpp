@@ -179,7 +179,7 @@ void print_memory(const std::vector<MemoryRow>& rows, const train::TrainConfig& 
   }
   if (!json) {
     std::printf("%s, %s, context %lld, micro-batch %lld per rank, cache of %s gathered weights\n",
-                cfg.preset.c_str(), std::string(dtype_name(cfg.dtype)).c_str(),
+                cfg.preset.c_str(), std::string(dtype_name(cfg.compute_dtype())).c_str(),
                 static_cast<long long>(cfg.model.seq), static_cast<long long>(cfg.micro_batch),
                 cache.c_str());
     std::printf("%-5s %11s %11s %11s %11s %9s %11s %11s %6s\n", "gtp", "params MiB", "grads MiB",

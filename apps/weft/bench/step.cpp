@@ -311,7 +311,7 @@ void print_cpu_rows(const std::vector<Measured>& rows, const train::TrainConfig&
   // this model over the step's tokens per rank, on every core.
   set_num_threads(available_cores());
   const double gemm_gflops =
-      direct_layer_gflops(cfg.dtype, cfg.micro_batch * cfg.model.seq, cfg.model.width);
+      direct_layer_gflops(cfg.compute_dtype(), cfg.micro_batch * cfg.model.seq, cfg.model.width);
   set_num_threads(0);
   const Measured& base = rows.front();
   if (!json) {
@@ -344,8 +344,8 @@ int bench_step(const std::vector<std::string>& args) {
     const Device device = Device::parse(cfg.device);
     cuda::check_device(device);
     gpu = cuda::device_description(device.index);
-    peak_tflops =
-        opts.given("peak-tflops") ? opts.number("peak-tflops") : gpu_peak_tflops(gpu, cfg.dtype);
+    peak_tflops = opts.given("peak-tflops") ? opts.number("peak-tflops")
+                                            : gpu_peak_tflops(gpu, cfg.compute_dtype());
   }
   const bool json = opts.flag_set("json");
   if (!json) {
