@@ -145,14 +145,9 @@ struct Layout {
   double py(double v) const { return bottom - y.fraction(v) * (bottom - top); }
 };
 
-void draw(cairo_t* cr, const Layout& l, const Curves& c, const std::string& title) {
-  cairo_set_source_rgb(cr, 1, 1, 1);
-  cairo_paint(cr);
-  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-  cairo_set_font_size(cr, 12);
+// Grid lines, ticks, tick labels and the frame.
+void draw_axes(cairo_t* cr, const Layout& l) {
   cairo_text_extents_t ext;
-
-  // Grid lines and tick labels.
   cairo_set_line_width(cr, 1);
   for (double t : l.y.ticks) {
     const double y = std::round(l.py(t)) + 0.5;
@@ -184,12 +179,13 @@ void draw(cairo_t* cr, const Layout& l, const Curves& c, const std::string& titl
     cairo_move_to(cr, x - ext.x_advance / 2, l.bottom + 20);
     cairo_show_text(cr, s.c_str());
   }
-  // The frame.
   cairo_set_source_rgb(cr, 0, 0, 0);
   cairo_rectangle(cr, l.left + 0.5, l.top + 0.5, l.right - l.left, l.bottom - l.top);
   cairo_stroke(cr);
+}
 
-  // Axis titles and the title.
+void draw_titles(cairo_t* cr, const Layout& l, const std::string& title) {
+  cairo_text_extents_t ext;
   cairo_text_extents(cr, "step", &ext);
   cairo_move_to(cr, (l.left + l.right - ext.x_advance) / 2, l.height - 12);
   cairo_show_text(cr, "step");
@@ -205,33 +201,39 @@ void draw(cairo_t* cr, const Layout& l, const Curves& c, const std::string& titl
   cairo_move_to(cr, (l.width - ext.x_advance) / 2, l.top / 2 + ext.height / 2);
   cairo_show_text(cr, title.c_str());
   cairo_set_font_size(cr, 12);
+}
 
-  // The curves, clipped to the plot area: loss as a line, val loss as a line
-  // with a dot at every evaluation.
+void polyline(cairo_t* cr, const Layout& l, const std::vector<Point>& pts, Rgb colour,
+              double width) {
+  cairo_set_source_rgb(cr, colour.r, colour.g, colour.b);
+  cairo_set_line_width(cr, width);
+  for (size_t i = 0; i < pts.size(); ++i) {
+    (i ? cairo_line_to : cairo_move_to)(cr, l.px(pts[i].step), l.py(pts[i].value));
+  }
+  if (pts.size() == 1) cairo_rel_line_to(cr, 0, 0);
+  cairo_stroke(cr);
+}
+
+// Clipped to the plot area: loss as a line, val loss as a line with a dot at
+// every evaluation.
+void draw_curves(cairo_t* cr, const Layout& l, const Curves& c) {
   cairo_save(cr);
   cairo_rectangle(cr, l.left, l.top, l.right - l.left, l.bottom - l.top);
   cairo_clip(cr);
   cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
-  auto polyline = [&](const std::vector<Point>& pts, Rgb colour, double width) {
-    cairo_set_source_rgb(cr, colour.r, colour.g, colour.b);
-    cairo_set_line_width(cr, width);
-    for (size_t i = 0; i < pts.size(); ++i) {
-      (i ? cairo_line_to : cairo_move_to)(cr, l.px(pts[i].step), l.py(pts[i].value));
-    }
-    if (pts.size() == 1) cairo_rel_line_to(cr, 0, 0);
-    cairo_stroke(cr);
-  };
-  polyline(c.loss, kLossColour, 2);
+  polyline(cr, l, c.loss, kLossColour, 2);
   if (!c.val_loss.empty()) {
-    polyline(c.val_loss, kValColour, 2);
+    polyline(cr, l, c.val_loss, kValColour, 2);
     for (const Point& p : c.val_loss) {
       cairo_arc(cr, l.px(p.step), l.py(p.value), 3.5, 0, 2 * M_PI);
       cairo_fill(cr);
     }
   }
   cairo_restore(cr);
+}
 
-  // The legend, top right inside the plot area.
+// Top right inside the plot area.
+void draw_legend(cairo_t* cr, const Layout& l, const Curves& c) {
   std::vector<std::pair<std::string, Rgb>> entries{{"loss", kLossColour}};
   if (!c.val_loss.empty()) entries.emplace_back("val loss", kValColour);
   const double box_w = 100, box_h = 8 + 18 * static_cast<double>(entries.size());
@@ -256,6 +258,19 @@ void draw(cairo_t* cr, const Layout& l, const Curves& c, const std::string& titl
   }
 }
 
+// The parts share cairo state, so their order matters: the titles are drawn in
+// the frame's black, the legend's labels in the font size the titles restore.
+void draw(cairo_t* cr, const Layout& l, const Curves& c, const std::string& title) {
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, 12);
+  draw_axes(cr, l);
+  draw_titles(cr, l, title);
+  draw_curves(cr, l, c);
+  draw_legend(cr, l, c);
+}
+
 cli::Options plot_options() {
   cli::Options opts("weft plot METRICS.jsonl -o FILE.png|FILE.svg [options]",
                     "Draws the loss and the validation loss of a `weft train --metrics` file\n"
@@ -273,104 +288,136 @@ cli::Options plot_options() {
   return opts;
 }
 
-int plot_command(const std::vector<std::string>& raw) {
-  cli::Options opts = plot_options();
-  std::vector<std::string> args;
-  for (const std::string& a : raw) args.push_back(a == "-o" ? "--output" : a);
-  opts.parse(args);
+struct PlotRequest {
+  std::string input, output, ext;
+  int64_t width, height;
+};
+
+PlotRequest plot_request(const cli::Options& opts) {
   WEFT_CHECK(opts.positionals().size() == 1,
              "give the metrics file: weft plot METRICS.jsonl -o loss.png");
   WEFT_CHECK(opts.given("output"), "give the picture to write: -o loss.png or -o loss.svg");
-  const std::string input = opts.positionals()[0], output = opts.str("output");
-  const std::string ext = std::filesystem::path(output).extension().string();
-  WEFT_CHECK(ext == ".png" || ext == ".svg",
-             "-o {}: the picture must end in .png or .svg (got '{}')", output, ext);
-  const int64_t width = opts.integer("width"), height = opts.integer("height");
-  WEFT_CHECK(width >= 200 && width <= 10000 && height >= 150 && height <= 10000,
-             "--width {} --height {}: choose 200..10000 x 150..10000 pixels", width, height);
+  PlotRequest r;
+  r.input = opts.positionals()[0];
+  r.output = opts.str("output");
+  r.ext = std::filesystem::path(r.output).extension().string();
+  WEFT_CHECK(r.ext == ".png" || r.ext == ".svg",
+             "-o {}: the picture must end in .png or .svg (got '{}')", r.output, r.ext);
+  r.width = opts.integer("width");
+  r.height = opts.integer("height");
+  WEFT_CHECK(r.width >= 200 && r.width <= 10000 && r.height >= 150 && r.height <= 10000,
+             "--width {} --height {}: choose 200..10000 x 150..10000 pixels", r.width, r.height);
+  return r;
+}
 
-  const Curves curves = read_metrics(input);
-  double step_lo = curves.loss.front().step, step_hi = curves.loss.back().step;
-  double lo = curves.loss.front().value, hi = lo;
+// The steps and values the curves span.
+struct Extent {
+  double step_lo, step_hi, lo, hi;
+};
+
+Extent extent_of(const Curves& curves, const std::string& input) {
+  Extent e{curves.loss.front().step, curves.loss.back().step, curves.loss.front().value,
+           curves.loss.front().value};
   for (const auto* set : {&curves.loss, &curves.val_loss}) {
     for (const Point& p : *set) {
-      step_lo = std::min(step_lo, p.step);
-      step_hi = std::max(step_hi, p.step);
-      lo = std::min(lo, p.value);
-      hi = std::max(hi, p.value);
+      e.step_lo = std::min(e.step_lo, p.step);
+      e.step_hi = std::max(e.step_hi, p.step);
+      e.lo = std::min(e.lo, p.value);
+      e.hi = std::max(e.hi, p.value);
       WEFT_CHECK(std::isfinite(p.value), "{}: the loss at step {} is not finite", input, p.step);
     }
   }
-  const bool log_y = opts.flag_set("log-y");
-  WEFT_CHECK(!log_y || lo > 0, "--log-y needs positive losses; {} has {}", input, lo);
+  return e;
+}
 
-  Layout l{static_cast<double>(width),
-           static_cast<double>(height),
-           72,
-           44,
-           static_cast<double>(width) - 24,
-           static_cast<double>(height) - 48,
-           linear_axis(step_lo, step_hi, true),
-           log_y ? log_axis(lo, hi) : linear_axis(lo, hi, false)};
-  const std::string title = opts.given("title")
-                                ? opts.str("title")
-                                : "loss of " + std::filesystem::path(input).filename().string();
-
-  // Drawn to a temporary name in the same directory, renamed when complete.
-  const std::string tmp = format("{}.tmp{}", output, getpid());
+// Drawn to a temporary name in the same directory, renamed when complete.
+void write_picture(const PlotRequest& r, const Layout& l, const Curves& curves,
+                   const std::string& title) {
+  const std::string tmp = format("{}.tmp{}", r.output, getpid());
   cairo_surface_t* surface =
-      ext == ".png" ? cairo_image_surface_create(CAIRO_FORMAT_RGB24, static_cast<int>(width),
-                                                 static_cast<int>(height))
-                    : cairo_svg_surface_create(tmp.c_str(), l.width, l.height);
+      r.ext == ".png" ? cairo_image_surface_create(CAIRO_FORMAT_RGB24, static_cast<int>(r.width),
+                                                   static_cast<int>(r.height))
+                      : cairo_svg_surface_create(tmp.c_str(), l.width, l.height);
   cairo_t* cr = cairo_create(surface);
   draw(cr, l, curves, title);
   cairo_status_t status = cairo_status(cr);
   cairo_destroy(cr);
-  if (status == CAIRO_STATUS_SUCCESS && ext == ".png") {
+  if (status == CAIRO_STATUS_SUCCESS && r.ext == ".png") {
     status = cairo_surface_write_to_png(surface, tmp.c_str());
   }
   cairo_surface_finish(surface);
   if (status == CAIRO_STATUS_SUCCESS) status = cairo_surface_status(surface);
   cairo_surface_destroy(surface);
   std::error_code ec;
-  if (status == CAIRO_STATUS_SUCCESS) std::filesystem::rename(tmp, output, ec);
+  if (status == CAIRO_STATUS_SUCCESS) std::filesystem::rename(tmp, r.output, ec);
   if (status != CAIRO_STATUS_SUCCESS || ec) {
     std::filesystem::remove(tmp, ec);
-    WEFT_FAIL("cannot write {}: {}", output,
+    WEFT_FAIL("cannot write {}: {}", r.output,
               status != CAIRO_STATUS_SUCCESS ? cairo_status_to_string(status) : ec.message());
   }
+}
+
+io::Json axis_json(const Axis& a) {
+  io::Json j = io::Json::object();
+  j["min"] = a.lo;
+  j["max"] = a.hi;
+  j["log"] = a.log;
+  io::Json ticks = io::Json::array();
+  for (double t : a.ticks) ticks.push_back(t);
+  j["ticks"] = std::move(ticks);
+  io::Json labels = io::Json::array();
+  for (double t : a.ticks) labels.push_back(label(t, a.decimals));
+  j["labels"] = std::move(labels);
+  return j;
+}
+
+io::Json plot_json(const PlotRequest& r, const Layout& l, const Curves& curves) {
+  io::Json out = io::Json::object();
+  out["output"] = r.output;
+  out["width"] = r.width;
+  out["height"] = r.height;
+  out["plot"] = io::Json::object();
+  out["plot"]["left"] = l.left;
+  out["plot"]["top"] = l.top;
+  out["plot"]["right"] = l.right;
+  out["plot"]["bottom"] = l.bottom;
+  out["x"] = axis_json(l.x);
+  out["y"] = axis_json(l.y);
+  out["loss_points"] = curves.loss.size();
+  out["val_loss_points"] = curves.val_loss.size();
+  return out;
+}
+
+int plot_command(const std::vector<std::string>& raw) {
+  cli::Options opts = plot_options();
+  std::vector<std::string> args;
+  for (const std::string& a : raw) args.push_back(a == "-o" ? "--output" : a);
+  opts.parse(args);
+  const PlotRequest r = plot_request(opts);
+
+  const Curves curves = read_metrics(r.input);
+  const Extent e = extent_of(curves, r.input);
+  const bool log_y = opts.flag_set("log-y");
+  WEFT_CHECK(!log_y || e.lo > 0, "--log-y needs positive losses; {} has {}", r.input, e.lo);
+
+  const Layout l{static_cast<double>(r.width),
+                 static_cast<double>(r.height),
+                 72,
+                 44,
+                 static_cast<double>(r.width) - 24,
+                 static_cast<double>(r.height) - 48,
+                 linear_axis(e.step_lo, e.step_hi, true),
+                 log_y ? log_axis(e.lo, e.hi) : linear_axis(e.lo, e.hi, false)};
+  const std::string title = opts.given("title")
+                                ? opts.str("title")
+                                : "loss of " + std::filesystem::path(r.input).filename().string();
+  write_picture(r, l, curves, title);
 
   if (opts.flag_set("json")) {
-    auto axis = [](const Axis& a) {
-      io::Json j = io::Json::object();
-      j["min"] = a.lo;
-      j["max"] = a.hi;
-      j["log"] = a.log;
-      io::Json ticks = io::Json::array();
-      for (double t : a.ticks) ticks.push_back(t);
-      j["ticks"] = std::move(ticks);
-      io::Json labels = io::Json::array();
-      for (double t : a.ticks) labels.push_back(label(t, a.decimals));
-      j["labels"] = std::move(labels);
-      return j;
-    };
-    io::Json out = io::Json::object();
-    out["output"] = output;
-    out["width"] = width;
-    out["height"] = height;
-    out["plot"] = io::Json::object();
-    out["plot"]["left"] = l.left;
-    out["plot"]["top"] = l.top;
-    out["plot"]["right"] = l.right;
-    out["plot"]["bottom"] = l.bottom;
-    out["x"] = axis(l.x);
-    out["y"] = axis(l.y);
-    out["loss_points"] = curves.loss.size();
-    out["val_loss_points"] = curves.val_loss.size();
-    std::cout << out.dump() << "\n";
+    std::cout << plot_json(r, l, curves).dump() << "\n";
   } else {
-    std::cout << format("wrote {} ({} loss points, {} val loss points, steps {}..{})", output,
-                        curves.loss.size(), curves.val_loss.size(), step_lo, step_hi)
+    std::cout << format("wrote {} ({} loss points, {} val loss points, steps {}..{})", r.output,
+                        curves.loss.size(), curves.val_loss.size(), e.step_lo, e.step_hi)
               << "\n";
   }
   return 0;

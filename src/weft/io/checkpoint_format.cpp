@@ -258,6 +258,86 @@ void check_tiling(SavedTensor& t, const std::string& where) {
   t.shards = std::move(kept);
 }
 
+namespace {
+
+void check_format(const Json& index, const std::string& where) {
+  WEFT_CHECK(
+      index.is_object() && index.find("format") && index.at("format") == Json(kCheckpointFormat),
+      "{} is not a weft checkpoint index (no \"format\": \"{}\")", where, kCheckpointFormat);
+  const int64_t version = index.at("format_version").as_int();
+  WEFT_CHECK(version == kCheckpointFormatVersion,
+             "{} has checkpoint format version {}; this weft reads version {} (use the weft that "
+             "wrote it, or a newer one)",
+             where, version, kCheckpointFormatVersion);
+}
+
+// The index's "files": plain names, so that none reaches outside the directory.
+std::vector<std::string> plain_file_names(const Json& index, const std::string& where) {
+  std::vector<std::string> files;
+  for (const Json& f : index.at("files").as_array()) {
+    const std::string& name = f.as_string();
+    WEFT_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
+               "{}: file name \"{}\" is not a plain file name", where, name);
+    files.push_back(name);
+  }
+  return files;
+}
+
+// What the tensor entries of one index are checked against.
+struct IndexFacts {
+  const std::string& where;
+  bool sealed;
+  const std::vector<std::string>& files;
+};
+
+SavedShard parse_shard(const Json& s, const std::string& name, const IndexFacts& index) {
+  SavedShard shard{.file = s.at("file").as_string(),
+                   .offset = s.at("offset").as_int(),
+                   .length = s.at("length").as_int()};
+  if (const Json* r = s.find("row_offset")) {
+    shard.row_offset = r->as_int();
+    shard.row_length = s.at("row_length").as_int();
+  }
+  if (const Json* h = s.find("xxh3")) {
+    shard.xxh3 = checksum_from_hex(h->as_string());
+    WEFT_CHECK(shard.xxh3, "{}: tensor {} has checksum \"{}\", not 16 hex digits", index.where,
+               name, h->as_string());
+  }
+  if (const Json* n = s.find("nonfinite")) shard.nonfinite = n->as_int();
+  // A checkpoint with checksums has them for every shard; one without
+  // any (written before weft wrote them) has none: a member missing
+  // from a sealed index is damage the seal did not catch.
+  WEFT_CHECK(shard.xxh3.has_value() == index.sealed, "{} is damaged: {}; {}", index.where,
+             index.sealed
+                 ? format("tensor {} has no checksum, which every tensor of a "
+                          "checkpoint with checksums has",
+                          name)
+                 : format("tensor {} has a checksum but the index has none of its own", name),
+             kUseAnother);
+  WEFT_CHECK(std::find(index.files.begin(), index.files.end(), shard.file) != index.files.end(),
+             "{}: tensor {} names file {}, which the index does not list", index.where, name,
+             shard.file);
+  return shard;
+}
+
+void parse_section(const Json& section, const IndexFacts& index, std::vector<SavedTensor>& out) {
+  for (const auto& [name, j] : section.as_object()) {
+    SavedTensor t{.name = name,
+                  .dtype = j.at("dtype").as_string(),
+                  .global_shape = shape_from_json(j.at("shape"), index.where),
+                  .split_dim = static_cast<int>(j.at("split_dim").as_int()),
+                  .blocks = j.at("blocks").as_int(),
+                  .valid_rows = j.at("valid_rows").as_int()};
+    WEFT_CHECK(dtype_from_safetensors(t.dtype),
+               "{}: tensor {} has dtype {}, which weft cannot load", index.where, name, t.dtype);
+    for (const Json& s : j.at("shards").as_array()) t.shards.push_back(parse_shard(s, name, index));
+    check_tiling(t, index.where);
+    out.push_back(std::move(t));
+  }
+}
+
+}  // namespace
+
 CheckpointReader::CheckpointReader(std::string dir, ReadOptions options)
     : dir_(std::move(dir)), options_(options) {
   const fs::path d(dir_);
@@ -272,65 +352,12 @@ CheckpointReader::CheckpointReader(std::string dir, ReadOptions options)
              dir_);
   const std::string where = (d / "index.json").string();
   index_ = parse_sealed_json(read_text(d / "index.json", "checkpoint " + dir_), where, sealed_);
-  WEFT_CHECK(
-      index_.is_object() && index_.find("format") && index_.at("format") == Json(kCheckpointFormat),
-      "{} is not a weft checkpoint index (no \"format\": \"{}\")", where, kCheckpointFormat);
-  const int64_t version = index_.at("format_version").as_int();
-  WEFT_CHECK(version == kCheckpointFormatVersion,
-             "{} has checkpoint format version {}; this weft reads version {} (use the weft that "
-             "wrote it, or a newer one)",
-             where, version, kCheckpointFormatVersion);
-  std::vector<std::string> files;
-  for (const Json& f : index_.at("files").as_array()) {
-    const std::string& name = f.as_string();
-    WEFT_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
-               "{}: file name \"{}\" is not a plain file name", where, name);
-    files.push_back(name);
-  }
-  auto parse = [&](const Json& section, std::vector<SavedTensor>& out) {
-    for (const auto& [name, j] : section.as_object()) {
-      SavedTensor t{.name = name,
-                    .dtype = j.at("dtype").as_string(),
-                    .global_shape = shape_from_json(j.at("shape"), where),
-                    .split_dim = static_cast<int>(j.at("split_dim").as_int()),
-                    .blocks = j.at("blocks").as_int(),
-                    .valid_rows = j.at("valid_rows").as_int()};
-      WEFT_CHECK(dtype_from_safetensors(t.dtype),
-                 "{}: tensor {} has dtype {}, which weft cannot load", where, name, t.dtype);
-      for (const Json& s : j.at("shards").as_array()) {
-        t.shards.push_back({.file = s.at("file").as_string(),
-                            .offset = s.at("offset").as_int(),
-                            .length = s.at("length").as_int()});
-        if (const Json* r = s.find("row_offset")) {
-          t.shards.back().row_offset = r->as_int();
-          t.shards.back().row_length = s.at("row_length").as_int();
-        }
-        if (const Json* h = s.find("xxh3")) {
-          t.shards.back().xxh3 = checksum_from_hex(h->as_string());
-          WEFT_CHECK(t.shards.back().xxh3, "{}: tensor {} has checksum \"{}\", not 16 hex digits",
-                     where, name, h->as_string());
-        }
-        if (const Json* n = s.find("nonfinite")) t.shards.back().nonfinite = n->as_int();
-        // A checkpoint with checksums has them for every shard; one without
-        // any (written before weft wrote them) has none: a member missing
-        // from a sealed index is damage the seal did not catch.
-        WEFT_CHECK(t.shards.back().xxh3.has_value() == sealed_, "{} is damaged: {}; {}", where,
-                   sealed_
-                       ? format("tensor {} has no checksum, which every tensor of a "
-                                "checkpoint with checksums has",
-                                name)
-                       : format("tensor {} has a checksum but the index has none of its own", name),
-                   kUseAnother);
-        WEFT_CHECK(std::find(files.begin(), files.end(), t.shards.back().file) != files.end(),
-                   "{}: tensor {} names file {}, which the index does not list", where, name,
-                   t.shards.back().file);
-      }
-      check_tiling(t, where);
-      out.push_back(std::move(t));
-    }
-  };
-  parse(index_.at("tensors"), tensors_);
-  if (has_optimizer()) parse(index_.at("optimizer").at("tensors"), optimizer_tensors_);
+  check_format(index_, where);
+  const std::vector<std::string> files = plain_file_names(index_, where);
+  const IndexFacts facts{where, sealed_, files};
+  parse_section(index_.at("tensors"), facts, tensors_);
+  if (has_optimizer())
+    parse_section(index_.at("optimizer").at("tensors"), facts, optimizer_tensors_);
   json_u64(index_.at("data_seed"), where + " data_seed");
   for (const auto& [dim, size] : sizes()) {
     WEFT_CHECK(size >= 1, "{}: layout size of {} is {}", where, dim, size);

@@ -242,96 +242,139 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   }
 }
 
-void SafetensorsFile::parse_header(const std::string& text) {
-  const Json header = parse_json(text, path_ + " header");
-  WEFT_CHECK(header.is_object(), "{} header is a JSON {}, not an object", path_,
-             json_type_name(header.type()));
-  for (const auto& [name, value] : header.as_object()) {
-    if (name == "__metadata__") {
-      WEFT_CHECK(value.is_object(), "{}: __metadata__ is a JSON {}, not an object", path_,
-                 json_type_name(value.type()));
-      for (const auto& [k, v] : value.as_object()) {
-        WEFT_CHECK(v.is_string(), "{}: __metadata__ value \"{}\" is a JSON {}, not a string", path_,
-                   k, json_type_name(v.type()));
-        metadata_[k] = v.as_string();
-      }
-      continue;
-    }
-    const std::string where = format("{}: tensor \"{}\"", path_, name);
-    WEFT_CHECK(value.is_object(), "{} is described by a JSON {}, not an object", where,
-               json_type_name(value.type()));
-    for (const auto& member : value.as_object()) {
-      WEFT_CHECK(
-          member.first == "dtype" || member.first == "shape" || member.first == "data_offsets",
-          "{} has an unexpected field \"{}\" (expected dtype, shape and data_offsets)", where,
-          member.first);
-    }
-    const Json* dtype = value.find("dtype");
-    const Json* shape = value.find("shape");
-    const Json* offsets = value.find("data_offsets");
-    WEFT_CHECK(dtype && shape && offsets, "{} lacks {}", where,
-               !dtype   ? "its dtype"
-               : !shape ? "its shape"
-                        : "its data_offsets");
-    WEFT_CHECK(dtype->is_string(), "{} has a dtype that is not a string", where);
-    const DtypeEntry* entry = find_dtype(dtype->as_string());
-    WEFT_CHECK(entry != nullptr, "{} has unknown dtype \"{}\"", where, dtype->as_string());
+namespace {
 
-    TensorInfo info;
-    info.name = name;
-    info.dtype = std::string(entry->name);
-    info.weft_dtype = entry->weft;
-    WEFT_CHECK(shape->is_array(), "{} has a shape that is not an array", where);
-    // Element count times bits, checked for overflow at every step. The
-    // product over the non-zero dimensions must fit too: a slice of an empty
-    // tensor ([0, 2^62]) multiplies the other dimensions without the zero.
-    int64_t bits = entry->bits, span_bits = entry->bits;
-    for (const Json& d : shape->as_array()) {
-      WEFT_CHECK(d.is_integer() && d.as_int() >= 0,
-                 "{} has shape entry {} that is not a non-negative integer", where, d.dump());
-      info.shape.push_back(d.as_int());
-      WEFT_CHECK(
-          !__builtin_mul_overflow(bits, d.as_int(), &bits) &&
-              !__builtin_mul_overflow(span_bits, std::max<int64_t>(d.as_int(), 1), &span_bits),
-          "{} has shape {} too large to address", where, shape->dump());
-    }
-    WEFT_CHECK(bits % 8 == 0, "{} ({} {}) does not fill whole bytes", where, info.dtype,
-               shape->dump());
-    WEFT_CHECK(offsets->is_array() && offsets->size() == 2 && offsets->at(0).is_integer() &&
-                   offsets->at(1).is_integer(),
-               "{} has data_offsets {} that are not two integers [begin, end]", where,
-               offsets->dump());
-    info.begin = offsets->at(0).as_int();
-    info.end = offsets->at(1).as_int();
-    WEFT_CHECK(info.begin >= 0 && info.begin <= info.end,
-               "{} has data_offsets [{}, {}]; they must satisfy 0 <= begin <= end", where,
-               info.begin, info.end);
-    WEFT_CHECK(info.end - info.begin == bits / 8,
-               "{} has shape {} of {} ({} bytes) but its data_offsets [{}, {}] span {} bytes",
-               where, shape_text(info.shape), info.dtype, bits / 8, info.begin, info.end,
-               info.end - info.begin);
-    tensors_.push_back(std::move(info));
+void read_metadata(const std::string& path, const Json& value,
+                   std::map<std::string, std::string>& metadata) {
+  WEFT_CHECK(value.is_object(), "{}: __metadata__ is a JSON {}, not an object", path,
+             json_type_name(value.type()));
+  for (const auto& [k, v] : value.as_object()) {
+    WEFT_CHECK(v.is_string(), "{}: __metadata__ value \"{}\" is a JSON {}, not a string", path, k,
+               json_type_name(v.type()));
+    metadata[k] = v.as_string();
   }
-  std::sort(tensors_.begin(), tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
+}
+
+struct TensorFields {
+  const Json* dtype;
+  const Json* shape;
+  const Json* offsets;
+};
+
+// A tensor's entry has exactly these three members.
+TensorFields tensor_fields(const std::string& where, const Json& value) {
+  WEFT_CHECK(value.is_object(), "{} is described by a JSON {}, not an object", where,
+             json_type_name(value.type()));
+  for (const auto& member : value.as_object()) {
+    WEFT_CHECK(member.first == "dtype" || member.first == "shape" || member.first == "data_offsets",
+               "{} has an unexpected field \"{}\" (expected dtype, shape and data_offsets)", where,
+               member.first);
+  }
+  const Json* dtype = value.find("dtype");
+  const Json* shape = value.find("shape");
+  const Json* offsets = value.find("data_offsets");
+  WEFT_CHECK(dtype && shape && offsets, "{} lacks {}", where,
+             !dtype   ? "its dtype"
+             : !shape ? "its shape"
+                      : "its data_offsets");
+  return {dtype, shape, offsets};
+}
+
+// The tensor's size in bits (elements of `element_bits`); appends the
+// dimensions to `dims`.
+int64_t shape_bits(const std::string& where, const Json& shape, int element_bits,
+                   std::vector<int64_t>& dims) {
+  WEFT_CHECK(shape.is_array(), "{} has a shape that is not an array", where);
+  // Element count times bits, checked for overflow at every step. The
+  // product over the non-zero dimensions must fit too: a slice of an empty
+  // tensor ([0, 2^62]) multiplies the other dimensions without the zero.
+  int64_t bits = element_bits, span_bits = element_bits;
+  for (const Json& d : shape.as_array()) {
+    WEFT_CHECK(d.is_integer() && d.as_int() >= 0,
+               "{} has shape entry {} that is not a non-negative integer", where, d.dump());
+    dims.push_back(d.as_int());
+    WEFT_CHECK(!__builtin_mul_overflow(bits, d.as_int(), &bits) &&
+                   !__builtin_mul_overflow(span_bits, std::max<int64_t>(d.as_int(), 1), &span_bits),
+               "{} has shape {} too large to address", where, shape.dump());
+  }
+  return bits;
+}
+
+// Sets info.begin and info.end; they must span the tensor's `bytes`.
+void read_data_offsets(const std::string& where, const Json& offsets, int64_t bytes,
+                       TensorInfo& info) {
+  WEFT_CHECK(offsets.is_array() && offsets.size() == 2 && offsets.at(0).is_integer() &&
+                 offsets.at(1).is_integer(),
+             "{} has data_offsets {} that are not two integers [begin, end]", where,
+             offsets.dump());
+  info.begin = offsets.at(0).as_int();
+  info.end = offsets.at(1).as_int();
+  WEFT_CHECK(info.begin >= 0 && info.begin <= info.end,
+             "{} has data_offsets [{}, {}]; they must satisfy 0 <= begin <= end", where, info.begin,
+             info.end);
+  WEFT_CHECK(info.end - info.begin == bytes,
+             "{} has shape {} of {} ({} bytes) but its data_offsets [{}, {}] span {} bytes", where,
+             shape_text(info.shape), info.dtype, bytes, info.begin, info.end,
+             info.end - info.begin);
+}
+
+TensorInfo parse_tensor(const std::string& path, const std::string& name, const Json& value) {
+  const std::string where = format("{}: tensor \"{}\"", path, name);
+  const TensorFields fields = tensor_fields(where, value);
+  WEFT_CHECK(fields.dtype->is_string(), "{} has a dtype that is not a string", where);
+  const DtypeEntry* entry = find_dtype(fields.dtype->as_string());
+  WEFT_CHECK(entry != nullptr, "{} has unknown dtype \"{}\"", where, fields.dtype->as_string());
+
+  TensorInfo info;
+  info.name = name;
+  info.dtype = std::string(entry->name);
+  info.weft_dtype = entry->weft;
+  const int64_t bits = shape_bits(where, *fields.shape, entry->bits, info.shape);
+  WEFT_CHECK(bits % 8 == 0, "{} ({} {}) does not fill whole bytes", where, info.dtype,
+             fields.shape->dump());
+  read_data_offsets(where, *fields.offsets, bits / 8, info);
+  return info;
+}
+
+// Sorts `tensors` by offset and returns the size of the data area they fill,
+// an error unless they pack it without gaps or overlaps.
+int64_t packed_data_bytes(const std::string& path, std::vector<TensorInfo>& tensors) {
+  std::sort(tensors.begin(), tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
     return std::pair(a.begin, a.end) < std::pair(b.begin, b.end);
   });
   int64_t end = 0;
   const TensorInfo* previous = nullptr;
-  for (const TensorInfo& t : tensors_) {
+  for (const TensorInfo& t : tensors) {
     if (t.begin < end) {
-      WEFT_FAIL("{} is corrupted: tensors \"{}\" [{}, {}) and \"{}\" [{}, {}) overlap", path_,
+      WEFT_FAIL("{} is corrupted: tensors \"{}\" [{}, {}) and \"{}\" [{}, {}) overlap", path,
                 previous->name, previous->begin, previous->end, t.name, t.begin, t.end);
     }
     if (t.begin > end) {
       WEFT_FAIL(
           "{} is corrupted: {} unused bytes before tensor \"{}\" (data bytes [{}, {})); "
           "safetensors packs tensors without gaps",
-          path_, t.begin - end, t.name, end, t.begin);
+          path, t.begin - end, t.name, end, t.begin);
     }
     end = t.end;
     previous = &t;
   }
-  data_bytes_ = end;
+  return end;
+}
+
+}  // namespace
+
+void SafetensorsFile::parse_header(const std::string& text) {
+  const Json header = parse_json(text, path_ + " header");
+  WEFT_CHECK(header.is_object(), "{} header is a JSON {}, not an object", path_,
+             json_type_name(header.type()));
+  for (const auto& [name, value] : header.as_object()) {
+    if (name == "__metadata__") {
+      read_metadata(path_, value, metadata_);
+    } else {
+      tensors_.push_back(parse_tensor(path_, name, value));
+    }
+  }
+  data_bytes_ = packed_data_bytes(path_, tensors_);
 }
 
 SafetensorsFile::~SafetensorsFile() {

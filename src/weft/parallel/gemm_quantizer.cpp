@@ -26,6 +26,27 @@ uint64_t mix(uint64_t a, uint64_t b, uint64_t c = 0) {
   return z ^ (z >> 31);
 }
 
+// Quantizes the Hadamard-transformed (cols, rows) tensor `rht` into q's
+// column-wise copy, q describing a (rows, cols) tensor with no row-wise copy.
+void quantize_transposed(const ExecContext& ec, const Tensor& rht,
+                         const kernels::QuantizeConfig& cfg, int64_t rows, int64_t cols,
+                         QuantizedTensor& q) {
+  QuantizedTensor t;
+  t.data = q.col_data;
+  t.scale_inv = q.col_scale_inv;
+  kernels::quantize(ec, rht, cfg, t);
+  q.mode = t.mode;
+  q.dtype = t.dtype;
+  q.rows = rows;
+  q.cols = cols;
+  q.data = Tensor();
+  q.scale_inv = Tensor();
+  q.col_data = t.data;
+  q.col_scale_inv = t.scale_inv;
+  q.tensor_scale_inv = t.tensor_scale_inv;
+  q.amax = t.amax;
+}
+
 }  // namespace
 
 GemmQuantizer::GemmQuantizer(const ParallelContext& pc, const std::string& name,
@@ -107,51 +128,45 @@ const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, 
       kernels::quantize(ec, x, cfg, q);
       return q;
     }
-    case Recipe::nvfp4: {
-      const bool weight = which == Operand::weight;
-      cfg.mode = weight ? ScalingMode::block_16x16 : ScalingMode::block_1x16;
-      cfg.dtype = DType::e2m1;
-      if (weight) columnwise = false;  // 16x16 tiles: one copy serves both
-      QuantizedTensor& q = slot(which, columnwise);
-      if (grad && precision_.stochastic_rounding) {
-        cfg.stochastic = true;
-        cfg.seed = mix(pc_.seed, registry_.steps(), registry_.next_stream());
-      }
-      const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
-      if (columnwise && precision_.hadamard && rows % 16 == 0) {
-        // wgrad: the Hadamard transform along the tokens, fused with the
-        // transpose; its rows are the column-wise copy's.
-        const auto signs = static_cast<uint16_t>(mix(pc_.seed, registry_.steps(), 0x5248ull));
-        const Tensor xf = x.dtype() == DType::f32 ? x : x.to(DType::f32);
-        Tensor rht = ec.reuse(pc_.workspace->quantize.hadamard, {cols, rows}, DType::f32);
-        kernels::hadamard16_transpose(ec, xf, signs, rht);
-        cfg.global_amax = reduced_amax(kernels::amax(ec, rht));
-        QuantizedTensor t;
-        t.data = q.col_data;
-        t.scale_inv = q.col_scale_inv;
-        kernels::quantize(ec, rht, cfg, t);
-        q.mode = t.mode;
-        q.dtype = t.dtype;
-        q.rows = rows;
-        q.cols = cols;
-        q.data = Tensor();
-        q.scale_inv = Tensor();
-        q.col_data = t.data;
-        q.col_scale_inv = t.scale_inv;
-        q.tensor_scale_inv = t.tensor_scale_inv;
-        q.amax = t.amax;
-        return q;
-      }
-      cfg.global_amax = reduced_amax(kernels::amax(ec, x), shard_group);
-      cfg.rowwise = !columnwise;
-      cfg.columnwise = columnwise;
-      kernels::quantize(ec, x, cfg, q);
-      return q;
-    }
+    case Recipe::nvfp4: return quantized_nvfp4(which, x, columnwise, shard_group);
     case Recipe::f32:
     case Recipe::bf16: break;
   }
   WEFT_FAIL("the {} recipe quantizes nothing", recipe_name(precision_.recipe));
+}
+
+const QuantizedTensor& GemmQuantizer::quantized_nvfp4(Operand which, const Tensor& x,
+                                                      bool columnwise,
+                                                      comm::ProcessGroup* shard_group) {
+  const ExecContext& ec = pc_.exec;
+  const bool weight = which == Operand::weight;
+  kernels::QuantizeConfig cfg;
+  cfg.rowwise = true;
+  cfg.mode = weight ? ScalingMode::block_16x16 : ScalingMode::block_1x16;
+  cfg.dtype = DType::e2m1;
+  if (weight) columnwise = false;  // 16x16 tiles: one copy serves both
+  QuantizedTensor& q = slot(which, columnwise);
+  if (which == Operand::grad_output && precision_.stochastic_rounding) {
+    cfg.stochastic = true;
+    cfg.seed = mix(pc_.seed, registry_.steps(), registry_.next_stream());
+  }
+  const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
+  if (columnwise && precision_.hadamard && rows % 16 == 0) {
+    // wgrad: the Hadamard transform along the tokens, fused with the
+    // transpose; its rows are the column-wise copy's.
+    const auto signs = static_cast<uint16_t>(mix(pc_.seed, registry_.steps(), 0x5248ull));
+    const Tensor xf = x.dtype() == DType::f32 ? x : x.to(DType::f32);
+    Tensor rht = ec.reuse(pc_.workspace->quantize.hadamard, {cols, rows}, DType::f32);
+    kernels::hadamard16_transpose(ec, xf, signs, rht);
+    cfg.global_amax = reduced_amax(kernels::amax(ec, rht));
+    quantize_transposed(ec, rht, cfg, rows, cols, q);
+    return q;
+  }
+  cfg.global_amax = reduced_amax(kernels::amax(ec, x), shard_group);
+  cfg.rowwise = !columnwise;
+  cfg.columnwise = columnwise;
+  kernels::quantize(ec, x, cfg, q);
+  return q;
 }
 
 Tensor GemmQuantizer::operand(Operand which, const Tensor& x, bool columnwise, PassContext& pass) {

@@ -84,6 +84,8 @@ class GemmQuantizer {
  private:
   QuantizedTensor& slot(Operand which, bool columnwise);
   float reduced_amax(float amax, comm::ProcessGroup* shard_group = nullptr) const;
+  const QuantizedTensor& quantized_nvfp4(Operand which, const Tensor& x, bool columnwise,
+                                         comm::ProcessGroup* shard_group);
 
   const ParallelContext& pc_;
   Precision precision_;

@@ -33,13 +33,49 @@ Tensor interleave(const Tensor& gathered, int64_t n, int64_t cols, int64_t rows)
   return out;
 }
 
+// Gathers every `ins[i]` of each rank into `outs[i]` (rank r's at r · its
+// bytes). Data and scales differ in dtype: packed as bytes into one buffer,
+// one all-gather (a backend's coalesced call takes one dtype).
+void gather_packed(comm::ProcessGroup& group, const std::vector<Tensor>& ins,
+                   std::vector<Tensor>& outs) {
+  const int64_t n = group.size();
+  int64_t per_rank = 0;
+  for (const Tensor& t : ins) per_rank += t.nbytes();
+  Tensor packed = Tensor::empty({per_rank}, DType::u8);
+  Tensor all = Tensor::empty({per_rank * n}, DType::u8);
+  auto* p = static_cast<uint8_t*>(packed.raw());
+  for (const Tensor& t : ins) {
+    std::memcpy(p, t.raw(), static_cast<size_t>(t.nbytes()));
+    p += t.nbytes();
+  }
+  group.all_gather(all, packed).wait();
+  const auto* src = static_cast<const uint8_t*>(all.raw());
+  int64_t offset = 0;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const int64_t b = ins[i].nbytes();
+    auto* dst = static_cast<uint8_t*>(outs[i].raw());
+    for (int64_t r = 0; r < n; ++r) {
+      std::memcpy(dst + r * b, src + r * per_rank + offset, static_cast<size_t>(b));
+    }
+    offset += b;
+  }
+}
+
+// The parts of `s` that differ between ranks: the data of the copy it has
+// and that copy's block scales.
+std::vector<Tensor> rank_parts(const QuantizedTensor& s) {
+  if (!s.has_rowwise()) return {s.col_data, s.col_scale_inv};
+  if (s.mode != ScalingMode::tensor) return {s.data, s.scale_inv};
+  return {s.data};
+}
+
 }  // namespace
 
 QuantizedGather gather_quantized(GemmQuantizer& quantizer, comm::ProcessGroup& group,
                                  const Tensor& shard, int64_t rows, bool columnwise,
                                  PassContext& pass) {
   using Op = GemmQuantizer::Operand;
-  // The packing below moves bytes through host pointers.
+  // The packing moves bytes through host pointers.
   WEFT_CHECK(shard.device().is_cpu(),
              "a quantized GTP weight gather runs on the CPU only; the shard of group '{}' is on {}",
              group.name(), shard.device());
@@ -60,21 +96,13 @@ QuantizedGather gather_quantized(GemmQuantizer& quantizer, comm::ProcessGroup& g
   w.tensor_scale_inv = s.tensor_scale_inv;
   w.amax = s.amax;
   out.elements = sr * cols;
-  std::vector<Tensor> ins, outs;
-  const bool blocks = s.mode != ScalingMode::tensor;
-  auto add = [&](const Tensor& in) {
+  const std::vector<Tensor> ins = rank_parts(s);
+  std::vector<Tensor> outs;
+  for (const Tensor& in : ins) {
     Shape shape = in.shape();
     shape[0] *= n;
     outs.push_back(Tensor::empty(shape, in.dtype()));
-    ins.push_back(in);
     out.bytes_sent += in.nbytes();
-  };
-  if (s.has_rowwise()) {
-    add(s.data);
-    if (blocks) add(s.scale_inv);
-  } else {
-    add(s.col_data);
-    add(s.col_scale_inv);
   }
   // Per-tensor scales are the same on every rank (the amax was reduced):
   // they travel with no data, but count as moved, as a GPU would send them.
@@ -82,32 +110,8 @@ QuantizedGather gather_quantized(GemmQuantizer& quantizer, comm::ProcessGroup& g
       s.mode == ScalingMode::block_1x16) {
     out.bytes_sent += static_cast<int64_t>(sizeof(float));
   }
-  // Data and scales differ in dtype: packed as bytes into one buffer, one
-  // all-gather (a backend's coalesced call takes one dtype).
-  int64_t per_rank = 0;
-  for (const Tensor& t : ins) per_rank += t.nbytes();
-  Tensor packed = Tensor::empty({per_rank}, DType::u8);
-  Tensor all = Tensor::empty({per_rank * n}, DType::u8);
-  {
-    auto* p = static_cast<uint8_t*>(packed.raw());
-    for (const Tensor& t : ins) {
-      std::memcpy(p, t.raw(), static_cast<size_t>(t.nbytes()));
-      p += t.nbytes();
-    }
-  }
-  group.all_gather(all, packed).wait();
-  {
-    const auto* src = static_cast<const uint8_t*>(all.raw());
-    int64_t offset = 0;
-    for (size_t i = 0; i < ins.size(); ++i) {
-      const int64_t b = ins[i].nbytes();
-      auto* dst = static_cast<uint8_t*>(outs[i].raw());
-      for (int64_t r = 0; r < n; ++r) {
-        std::memcpy(dst + r * b, src + r * per_rank + offset, static_cast<size_t>(b));
-      }
-      offset += b;
-    }
-  }
+  gather_packed(group, ins, outs);
+  const bool blocks = s.mode != ScalingMode::tensor;
   if (s.has_rowwise()) {
     w.data = outs[0].narrow(0, rows);
     w.scale_inv =
