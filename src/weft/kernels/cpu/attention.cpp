@@ -1,4 +1,4 @@
-#include "weft/kernels/cpu/attention.h"
+#include "weft/kernels/impl/attention.h"
 
 #include <omp.h>
 
@@ -11,15 +11,15 @@
 #include "weft/core/exec_context.h"
 #include "weft/kernels/attention_dims.h"
 #include "weft/kernels/cpu/attention_rows.h"
-#include "weft/kernels/cpu/gemm.h"
 #include "weft/kernels/elementwise.h"
+#include "weft/kernels/impl/gemm.h"
 #include "weft/kernels/random.h"
 
-namespace weft::kernels::cpu {
+namespace weft::kernels::impl {
 
 namespace {
 
-using namespace attention_rows;
+using namespace cpu::attention_rows;
 using detail::from_f32;
 using detail::to_f32;
 
@@ -147,7 +147,7 @@ StridedMatrices rows_of(const Head& h, DType dt, int64_t first, int64_t rows, in
 void product(const StridedMatrices& a, const StridedMatrices& b, const StridedMatrices& c,
              float alpha = 1.0f, bool accumulate = false) {
   static const ExecContext one_thread(Device::cpu(), 1);
-  cpu::batched_gemm(one_thread, a, b, c, alpha, accumulate);
+  batched_gemm<Backend::cpu>(one_thread, a, b, c, alpha, accumulate);
 }
 
 // Runs f(item, thread) for item = 0 .. n-1 on the context's threads, handing
@@ -424,8 +424,10 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
 
 }  // namespace
 
-void attention_forward(const ExecContext& ec, const Tensor& qkv, const AttentionConfig& cfg,
-                       Tensor& out, AttentionSaved& saved, AttentionWorkspace& workspace) {
+template <>
+void attention_forward<Backend::cpu>(const ExecContext& ec, const Tensor& qkv,
+                                     const AttentionConfig& cfg, Tensor& out, AttentionSaved& saved,
+                                     AttentionWorkspace& workspace) {
   const Dims d = detail::attention_dims(qkv, cfg);
   const DType dt = qkv.dtype();
   ensure(ec, saved.lse, {d.B, d.H, d.T}, DType::f32);
@@ -456,9 +458,10 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
   });
 }
 
-void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
-                        const AttentionSaved& saved, const AttentionConfig& cfg, Tensor& dqkv,
-                        AttentionWorkspace& workspace) {
+template <>
+void attention_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
+                                      const AttentionSaved& saved, const AttentionConfig& cfg,
+                                      Tensor& dqkv, AttentionWorkspace& workspace) {
   const Dims d = detail::attention_dims(qkv, cfg);
   const DType dt = qkv.dtype();
   if (d.B * d.T == 0) return;
@@ -484,8 +487,9 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
   });
 }
 
-Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& cfg, int64_t batch,
-                              int64_t seq) {
+template <>
+Tensor attention_dropout_mask<Backend::cpu>(const ExecContext& ec, const AttentionConfig& cfg,
+                                            int64_t batch, int64_t seq) {
   if (cfg.dropout <= 0.0f) return Tensor();
   Tensor mask = ec.empty({batch, cfg.heads, seq, seq}, DType::u8);
   uint8_t* m = mask.data<uint8_t>();
@@ -501,4 +505,4 @@ Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& cfg,
   return mask;
 }
 
-}  // namespace weft::kernels::cpu
+}  // namespace weft::kernels::impl

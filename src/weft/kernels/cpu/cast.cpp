@@ -1,4 +1,4 @@
-#include "weft/kernels/cpu/cast.h"
+#include "weft/kernels/impl/cast.h"
 
 #include <algorithm>
 #include <array>
@@ -16,11 +16,11 @@
 
 #include "weft/kernels/random.h"
 
-namespace weft::kernels::cpu {
+namespace weft::kernels::impl {
 
 namespace {
 
-using namespace cast_detail;
+using namespace cpu::cast_detail;
 
 // out[i] = encode(x[i] · s).
 template <int Man, int Bias, uint32_t MaxCode, int SignShift, uint32_t NanCode>
@@ -203,7 +203,8 @@ void transpose_tile_avx2(const float*, int64_t, float*) {}
 
 }  // namespace
 
-float amax(const ExecContext& ec, const Tensor& x) {
+template <>
+float amax<Backend::cpu>(const ExecContext& ec, const Tensor& x) {
   const int64_t n = x.numel();
   constexpr int64_t kSegment = 1 << 14;
   const int64_t chunks = (n + kSegment - 1) / kSegment;
@@ -231,20 +232,16 @@ float amax(const ExecContext& ec, const Tensor& x) {
   return nan ? std::numeric_limits<float>::quiet_NaN() : m;
 }
 
-void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
-              QuantizedTensor& q) {
-  (void)format_of(cfg.dtype);  // checks that dtype is an fp8 or fp4 element type
+template <>
+void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                            QuantizedTensor& q) {
   const bool fp4 = cfg.dtype == DType::e2m1;
   const bool nvfp4_mode =
       cfg.mode == ScalingMode::block_1x16 || cfg.mode == ScalingMode::block_16x16;
-  WEFT_CHECK(fp4 == nvfp4_mode, "quantize: {} scaling stores {}, not {}",
-             scaling_mode_name(cfg.mode), nvfp4_mode ? "fp4_e2m1" : "fp8 e4m3 or e5m2",
-             dtype_name(cfg.dtype));
-  WEFT_CHECK(cfg.rowwise || cfg.columnwise, "quantize: neither row-wise nor column-wise asked for");
-  WEFT_CHECK(!cfg.stochastic || fp4, "stochastic rounding is implemented for fp4_e2m1 only");
   const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
   WEFT_CHECK(!fp4 || ((!cfg.rowwise || cols % 2 == 0) && (!cfg.columnwise || rows % 2 == 0)),
-             "quantize to fp4_e2m1 packs two elements a byte: a ({}, {}) matrix needs an even "
+             "quantize to fp4_e2m1 packs two elements a byte: a ({}, {}) "
+             "matrix needs an even "
              "row length (and an even row count column-wise)",
              rows, cols);
   q.mode = cfg.mode;
@@ -254,7 +251,7 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
   // The amax: a by-product of the row-wise pass, else a pass of its own.
   // NVFP4 needs it first when it derives its per-tensor scale from it.
   const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
-  q.amax = amax_first ? amax(ec, x) : 0.0f;
+  q.amax = amax_first ? amax<Backend::cpu>(ec, x) : 0.0f;
 
   SegmentParams p{cfg.mode, cfg.dtype, cfg.scale, 1.0f, 1.0f, cfg.stochastic, cfg.seed, nullptr};
   std::array<float, 256> enc_scale{};
@@ -397,7 +394,9 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
   if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles_t.data(), tiles_t.size());
 }
 
-void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise, Tensor& out) {
+template <>
+void dequantize<Backend::cpu>(const ExecContext& ec, const QuantizedTensor& q, bool columnwise,
+                              Tensor& out) {
   const Tensor& data = columnwise ? q.col_data : q.data;
   const Tensor& sc = columnwise ? q.col_scale_inv : q.scale_inv;
   std::array<float, 256> table{};
@@ -476,7 +475,9 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
   }
 }
 
-void hadamard16_transpose(const ExecContext& ec, const Tensor& x, uint16_t signs, Tensor& out) {
+template <>
+void hadamard16_transpose<Backend::cpu>(const ExecContext& ec, const Tensor& x, uint16_t signs,
+                                        Tensor& out) {
   WEFT_CHECK(x.dtype() == DType::f32 && out.dtype() == DType::f32,
              "hadamard16_transpose reads and writes f32");
   const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
@@ -509,4 +510,4 @@ void hadamard16_transpose(const ExecContext& ec, const Tensor& x, uint16_t signs
   }
 }
 
-}  // namespace weft::kernels::cpu
+}  // namespace weft::kernels::impl

@@ -7,11 +7,14 @@
 #include <type_traits>
 
 #include "weft/kernels/attention_dims.h"
-#include "weft/kernels/cuda/attention.h"
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/philox.cuh"
+#include "weft/kernels/impl/attention.h"
 
-namespace weft::kernels::cuda {
+namespace weft::kernels::impl {
+
+// The launch and element helpers of kernels/cuda/ (common.cuh and its kin).
+using namespace cuda;
 
 namespace {
 
@@ -825,8 +828,10 @@ void ensure(const ExecContext& ec, Tensor& t, const Shape& shape, DType dtype) {
 
 }  // namespace
 
-void attention_forward(const ExecContext& ec, const Tensor& qkv, const AttentionConfig& cfg,
-                       Tensor& out, AttentionSaved& saved, AttentionWorkspace&) {
+template <>
+void attention_forward<Backend::cuda>(const ExecContext& ec, const Tensor& qkv,
+                                      const AttentionConfig& cfg, Tensor& out,
+                                      AttentionSaved& saved, AttentionWorkspace&) {
   const Dims d = check_qkv(qkv, cfg);
   const DType dt = qkv.dtype();
   ensure(ec, saved.lse, {d.B, d.H, d.T}, DType::f32);
@@ -851,9 +856,10 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
   });
 }
 
-void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
-                        const AttentionSaved& saved, const AttentionConfig& cfg, Tensor& dqkv,
-                        AttentionWorkspace& workspace) {
+template <>
+void attention_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
+                                       const AttentionSaved& saved, const AttentionConfig& cfg,
+                                       Tensor& dqkv, AttentionWorkspace& workspace) {
   const Dims d = check_qkv(qkv, cfg);
   const DType dt = qkv.dtype();
   if (d.B * d.T == 0) return;
@@ -895,12 +901,14 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
   }
 }
 
-const char* attention_path(DType dtype, int64_t head_dim) {
+template <>
+const char* attention_path<Backend::cuda>(DType dtype, int64_t head_dim) {
   return tensor_cores(dtype, head_dim) ? "tensor cores" : "CUDA cores";
 }
 
-Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& cfg, int64_t batch,
-                              int64_t seq) {
+template <>
+Tensor attention_dropout_mask<Backend::cuda>(const ExecContext& ec, const AttentionConfig& cfg,
+                                             int64_t batch, int64_t seq) {
   if (cfg.dropout <= 0.0f) return Tensor();
   Tensor mask = ec.empty({batch, cfg.heads, seq, seq}, DType::u8);
   const int64_t n = mask.numel();
@@ -913,4 +921,4 @@ Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& cfg,
   return mask;
 }
 
-}  // namespace weft::kernels::cuda
+}  // namespace weft::kernels::impl
