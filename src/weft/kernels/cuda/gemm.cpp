@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "weft/core/cuda.h"
+#include "weft/core/cuda/device_guard.h"
 #include "weft/core/error.h"
 #include "weft/kernels/cuda/gemm.h"
 
@@ -80,30 +81,6 @@ void check(cublasStatus_t status, const char* call, const Problem& p) {
   WEFT_CHECK(status == CUBLAS_STATUS_SUCCESS, "{} failed for a {}: {}", call, p.describe(),
              cublasLtGetStatusString(status));
 }
-
-void check_cuda(cudaError_t status, const char* call) {
-  WEFT_CHECK(status == cudaSuccess, "{} failed: {} ({})", call, cudaGetErrorString(status),
-             cudaGetErrorName(status));
-}
-
-// Makes `device` current for the scope: cuBLASLt launches on the current
-// device, which must be the stream's.
-class OnDevice {
- public:
-  explicit OnDevice(int device) {
-    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
-    device_ = device;
-  }
-  ~OnDevice() {
-    if (previous_ != device_) cudaSetDevice(previous_);
-  }
-  OnDevice(const OnDevice&) = delete;
-  OnDevice& operator=(const OnDevice&) = delete;
-
- private:
-  int previous_ = 0, device_ = 0;
-};
 
 // One handle per device, shared by all threads. Never destroyed: at exit the
 // CUDA runtime may already be torn down when static destructors run.
@@ -332,7 +309,7 @@ void matmul(const ExecContext& ec, const StridedMatrices& a, const StridedMatric
       bias && bias->dtype() == c.dtype && reinterpret_cast<uintptr_t>(bias->raw()) % 16 == 0;
   if (epilogue_types) p.bias = 1 + cuda_type(bias->dtype());
 
-  const OnDevice on_device(p.device);
+  const weft::cuda::DeviceGuard on_device(p.device);
   Plan& plan = plan_for(p);
   if (plan.bias_epilogue) {
     const void* bias_ptr = bias->raw();
