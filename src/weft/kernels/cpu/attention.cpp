@@ -333,6 +333,38 @@ void store_rows(const float* src, float scale, const Head& dst, int64_t first, i
   }
 }
 
+// delta[t] = Σ_c dO·O over the D columns of every row t < rows of a head.
+template <typename T>
+void row_deltas(const Head& o, const Head& g, int64_t rows, int64_t D, float* delta) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const T* orow = reinterpret_cast<const T*>(o.data) + t * o.ld;
+    const T* grow = reinterpret_cast<const T*>(g.data) + t * g.ld;
+    float dot = 0.0f;
+    for (int64_t c = 0; c < D; ++c) dot += to_f32(orow[c]) * to_f32(grow[c]);
+    delta[t] = dot;
+  }
+}
+
+// dS = P ∘ (dP·mask·keep_scale - delta) of the (m, n) block of query rows q0
+// on: bf16 into s.ds, or f32 over s.dp.
+void softmax_grads(const BackwardScratch& s, int64_t q0, int64_t m, int64_t n, float keep_scale,
+                   bool dropout, bool bf16) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float delta = s.delta[q0 + r];
+    const float* pr = s.p + r * n;
+    float* gr = s.dp + r * n;
+    if (dropout) {
+      const uint8_t* kr = s.keep + r * n;
+      for (int64_t j = 0; j < n; ++j) gr[j] *= kr[j] ? keep_scale : 0.0f;
+    }
+    if (bf16) {
+      softmax_grad_row(pr, gr, reinterpret_cast<uint16_t*>(s.ds) + r * n, n, delta);
+    } else {
+      softmax_grad_row(pr, gr, n, delta);
+    }
+  }
+}
+
 template <typename T>
 void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardScratch& s) {
   const Dims& d = a.d;
@@ -348,13 +380,7 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(D));
   const float* lse = a.lse + bh * d.T;
 
-  for (int64_t t = 0; t < d.T; ++t) {
-    const T* orow = reinterpret_cast<const T*>(o.data) + t * o.ld;
-    const T* grow = reinterpret_cast<const T*>(g.data) + t * g.ld;
-    float dot = 0.0f;
-    for (int64_t c = 0; c < D; ++c) dot += to_f32(orow[c]) * to_f32(grow[c]);
-    s.delta[t] = dot;
-  }
+  row_deltas<T>(o, g, d.T, D, s.delta);
   std::fill(s.dq, s.dq + d.T * D, 0.0f);
   T* w = reinterpret_cast<T*>(s.w);
   const bool bf16 = dt == DType::bf16;
@@ -392,20 +418,7 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
       // dP = dO·Vᵀ; dS = P ∘ (dP·mask/(1-p) - Σ_k dO·O)
       product(rows_of(dout, dt, q0, m, D), rows_of(v, dt, k0, n, D, true),
               matrix(s.dp, DType::f32, m, n, n));
-      for (int64_t r = 0; r < m; ++r) {
-        const float delta = s.delta[q0 + r];
-        const float* pr = s.p + r * n;
-        float* gr = s.dp + r * n;
-        if (dropout) {
-          const uint8_t* kr = s.keep + r * n;
-          for (int64_t j = 0; j < n; ++j) gr[j] *= kr[j] ? keep_scale : 0.0f;
-        }
-        if (bf16) {
-          softmax_grad_row(pr, gr, reinterpret_cast<uint16_t*>(s.ds) + r * n, n, delta);
-        } else {
-          softmax_grad_row(pr, gr, n, delta);
-        }
-      }
+      softmax_grads(s, q0, m, n, keep_scale, dropout, bf16);
       // dS: bf16 in its own buffer, f32 in place of dP.
       const StridedMatrices dsm = bf16 ? matrix(s.ds, dt, m, n, n)
                                        : matrix(s.dp, DType::f32, m, n, n),
