@@ -13,13 +13,14 @@ install(TARGETS weft EXPORT weftTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS weft_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# Public headers only: the kernels' CPU implementations (kernels/cpu/), their
-# device dispatch and element-access helpers, and the comm backends' internals
-# (comm/detail/: the queued operation, the worker, the reduction kernels) are
-# internal. No public header includes them (tests/install checks).
+# Public headers only: the kernels' implementations (kernels/impl/,
+# kernels/cpu/), their device dispatch and element-access helpers, and the
+# comm backends' internals (comm/detail/: the queued operation, the worker, the
+# reduction kernels) are internal. No public header includes them (tests/install checks).
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/src/weft DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h"
         PATTERN "kernels/cpu" EXCLUDE
+        PATTERN "kernels/impl" EXCLUDE
         PATTERN "comm/detail" EXCLUDE
         PATTERN "elementwise.h" EXCLUDE
         PATTERN "dispatch.h" EXCLUDE)

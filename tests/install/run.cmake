@@ -10,7 +10,7 @@ foreach(f include/weft/nn/gpt.h include/weft/train/trainer.h lib/cmake/weft/weft
 endforeach()
 # Internal headers (oneDNN plumbing, kernel helpers, comm backend internals)
 # stay out of the install.
-foreach(f include/weft/kernels/cpu/onednn.h include/weft/kernels/cpu/gemm.h
+foreach(f include/weft/kernels/cpu/onednn.h include/weft/kernels/impl/gemm.h
           include/weft/kernels/elementwise.h include/weft/kernels/dispatch.h
           include/weft/comm/detail/op.h include/weft/comm/detail/reduce.h)
   if(EXISTS "${WORK_DIR}/prefix/${f}")

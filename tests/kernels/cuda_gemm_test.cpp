@@ -14,8 +14,8 @@
 
 #include "cuda_testing.h"
 #include "testing.h"
-#include "weft/kernels/cuda/gemm.h"
 #include "weft/kernels/gemm.h"
+#include "weft/kernels/impl/gemm.h"
 
 namespace weft::kernels {
 namespace {
@@ -278,7 +278,7 @@ TEST(CudaGemm, BatchedSingleBatchDimension) {
   EXPECT_TRUE(close(want, host(got), tolerance(DType::f32, k)));
 }
 
-#if WEFT_HAVE_CUDA  // the plan count lives in kernels/cuda/, only in CUDA builds
+#if WEFT_HAVE_CUDA  // the cuda plan count is compiled only in CUDA builds
 // Repeated calls of one shape reuse their plan and their workspace.
 TEST(CudaGemm, SteadyStateCreatesAndAllocatesNothing) {
   WEFT_REQUIRE_GPU();
@@ -299,11 +299,11 @@ TEST(CudaGemm, SteadyStateCreatesAndAllocatesNothing) {
   };
   step();
   ec.synchronize();
-  const int64_t plans = cuda::gemm_plans_created();
+  const int64_t plans = impl::plans_created<Backend::cuda>();
   const int64_t allocations = weft::cuda::allocator_stats(Device::cuda(0)).driver_allocations;
   for (int i = 0; i < 10; ++i) step();
   ec.synchronize();
-  EXPECT_EQ(cuda::gemm_plans_created(), plans);
+  EXPECT_EQ(impl::plans_created<Backend::cuda>(), plans);
   EXPECT_EQ(weft::cuda::allocator_stats(Device::cuda(0)).driver_allocations, allocations);
   EXPECT_EQ(c.item(0), 0.5f * 0.25f * static_cast<float>(k));
 }

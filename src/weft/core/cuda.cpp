@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+
+#include "weft/core/cuda/check.h"
+#include "weft/core/cuda/device_guard.h"
 #endif
 
 namespace weft::cuda {
@@ -26,13 +29,6 @@ ScopedAllocationStream::ScopedAllocationStream(Stream stream) : previous_(t_allo
 ScopedAllocationStream::~ScopedAllocationStream() { t_allocation_stream = previous_; }
 
 #if WEFT_HAVE_CUDA
-
-#define WEFT_CUDA_CALL(call, what)                                                        \
-  do {                                                                                    \
-    const cudaError_t weft_cuda_status = (call);                                          \
-    WEFT_CHECK(weft_cuda_status == cudaSuccess, "CUDA {} failed: {} ({})", what,          \
-               cudaGetErrorString(weft_cuda_status), cudaGetErrorName(weft_cuda_status)); \
-  } while (0)
 
 namespace {
 
@@ -60,23 +56,6 @@ const Runtime& runtime() {
   return r;
 }
 
-class SetDevice {
- public:
-  explicit SetDevice(int device) {
-    WEFT_CUDA_CALL(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) WEFT_CUDA_CALL(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~SetDevice() {
-    int now = 0;
-    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
-  }
-  SetDevice(const SetDevice&) = delete;
-  SetDevice& operator=(const SetDevice&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 CachingAllocator& allocator(int device) {
   // Never destroyed: tensors may be freed during static destruction, after
   // the CUDA runtime itself is gone.
@@ -85,7 +64,7 @@ CachingAllocator& allocator(int device) {
   std::call_once(once[device], [device] {
     allocators[static_cast<size_t>(device)] = new CachingAllocator(
         [device](size_t bytes) -> void* {
-          SetDevice guard(device);
+          DeviceGuard guard(device);
           void* p = nullptr;
           if (cudaMalloc(&p, bytes) != cudaSuccess) {
             cudaGetLastError();  // out of memory is not sticky: clear it and report null
@@ -94,7 +73,7 @@ CachingAllocator& allocator(int device) {
           return p;
         },
         [device](void* p) {
-          SetDevice guard(device);
+          DeviceGuard guard(device);
           cudaFree(p);
         });
   });
@@ -115,7 +94,7 @@ std::string unavailable_reason() { return runtime().reason; }
 std::string device_description(int index) {
   check_device(Device::cuda(index));
   cudaDeviceProp prop{};
-  WEFT_CUDA_CALL(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  WEFT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
   return format("{} (sm_{}{}, {} SMs, {:.1f} GiB)", prop.name, prop.major, prop.minor,
                 prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1 << 30));
 }
@@ -132,21 +111,21 @@ void check_device(Device d) {
 
 void make_current(int device) {
   int now = -1;
-  WEFT_CUDA_CALL(cudaGetDevice(&now), "cudaGetDevice");
-  if (now != device) WEFT_CUDA_CALL(cudaSetDevice(device), "cudaSetDevice");
+  WEFT_CUDA_CHECK(cudaGetDevice(&now));
+  if (now != device) WEFT_CUDA_CHECK(cudaSetDevice(device));
 }
 
 std::shared_ptr<void> new_stream(int device) {
   check_device(Device::cuda(device));
-  SetDevice guard(device);
+  DeviceGuard guard(device);
   cudaStream_t stream = nullptr;
-  WEFT_CUDA_CALL(cudaStreamCreate(&stream), "cudaStreamCreate");
+  WEFT_CUDA_CHECK(cudaStreamCreate(&stream));
   return std::shared_ptr<void>(stream, [device](void* s) {
     // Its kernels finish first: the allocator then hands its blocks back (a
     // new stream may get the same handle). Errors are ignored: at exit the
     // runtime may already be gone.
     try {
-      SetDevice inner(device);
+      DeviceGuard inner(device);
       cudaStreamSynchronize(static_cast<cudaStream_t>(s));
       allocator(device).release_stream(s);
       cudaStreamDestroy(static_cast<cudaStream_t>(s));
@@ -157,13 +136,13 @@ std::shared_ptr<void> new_stream(int device) {
 }
 
 void synchronize(Stream stream, int device) {
-  SetDevice guard(device);
-  WEFT_CUDA_CALL(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "stream synchronize");
+  DeviceGuard guard(device);
+  WEFT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 
 void synchronize_device(int device) {
-  SetDevice guard(device);
-  WEFT_CUDA_CALL(cudaDeviceSynchronize(), "device synchronize");
+  DeviceGuard guard(device);
+  WEFT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void* allocate(Device d, size_t bytes) {
@@ -188,26 +167,25 @@ void empty_cache(Device d) {
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
   const Device on = dst_device.is_cuda() ? dst_device : src_device;
-  SetDevice guard(on.index);
-  WEFT_CUDA_CALL(cudaMemcpy(dst, src, bytes, copy_kind(dst_device, src_device)), "cudaMemcpy");
+  DeviceGuard guard(on.index);
+  WEFT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, copy_kind(dst_device, src_device)));
 }
 
 void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width_bytes,
              size_t rows, Device d) {
   if (width_bytes == 0 || rows == 0) return;
   check_device(d);
-  SetDevice guard(d.index);
-  WEFT_CUDA_CALL(
-      cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width_bytes, rows, cudaMemcpyDeviceToDevice),
-      "cudaMemcpy2D");
+  DeviceGuard guard(d.index);
+  WEFT_CUDA_CHECK(
+      cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width_bytes, rows, cudaMemcpyDeviceToDevice));
   // A device-to-device copy may return before it is done; this one may not.
-  WEFT_CUDA_CALL(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize after cudaMemcpy2D");
+  WEFT_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 void zero_bytes(void* p, Device d, size_t bytes) {
   if (bytes == 0) return;
-  SetDevice guard(d.index);
-  WEFT_CUDA_CALL(cudaMemset(p, 0, bytes), "cudaMemset");
+  DeviceGuard guard(d.index);
+  WEFT_CUDA_CHECK(cudaMemset(p, 0, bytes));
 }
 
 namespace {
@@ -247,7 +225,7 @@ cudaEvent_t take_event() {
     }
   }
   cudaEvent_t e = nullptr;
-  WEFT_CUDA_CALL(cudaEventCreate(&e), "cudaEventCreate");
+  WEFT_CUDA_CHECK(cudaEventCreate(&e));
   return e;
 }
 
@@ -261,9 +239,8 @@ KernelSpan::KernelSpan(const char* name, Stream stream) {
   name_ = name;
   stream_ = stream;
   start_ = take_event();
-  WEFT_CUDA_CALL(
-      cudaEventRecord(static_cast<cudaEvent_t>(start_), static_cast<cudaStream_t>(stream)),
-      "cudaEventRecord");
+  WEFT_CUDA_CHECK(
+      cudaEventRecord(static_cast<cudaEvent_t>(start_), static_cast<cudaStream_t>(stream)));
 }
 
 KernelSpan::~KernelSpan() {

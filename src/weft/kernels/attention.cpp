@@ -2,10 +2,9 @@
 
 #include "weft/core/cuda.h"
 #include "weft/kernels/attention_dims.h"
-#include "weft/kernels/cpu/attention.h"
-#include "weft/kernels/cuda/attention.h"
 #include "weft/kernels/dispatch.h"
 #include "weft/kernels/elementwise.h"
+#include "weft/kernels/impl/attention.h"
 
 namespace weft::kernels {
 
@@ -38,8 +37,9 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
              qkv.shape(), dtype_name(out.dtype()), out.shape());
   return detail::dispatch(
       ec, "attention_forward", {&qkv, &out, &saved.lse, &saved.out, &workspace.buffer},
-      [&] { return cpu::attention_forward(ec, qkv, config, out, saved, workspace); },
-      [&] { return cuda::attention_forward(ec, qkv, config, out, saved, workspace); });
+      [&]<Backend B>() {
+        return impl::attention_forward<B>(ec, qkv, config, out, saved, workspace);
+      });
 }
 
 void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
@@ -64,8 +64,9 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
              qkv.shape(), rows, dtype_name(dt), d.tokens(d.C));
   return detail::dispatch(
       ec, "attention_backward", {&dout, &qkv, &saved.lse, &saved.out, &dqkv, &workspace.buffer},
-      [&] { return cpu::attention_backward(ec, dout, qkv, saved, config, dqkv, workspace); },
-      [&] { return cuda::attention_backward(ec, dout, qkv, saved, config, dqkv, workspace); });
+      [&]<Backend B>() {
+        return impl::attention_backward<B>(ec, dout, qkv, saved, config, dqkv, workspace);
+      });
 }
 
 Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& config, int64_t batch,
@@ -75,16 +76,15 @@ Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& conf
                "attention dropout mask needs a batch, length and head count, got {}, {}, {}", batch,
                seq, config.heads);
   }
-  return detail::dispatch(
-      ec, "attention_dropout_mask", {},
-      [&] { return cpu::attention_dropout_mask(ec, config, batch, seq); },
-      [&] { return cuda::attention_dropout_mask(ec, config, batch, seq); });
+  return detail::dispatch(ec, "attention_dropout_mask", {}, [&]<Backend B>() {
+    return impl::attention_dropout_mask<B>(ec, config, batch, seq);
+  });
 }
 
 const char* attention_path(Device device, DType dtype, int64_t head_dim) {
   if (device.is_cpu()) return "cpu";
 #if WEFT_HAVE_CUDA
-  return cuda::attention_path(dtype, head_dim);
+  return impl::attention_path<Backend::cuda>(dtype, head_dim);
 #else
   (void)dtype;
   (void)head_dim;

@@ -1,8 +1,7 @@
 #include "weft/kernels/cast.h"
 
-#include "weft/kernels/cpu/cast.h"
-#include "weft/kernels/cuda/cast.h"
 #include "weft/kernels/dispatch.h"
+#include "weft/kernels/impl/cast.h"
 
 namespace weft::kernels {
 
@@ -18,17 +17,24 @@ void check_input(const Tensor& x, const char* what) {
 
 float amax(const ExecContext& ec, const Tensor& x) {
   check_input(x, "amax");
-  return detail::dispatch(
-      ec, "amax", {&x}, [&] { return cpu::amax(ec, x); }, [&] { return cuda::amax(ec, x); });
+  return detail::dispatch(ec, "amax", {&x}, [&]<Backend B>() { return impl::amax<B>(ec, x); });
 }
 
 void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
               QuantizedTensor& q) {
   check_input(x, "quantize");
   WEFT_CHECK(x.dim() >= 1, "quantize needs a tensor of rank >= 1");
-  detail::dispatch(
-      ec, "quantize", {&x}, [&] { cpu::quantize(ec, x, cfg, q); },
-      [&] { cuda::quantize(ec, x, cfg, q); });
+  WEFT_CHECK(cfg.dtype == DType::e4m3 || cfg.dtype == DType::e5m2 || cfg.dtype == DType::e2m1,
+             "quantize: {} is not an fp8 or fp4 element type", dtype_name(cfg.dtype));
+  const bool fp4 = cfg.dtype == DType::e2m1;
+  const bool nvfp4_mode =
+      cfg.mode == ScalingMode::block_1x16 || cfg.mode == ScalingMode::block_16x16;
+  WEFT_CHECK(fp4 == nvfp4_mode, "quantize: {} scaling stores {}, not {}",
+             scaling_mode_name(cfg.mode), nvfp4_mode ? "fp4_e2m1" : "fp8 e4m3 or e5m2",
+             dtype_name(cfg.dtype));
+  WEFT_CHECK(cfg.rowwise || cfg.columnwise, "quantize: neither row-wise nor column-wise asked for");
+  WEFT_CHECK(!cfg.stochastic || fp4, "stochastic rounding is implemented for fp4_e2m1 only");
+  detail::dispatch(ec, "quantize", {&x}, [&]<Backend B>() { impl::quantize<B>(ec, x, cfg, q); });
 }
 
 void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise, Tensor& out) {
@@ -38,14 +44,13 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
   WEFT_CHECK(out.dtype() == DType::f32 && out.numel() == q.rows * q.cols,
              "dequantize writes f32 ({}, {}), got {} {}", q.rows, q.cols, dtype_name(out.dtype()),
              out.shape());
-  detail::dispatch(
-      ec, "dequantize", {&data, &out}, [&] { cpu::dequantize(ec, q, columnwise, out); },
-      [&] { cuda::dequantize(ec, q, columnwise, out); });
+  detail::dispatch(ec, "dequantize", {&data, &out},
+                   [&]<Backend B>() { impl::dequantize<B>(ec, q, columnwise, out); });
 }
 
 void hadamard16_transpose(const ExecContext& ec, const Tensor& x, uint16_t signs, Tensor& out) {
-  detail::dispatch(ec, "hadamard16_transpose", {&x, &out},
-                   [&] { cpu::hadamard16_transpose(ec, x, signs, out); });
+  detail::dispatch_cpu_only(ec, "hadamard16_transpose", {&x, &out},
+                            [&] { impl::hadamard16_transpose<Backend::cpu>(ec, x, signs, out); });
 }
 
 }  // namespace weft::kernels

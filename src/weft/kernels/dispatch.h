@@ -1,12 +1,21 @@
 // How the kernels of kernels/*.cpp pick their implementation: every tensor
 // must be on the execution context's device, and the device decides between
-// kernels/cpu/ and kernels/cuda/ (compiled only in builds with the CUDA
+// the Backend::cpu and Backend::cuda specializations of the kernel's template
+// in kernels/impl/ (the cuda ones compiled only in builds with the CUDA
 // backend, WEFT_HAVE_CUDA). Internal to kernels/.
 #pragma once
 
 #include <initializer_list>
 
 #include "weft/core/exec_context.h"
+
+namespace weft::kernels {
+
+// The implementations a kernel has: kernels/cpu/ and kernels/cuda/ define the
+// specializations of the templates in kernels/impl/ for their backend.
+enum class Backend { cpu, cuda };
+
+}  // namespace weft::kernels
 
 namespace weft::kernels::detail {
 
@@ -32,28 +41,29 @@ class KernelTimer {
 [[noreturn]] void no_kernel(const char* kernel, Device device);
 
 // Every kernel's dispatcher: checks the tensors against the context and runs
-// `cpu` (the kernels/cpu/ implementation) on a CPU context, `cuda` (the
-// kernels/cuda/ one) on a CUDA context. Without the CUDA backend the cuda
-// callable is never called, so it may name functions this build lacks. The
-// four-argument form is for kernels that have no CUDA implementation yet.
-template <typename Cpu, typename Cuda>
+// `impl`, a generic lambda `[&]<Backend B>() { return impl::f<B>(...); }`,
+// with the context's backend. Without the CUDA backend it is never
+// instantiated for Backend::cuda, so the cuda specializations (compiled only
+// in CUDA builds) are never referenced.
+template <typename Impl>
 decltype(auto) dispatch(const ExecContext& ec, const char* kernel,
-                        std::initializer_list<const Tensor*> tensors, Cpu&& cpu,
-                        [[maybe_unused]] Cuda&& cuda) {
+                        std::initializer_list<const Tensor*> tensors, Impl&& impl) {
   const Device device = kernel_device(ec, kernel, tensors);
 #if WEFT_HAVE_CUDA
   if (device.is_cuda()) {
     const KernelTimer timer(kernel, ec);
-    return cuda();
+    return impl.template operator()<Backend::cuda>();
   }
 #endif
   if (!device.is_cpu()) no_kernel(kernel, device);
-  return cpu();
+  return impl.template operator()<Backend::cpu>();
 }
 
+// For kernels that have no CUDA implementation yet: `cpu` runs on a CPU
+// context, any other device throws.
 template <typename Cpu>
-decltype(auto) dispatch(const ExecContext& ec, const char* kernel,
-                        std::initializer_list<const Tensor*> tensors, Cpu&& cpu) {
+decltype(auto) dispatch_cpu_only(const ExecContext& ec, const char* kernel,
+                                 std::initializer_list<const Tensor*> tensors, Cpu&& cpu) {
   const Device device = kernel_device(ec, kernel, tensors);
   if (!device.is_cpu()) no_kernel(kernel, device);
   return cpu();

@@ -1,8 +1,7 @@
 #include "weft/kernels/embedding.h"
 
-#include "weft/kernels/cpu/embedding.h"
-#include "weft/kernels/cuda/embedding.h"
 #include "weft/kernels/dispatch.h"
+#include "weft/kernels/impl/embedding.h"
 
 namespace weft::kernels {
 
@@ -60,10 +59,9 @@ void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor
   constexpr const char* op = "embedding_forward";
   const Shapes s = checked_shapes(wte, out, op, "wte", "out", true);
   check_token_args(tokens, s.batch, s.seq, opt, op);
-  return detail::dispatch(
-      ec, "embedding_forward", {&tokens, &wte, &out},
-      [&] { return cpu::embedding_forward(ec, tokens, wte, out, opt); },
-      [&] { return cuda::embedding_forward(ec, tokens, wte, out, opt); });
+  return detail::dispatch(ec, "embedding_forward", {&tokens, &wte, &out}, [&]<Backend B>() {
+    return impl::embedding_forward<B>(ec, tokens, wte, out, opt);
+  });
 }
 
 void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor& tokens,
@@ -71,10 +69,9 @@ void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
   constexpr const char* op = "embedding_backward";
   const Shapes s = checked_shapes(dwte, dout, op, "dwte", "dout", false);
   check_token_args(tokens, s.batch, s.seq, opt, op);
-  return detail::dispatch(
-      ec, "embedding_backward", {&dout, &tokens, &dwte},
-      [&] { return cpu::embedding_backward(ec, dout, tokens, dwte, opt); },
-      [&] { return cuda::embedding_backward(ec, dout, tokens, dwte, opt); });
+  return detail::dispatch(ec, "embedding_backward", {&dout, &tokens, &dwte}, [&]<Backend B>() {
+    return impl::embedding_backward<B>(ec, dout, tokens, dwte, opt);
+  });
 }
 
 void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor& out,
@@ -82,10 +79,9 @@ void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor
   constexpr const char* op = "position_embedding_forward";
   const Shapes s = checked_shapes(wpe, out, op, "wpe", "out", false);
   check_positions(sequence_major ? s.batch : s.seq, s.table_rows, pos_offset, op);
-  return detail::dispatch(
-      ec, "position_embedding_forward", {&wpe, &out},
-      [&] { return cpu::position_embedding_forward(ec, wpe, out, pos_offset, sequence_major); },
-      [&] { return cuda::position_embedding_forward(ec, wpe, out, pos_offset, sequence_major); });
+  return detail::dispatch(ec, "position_embedding_forward", {&wpe, &out}, [&]<Backend B>() {
+    return impl::position_embedding_forward<B>(ec, wpe, out, pos_offset, sequence_major);
+  });
 }
 
 void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tensor& dwpe,
@@ -93,12 +89,9 @@ void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tens
   constexpr const char* op = "position_embedding_backward";
   const Shapes s = checked_shapes(dwpe, dout, op, "dwpe", "dout", false);
   check_positions(sequence_major ? s.batch : s.seq, s.table_rows, pos_offset, op);
-  return detail::dispatch(
-      ec, "position_embedding_backward", {&dout, &dwpe},
-      [&] { return cpu::position_embedding_backward(ec, dout, dwpe, pos_offset, sequence_major); },
-      [&] {
-        return cuda::position_embedding_backward(ec, dout, dwpe, pos_offset, sequence_major);
-      });
+  return detail::dispatch(ec, "position_embedding_backward", {&dout, &dwpe}, [&]<Backend B>() {
+    return impl::position_embedding_backward<B>(ec, dout, dwpe, pos_offset, sequence_major);
+  });
 }
 
 }  // namespace weft::kernels

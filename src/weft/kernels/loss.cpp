@@ -1,8 +1,7 @@
 #include "weft/kernels/loss.h"
 
-#include "weft/kernels/cpu/loss.h"
-#include "weft/kernels/cuda/loss.h"
 #include "weft/kernels/dispatch.h"
+#include "weft/kernels/impl/loss.h"
 #include "weft/kernels/loss_vocab.h"
 
 namespace weft::kernels {
@@ -46,10 +45,10 @@ float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const T
              op, v.cols, opt.vocab_start, v.valid_vocab);
   WEFT_CHECK(v.valid_cols > 0, "{}: logits {} hold no vocabulary column", op, logits.shape());
   check_targets_shape(targets, v.rows, op);
-  return detail::dispatch(
-      ec, "cross_entropy_forward", {&logits, &targets, &lse},
-      [&] { return cpu::cross_entropy_forward(ec, logits, targets, lse, opt); },
-      [&] { return cuda::cross_entropy_forward(ec, logits, targets, lse, opt); });
+  check_row_vector(lse, v.rows, op, "lse");
+  return detail::dispatch(ec, "cross_entropy_forward", {&logits, &targets, &lse}, [&]<Backend B>() {
+    return impl::cross_entropy_forward<B>(ec, logits, targets, lse, opt);
+  });
 }
 
 void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
@@ -58,10 +57,20 @@ void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const T
   constexpr const char* op = "cross_entropy_backward";
   const Vocab v = check_logits(logits, opt, op);
   check_targets_shape(targets, v.rows, op);
+  check_row_vector(lse, v.rows, op, "lse");
+  WEFT_CHECK(dlogits.shape() == logits.shape() &&
+                 (dlogits.dtype() == DType::f32 || dlogits.dtype() == DType::bf16),
+             "{}: dlogits must be an f32 or bf16 tensor of the logits' shape {}, got {} {}", op,
+             logits.shape(), dtype_name(dlogits.dtype()), dlogits.shape());
+  WEFT_CHECK(!dlogits.same_storage(logits) ||
+                 (dlogits.raw() == logits.raw() && dlogits.dtype() == logits.dtype()),
+             "{}: dlogits shares storage with logits but is not the same tensor; pass logits "
+             "itself to compute in place, or a separate buffer",
+             op);
   return detail::dispatch(
-      ec, "cross_entropy_backward", {&logits, &targets, &lse, &dlogits},
-      [&] { return cpu::cross_entropy_backward(ec, logits, targets, lse, dloss, dlogits, opt); },
-      [&] { return cuda::cross_entropy_backward(ec, logits, targets, lse, dloss, dlogits, opt); });
+      ec, "cross_entropy_backward", {&logits, &targets, &lse, &dlogits}, [&]<Backend B>() {
+        return impl::cross_entropy_backward<B>(ec, logits, targets, lse, dloss, dlogits, opt);
+      });
 }
 
 void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& row_max,
@@ -69,10 +78,9 @@ void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& 
   constexpr const char* op = "cross_entropy_row_max";
   const Vocab v = check_logits(logits, opt, op);
   check_row_vector(row_max, v.rows, op, "row_max");
-  return detail::dispatch(
-      ec, "cross_entropy_row_max", {&logits, &row_max},
-      [&] { return cpu::cross_entropy_row_max(ec, logits, row_max, opt); },
-      [&] { return cuda::cross_entropy_row_max(ec, logits, row_max, opt); });
+  return detail::dispatch(ec, "cross_entropy_row_max", {&logits, &row_max}, [&]<Backend B>() {
+    return impl::cross_entropy_row_max<B>(ec, logits, row_max, opt);
+  });
 }
 
 void cross_entropy_target_logit(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
@@ -80,10 +88,11 @@ void cross_entropy_target_logit(const ExecContext& ec, const Tensor& logits, con
   constexpr const char* op = "cross_entropy_target_logit";
   const Vocab v = check_logits(logits, opt, op);
   check_targets_shape(targets, v.rows, op);
+  check_row_vector(target_logit, v.rows, op, "target_logit");
   return detail::dispatch(
-      ec, "cross_entropy_target_logit", {&logits, &targets, &target_logit},
-      [&] { return cpu::cross_entropy_target_logit(ec, logits, targets, target_logit, opt); },
-      [&] { return cuda::cross_entropy_target_logit(ec, logits, targets, target_logit, opt); });
+      ec, "cross_entropy_target_logit", {&logits, &targets, &target_logit}, [&]<Backend B>() {
+        return impl::cross_entropy_target_logit<B>(ec, logits, targets, target_logit, opt);
+      });
 }
 
 void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Tensor& row_max,
@@ -93,9 +102,9 @@ void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Te
   check_row_vector(row_max, v.rows, op, "row_max");
   check_row_vector(sum_exp, v.rows, op, "sum_exp");
   return detail::dispatch(
-      ec, "cross_entropy_sum_exp", {&logits, &row_max, &sum_exp},
-      [&] { return cpu::cross_entropy_sum_exp(ec, logits, row_max, sum_exp, opt); },
-      [&] { return cuda::cross_entropy_sum_exp(ec, logits, row_max, sum_exp, opt); });
+      ec, "cross_entropy_sum_exp", {&logits, &row_max, &sum_exp}, [&]<Backend B>() {
+        return impl::cross_entropy_sum_exp<B>(ec, logits, row_max, sum_exp, opt);
+      });
 }
 
 float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const Tensor& sum_exp,
@@ -109,26 +118,20 @@ float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const 
   check_row_vector(target_logit, rows, op, "target_logit");
   check_row_vector(lse, rows, op, "lse");
   check_targets_shape(targets, rows, op);
-  return detail::dispatch(
-      ec, "cross_entropy_combine", {&row_max, &sum_exp, &target_logit, &targets, &lse},
-      [&] {
-        return cpu::cross_entropy_combine(ec, row_max, sum_exp, target_logit, targets, lse,
-                                          ignore_index);
-      },
-      [&] {
-        return cuda::cross_entropy_combine(ec, row_max, sum_exp, target_logit, targets, lse,
-                                           ignore_index);
-      });
+  return detail::dispatch(ec, "cross_entropy_combine",
+                          {&row_max, &sum_exp, &target_logit, &targets, &lse}, [&]<Backend B>() {
+                            return impl::cross_entropy_combine<B>(
+                                ec, row_max, sum_exp, target_logit, targets, lse, ignore_index);
+                          });
 }
 
 int64_t count_targets(const ExecContext& ec, const Tensor& targets, int32_t ignore_index) {
   WEFT_CHECK(targets.dim() == 1 && targets.dtype() == DType::i32,
              "count_targets: targets must be i32 of shape [N], got {} {}",
              dtype_name(targets.dtype()), targets.shape());
-  return detail::dispatch(
-      ec, "count_targets", {&targets},
-      [&] { return cpu::count_targets(ec, targets, ignore_index); },
-      [&] { return cuda::count_targets(ec, targets, ignore_index); });
+  return detail::dispatch(ec, "count_targets", {&targets}, [&]<Backend B>() {
+    return impl::count_targets<B>(ec, targets, ignore_index);
+  });
 }
 
 }  // namespace weft::kernels

@@ -1,9 +1,8 @@
 #include "weft/kernels/norm.h"
 
-#include "weft/kernels/cpu/norm.h"
-#include "weft/kernels/cuda/norm.h"
 #include "weft/kernels/dispatch.h"
 #include "weft/kernels/elementwise.h"
+#include "weft/kernels/impl/norm.h"
 
 namespace weft::kernels {
 
@@ -38,9 +37,9 @@ void layer_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& ga
   WEFT_CHECK(x.dtype() == y.dtype(), "layer_norm_forward: x is {} but y is {}",
              dtype_name(x.dtype()), dtype_name(y.dtype()));
   return detail::dispatch(
-      ec, "layer_norm_forward", {&x, &gamma, &beta, &y, &mean, &rstd},
-      [&] { return cpu::layer_norm_forward(ec, x, gamma, beta, eps, y, mean, rstd); },
-      [&] { return cuda::layer_norm_forward(ec, x, gamma, beta, eps, y, mean, rstd); });
+      ec, "layer_norm_forward", {&x, &gamma, &beta, &y, &mean, &rstd}, [&]<Backend B>() {
+        return impl::layer_norm_forward<B>(ec, x, gamma, beta, eps, y, mean, rstd);
+      });
 }
 
 void layer_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
@@ -57,10 +56,11 @@ void layer_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& 
              dy.shape(), dtype_name(dx.dtype()), dx.shape());
   WEFT_CHECK(x.dtype() == dy.dtype(), "layer_norm_backward: x is {} but dy is {}",
              dtype_name(x.dtype()), dtype_name(dy.dtype()));
-  return detail::dispatch(
-      ec, "layer_norm_backward", {&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta},
-      [&] { return cpu::layer_norm_backward(ec, dy, x, gamma, mean, rstd, dx, dgamma, dbeta); },
-      [&] { return cuda::layer_norm_backward(ec, dy, x, gamma, mean, rstd, dx, dgamma, dbeta); });
+  return detail::dispatch(ec, "layer_norm_backward",
+                          {&dy, &x, &gamma, &mean, &rstd, &dx, &dgamma, &dbeta}, [&]<Backend B>() {
+                            return impl::layer_norm_backward<B>(ec, dy, x, gamma, mean, rstd, dx,
+                                                                dgamma, dbeta);
+                          });
 }
 
 void rms_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamma, float eps,
@@ -70,10 +70,9 @@ void rms_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamm
   check_stats(rstd, n, "rms_norm_forward: rstd");
   WEFT_CHECK(x.dtype() == y.dtype(), "rms_norm_forward: x is {} but y is {}", dtype_name(x.dtype()),
              dtype_name(y.dtype()));
-  return detail::dispatch(
-      ec, "rms_norm_forward", {&x, &gamma, &y, &rstd},
-      [&] { return cpu::rms_norm_forward(ec, x, gamma, eps, y, rstd); },
-      [&] { return cuda::rms_norm_forward(ec, x, gamma, eps, y, rstd); });
+  return detail::dispatch(ec, "rms_norm_forward", {&x, &gamma, &y, &rstd}, [&]<Backend B>() {
+    return impl::rms_norm_forward<B>(ec, x, gamma, eps, y, rstd);
+  });
 }
 
 void rms_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
@@ -89,8 +88,7 @@ void rms_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
       dx.shape());
   return detail::dispatch(
       ec, "rms_norm_backward", {&dy, &x, &gamma, &rstd, &dx, &dgamma},
-      [&] { return cpu::rms_norm_backward(ec, dy, x, gamma, rstd, dx, dgamma); },
-      [&] { return cuda::rms_norm_backward(ec, dy, x, gamma, rstd, dx, dgamma); });
+      [&]<Backend B>() { return impl::rms_norm_backward<B>(ec, dy, x, gamma, rstd, dx, dgamma); });
 }
 
 }  // namespace weft::kernels

@@ -1,8 +1,7 @@
 #include "weft/kernels/optimizer.h"
 
-#include "weft/kernels/cpu/optimizer.h"
-#include "weft/kernels/cuda/optimizer.h"
 #include "weft/kernels/dispatch.h"
+#include "weft/kernels/impl/optimizer.h"
 
 namespace weft::kernels {
 
@@ -30,17 +29,15 @@ void adamw_step(const ExecContext& ec, Tensor& params, const Tensor& grads, Tens
              cfg.lr, cfg.eps, cfg.weight_decay);
   WEFT_CHECK(cfg.beta1 >= 0.0f && cfg.beta1 < 1.0f && cfg.beta2 >= 0.0f && cfg.beta2 < 1.0f,
              "{}: betas must lie in [0, 1), got beta1 {} beta2 {}", op, cfg.beta1, cfg.beta2);
-  return detail::dispatch(
-      ec, "adamw_step", {&params, &grads, &m, &v},
-      [&] { return cpu::adamw_step(ec, params, grads, m, v, cfg); },
-      [&] { return cuda::adamw_step(ec, params, grads, m, v, cfg); });
+  return detail::dispatch(ec, "adamw_step", {&params, &grads, &m, &v}, [&]<Backend B>() {
+    return impl::adamw_step<B>(ec, params, grads, m, v, cfg);
+  });
 }
 
 double sum_of_squares(const ExecContext& ec, const Tensor& x) {
   check_f32(x, x.numel(), "sum_of_squares", "x");
-  return detail::dispatch(
-      ec, "sum_of_squares", {&x}, [&] { return cpu::sum_of_squares(ec, x); },
-      [&] { return cuda::sum_of_squares(ec, x); });
+  return detail::dispatch(ec, "sum_of_squares", {&x},
+                          [&]<Backend B>() { return impl::sum_of_squares<B>(ec, x); });
 }
 
 }  // namespace weft::kernels

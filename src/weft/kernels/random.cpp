@@ -1,9 +1,8 @@
 #include "weft/kernels/random.h"
 
-#include "weft/kernels/cpu/random.h"
-#include "weft/kernels/cuda/random.h"
 #include "weft/kernels/dispatch.h"
 #include "weft/kernels/elementwise.h"
+#include "weft/kernels/impl/random.h"
 
 namespace weft::kernels {
 
@@ -19,9 +18,9 @@ void check_p(float p) {
 void fill_uniform(const ExecContext& ec, uint64_t seed, uint64_t offset, Tensor& out) {
   WEFT_CHECK(out.dtype() == DType::f32, "fill_uniform writes f32, got a {} tensor of shape {}",
              dtype_name(out.dtype()), out.shape());
-  return detail::dispatch(
-      ec, "fill_uniform", {&out}, [&] { return cpu::fill_uniform(ec, seed, offset, out); },
-      [&] { return cuda::fill_uniform(ec, seed, offset, out); });
+  return detail::dispatch(ec, "fill_uniform", {&out}, [&]<Backend B>() {
+    return impl::fill_uniform<B>(ec, seed, offset, out);
+  });
 }
 
 void dropout_forward(const ExecContext& ec, const Tensor& x, float p, uint64_t seed,
@@ -34,10 +33,9 @@ void dropout_forward(const ExecContext& ec, const Tensor& x, float p, uint64_t s
   WEFT_CHECK(mask.shape() == x.shape() && mask.dtype() == DType::u8,
              "dropout mask must be u8 of the input's shape {}, got {} {}", x.shape(),
              dtype_name(mask.dtype()), mask.shape());
-  return detail::dispatch(
-      ec, "dropout_forward", {&x, &y, &mask},
-      [&] { return cpu::dropout_forward(ec, x, p, seed, offset, y, mask); },
-      [&] { return cuda::dropout_forward(ec, x, p, seed, offset, y, mask); });
+  return detail::dispatch(ec, "dropout_forward", {&x, &y, &mask}, [&]<Backend B>() {
+    return impl::dropout_forward<B>(ec, x, p, seed, offset, y, mask);
+  });
 }
 
 void dropout_backward(const ExecContext& ec, const Tensor& dy, const Tensor& mask, float p,
@@ -50,10 +48,9 @@ void dropout_backward(const ExecContext& ec, const Tensor& dy, const Tensor& mas
   WEFT_CHECK(mask.shape() == dy.shape() && mask.dtype() == DType::u8,
              "dropout mask must be u8 of the gradient's shape {}, got {} {}", dy.shape(),
              dtype_name(mask.dtype()), mask.shape());
-  return detail::dispatch(
-      ec, "dropout_backward", {&dy, &mask, &dx},
-      [&] { return cpu::dropout_backward(ec, dy, mask, p, dx); },
-      [&] { return cuda::dropout_backward(ec, dy, mask, p, dx); });
+  return detail::dispatch(ec, "dropout_backward", {&dy, &mask, &dx}, [&]<Backend B>() {
+    return impl::dropout_backward<B>(ec, dy, mask, p, dx);
+  });
 }
 
 }  // namespace weft::kernels

@@ -1,8 +1,7 @@
 #include "weft/kernels/transpose.h"
 
-#include "weft/kernels/cpu/transpose.h"
-#include "weft/kernels/cuda/transpose.h"
 #include "weft/kernels/dispatch.h"
+#include "weft/kernels/impl/transpose.h"
 
 namespace weft::kernels {
 
@@ -19,9 +18,12 @@ void transpose01(const ExecContext& ec, const Tensor& in, Tensor& out) {
   WEFT_CHECK(inner * dtype_bits(in.dtype()) % 8 == 0,
              "transpose01 of {} {}: the trailing dimensions hold a fraction of a byte",
              dtype_name(in.dtype()), in.shape());
-  return detail::dispatch(
-      ec, "transpose01", {&in, &out}, [&] { return cpu::transpose01(ec, in, out); },
-      [&] { return cuda::transpose01(ec, in, out); });
+  const auto* src = static_cast<const char*>(in.raw());
+  const auto* dst = static_cast<const char*>(out.raw());
+  WEFT_CHECK(in.numel() == 0 || dst + out.nbytes() <= src || src + in.nbytes() <= dst,
+             "transpose01 cannot write its output over its input");
+  return detail::dispatch(ec, "transpose01", {&in, &out},
+                          [&]<Backend B>() { return impl::transpose01<B>(ec, in, out); });
 }
 
 }  // namespace weft::kernels

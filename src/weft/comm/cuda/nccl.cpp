@@ -18,6 +18,8 @@
 #include "weft/comm/mpi.h"
 #include "weft/comm/world.h"
 #include "weft/core/cuda.h"
+#include "weft/core/cuda/check.h"
+#include "weft/core/cuda/device_guard.h"
 #include "weft/core/error.h"
 #include "weft/core/exec_context.h"
 
@@ -36,11 +38,6 @@ constexpr auto kPoll = std::chrono::microseconds(200);
 // handed to the allocator while the GPU might still write them.
 constexpr auto kAbortGrace = std::chrono::seconds(30);
 
-void check_cuda(cudaError_t status, std::string_view what, const char* call) {
-  WEFT_CHECK(status == cudaSuccess, "{}: {} failed: {} ({})", what, call,
-             cudaGetErrorString(status), cudaGetErrorName(status));
-}
-
 std::string nccl_error(ncclResult_t status, ncclComm_t comm) {
   const char* last = ncclGetLastError(comm);
   return format("{}{}{}", ncclGetErrorString(status), last && *last ? ": " : "", last ? last : "");
@@ -54,32 +51,12 @@ std::string seconds(std::chrono::milliseconds ms) {
   return format("{} s", static_cast<double>(ms.count()) / 1000.0);
 }
 
-// Makes `device` current for the calling thread while it lives: NCCL and the
-// CUDA calls below act on the current device.
-class OnDevice {
- public:
-  OnDevice(int device, std::string_view what) {
-    check_cuda(cudaGetDevice(&previous_), what, "cudaGetDevice");
-    if (previous_ != device) check_cuda(cudaSetDevice(device), what, "cudaSetDevice");
-  }
-  ~OnDevice() {
-    int now = 0;
-    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
-  }
-  OnDevice(const OnDevice&) = delete;
-  OnDevice& operator=(const OnDevice&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 // A CUDA event of `device`, without timing (the cheap kind).
 class Event {
  public:
   Event(int device, std::string_view what) {
-    OnDevice on(device, what);
-    check_cuda(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), what,
-               "cudaEventCreateWithFlags");
+    const weft::cuda::DeviceGuard on(device, what);
+    WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), what);
   }
   ~Event() { cudaEventDestroy(event_); }
   Event(const Event&) = delete;
@@ -96,9 +73,8 @@ class Event {
 class Stream {
  public:
   Stream(int device, std::string_view what) {
-    OnDevice on(device, what);
-    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), what,
-               "cudaStreamCreateWithFlags");
+    const weft::cuda::DeviceGuard on(device, what);
+    WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), what);
   }
   ~Stream() { cudaStreamDestroy(stream_); }
   Stream(const Stream&) = delete;
@@ -163,9 +139,10 @@ class NcclWork final : public Work::Impl {
   void wait_on(const ExecContext& context) const override {
     if (!context.device().is_cuda()) return wait();
     if (std::exception_ptr err = state_->error()) std::rethrow_exception(err);
-    OnDevice on(context.device().index, state_->what());
-    check_cuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(context.stream()), done_->get(), 0),
-               state_->what(), "cudaStreamWaitEvent");
+    const weft::cuda::DeviceGuard on(context.device().index, state_->what());
+    WEFT_CUDA_CHECK(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(context.stream()), done_->get(), 0),
+        state_->what());
   }
   std::exception_ptr error() const override { return state_->error(); }
   std::string what() const override { return state_->what(); }
@@ -375,7 +352,7 @@ std::shared_ptr<const Work::Impl> NcclProcessGroup::submit(Op op) {
   {
     std::lock_guard lock(comm_mu_);
     if (comm_.get()) {
-      OnDevice on(device_, op.what);
+      const weft::cuda::DeviceGuard on(device_, op.what);
       pending.done = std::make_shared<Event>(device_, op.what);
       launch_error = launch(op, *pending.done, pending.keep);
     }
@@ -550,7 +527,7 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::split(const std::vector<std::vec
   {
     std::lock_guard lock(comm_mu_);
     WEFT_CHECK(comm_.get(), "{} failed: the group failed before", what);
-    OnDevice on(device_, what);
+    const weft::cuda::DeviceGuard on(device_, what);
     check_nccl(
         ncclCommSplit(comm_.get(), color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, nullptr),
         comm_.get(), what, "ncclCommSplit");
@@ -567,7 +544,7 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::split(const std::vector<std::vec
 std::shared_ptr<ProcessGroup> nccl_world_of_one(int device) {
   const std::string what = format("creating an nccl world of one rank on cuda:{}", device);
   cuda::check_device(Device::cuda(device));
-  OnDevice on(device, what);
+  const weft::cuda::DeviceGuard on(device, what);
   ncclComm_t comm = nullptr;
   check_nccl(ncclCommInitAll(&comm, 1, &device), nullptr, what, "ncclCommInitAll");
   return make_group(comm, device, "world", {0}, what);
@@ -601,7 +578,7 @@ std::shared_ptr<ProcessGroup> nccl_world_over(ProcessGroup& bootstrap) {
   }
   bootstrap.broadcast(id_bytes, 0).wait();
   std::memcpy(&id, id_bytes.raw(), sizeof(id));
-  OnDevice on(device, what);
+  const weft::cuda::DeviceGuard on(device, what);
   ncclComm_t comm = nullptr;
   check_nccl(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()), nullptr, what,
              "ncclCommInitRank");

@@ -1,19 +1,21 @@
 // The local backend's reductions on a GPU (reduce.h). The element access and
-// the bf16 rounding are kernels/cuda's (common.cuh), the same bits as
+// the bf16 rounding are core/cuda/common.cuh's, the same bits as
 // core/dtype.h's f32_to_bf16; the order of the arithmetic is
 // comm/detail/reduce.cpp's, so a GPU collective returns what the CPU one does.
 #include <cuda_runtime.h>
 
 #include "weft/comm/cuda/reduce.h"
+#include "weft/core/cuda/check.h"
+#include "weft/core/cuda/common.cuh"
+#include "weft/core/cuda/device_guard.h"
 #include "weft/core/error.h"
-#include "weft/kernels/cuda/common.cuh"
 
 namespace weft::comm::gpu {
 
 namespace {
 
-using kernels::cuda::load_f;
-using kernels::cuda::store_f;
+using weft::cuda::load_f;
+using weft::cuda::store_f;
 
 // The inputs' addresses, by value: a kernel parameter, so nothing is copied
 // to the device before the launch.
@@ -76,25 +78,6 @@ __global__ void reduce_wide_kernel(Inputs in, int k, T* out, int64_t n, ReduceOp
   }
 }
 
-// Makes `device` current on the calling thread (a comm worker) for a launch,
-// and restores the previous one.
-class OnDevice {
- public:
-  explicit OnDevice(int device) {
-    WEFT_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) WEFT_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~OnDevice() {
-    int now = 0;
-    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
-  }
-  OnDevice(const OnDevice&) = delete;
-  OnDevice& operator=(const OnDevice&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 }  // namespace
 
 void reduce_buffers(Device d, DType dtype, ReduceOp op, void* out,
@@ -111,8 +94,8 @@ void reduce_buffers(Device d, DType dtype, ReduceOp op, void* out,
   for (size_t j = 0; j < inputs.size(); ++j) in.p[j] = inputs[j];
   const int k = static_cast<int>(inputs.size());
   const int threads = 256;
-  const unsigned blocks = kernels::cuda::blocks_for(count, threads);
-  OnDevice on(d.index);
+  const unsigned blocks = weft::cuda::blocks_for(count, threads);
+  const weft::cuda::DeviceGuard on(d.index);
   // The legacy default stream: weft's streams are blocking streams, so this
   // kernel runs after every kernel already queued on any of them (the
   // producers of the inputs) and before any queued later.
@@ -139,7 +122,7 @@ void reduce_buffers(Device d, DType dtype, ReduceOp op, void* out,
                                                          take_max, finish, factor);
     }
   }
-  kernels::cuda::check_launch("comm reduce_buffers");
+  weft::cuda::check_launch("comm reduce_buffers");
 }
 
 }  // namespace weft::comm::gpu

@@ -1,29 +1,24 @@
 // f32 <-> bf16 conversion of device memory, for Tensor::copy_from between
-// dtypes on one GPU (the weight casts of a bf16 step). Rounds to nearest
-// even with NaN kept quiet, bit for bit as core/dtype.h's f32_to_bf16.
+// dtypes on one GPU (the weight casts of a bf16 step), with the rounding of
+// core/cuda/common.cuh.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "weft/core/cuda.h"
+#include "weft/core/cuda/common.cuh"
+#include "weft/core/cuda/device_guard.h"
 #include "weft/core/error.h"
 
 namespace weft::cuda {
 
 namespace {
 
-__device__ __forceinline__ uint16_t to_bf16(float v) {
-  uint32_t u = __float_as_uint(v);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
 // src (n) f32 -> dst (n) bf16
 __global__ void f32_to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] = to_bf16(src[i]);
+    store_f(dst, i, src[i]);
   }
 }
 
@@ -31,7 +26,7 @@ __global__ void f32_to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
 __global__ void bf16_to_f32_kernel(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] = __uint_as_float(static_cast<uint32_t>(src[i]) << 16);
+    dst[i] = load_f(src, i);
   }
 }
 
@@ -43,9 +38,7 @@ bool convert_on_device(const void* src, DType src_dtype, void* dst, DType dst_dt
   const bool up = src_dtype == DType::bf16 && dst_dtype == DType::f32;
   if (!down && !up) return false;
   if (n == 0) return true;
-  int previous = 0;
-  cudaGetDevice(&previous);
-  if (previous != d.index) cudaSetDevice(d.index);
+  const DeviceGuard guard(d.index);
   const int threads = 256;
   const int64_t wanted = (n + threads - 1) / threads;
   const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
@@ -60,7 +53,6 @@ bool convert_on_device(const void* src, DType src_dtype, void* dst, DType dst_dt
                                             static_cast<float*>(dst), n);
   }
   const cudaError_t status = cudaGetLastError();
-  if (previous != d.index) cudaSetDevice(previous);
   WEFT_CHECK(status == cudaSuccess, "CUDA dtype conversion on {} failed to launch: {}", d,
              cudaGetErrorString(status));
   return true;

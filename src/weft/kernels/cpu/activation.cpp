@@ -1,4 +1,4 @@
-#include "weft/kernels/cpu/activation.h"
+#include "weft/kernels/impl/activation.h"
 
 #include <unordered_map>
 #include <vector>
@@ -7,7 +7,7 @@
 #include "weft/kernels/cpu/onednn.h"
 #include "weft/kernels/elementwise.h"
 
-namespace weft::kernels::cpu {
+namespace weft::kernels::impl {
 
 namespace {
 
@@ -43,56 +43,59 @@ struct GeluKeyHash {
 
 GeluEntry& gelu_entry(const ExecContext& ec, int64_t n, DType dt) {
   thread_local std::unordered_map<GeluKey, GeluEntry, GeluKeyHash> cache;
-  const GeluKey key{n, dt, apply_thread_budget(ec)};
+  const GeluKey key{n, dt, cpu::apply_thread_budget(ec)};
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  memory::desc md({n}, to_dnnl(dt), memory::format_tag::a);
+  memory::desc md({n}, cpu::to_dnnl(dt), memory::format_tag::a);
   auto alg = dnnl::algorithm::eltwise_gelu_tanh;
   dnnl::eltwise_forward::primitive_desc fpd({dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f},
-                                            engine());
-  dnnl::eltwise_backward::primitive_desc bpd({alg, md, md, 0.f, 0.f}, engine(), fpd);
-  GeluEntry e{dnnl::eltwise_forward(fpd),    dnnl::eltwise_backward(bpd),
-              memory(md, engine(), nullptr), memory(md, engine(), nullptr),
-              memory(md, engine(), nullptr), memory(md, engine(), nullptr)};
+                                            cpu::engine());
+  dnnl::eltwise_backward::primitive_desc bpd({alg, md, md, 0.f, 0.f}, cpu::engine(), fpd);
+  GeluEntry e{dnnl::eltwise_forward(fpd),         dnnl::eltwise_backward(bpd),
+              memory(md, cpu::engine(), nullptr), memory(md, cpu::engine(), nullptr),
+              memory(md, cpu::engine(), nullptr), memory(md, cpu::engine(), nullptr)};
   return cache.emplace(key, std::move(e)).first->second;
 }
 
 void execute(const dnnl::primitive& p, const dnnl_exec_arg_t* args, int n) {
-  dnnl_status_t st = dnnl_primitive_execute(p.get(), stream().get(), n, args);
+  dnnl_status_t st = dnnl_primitive_execute(p.get(), cpu::stream().get(), n, args);
   WEFT_CHECK(st == dnnl_success, "oneDNN eltwise failed with status {}", static_cast<int>(st));
-  stream().wait();
+  cpu::stream().wait();
 }
 
 }  // namespace
 
-void gelu_forward(const ExecContext& ec, const Tensor& x, Tensor& y) {
+template <>
+void gelu_forward<Backend::cpu>(const ExecContext& ec, const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   if (n == 0) return;
   // Without native bf16 eltwise, the f32 primitive on the widened values, one
   // rounding at the end, as the native bf16 primitive computes.
-  const bool emulate = x.dtype() == DType::bf16 && emulate_bf16();
+  const bool emulate = x.dtype() == DType::bf16 && cpu::emulate_bf16();
   GeluEntry& e = gelu_entry(ec, n, emulate ? DType::f32 : x.dtype());
-  float* xs = emulate ? staging(0, n) : nullptr;
-  float* ys = emulate ? staging(1, n) : nullptr;
-  if (emulate) widen_bf16(ec, x.bf16_data(), xs, n);
+  float* xs = emulate ? cpu::staging(0, n) : nullptr;
+  float* ys = emulate ? cpu::staging(1, n) : nullptr;
+  if (emulate) cpu::widen_bf16(ec, x.bf16_data(), xs, n);
   e.src.set_data_handle(emulate ? xs : x.raw());
   e.dst.set_data_handle(emulate ? ys : y.raw());
   dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, e.src.get()}, {DNNL_ARG_DST, e.dst.get()}};
   execute(e.fwd, args, 2);
-  if (emulate) narrow_to_bf16(ec, ys, y.bf16_data(), n);
+  if (emulate) cpu::narrow_to_bf16(ec, ys, y.bf16_data(), n);
 }
 
-void gelu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x, Tensor& dx) {
+template <>
+void gelu_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, const Tensor& x,
+                                 Tensor& dx) {
   const int64_t n = x.numel();
   if (n == 0) return;
-  const bool emulate = x.dtype() == DType::bf16 && emulate_bf16();
+  const bool emulate = x.dtype() == DType::bf16 && cpu::emulate_bf16();
   GeluEntry& e = gelu_entry(ec, n, emulate ? DType::f32 : x.dtype());
-  float* xs = emulate ? staging(0, n) : nullptr;
-  float* dys = emulate ? staging(1, n) : nullptr;
-  float* dxs = emulate ? staging(2, n) : nullptr;
+  float* xs = emulate ? cpu::staging(0, n) : nullptr;
+  float* dys = emulate ? cpu::staging(1, n) : nullptr;
+  float* dxs = emulate ? cpu::staging(2, n) : nullptr;
   if (emulate) {
-    widen_bf16(ec, x.bf16_data(), xs, n);
-    widen_bf16(ec, dy.bf16_data(), dys, n);
+    cpu::widen_bf16(ec, x.bf16_data(), xs, n);
+    cpu::widen_bf16(ec, dy.bf16_data(), dys, n);
   }
   e.src.set_data_handle(emulate ? xs : x.raw());
   e.diff_dst.set_data_handle(emulate ? dys : dy.raw());
@@ -101,10 +104,11 @@ void gelu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x, Ten
                              {DNNL_ARG_DIFF_DST, e.diff_dst.get()},
                              {DNNL_ARG_DIFF_SRC, e.diff_src.get()}};
   execute(e.bwd, args, 3);
-  if (emulate) narrow_to_bf16(ec, dxs, dx.bf16_data(), n);
+  if (emulate) cpu::narrow_to_bf16(ec, dxs, dx.bf16_data(), n);
 }
 
-void bias_add(const ExecContext& ec, Tensor& y, const Tensor& bias) {
+template <>
+void bias_add<Backend::cpu>(const ExecContext& ec, Tensor& y, const Tensor& bias) {
   const int64_t n = y.shape().rows(), c = y.shape().last();
   const float* b = bias.data<float>();
   detail::dispatch_float(y.dtype(), [&]<typename T>() {
@@ -117,7 +121,8 @@ void bias_add(const ExecContext& ec, Tensor& y, const Tensor& bias) {
   });
 }
 
-void bias_backward(const ExecContext& ec, const Tensor& dy, Tensor& dbias) {
+template <>
+void bias_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, Tensor& dbias) {
   const int64_t n = dy.shape().rows(), c = dy.shape().last();
   const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
   thread_local std::vector<float> part;
@@ -138,7 +143,8 @@ void bias_backward(const ExecContext& ec, const Tensor& dy, Tensor& dbias) {
     for (int64_t j = 0; j < c; ++j) db[j] += partial[b * c + j];
 }
 
-void add(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& out) {
+template <>
+void add<Backend::cpu>(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& out) {
   const int64_t n = a.numel();
   detail::dispatch_float(a.dtype(), [&]<typename T>() {
     const T* ap = ptr<T>(a);
@@ -149,7 +155,8 @@ void add(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& out) {
   });
 }
 
-void axpy(const ExecContext& ec, float alpha, const Tensor& x, Tensor& y) {
+template <>
+void axpy<Backend::cpu>(const ExecContext& ec, float alpha, const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   detail::dispatch_float(x.dtype(), [&]<typename TX>() {
     detail::dispatch_float(y.dtype(), [&]<typename TY>() {
@@ -161,7 +168,8 @@ void axpy(const ExecContext& ec, float alpha, const Tensor& x, Tensor& y) {
   });
 }
 
-void scale(const ExecContext& ec, Tensor& y, float alpha) {
+template <>
+void scale<Backend::cpu>(const ExecContext& ec, Tensor& y, float alpha) {
   const int64_t n = y.numel();
   detail::dispatch_float(y.dtype(), [&]<typename T>() {
     T* yp = ptr<T>(y);
@@ -170,4 +178,4 @@ void scale(const ExecContext& ec, Tensor& y, float alpha) {
   });
 }
 
-}  // namespace weft::kernels::cpu
+}  // namespace weft::kernels::impl

@@ -1,4 +1,4 @@
-#include "weft/kernels/cpu/attention.h"
+#include "weft/kernels/impl/attention.h"
 
 #include <omp.h>
 
@@ -11,15 +11,15 @@
 #include "weft/core/exec_context.h"
 #include "weft/kernels/attention_dims.h"
 #include "weft/kernels/cpu/attention_rows.h"
-#include "weft/kernels/cpu/gemm.h"
 #include "weft/kernels/elementwise.h"
+#include "weft/kernels/impl/gemm.h"
 #include "weft/kernels/random.h"
 
-namespace weft::kernels::cpu {
+namespace weft::kernels::impl {
 
 namespace {
 
-using namespace attention_rows;
+using namespace cpu::attention_rows;
 using detail::from_f32;
 using detail::to_f32;
 
@@ -147,7 +147,7 @@ StridedMatrices rows_of(const Head& h, DType dt, int64_t first, int64_t rows, in
 void product(const StridedMatrices& a, const StridedMatrices& b, const StridedMatrices& c,
              float alpha = 1.0f, bool accumulate = false) {
   static const ExecContext one_thread(Device::cpu(), 1);
-  cpu::batched_gemm(one_thread, a, b, c, alpha, accumulate);
+  batched_gemm<Backend::cpu>(one_thread, a, b, c, alpha, accumulate);
 }
 
 // Runs f(item, thread) for item = 0 .. n-1 on the context's threads, handing
@@ -333,6 +333,38 @@ void store_rows(const float* src, float scale, const Head& dst, int64_t first, i
   }
 }
 
+// delta[t] = Σ_c dO·O over the D columns of every row t < rows of a head.
+template <typename T>
+void row_deltas(const Head& o, const Head& g, int64_t rows, int64_t D, float* delta) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const T* orow = reinterpret_cast<const T*>(o.data) + t * o.ld;
+    const T* grow = reinterpret_cast<const T*>(g.data) + t * g.ld;
+    float dot = 0.0f;
+    for (int64_t c = 0; c < D; ++c) dot += to_f32(orow[c]) * to_f32(grow[c]);
+    delta[t] = dot;
+  }
+}
+
+// dS = P ∘ (dP·mask·keep_scale - delta) of the (m, n) block of query rows q0
+// on: bf16 into s.ds, or f32 over s.dp.
+void softmax_grads(const BackwardScratch& s, int64_t q0, int64_t m, int64_t n, float keep_scale,
+                   bool dropout, bool bf16) {
+  for (int64_t r = 0; r < m; ++r) {
+    const float delta = s.delta[q0 + r];
+    const float* pr = s.p + r * n;
+    float* gr = s.dp + r * n;
+    if (dropout) {
+      const uint8_t* kr = s.keep + r * n;
+      for (int64_t j = 0; j < n; ++j) gr[j] *= kr[j] ? keep_scale : 0.0f;
+    }
+    if (bf16) {
+      softmax_grad_row(pr, gr, reinterpret_cast<uint16_t*>(s.ds) + r * n, n, delta);
+    } else {
+      softmax_grad_row(pr, gr, n, delta);
+    }
+  }
+}
+
 template <typename T>
 void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardScratch& s) {
   const Dims& d = a.d;
@@ -348,13 +380,7 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(D));
   const float* lse = a.lse + bh * d.T;
 
-  for (int64_t t = 0; t < d.T; ++t) {
-    const T* orow = reinterpret_cast<const T*>(o.data) + t * o.ld;
-    const T* grow = reinterpret_cast<const T*>(g.data) + t * g.ld;
-    float dot = 0.0f;
-    for (int64_t c = 0; c < D; ++c) dot += to_f32(orow[c]) * to_f32(grow[c]);
-    s.delta[t] = dot;
-  }
+  row_deltas<T>(o, g, d.T, D, s.delta);
   std::fill(s.dq, s.dq + d.T * D, 0.0f);
   T* w = reinterpret_cast<T*>(s.w);
   const bool bf16 = dt == DType::bf16;
@@ -392,20 +418,7 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
       // dP = dO·Vᵀ; dS = P ∘ (dP·mask/(1-p) - Σ_k dO·O)
       product(rows_of(dout, dt, q0, m, D), rows_of(v, dt, k0, n, D, true),
               matrix(s.dp, DType::f32, m, n, n));
-      for (int64_t r = 0; r < m; ++r) {
-        const float delta = s.delta[q0 + r];
-        const float* pr = s.p + r * n;
-        float* gr = s.dp + r * n;
-        if (dropout) {
-          const uint8_t* kr = s.keep + r * n;
-          for (int64_t j = 0; j < n; ++j) gr[j] *= kr[j] ? keep_scale : 0.0f;
-        }
-        if (bf16) {
-          softmax_grad_row(pr, gr, reinterpret_cast<uint16_t*>(s.ds) + r * n, n, delta);
-        } else {
-          softmax_grad_row(pr, gr, n, delta);
-        }
-      }
+      softmax_grads(s, q0, m, n, keep_scale, dropout, bf16);
       // dS: bf16 in its own buffer, f32 in place of dP.
       const StridedMatrices dsm = bf16 ? matrix(s.ds, dt, m, n, n)
                                        : matrix(s.dp, DType::f32, m, n, n),
@@ -424,8 +437,10 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
 
 }  // namespace
 
-void attention_forward(const ExecContext& ec, const Tensor& qkv, const AttentionConfig& cfg,
-                       Tensor& out, AttentionSaved& saved, AttentionWorkspace& workspace) {
+template <>
+void attention_forward<Backend::cpu>(const ExecContext& ec, const Tensor& qkv,
+                                     const AttentionConfig& cfg, Tensor& out, AttentionSaved& saved,
+                                     AttentionWorkspace& workspace) {
   const Dims d = detail::attention_dims(qkv, cfg);
   const DType dt = qkv.dtype();
   ensure(ec, saved.lse, {d.B, d.H, d.T}, DType::f32);
@@ -456,9 +471,10 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
   });
 }
 
-void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
-                        const AttentionSaved& saved, const AttentionConfig& cfg, Tensor& dqkv,
-                        AttentionWorkspace& workspace) {
+template <>
+void attention_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
+                                      const AttentionSaved& saved, const AttentionConfig& cfg,
+                                      Tensor& dqkv, AttentionWorkspace& workspace) {
   const Dims d = detail::attention_dims(qkv, cfg);
   const DType dt = qkv.dtype();
   if (d.B * d.T == 0) return;
@@ -484,8 +500,9 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
   });
 }
 
-Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& cfg, int64_t batch,
-                              int64_t seq) {
+template <>
+Tensor attention_dropout_mask<Backend::cpu>(const ExecContext& ec, const AttentionConfig& cfg,
+                                            int64_t batch, int64_t seq) {
   if (cfg.dropout <= 0.0f) return Tensor();
   Tensor mask = ec.empty({batch, cfg.heads, seq, seq}, DType::u8);
   uint8_t* m = mask.data<uint8_t>();
@@ -501,4 +518,4 @@ Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& cfg,
   return mask;
 }
 
-}  // namespace weft::kernels::cpu
+}  // namespace weft::kernels::impl

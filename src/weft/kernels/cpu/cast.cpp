@@ -1,4 +1,4 @@
-#include "weft/kernels/cpu/cast.h"
+#include "weft/kernels/impl/cast.h"
 
 #include <algorithm>
 #include <array>
@@ -16,11 +16,11 @@
 
 #include "weft/kernels/random.h"
 
-namespace weft::kernels::cpu {
+namespace weft::kernels::impl {
 
 namespace {
 
-using namespace cast_detail;
+using namespace cpu::cast_detail;
 
 // out[i] = encode(x[i] · s).
 template <int Man, int Bias, uint32_t MaxCode, int SignShift, uint32_t NanCode>
@@ -201,150 +201,83 @@ constexpr int64_t kTileCols = 32;
 void transpose_tile_avx2(const float*, int64_t, float*) {}
 #endif
 
-}  // namespace
-
-float amax(const ExecContext& ec, const Tensor& x) {
-  const int64_t n = x.numel();
-  constexpr int64_t kSegment = 1 << 14;
-  const int64_t chunks = (n + kSegment - 1) / kSegment;
-  float m = 0.0f;
-  bool nan = false;
-#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max  \
-                                                                              : m) \
-    reduction(||                                                                   \
-              : nan)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kSegment, len = std::min(kSegment, n - begin);
+// NVFP4 16x16: one e4m3 scale code per tile, into tiles (tr, tc) and the
+// transposed grid tiles_t (tc, tr) for the column-wise copy.
+void nvfp4_tile_scales(const ExecContext& ec, const Tensor& x, int64_t rows, int64_t cols,
+                       const SegmentParams& p, std::vector<uint8_t>& tiles,
+                       std::vector<uint8_t>& tiles_t) {
+  const int64_t tr = (rows + 15) / 16, tc = (cols + 15) / 16;
+  tiles.assign(static_cast<size_t>(tr * tc), 0);
+  tiles_t.assign(tiles.size(), 0);
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+  for (int64_t bi = 0; bi < tr; ++bi) {
     std::vector<float> buf;
-    const float* p = nullptr;
-    if (x.dtype() == DType::f32) {
-      p = x.data<float>() + begin;
-    } else {
-      buf.resize(static_cast<size_t>(len));
-      for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = load(x, begin + i);
-      p = buf.data();
+    std::vector<float> m(static_cast<size_t>(tc), 0.0f);
+    std::vector<char> nan(static_cast<size_t>(tc), 0);
+    for (int64_t r = bi * 16; r < std::min(rows, bi * 16 + 16); ++r) {
+      const float* xr = f32_row(x, r, cols, buf);
+      for (int64_t bj = 0; bj < tc; ++bj) {
+        const int64_t c0 = bj * 16, len = std::min<int64_t>(16, cols - c0);
+        const float a = block_amax(xr + c0, len);
+        auto j = static_cast<size_t>(bj);
+        if (std::isnan(a)) nan[j] = 1;
+        m[j] = std::max(m[j], a);
+      }
     }
-    const float a = block_amax(p, len);
-    if (std::isnan(a)) nan = true;
-    m = std::max(m, std::isnan(a) ? 0.0f : a);
+    for (int64_t bj = 0; bj < tc; ++bj) {
+      auto j = static_cast<size_t>(bj);
+      const float a = nan[j] ? std::numeric_limits<float>::quiet_NaN() : m[j];
+      const uint8_t code = nvfp4_block_scale(a, p);
+      tiles[static_cast<size_t>(bi * tc + bj)] = code;
+      tiles_t[static_cast<size_t>(bj * tr + bi)] = code;
+    }
   }
-  return nan ? std::numeric_limits<float>::quiet_NaN() : m;
 }
 
-void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
-              QuantizedTensor& q) {
-  (void)format_of(cfg.dtype);  // checks that dtype is an fp8 or fp4 element type
+// The row-wise copy into q.data and q.scale_inv; returns the bits of x's
+// largest magnitude (NaN above every number), a by-product of the pass.
+uint32_t quantize_rows(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                       const SegmentParams& p, const std::vector<uint8_t>& tiles,
+                       QuantizedTensor& q) {
+  const int64_t rows = q.rows, cols = q.cols, tc = (cols + 15) / 16;
   const bool fp4 = cfg.dtype == DType::e2m1;
-  const bool nvfp4_mode =
-      cfg.mode == ScalingMode::block_1x16 || cfg.mode == ScalingMode::block_16x16;
-  WEFT_CHECK(fp4 == nvfp4_mode, "quantize: {} scaling stores {}, not {}",
-             scaling_mode_name(cfg.mode), nvfp4_mode ? "fp4_e2m1" : "fp8 e4m3 or e5m2",
-             dtype_name(cfg.dtype));
-  WEFT_CHECK(cfg.rowwise || cfg.columnwise, "quantize: neither row-wise nor column-wise asked for");
-  WEFT_CHECK(!cfg.stochastic || fp4, "stochastic rounding is implemented for fp4_e2m1 only");
-  const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
-  WEFT_CHECK(!fp4 || ((!cfg.rowwise || cols % 2 == 0) && (!cfg.columnwise || rows % 2 == 0)),
-             "quantize to fp4_e2m1 packs two elements a byte: a ({}, {}) matrix needs an even "
-             "row length (and an even row count column-wise)",
-             rows, cols);
-  q.mode = cfg.mode;
-  q.dtype = cfg.dtype;
-  q.rows = rows;
-  q.cols = cols;
-  // The amax: a by-product of the row-wise pass, else a pass of its own.
-  // NVFP4 needs it first when it derives its per-tensor scale from it.
-  const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
-  q.amax = amax_first ? amax(ec, x) : 0.0f;
-
-  SegmentParams p{cfg.mode, cfg.dtype, cfg.scale, 1.0f, 1.0f, cfg.stochastic, cfg.seed, nullptr};
-  std::array<float, 256> enc_scale{};
-  q.tensor_scale_inv = 1.0f;
-  if (cfg.mode == ScalingMode::tensor) q.tensor_scale_inv = 1.0f / cfg.scale;
-  if (nvfp4_mode) {
-    const float g = cfg.global_amax >= 0.0f ? cfg.global_amax : q.amax;
-    float s = g > 0.0f && std::isfinite(g) ? 448.0f * 6.0f / g : 1.0f;
-    s = std::min(s, FLT_MAX);
-    p.s_enc = s;
-    p.s_dec = 1.0f / s;
-    q.tensor_scale_inv = p.s_dec;
-    for (int c = 0; c < 256; ++c) {
-      enc_scale[static_cast<size_t>(c)] = nvfp4_encode_scale(static_cast<uint8_t>(c), p);
-    }
-    p.enc_scale = enc_scale.data();
-  }
-  // 16x16: the tile scales first (one e4m3 code per tile), the grid
-  // transposed for the column-wise copy.
-  std::vector<uint8_t> tiles, tiles_t;
-  const int64_t tr = (rows + 15) / 16, tc = (cols + 15) / 16;
-  if (cfg.mode == ScalingMode::block_16x16) {
-    tiles.assign(static_cast<size_t>(tr * tc), 0);
-    tiles_t.assign(tiles.size(), 0);
-#pragma omp parallel for num_threads(ec.threads()) schedule(static)
-    for (int64_t bi = 0; bi < tr; ++bi) {
-      std::vector<float> buf;
-      std::vector<float> m(static_cast<size_t>(tc), 0.0f);
-      std::vector<char> nan(static_cast<size_t>(tc), 0);
-      for (int64_t r = bi * 16; r < std::min(rows, bi * 16 + 16); ++r) {
-        const float* xr = f32_row(x, r, cols, buf);
-        for (int64_t bj = 0; bj < tc; ++bj) {
-          const int64_t c0 = bj * 16, len = std::min<int64_t>(16, cols - c0);
-          const float a = block_amax(xr + c0, len);
-          auto j = static_cast<size_t>(bj);
-          if (std::isnan(a)) nan[j] = 1;
-          m[j] = std::max(m[j], a);
-        }
-      }
-      for (int64_t bj = 0; bj < tc; ++bj) {
-        auto j = static_cast<size_t>(bj);
-        const float a = nan[j] ? std::numeric_limits<float>::quiet_NaN() : m[j];
-        const uint8_t code = nvfp4_block_scale(a, p);
-        tiles[static_cast<size_t>(bi * tc + bj)] = code;
-        tiles_t[static_cast<size_t>(bj * tr + bi)] = code;
-      }
-    }
-  }
   const int64_t elem_stride = cfg.stochastic ? 1 : 0;
-  if (cfg.rowwise) {
-    reuse(q.data, {rows, cols}, cfg.dtype);
-    reuse(q.scale_inv, scale_shape(cfg.mode, rows, cols), scale_dtype(cfg.mode));
-    if (cfg.mode == ScalingMode::tensor) q.scale_inv.data<float>()[0] = q.tensor_scale_inv;
-    auto* data = static_cast<uint8_t*>(q.data.raw());
-    auto* sc = static_cast<uint8_t*>(q.scale_inv.raw());
-    const int64_t scale_cols = q.scale_inv.shape().last();
-    uint32_t amax_bits = 0;
+  reuse(q.data, {rows, cols}, cfg.dtype);
+  reuse(q.scale_inv, scale_shape(cfg.mode, rows, cols), scale_dtype(cfg.mode));
+  if (cfg.mode == ScalingMode::tensor) q.scale_inv.data<float>()[0] = q.tensor_scale_inv;
+  auto* data = static_cast<uint8_t*>(q.data.raw());
+  auto* sc = static_cast<uint8_t*>(q.scale_inv.raw());
+  const int64_t scale_cols = q.scale_inv.shape().last();
+  uint32_t amax_bits = 0;
 #pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : amax_bits)
-    for (int64_t r = 0; r < rows; ++r) {
-      std::vector<float> buf;
-      thread_local std::vector<uint8_t> codes;
-      codes.resize(static_cast<size_t>(cols));
-      const float* xr = f32_row(x, r, cols, buf);
-      amax_bits = std::max(amax_bits, abs_max_bits(xr, cols));
-      uint8_t* row_scales = cfg.mode == ScalingMode::tensor ? nullptr : sc + r * scale_cols;
-      const uint8_t* tile_row =
-          cfg.mode == ScalingMode::block_16x16 ? tiles.data() + (r / 16) * tc : nullptr;
-      if (cfg.mode == ScalingMode::block_16x16) row_scales = nullptr;  // written below
-      // fp8 codes go straight to the row; fp4 ones are packed from `codes`.
-      uint8_t* out = fp4 ? codes.data() : data + r * cols;
-      quantize_segment(p, xr, cols, 0, out, row_scales, tile_row,
-                       cfg.offset + static_cast<uint64_t>(r * cols * elem_stride));
-      if (fp4) store_codes(cfg.dtype, codes.data(), cols, data, r * cols);
-    }
-    if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles.data(), tiles.size());
-    if (!amax_first) {
-      q.amax = amax_bits > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN()
-                                       : std::bit_cast<float>(amax_bits);
-    }
-  } else {
-    q.data = Tensor();
-    q.scale_inv = Tensor();
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<float> buf;
+    thread_local std::vector<uint8_t> codes;
+    codes.resize(static_cast<size_t>(cols));
+    const float* xr = f32_row(x, r, cols, buf);
+    amax_bits = std::max(amax_bits, abs_max_bits(xr, cols));
+    uint8_t* row_scales = cfg.mode == ScalingMode::tensor ? nullptr : sc + r * scale_cols;
+    const uint8_t* tile_row =
+        cfg.mode == ScalingMode::block_16x16 ? tiles.data() + (r / 16) * tc : nullptr;
+    if (cfg.mode == ScalingMode::block_16x16) row_scales = nullptr;  // written below
+    // fp8 codes go straight to the row; fp4 ones are packed from `codes`.
+    uint8_t* out = fp4 ? codes.data() : data + r * cols;
+    quantize_segment(p, xr, cols, 0, out, row_scales, tile_row,
+                     cfg.offset + static_cast<uint64_t>(r * cols * elem_stride));
+    if (fp4) store_codes(cfg.dtype, codes.data(), cols, data, r * cols);
   }
-  if (!cfg.columnwise) {
-    q.col_data = Tensor();
-    q.col_scale_inv = Tensor();
-    return;
-  }
-  // Column-wise: tiles of kTileRows x kTileCols transposed into a buffer,
-  // each of its rows a segment of a row of xᵀ.
+  if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles.data(), tiles.size());
+  return amax_bits;
+}
+
+// The column-wise copy into q.col_data and q.col_scale_inv: tiles of
+// kTileRows x kTileCols transposed into a buffer, each of its rows a segment
+// of a row of xᵀ.
+void quantize_columns(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                      const SegmentParams& p, const std::vector<uint8_t>& tiles_t,
+                      QuantizedTensor& q) {
+  const int64_t rows = q.rows, cols = q.cols, tr = (rows + 15) / 16;
+  const int64_t elem_stride = cfg.stochastic ? 1 : 0;
   reuse(q.col_data, {cols, rows}, cfg.dtype);
   reuse(q.col_scale_inv, scale_shape(cfg.mode, cols, rows), scale_dtype(cfg.mode));
   if (cfg.mode == ScalingMode::tensor) q.col_scale_inv.data<float>()[0] = q.tensor_scale_inv;
@@ -397,7 +330,97 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
   if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles_t.data(), tiles_t.size());
 }
 
-void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise, Tensor& out) {
+}  // namespace
+
+template <>
+float amax<Backend::cpu>(const ExecContext& ec, const Tensor& x) {
+  const int64_t n = x.numel();
+  constexpr int64_t kSegment = 1 << 14;
+  const int64_t chunks = (n + kSegment - 1) / kSegment;
+  float m = 0.0f;
+  bool nan = false;
+#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max  \
+                                                                              : m) \
+    reduction(||                                                                   \
+              : nan)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kSegment, len = std::min(kSegment, n - begin);
+    std::vector<float> buf;
+    const float* p = nullptr;
+    if (x.dtype() == DType::f32) {
+      p = x.data<float>() + begin;
+    } else {
+      buf.resize(static_cast<size_t>(len));
+      for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = load(x, begin + i);
+      p = buf.data();
+    }
+    const float a = block_amax(p, len);
+    if (std::isnan(a)) nan = true;
+    m = std::max(m, std::isnan(a) ? 0.0f : a);
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : m;
+}
+
+template <>
+void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                            QuantizedTensor& q) {
+  const bool fp4 = cfg.dtype == DType::e2m1;
+  const bool nvfp4_mode =
+      cfg.mode == ScalingMode::block_1x16 || cfg.mode == ScalingMode::block_16x16;
+  const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
+  WEFT_CHECK(!fp4 || ((!cfg.rowwise || cols % 2 == 0) && (!cfg.columnwise || rows % 2 == 0)),
+             "quantize to fp4_e2m1 packs two elements a byte: a ({}, {}) matrix needs an even "
+             "row length (and an even row count column-wise)",
+             rows, cols);
+  q.mode = cfg.mode;
+  q.dtype = cfg.dtype;
+  q.rows = rows;
+  q.cols = cols;
+  // The amax: a by-product of the row-wise pass, else a pass of its own.
+  // NVFP4 needs it first when it derives its per-tensor scale from it.
+  const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
+  q.amax = amax_first ? amax<Backend::cpu>(ec, x) : 0.0f;
+
+  SegmentParams p{cfg.mode, cfg.dtype, cfg.scale, 1.0f, 1.0f, cfg.stochastic, cfg.seed, nullptr};
+  std::array<float, 256> enc_scale{};
+  q.tensor_scale_inv = 1.0f;
+  if (cfg.mode == ScalingMode::tensor) q.tensor_scale_inv = 1.0f / cfg.scale;
+  if (nvfp4_mode) {
+    const float g = cfg.global_amax >= 0.0f ? cfg.global_amax : q.amax;
+    float s = g > 0.0f && std::isfinite(g) ? 448.0f * 6.0f / g : 1.0f;
+    s = std::min(s, FLT_MAX);
+    p.s_enc = s;
+    p.s_dec = 1.0f / s;
+    q.tensor_scale_inv = p.s_dec;
+    for (int c = 0; c < 256; ++c) {
+      enc_scale[static_cast<size_t>(c)] = nvfp4_encode_scale(static_cast<uint8_t>(c), p);
+    }
+    p.enc_scale = enc_scale.data();
+  }
+  // 16x16: the tile scales first, shared by both copies.
+  std::vector<uint8_t> tiles, tiles_t;
+  if (cfg.mode == ScalingMode::block_16x16) nvfp4_tile_scales(ec, x, rows, cols, p, tiles, tiles_t);
+  if (cfg.rowwise) {
+    const uint32_t amax_bits = quantize_rows(ec, x, cfg, p, tiles, q);
+    if (!amax_first) {
+      q.amax = amax_bits > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN()
+                                       : std::bit_cast<float>(amax_bits);
+    }
+  } else {
+    q.data = Tensor();
+    q.scale_inv = Tensor();
+  }
+  if (!cfg.columnwise) {
+    q.col_data = Tensor();
+    q.col_scale_inv = Tensor();
+    return;
+  }
+  quantize_columns(ec, x, cfg, p, tiles_t, q);
+}
+
+template <>
+void dequantize<Backend::cpu>(const ExecContext& ec, const QuantizedTensor& q, bool columnwise,
+                              Tensor& out) {
   const Tensor& data = columnwise ? q.col_data : q.data;
   const Tensor& sc = columnwise ? q.col_scale_inv : q.scale_inv;
   std::array<float, 256> table{};
@@ -476,7 +499,9 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
   }
 }
 
-void hadamard16_transpose(const ExecContext& ec, const Tensor& x, uint16_t signs, Tensor& out) {
+template <>
+void hadamard16_transpose<Backend::cpu>(const ExecContext& ec, const Tensor& x, uint16_t signs,
+                                        Tensor& out) {
   WEFT_CHECK(x.dtype() == DType::f32 && out.dtype() == DType::f32,
              "hadamard16_transpose reads and writes f32");
   const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
@@ -509,4 +534,4 @@ void hadamard16_transpose(const ExecContext& ec, const Tensor& x, uint16_t signs
   }
 }
 
-}  // namespace weft::kernels::cpu
+}  // namespace weft::kernels::impl

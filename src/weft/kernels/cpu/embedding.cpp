@@ -1,11 +1,11 @@
-#include "weft/kernels/cpu/embedding.h"
+#include "weft/kernels/impl/embedding.h"
 
 #include <algorithm>
 
 #include "weft/core/exec_context.h"
 #include "weft/kernels/elementwise.h"
 
-namespace weft::kernels::cpu {
+namespace weft::kernels::impl {
 
 namespace {
 
@@ -13,23 +13,13 @@ using detail::load;
 using detail::store;
 using detail::with_floats;
 
-// The dtype and shape checks run in kernels/embedding.cpp before the dispatch;
-// the dispatch has already placed every tensor on the CPU.
-void check_cpu(const Tensor& t, const char* op, const char* name) {
-  WEFT_CHECK(t.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op, name,
-             t.device());
-}
-
 // The table (rows, C) and the activation (B, T, C) of one kernel.
 // (Copied into plain variables, not structured bindings: clang 14, which the
 // fuzz build uses, cannot capture bindings in the kernels' lambdas.)
 struct Shapes {
   int64_t table_rows, channels, batch, seq;
 };
-Shapes shapes_of(const Tensor& table, const Tensor& act, const char* op, const char* table_name,
-                 const char* act_name) {
-  check_cpu(table, op, table_name);
-  check_cpu(act, op, act_name);
+Shapes shapes_of(const Tensor& table, const Tensor& act) {
   return {table.size(0), table.size(1), act.size(0), act.size(1)};
 }
 
@@ -38,8 +28,6 @@ Shapes shapes_of(const Tensor& table, const Tensor& act, const char* op, const c
 // (an exception cannot leave an OpenMP region).
 void check_tokens(const Tensor& tokens, int64_t seq, int64_t table_rows,
                   const EmbeddingOptions& opt, const char* op) {
-  WEFT_CHECK(tokens.device().is_cpu(), "{}: tokens live on {}, but this kernel runs on the cpu", op,
-             tokens.device());
   const int64_t valid_vocab = opt.valid_vocab > 0 ? opt.valid_vocab : opt.vocab_start + table_rows;
   const int32_t* tok = tokens.data<int32_t>();
   for (int64_t i = 0; i < tokens.numel(); ++i) {
@@ -52,10 +40,11 @@ void check_tokens(const Tensor& tokens, int64_t seq, int64_t table_rows,
 
 }  // namespace
 
-void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor& wte, Tensor& out,
-                       const EmbeddingOptions& opt) {
+template <>
+void embedding_forward<Backend::cpu>(const ExecContext& ec, const Tensor& tokens, const Tensor& wte,
+                                     Tensor& out, const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_forward";
-  const Shapes shapes = shapes_of(wte, out, op, "wte", "out");
+  const Shapes shapes = shapes_of(wte, out);
   const int64_t vocab = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
                 seq = shapes.seq;
   check_tokens(tokens, seq, vocab, opt, op);
@@ -78,10 +67,12 @@ void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor
   });
 }
 
-void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor& tokens,
-                        Tensor& dwte, const EmbeddingOptions& opt) {
+template <>
+void embedding_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dout,
+                                      const Tensor& tokens, Tensor& dwte,
+                                      const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_backward";
-  const Shapes shapes = shapes_of(dwte, dout, op, "dwte", "dout");
+  const Shapes shapes = shapes_of(dwte, dout);
   const int64_t vocab = shapes.table_rows, channels = shapes.channels, batch = shapes.batch,
                 seq = shapes.seq;
   check_tokens(tokens, seq, vocab, opt, op);
@@ -109,10 +100,10 @@ void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
   });
 }
 
-void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor& out,
-                                int64_t pos_offset, bool sequence_major) {
-  constexpr const char* op = "position_embedding_forward";
-  const Shapes shapes = shapes_of(wpe, out, op, "wpe", "out");
+template <>
+void position_embedding_forward<Backend::cpu>(const ExecContext& ec, const Tensor& wpe, Tensor& out,
+                                              int64_t pos_offset, bool sequence_major) {
+  const Shapes shapes = shapes_of(wpe, out);
   const int64_t channels = shapes.channels;
   const int64_t batch = sequence_major ? shapes.seq : shapes.batch;
   const int64_t seq = sequence_major ? shapes.batch : shapes.seq;
@@ -129,10 +120,11 @@ void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor
   });
 }
 
-void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tensor& dwpe,
-                                 int64_t pos_offset, bool sequence_major) {
-  constexpr const char* op = "position_embedding_backward";
-  const Shapes shapes = shapes_of(dwpe, dout, op, "dwpe", "dout");
+template <>
+void position_embedding_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dout,
+                                               Tensor& dwpe, int64_t pos_offset,
+                                               bool sequence_major) {
+  const Shapes shapes = shapes_of(dwpe, dout);
   const int64_t channels = shapes.channels;
   const int64_t batch = sequence_major ? shapes.seq : shapes.batch;
   const int64_t seq = sequence_major ? shapes.batch : shapes.seq;
@@ -151,4 +143,4 @@ void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tens
   });
 }
 
-}  // namespace weft::kernels::cpu
+}  // namespace weft::kernels::impl

@@ -1,4 +1,4 @@
-#include "weft/kernels/cpu/gemm.h"
+#include "weft/kernels/impl/gemm.h"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 #include "weft/core/profile.h"
 #include "weft/kernels/cpu/onednn.h"
 
-namespace weft::kernels::cpu {
+namespace weft::kernels::impl {
 
 namespace {
 
@@ -25,7 +25,7 @@ struct Operand {
   memory::desc desc() const {
     memory::dims d(dims.begin(), dims.begin() + ndims);
     memory::dims s(strides.begin(), strides.begin() + ndims);
-    return memory::desc(d, to_dnnl(dtype), s);
+    return memory::desc(d, cpu::to_dnnl(dtype), s);
   }
 };
 
@@ -66,7 +66,7 @@ void put(Key& key, size_t& i, const Operand& op) {
 // bias (if any) is a vector of c's last dimension.
 void execute_matmul(const ExecContext& ec, const Operand& a, const Operand& b, const Operand& c,
                     const Operand* bias, float alpha, bool accumulate) {
-  const int threads = apply_thread_budget(ec);
+  const int threads = cpu::apply_thread_budget(ec);
   Key key{};
   size_t i = 0;
   put(key, i, a);
@@ -89,7 +89,7 @@ void execute_matmul(const ExecContext& ec, const Operand& a, const Operand& b, c
         bd.back() = c.dims[static_cast<size_t>(c.ndims - 1)];
         memory::dims bs(static_cast<size_t>(c.ndims), bd.back());
         bs.back() = 1;
-        bias_md = memory::desc(bd, to_dnnl(bias->dtype), bs);
+        bias_md = memory::desc(bd, cpu::to_dnnl(bias->dtype), bs);
       }
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -100,14 +100,14 @@ void execute_matmul(const ExecContext& ec, const Operand& a, const Operand& b, c
       }
       if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
       dnnl::matmul::desc desc(a.desc(), b.desc(), bias_md, c.desc());
-      dnnl::matmul::primitive_desc pd(desc, attr, engine());
+      dnnl::matmul::primitive_desc pd(desc, attr, cpu::engine());
       Entry e;
       e.prim = dnnl::matmul(pd);
-      e.a = memory(pd.src_desc(), engine(), nullptr);
-      e.b = memory(pd.weights_desc(), engine(), nullptr);
-      e.c = memory(pd.dst_desc(), engine(), nullptr);
-      if (bias) e.bias = memory(pd.bias_desc(), engine(), nullptr);
-      e.scratch = memory(pd.scratchpad_desc(), engine());
+      e.a = memory(pd.src_desc(), cpu::engine(), nullptr);
+      e.b = memory(pd.weights_desc(), cpu::engine(), nullptr);
+      e.c = memory(pd.dst_desc(), cpu::engine(), nullptr);
+      if (bias) e.bias = memory(pd.bias_desc(), cpu::engine(), nullptr);
+      e.scratch = memory(pd.scratchpad_desc(), cpu::engine());
       it = cc.entries.emplace(key, std::move(e)).first;
       ++cc.created;
     } catch (const dnnl::error& err) {
@@ -134,9 +134,9 @@ void execute_matmul(const ExecContext& ec, const Operand& a, const Operand& b, c
     args[4].memory = e.bias.get();
     nargs = 5;
   }
-  dnnl_status_t st = dnnl_primitive_execute(e.prim.get(), stream().get(), nargs, args);
+  dnnl_status_t st = dnnl_primitive_execute(e.prim.get(), cpu::stream().get(), nargs, args);
   WEFT_CHECK(st == dnnl_success, "oneDNN matmul failed with status {}", static_cast<int>(st));
-  stream().wait();
+  cpu::stream().wait();
 }
 
 // The operand's elements in their memory order, packed densely: `order` lists
@@ -194,7 +194,7 @@ Operand widened(const ExecContext& ec, const Operand& op, int slot, bool values)
   Operand w = op;
   w.dtype = DType::f32;
   w.strides = p.dense;
-  auto* dst = staging(slot, p.numel);
+  auto* dst = cpu::staging(slot, p.numel);
   w.ptr = dst;
   if (values) {
     const auto* src = static_cast<const uint16_t*>(op.ptr);
@@ -239,19 +239,11 @@ void run_matmul(const ExecContext& ec, const Operand& a, const Operand& b, const
   profile::Scope timed(profile::Category::gemm);
   const bool bf16 = a.dtype == DType::bf16 || b.dtype == DType::bf16 || c.dtype == DType::bf16 ||
                     (bias && bias->dtype == DType::bf16);
-  if (bf16 && emulate_bf16()) {
+  if (bf16 && cpu::emulate_bf16()) {
     emulated_matmul(ec, a, b, c, bias, alpha, accumulate);
   } else {
     execute_matmul(ec, a, b, c, bias, alpha, accumulate);
   }
-}
-
-void check_inputs(DType a, DType b, DType c) {
-  WEFT_CHECK(a == b, "gemm operands must have the same dtype, got {} and {}", dtype_name(a),
-             dtype_name(b));
-  WEFT_CHECK(a == DType::f32 || a == DType::bf16, "gemm supports f32 and bf16 inputs, got {}",
-             dtype_name(a));
-  WEFT_CHECK(c == DType::f32 || c == DType::bf16, "gemm writes f32 or bf16, got {}", dtype_name(c));
 }
 
 // A (rows x cols) matrix stored row-major, optionally read transposed.
@@ -267,24 +259,14 @@ Operand matrix(const Tensor& t, bool transposed) {
 
 }  // namespace
 
-void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
-          const GemmOptions& opt) {
-  check_inputs(a.dtype(), b.dtype(), c.dtype());
+template <>
+void gemm<Backend::cpu>(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
+                        const GemmOptions& opt) {
   Operand oa = matrix(a, opt.trans_a), ob = matrix(b, opt.trans_b), oc = matrix(c, false);
   int64_t m = oa.dims[0], k = oa.dims[1], n = ob.dims[1];
-  WEFT_CHECK(ob.dims[0] == k, "gemm inner dimensions differ: op(a) is {}x{}, op(b) is {}x{}", m, k,
-             ob.dims[0], n);
-  WEFT_CHECK(oc.dims[0] == m && oc.dims[1] == n,
-             "gemm output is {}x{} but op(a)·op(b) is {}x{} (a {}, b {}, c {})", oc.dims[0],
-             oc.dims[1], m, n, a.shape(), b.shape(), c.shape());
-  if (opt.bias) {
-    WEFT_CHECK(opt.bias->numel() == n, "gemm bias has {} elements, expected {}", opt.bias->numel(),
-               n);
-  }
   if (m == 0 || n == 0) return;
   if (k == 0) {
     if (!opt.accumulate) c.zero();
-    WEFT_CHECK(!opt.bias, "gemm with k = 0 and a bias is not supported");
     return;
   }
   Operand bias;
@@ -298,9 +280,10 @@ void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
   run_matmul(ec, oa, ob, oc, opt.bias ? &bias : nullptr, opt.alpha, opt.accumulate);
 }
 
-void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
-                  const StridedMatrices& c, float alpha, bool accumulate) {
-  check_inputs(a.dtype, b.dtype, c.dtype);
+template <>
+void batched_gemm<Backend::cpu>(const ExecContext& ec, const StridedMatrices& a,
+                                const StridedMatrices& b, const StridedMatrices& c, float alpha,
+                                bool accumulate) {
   // Without batch dimensions, plain matrices: oneDNN takes 4-D operands whose
   // batch strides do not describe a dense tensor (zero, or anything for a
   // batch of one) to its reference kernel.
@@ -320,18 +303,13 @@ void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const Strided
     op.ptr = s.data;
     return op;
   };
-  WEFT_CHECK(a.cols == b.rows && c.rows == a.rows && c.cols == b.cols,
-             "batched gemm shapes disagree: a {}x{}, b {}x{}, c {}x{}", a.rows, a.cols, b.rows,
-             b.cols, c.rows, c.cols);
-  for (int d = 0; d < 2; ++d) {
-    WEFT_CHECK(a.batch[d] == c.batch[d] && b.batch[d] == c.batch[d],
-               "batched gemm batch dimension {} disagrees: a {}, b {}, c {}", d, a.batch[d],
-               b.batch[d], c.batch[d]);
-  }
   if (c.rows == 0 || c.cols == 0 || c.batch[0] == 0 || c.batch[1] == 0) return;
   run_matmul(ec, operand(a), operand(b), operand(c), nullptr, alpha, accumulate);
 }
 
-int64_t primitives_created() { return cache().created; }
+template <>
+int64_t plans_created<Backend::cpu>() {
+  return cache().created;
+}
 
-}  // namespace weft::kernels::cpu
+}  // namespace weft::kernels::impl

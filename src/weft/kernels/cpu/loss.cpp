@@ -1,4 +1,4 @@
-#include "weft/kernels/cpu/loss.h"
+#include "weft/kernels/impl/loss.h"
 
 #include <algorithm>
 #include <bit>
@@ -9,7 +9,7 @@
 #include "weft/kernels/elementwise.h"
 #include "weft/kernels/loss_vocab.h"
 
-namespace weft::kernels::cpu {
+namespace weft::kernels::impl {
 
 namespace {
 
@@ -17,38 +17,12 @@ using detail::exp_in_range;
 using detail::load;
 using detail::store;
 using detail::Vocab;
+using detail::vocab_of;
 using detail::with_floats;
-
-// The logits' shape and the options are checked in kernels/loss.cpp before the dispatch.
-Vocab vocab_of(const Tensor& logits, const CrossEntropyOptions& opt, const char* op) {
-  WEFT_CHECK(logits.device().is_cpu(), "{}: logits live on {}, but this kernel runs on the cpu", op,
-             logits.device());
-  return detail::vocab_of(logits, opt);
-}
-
-void check_on_cpu(const Tensor& t, const char* op, const char* name) {
-  WEFT_CHECK(t.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op, name,
-             t.device());
-}
-
-// For the vectors checked after the targets' ids (which need the data); the
-// others are checked in kernels/loss.cpp before the dispatch.
-void check_row_vector(const Tensor& t, int64_t rows, const char* op, const char* name) {
-  check_on_cpu(t, op, name);
-  WEFT_CHECK(t.dim() == 1 && t.size(0) == rows && t.dtype() == DType::f32,
-             "{}: {} must be f32 of shape [{}], got {} {}", op, name, rows, dtype_name(t.dtype()),
-             t.shape());
-}
-
-void check_targets_on_cpu(const Tensor& targets, const char* op) {
-  WEFT_CHECK(targets.device().is_cpu(), "{}: targets live on {}, but this kernel runs on the cpu",
-             op, targets.device());
-}
 
 // Validates every target (their shape checked in kernels/loss.cpp) before any parallel loop runs
 // (an exception cannot leave an OpenMP region) and returns how many rows are counted.
 int64_t check_targets(const Tensor& targets, const Vocab& v, int32_t ignore_index, const char* op) {
-  check_targets_on_cpu(targets, op);
   const int32_t* t = targets.data<int32_t>();
   int64_t count = 0;
   for (int64_t n = 0; n < v.rows; ++n) {
@@ -110,19 +84,22 @@ float mean_loss(const float* lse, const int32_t* targets, int64_t rows, int32_t 
 
 }  // namespace
 
-int64_t count_targets(const ExecContext&, const Tensor& targets, int32_t ignore_index) {
+template <>
+int64_t count_targets<Backend::cpu>(const ExecContext&, const Tensor& targets,
+                                    int32_t ignore_index) {
   const int32_t* t = targets.data<int32_t>();
   int64_t count = 0;
   for (int64_t n = 0; n < targets.numel(); ++n) count += t[n] != ignore_index;
   return count;
 }
 
-float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
-                            Tensor& lse, const CrossEntropyOptions& opt) {
+template <>
+float cross_entropy_forward<Backend::cpu>(const ExecContext& ec, const Tensor& logits,
+                                          const Tensor& targets, Tensor& lse,
+                                          const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_forward";
-  Vocab v = vocab_of(logits, opt, op);
+  Vocab v = vocab_of(logits, opt);
   int64_t count = check_targets(targets, v, opt.ignore_index, op);
-  check_row_vector(lse, v.rows, op, "lse");
   float* out = lse.data<float>();
   const int32_t* t = targets.data<int32_t>();
   float loss = 0.0f;
@@ -139,22 +116,13 @@ float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const T
   return loss;
 }
 
-void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
-                            const Tensor& lse, float dloss, Tensor& dlogits,
-                            const CrossEntropyOptions& opt) {
+template <>
+void cross_entropy_backward<Backend::cpu>(const ExecContext& ec, const Tensor& logits,
+                                          const Tensor& targets, const Tensor& lse, float dloss,
+                                          Tensor& dlogits, const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_backward";
-  Vocab v = vocab_of(logits, opt, op);
+  Vocab v = vocab_of(logits, opt);
   int64_t count = check_targets(targets, v, opt.ignore_index, op);
-  check_row_vector(lse, v.rows, op, "lse");
-  WEFT_CHECK(dlogits.device().is_cpu() && dlogits.shape() == logits.shape() &&
-                 (dlogits.dtype() == DType::f32 || dlogits.dtype() == DType::bf16),
-             "{}: dlogits must be an f32 or bf16 cpu tensor of the logits' shape {}, got {} {}", op,
-             logits.shape(), dtype_name(dlogits.dtype()), dlogits.shape());
-  WEFT_CHECK(!dlogits.same_storage(logits) ||
-                 (dlogits.raw() == logits.raw() && dlogits.dtype() == logits.dtype()),
-             "{}: dlogits shares storage with logits but is not the same tensor; pass logits "
-             "itself to compute in place, or a separate buffer",
-             op);
   const int32_t* t = targets.data<int32_t>();
   const float* l = lse.data<float>();
   // count is 0 only when every row is ignored: then every row is zeroed below.
@@ -190,11 +158,10 @@ void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const T
   });
 }
 
-void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& row_max_out,
-                           const CrossEntropyOptions& opt) {
-  constexpr const char* op = "cross_entropy_row_max";
-  Vocab v = vocab_of(logits, opt, op);
-  check_on_cpu(row_max_out, op, "row_max");
+template <>
+void cross_entropy_row_max<Backend::cpu>(const ExecContext& ec, const Tensor& logits,
+                                         Tensor& row_max_out, const CrossEntropyOptions& opt) {
+  Vocab v = vocab_of(logits, opt);
   float* out = row_max_out.data<float>();
   with_floats(logits, [&](const auto* x) {
 #pragma omp parallel for num_threads(ec.threads()) schedule(static)
@@ -202,12 +169,13 @@ void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& 
   });
 }
 
-void cross_entropy_target_logit(const ExecContext&, const Tensor& logits, const Tensor& targets,
-                                Tensor& target_logit, const CrossEntropyOptions& opt) {
+template <>
+void cross_entropy_target_logit<Backend::cpu>(const ExecContext&, const Tensor& logits,
+                                              const Tensor& targets, Tensor& target_logit,
+                                              const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_target_logit";
-  Vocab v = vocab_of(logits, opt, op);
+  Vocab v = vocab_of(logits, opt);
   check_targets(targets, v, opt.ignore_index, op);
-  check_row_vector(target_logit, v.rows, op, "target_logit");
   const int32_t* t = targets.data<int32_t>();
   float* out = target_logit.data<float>();
   with_floats(logits, [&](const auto* x) {
@@ -219,12 +187,11 @@ void cross_entropy_target_logit(const ExecContext&, const Tensor& logits, const 
   });
 }
 
-void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Tensor& row_max_in,
-                           Tensor& sum_exp, const CrossEntropyOptions& opt) {
-  constexpr const char* op = "cross_entropy_sum_exp";
-  Vocab v = vocab_of(logits, opt, op);
-  check_on_cpu(row_max_in, op, "row_max");
-  check_on_cpu(sum_exp, op, "sum_exp");
+template <>
+void cross_entropy_sum_exp<Backend::cpu>(const ExecContext& ec, const Tensor& logits,
+                                         const Tensor& row_max_in, Tensor& sum_exp,
+                                         const CrossEntropyOptions& opt) {
+  Vocab v = vocab_of(logits, opt);
   const float* m = row_max_in.data<float>();
   float* out = sum_exp.data<float>();
   with_floats(logits, [&](const auto* x) {
@@ -233,23 +200,20 @@ void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Te
   });
 }
 
-float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max_in, const Tensor& sum_exp,
-                            const Tensor& target_logit, const Tensor& targets, Tensor& lse,
-                            int32_t ignore_index) {
-  constexpr const char* op = "cross_entropy_combine";
+template <>
+float cross_entropy_combine<Backend::cpu>(const ExecContext& ec, const Tensor& row_max_in,
+                                          const Tensor& sum_exp, const Tensor& target_logit,
+                                          const Tensor& targets, Tensor& lse,
+                                          int32_t ignore_index) {
   int64_t rows = row_max_in.size(0);
-  check_on_cpu(row_max_in, op, "row_max");
-  check_on_cpu(sum_exp, op, "sum_exp");
-  check_on_cpu(target_logit, op, "target_logit");
-  check_on_cpu(lse, op, "lse");
-  check_targets_on_cpu(targets, op);
   const float* m = row_max_in.data<float>();
   const float* s = sum_exp.data<float>();
   const float* z = target_logit.data<float>();
   float* out = lse.data<float>();
   for (int64_t n = 0; n < rows; ++n) out[n] = m[n] + std::log(s[n]);
   return mean_loss(out, targets.data<int32_t>(), rows, ignore_index,
-                   count_targets(ec, targets, ignore_index), [&](int64_t n) { return z[n]; });
+                   count_targets<Backend::cpu>(ec, targets, ignore_index),
+                   [&](int64_t n) { return z[n]; });
 }
 
-}  // namespace weft::kernels::cpu
+}  // namespace weft::kernels::impl

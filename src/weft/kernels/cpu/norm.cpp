@@ -1,4 +1,4 @@
-#include "weft/kernels/cpu/norm.h"
+#include "weft/kernels/impl/norm.h"
 
 #include <cmath>
 #include <vector>
@@ -6,7 +6,7 @@
 #include "weft/core/exec_context.h"
 #include "weft/kernels/elementwise.h"
 
-namespace weft::kernels::cpu {
+namespace weft::kernels::impl {
 
 namespace {
 
@@ -33,8 +33,10 @@ void reduce_blocks(const float* partial, int64_t nblocks, int64_t width, float* 
 
 }  // namespace
 
-void layer_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamma,
-                        const Tensor& beta, float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
+template <>
+void layer_norm_forward<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Tensor& gamma,
+                                      const Tensor& beta, float eps, Tensor& y, Tensor& mean,
+                                      Tensor& rstd) {
   const int64_t n = x.shape().rows(), c = x.shape().last();
   const float* g = gamma.data<float>();
   const float* bt = beta.data<float>();
@@ -63,9 +65,10 @@ void layer_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& ga
   });
 }
 
-void layer_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
-                         const Tensor& gamma, const Tensor& mean, const Tensor& rstd, Tensor& dx,
-                         Tensor& dgamma, Tensor& dbeta) {
+template <>
+void layer_norm_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, const Tensor& x,
+                                       const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                                       Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const int64_t n = x.shape().rows(), c = x.shape().last();
   const float* g = gamma.data<float>();
   const float* mu = mean.data<float>();
@@ -118,8 +121,9 @@ void layer_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& 
   }
 }
 
-void rms_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamma, float eps,
-                      Tensor& y, Tensor& rstd) {
+template <>
+void rms_norm_forward<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Tensor& gamma,
+                                    float eps, Tensor& y, Tensor& rstd) {
   const int64_t n = x.shape().rows(), c = x.shape().last();
   const float* g = gamma.data<float>();
   float* rs = rstd.data<float>();
@@ -139,8 +143,10 @@ void rms_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamm
   });
 }
 
-void rms_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
-                       const Tensor& gamma, const Tensor& rstd, Tensor& dx, Tensor& dgamma) {
+template <>
+void rms_norm_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, const Tensor& x,
+                                     const Tensor& gamma, const Tensor& rstd, Tensor& dx,
+                                     Tensor& dgamma) {
   const int64_t n = x.shape().rows(), c = x.shape().last();
   const float* g = gamma.data<float>();
   const float* rs = rstd.data<float>();
@@ -179,4 +185,4 @@ void rms_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
   reduce_blocks(partial, nblocks, c, dgamma.data<float>());
 }
 
-}  // namespace weft::kernels::cpu
+}  // namespace weft::kernels::impl

@@ -1,4 +1,4 @@
-#include "weft/kernels/cpu/optimizer.h"
+#include "weft/kernels/impl/optimizer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "weft/core/exec_context.h"
 
-namespace weft::kernels::cpu {
+namespace weft::kernels::impl {
 
 namespace {
 
@@ -14,23 +14,12 @@ namespace {
 // results do not depend on it.
 constexpr int64_t kParallelMin = 1 << 15;
 
-// The f32/size checks run in kernels/optimizer.cpp before the dispatch; the
-// dispatch has already placed every tensor on the CPU.
-void check_cpu(const Tensor& t, const char* op, const char* name) {
-  WEFT_CHECK(t.device().is_cpu(), "{}: {} lives on {}, but this kernel runs on the cpu", op, name,
-             t.device());
-}
-
 }  // namespace
 
-void adamw_step(const ExecContext& ec, Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
-                const AdamWConfig& cfg) {
-  constexpr const char* op = "adamw_step";
+template <>
+void adamw_step<Backend::cpu>(const ExecContext& ec, Tensor& params, const Tensor& grads, Tensor& m,
+                              Tensor& v, const AdamWConfig& cfg) {
   const int64_t n = params.numel();
-  check_cpu(params, op, "params");
-  check_cpu(grads, op, "grads");
-  check_cpu(m, op, "m");
-  check_cpu(v, op, "v");
 
   // Per-step constants in f64, rounded once; the same formulation as PyTorch.
   const double bias1 = 1.0 - std::pow(static_cast<double>(cfg.beta1), cfg.step);
@@ -56,10 +45,9 @@ void adamw_step(const ExecContext& ec, Tensor& params, const Tensor& grads, Tens
   }
 }
 
-double sum_of_squares(const ExecContext& ec, const Tensor& x) {
-  constexpr const char* op = "sum_of_squares";
+template <>
+double sum_of_squares<Backend::cpu>(const ExecContext& ec, const Tensor& x) {
   const int64_t n = x.numel();
-  check_cpu(x, op, "x");
   // Fixed blocks, each summed in a fixed order of 8 lanes, then the block sums
   // added in block order: the same result for any thread count.
   constexpr int64_t kBlock = 1 << 16;
@@ -91,4 +79,4 @@ double sum_of_squares(const ExecContext& ec, const Tensor& x) {
   return total;
 }
 
-}  // namespace weft::kernels::cpu
+}  // namespace weft::kernels::impl

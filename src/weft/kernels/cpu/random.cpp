@@ -1,11 +1,11 @@
-#include "weft/kernels/cpu/random.h"
+#include "weft/kernels/impl/random.h"
 
 #include <algorithm>
 
 #include "weft/core/exec_context.h"
 #include "weft/kernels/elementwise.h"
 
-namespace weft::kernels::cpu {
+namespace weft::kernels::impl {
 
 namespace {
 
@@ -28,7 +28,9 @@ void parallel_chunks(const ExecContext& ec, int64_t n, Body&& body) {
 
 }  // namespace
 
-void fill_uniform(const ExecContext& ec, uint64_t seed, uint64_t offset, Tensor& out) {
+template <>
+void fill_uniform<Backend::cpu>(const ExecContext& ec, uint64_t seed, uint64_t offset,
+                                Tensor& out) {
   float* o = out.data<float>();
   parallel_chunks(ec, out.numel(), [&](int64_t begin, int64_t end) {
     for_each_uniform(seed, offset + static_cast<uint64_t>(begin), end - begin,
@@ -36,8 +38,9 @@ void fill_uniform(const ExecContext& ec, uint64_t seed, uint64_t offset, Tensor&
   });
 }
 
-void dropout_forward(const ExecContext& ec, const Tensor& x, float p, uint64_t seed,
-                     uint64_t offset, Tensor& y, Tensor& mask) {
+template <>
+void dropout_forward<Backend::cpu>(const ExecContext& ec, const Tensor& x, float p, uint64_t seed,
+                                   uint64_t offset, Tensor& y, Tensor& mask) {
   uint8_t* m = mask.data<uint8_t>();
   if (p == 0.0f) {
     y.copy_from(x);
@@ -60,8 +63,9 @@ void dropout_forward(const ExecContext& ec, const Tensor& x, float p, uint64_t s
   });
 }
 
-void dropout_backward(const ExecContext& ec, const Tensor& dy, const Tensor& mask, float p,
-                      Tensor& dx) {
+template <>
+void dropout_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, const Tensor& mask,
+                                    float p, Tensor& dx) {
   const float scale = 1.0f / (1.0f - p);
   const uint8_t* m = mask.data<uint8_t>();
   detail::dispatch_float(dy.dtype(), [&]<typename T>() {
@@ -75,4 +79,4 @@ void dropout_backward(const ExecContext& ec, const Tensor& dy, const Tensor& mas
   });
 }
 
-}  // namespace weft::kernels::cpu
+}  // namespace weft::kernels::impl

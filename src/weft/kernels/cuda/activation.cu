@@ -1,9 +1,12 @@
-#include "weft/kernels/cuda/activation.h"
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/grid_stride.cuh"
 #include "weft/kernels/elementwise.h"
+#include "weft/kernels/impl/activation.h"
 
-namespace weft::kernels::cuda {
+namespace weft::kernels::impl {
+
+// The launch and element helpers of kernels/cuda/ (common.cuh and its kin).
+using namespace cuda;
 
 namespace {
 
@@ -95,7 +98,8 @@ __global__ void scale_kernel(T* y, float alpha, int64_t n) {
 
 }  // namespace
 
-void gelu_forward(const ExecContext& ec, const Tensor& x, Tensor& y) {
+template <>
+void gelu_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   if (n == 0) return;
   dispatch_float(x.dtype(), "gelu_forward", [&]<typename T>() {
@@ -105,7 +109,9 @@ void gelu_forward(const ExecContext& ec, const Tensor& x, Tensor& y) {
   });
 }
 
-void gelu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x, Tensor& dx) {
+template <>
+void gelu_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy, const Tensor& x,
+                                  Tensor& dx) {
   const int64_t n = x.numel();
   if (n == 0) return;
   dispatch_float(x.dtype(), "gelu_backward", [&]<typename T>() {
@@ -115,7 +121,8 @@ void gelu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x, Ten
   });
 }
 
-void bias_add(const ExecContext& ec, Tensor& y, const Tensor& bias) {
+template <>
+void bias_add<Backend::cuda>(const ExecContext& ec, Tensor& y, const Tensor& bias) {
   const int64_t n = y.shape().rows(), c = y.shape().last();
   if (n * c == 0) return;
   dispatch_float(y.dtype(), "bias_add", [&]<typename T>() {
@@ -125,7 +132,8 @@ void bias_add(const ExecContext& ec, Tensor& y, const Tensor& bias) {
   });
 }
 
-void bias_backward(const ExecContext& ec, const Tensor& dy, Tensor& dbias) {
+template <>
+void bias_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy, Tensor& dbias) {
   const int64_t n = dy.shape().rows(), c = dy.shape().last();
   const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
   if (nblocks == 0 || c == 0) return;
@@ -140,7 +148,8 @@ void bias_backward(const ExecContext& ec, const Tensor& dy, Tensor& dbias) {
   check_launch("bias_backward (block order)");
 }
 
-void add(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& out) {
+template <>
+void add<Backend::cuda>(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& out) {
   const int64_t n = a.numel();
   if (n == 0) return;
   dispatch_float(a.dtype(), "add", [&]<typename T>() {
@@ -150,7 +159,8 @@ void add(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& out) {
   });
 }
 
-void axpy(const ExecContext& ec, float alpha, const Tensor& x, Tensor& y) {
+template <>
+void axpy<Backend::cuda>(const ExecContext& ec, float alpha, const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   if (n == 0) return;
   dispatch_float(x.dtype(), "axpy input", [&]<typename TX>() {
@@ -162,7 +172,8 @@ void axpy(const ExecContext& ec, float alpha, const Tensor& x, Tensor& y) {
   });
 }
 
-void scale(const ExecContext& ec, Tensor& y, float alpha) {
+template <>
+void scale<Backend::cuda>(const ExecContext& ec, Tensor& y, float alpha) {
   const int64_t n = y.numel();
   if (n == 0) return;
   dispatch_float(y.dtype(), "scale", [&]<typename T>() {
@@ -171,4 +182,4 @@ void scale(const ExecContext& ec, Tensor& y, float alpha) {
   });
 }
 
-}  // namespace weft::kernels::cuda
+}  // namespace weft::kernels::impl

@@ -2,10 +2,13 @@
 #include <bit>
 #include <limits>
 
-#include "weft/kernels/cuda/cast.h"
 #include "weft/kernels/cuda/common.cuh"
+#include "weft/kernels/impl/cast.h"
 
-namespace weft::kernels::cuda {
+namespace weft::kernels::impl {
+
+// The launch and element helpers of kernels/cuda/ (common.cuh and its kin).
+using namespace cuda;
 
 namespace {
 
@@ -249,24 +252,16 @@ void launch_amax(const ExecContext& ec, const Tensor& x, const Tensor& bits) {
 
 }  // namespace
 
-float amax(const ExecContext& ec, const Tensor& x) {
+template <>
+float amax<Backend::cuda>(const ExecContext& ec, const Tensor& x) {
   const Tensor bits = amax_buffer(ec);
   launch_amax(ec, x, bits);
   return read_amax(ec, bits);
 }
 
-void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
-              QuantizedTensor& q) {
-  WEFT_CHECK(cfg.dtype == DType::e4m3 || cfg.dtype == DType::e5m2 || cfg.dtype == DType::e2m1,
-             "quantize: {} is not an fp8 or fp4 element type", dtype_name(cfg.dtype));
-  const bool fp4 = cfg.dtype == DType::e2m1;
-  const bool nvfp4_mode =
-      cfg.mode == ScalingMode::block_1x16 || cfg.mode == ScalingMode::block_16x16;
-  WEFT_CHECK(fp4 == nvfp4_mode, "quantize: {} scaling stores {}, not {}",
-             scaling_mode_name(cfg.mode), nvfp4_mode ? "fp4_e2m1" : "fp8 e4m3 or e5m2",
-             dtype_name(cfg.dtype));
-  WEFT_CHECK(cfg.rowwise || cfg.columnwise, "quantize: neither row-wise nor column-wise asked for");
-  WEFT_CHECK(!cfg.stochastic || fp4, "stochastic rounding is implemented for fp4_e2m1 only");
+template <>
+void quantize<Backend::cuda>(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                             QuantizedTensor& q) {
   if (cfg.mode != ScalingMode::tensor) no_cuda_mode(cfg.mode, "quantize");
   const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
   const int64_t n = rows * cols;
@@ -315,7 +310,9 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
   q.amax = read_amax(ec, bits);
 }
 
-void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise, Tensor& out) {
+template <>
+void dequantize<Backend::cuda>(const ExecContext& ec, const QuantizedTensor& q, bool columnwise,
+                               Tensor& out) {
   const Tensor& data = columnwise ? q.col_data : q.data;
   if (q.mode != ScalingMode::tensor) no_cuda_mode(q.mode, "dequantize");
   WEFT_CHECK(data.dtype() == q.dtype && data.numel() == q.rows * q.cols,
@@ -338,4 +335,4 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
   });
 }
 
-}  // namespace weft::kernels::cuda
+}  // namespace weft::kernels::impl

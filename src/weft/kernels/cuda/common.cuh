@@ -1,7 +1,6 @@
 // What every CUDA kernel file of kernels/cuda/ shares: the stream of an
-// execution context, checked launches, f32/bf16 element access (bf16 stored
-// as raw 16-bit words, converted round-to-nearest-even exactly as
-// core/dtype.h's f32_to_bf16), and warp/block reductions. Internal to
+// execution context, checked launches (and WEFT_CUDA_CHECK), f32/bf16 element
+// access (core/cuda/common.cuh), and warp/block reductions. Internal to
 // kernels/cuda/; included only by .cu files.
 #pragma once
 
@@ -10,6 +9,8 @@
 
 #include <cstdint>
 
+#include "weft/core/cuda/check.h"
+#include "weft/core/cuda/common.cuh"
 #include "weft/core/error.h"
 #include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
@@ -20,42 +21,13 @@ inline cudaStream_t stream_of(const ExecContext& ec) {
   return static_cast<cudaStream_t>(ec.stream());
 }
 
-// Throws weft::Error naming the kernel if its launch failed (bad
-// configuration, or an earlier asynchronous error surfacing here).
-inline void check_launch(const char* kernel) {
-  const cudaError_t status = cudaGetLastError();
-  WEFT_CHECK(status == cudaSuccess, "CUDA kernel {} failed to launch: {} ({})", kernel,
-             cudaGetErrorString(status), cudaGetErrorName(status));
-}
-
-#define WEFT_CUDA_CHECK(call)                                                   \
-  do {                                                                          \
-    const cudaError_t weft_status = (call);                                     \
-    WEFT_CHECK(weft_status == cudaSuccess, "{} failed: {} ({})", #call,         \
-               cudaGetErrorString(weft_status), cudaGetErrorName(weft_status)); \
-  } while (0)
-
-inline unsigned blocks_for(int64_t n, int threads) {
-  const int64_t b = (n + threads - 1) / threads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 32 ? 65535 * 32 : b));
-}
-
-// f32 / bf16 element access in device code: T is float or uint16_t (bf16 bits).
-__device__ __forceinline__ float load_f(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load_f(const uint16_t* p, int64_t i) {
-  return __uint_as_float(static_cast<uint32_t>(p[i]) << 16);
-}
-// Round to nearest even; NaN stays a quiet NaN (as core/dtype.h).
-__device__ __forceinline__ uint16_t f32_to_bf16_bits(float v) {
-  uint32_t u = __float_as_uint(v);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-__device__ __forceinline__ void store_f(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store_f(uint16_t* p, int64_t i, float v) {
-  p[i] = f32_to_bf16_bits(v);
-}
+// Launch checks (core/cuda/check.h), grid sizes and f32 / bf16 element access
+// in device code (core/cuda/common.cuh).
+using weft::cuda::blocks_for;
+using weft::cuda::check_launch;
+using weft::cuda::f32_to_bf16_bits;
+using weft::cuda::load_f;
+using weft::cuda::store_f;
 
 // Calls fn.template operator()<T>() with T = float or uint16_t (bf16) for `dtype`.
 template <typename Fn>

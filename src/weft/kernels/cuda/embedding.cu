@@ -3,10 +3,13 @@
 #include <vector>
 
 #include "weft/kernels/cuda/common.cuh"
-#include "weft/kernels/cuda/embedding.h"
 #include "weft/kernels/cuda/grid_stride.cuh"
+#include "weft/kernels/impl/embedding.h"
 
-namespace weft::kernels::cuda {
+namespace weft::kernels::impl {
+
+// The launch and element helpers of kernels/cuda/ (common.cuh and its kin).
+using namespace cuda;
 
 namespace {
 
@@ -107,8 +110,9 @@ __global__ void position_backward_kernel(const T* dout, float* grad, int64_t cha
 
 }  // namespace
 
-void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor& wte, Tensor& out,
-                       const EmbeddingOptions& opt) {
+template <>
+void embedding_forward<Backend::cuda>(const ExecContext& ec, const Tensor& tokens,
+                                      const Tensor& wte, Tensor& out, const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_forward";
   const Shapes s = shapes_of(wte, out);
   checked_tokens(ec, tokens, s.seq, s.table_rows, opt, op);
@@ -124,8 +128,10 @@ void embedding_forward(const ExecContext& ec, const Tensor& tokens, const Tensor
   });
 }
 
-void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor& tokens,
-                        Tensor& dwte, const EmbeddingOptions& opt) {
+template <>
+void embedding_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dout,
+                                       const Tensor& tokens, Tensor& dwte,
+                                       const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_backward";
   const Shapes s = shapes_of(dwte, dout);
   const std::vector<int32_t> tok = checked_tokens(ec, tokens, s.seq, s.table_rows, opt, op);
@@ -173,8 +179,10 @@ void embedding_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
   });
 }
 
-void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor& out,
-                                int64_t pos_offset, bool sequence_major) {
+template <>
+void position_embedding_forward<Backend::cuda>(const ExecContext& ec, const Tensor& wpe,
+                                               Tensor& out, int64_t pos_offset,
+                                               bool sequence_major) {
   const Shapes s = shapes_of(wpe, out);
   const int64_t batch = sequence_major ? s.seq : s.batch;
   const int64_t seq = sequence_major ? s.batch : s.seq;
@@ -189,8 +197,10 @@ void position_embedding_forward(const ExecContext& ec, const Tensor& wpe, Tensor
   });
 }
 
-void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tensor& dwpe,
-                                 int64_t pos_offset, bool sequence_major) {
+template <>
+void position_embedding_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dout,
+                                                Tensor& dwpe, int64_t pos_offset,
+                                                bool sequence_major) {
   const Shapes s = shapes_of(dwpe, dout);
   const int64_t batch = sequence_major ? s.seq : s.batch;
   const int64_t seq = sequence_major ? s.batch : s.seq;
@@ -204,4 +214,4 @@ void position_embedding_backward(const ExecContext& ec, const Tensor& dout, Tens
   });
 }
 
-}  // namespace weft::kernels::cuda
+}  // namespace weft::kernels::impl

@@ -1,4 +1,4 @@
-#include "weft/kernels/cuda/gemm.h"
+#include "weft/kernels/impl/gemm.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -14,9 +14,11 @@
 #include <unordered_map>
 
 #include "weft/core/cuda.h"
+#include "weft/core/cuda/device_guard.h"
 #include "weft/core/error.h"
+#include "weft/kernels/cuda/gemm.h"
 
-namespace weft::kernels::cuda {
+namespace weft::kernels::impl {
 
 namespace {
 
@@ -79,30 +81,6 @@ void check(cublasStatus_t status, const char* call, const Problem& p) {
   WEFT_CHECK(status == CUBLAS_STATUS_SUCCESS, "{} failed for a {}: {}", call, p.describe(),
              cublasLtGetStatusString(status));
 }
-
-void check_cuda(cudaError_t status, const char* call) {
-  WEFT_CHECK(status == cudaSuccess, "{} failed: {} ({})", call, cudaGetErrorString(status),
-             cudaGetErrorName(status));
-}
-
-// Makes `device` current for the scope: cuBLASLt launches on the current
-// device, which must be the stream's.
-class OnDevice {
- public:
-  explicit OnDevice(int device) {
-    check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
-    device_ = device;
-  }
-  ~OnDevice() {
-    if (previous_ != device_) cudaSetDevice(previous_);
-  }
-  OnDevice(const OnDevice&) = delete;
-  OnDevice& operator=(const OnDevice&) = delete;
-
- private:
-  int previous_ = 0, device_ = 0;
-};
 
 // One handle per device, shared by all threads. Never destroyed: at exit the
 // CUDA runtime may already be torn down when static destructors run.
@@ -292,14 +270,6 @@ Layout layout_of(const StridedMatrices& s, int64_t batch, int64_t stride, int64_
   return l;
 }
 
-void check_inputs(DType a, DType b, DType c) {
-  WEFT_CHECK(a == b, "gemm operands must have the same dtype, got {} and {}", dtype_name(a),
-             dtype_name(b));
-  WEFT_CHECK(a == DType::f32 || a == DType::bf16, "gemm supports f32 and bf16 inputs, got {}",
-             dtype_name(a));
-  WEFT_CHECK(c == DType::f32 || c == DType::bf16, "gemm writes f32 or bf16, got {}", dtype_name(c));
-}
-
 // c = alpha · a·b (+ c if accumulate) (+ bias on every row), for every entry
 // of the batch dimensions: cuBLASLt runs one strided batch, the host loops
 // over the other.
@@ -316,9 +286,9 @@ void matmul(const ExecContext& ec, const StridedMatrices& a, const StridedMatric
     wide.batch_stride[0] = c.batch[1] * wide.batch_stride[1];
     const Tensor buffer = ec.empty({c.batch[0] * wide.batch_stride[0]}, DType::f32);
     wide.data = buffer.raw();
-    if (accumulate) convert_matrices(ec, c, wide, nullptr, DType::f32);
+    if (accumulate) cuda::convert_matrices(ec, c, wide, nullptr, DType::f32);
     matmul(ec, a, b, wide, bias, alpha, accumulate);
-    convert_matrices(ec, wide, c, nullptr, DType::f32);
+    cuda::convert_matrices(ec, wide, c, nullptr, DType::f32);
     return;
   }
   // One batch dimension goes to cuBLASLt: the inner one, or the outer one
@@ -339,7 +309,7 @@ void matmul(const ExecContext& ec, const StridedMatrices& a, const StridedMatric
       bias && bias->dtype() == c.dtype && reinterpret_cast<uintptr_t>(bias->raw()) % 16 == 0;
   if (epilogue_types) p.bias = 1 + cuda_type(bias->dtype());
 
-  const OnDevice on_device(p.device);
+  const weft::cuda::DeviceGuard on_device(p.device);
   Plan& plan = plan_for(p);
   if (plan.bias_epilogue) {
     const void* bias_ptr = bias->raw();
@@ -360,7 +330,7 @@ void matmul(const ExecContext& ec, const StridedMatrices& a, const StridedMatric
                          static_cast<cudaStream_t>(ec.stream())),
           "cublasLtMatmul", p);
   }
-  if (bias && !plan.bias_epilogue) convert_matrices(ec, c, c, bias->raw(), bias->dtype());
+  if (bias && !plan.bias_epilogue) cuda::convert_matrices(ec, c, c, bias->raw(), bias->dtype());
 }
 
 StridedMatrices matrix(const Tensor& t, bool transposed) {
@@ -377,48 +347,36 @@ StridedMatrices matrix(const Tensor& t, bool transposed) {
 
 }  // namespace
 
-void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
-          const GemmOptions& opt) {
-  check_inputs(a.dtype(), b.dtype(), c.dtype());
+template <>
+void gemm<Backend::cuda>(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
+                         const GemmOptions& opt) {
   const StridedMatrices sa = matrix(a, opt.trans_a), sb = matrix(b, opt.trans_b),
                         sc = matrix(c, false);
   const int64_t m = sa.rows, k = sa.cols, n = sb.cols;
-  WEFT_CHECK(sb.rows == k, "gemm inner dimensions differ: op(a) is {}x{}, op(b) is {}x{}", m, k,
-             sb.rows, n);
-  WEFT_CHECK(sc.rows == m && sc.cols == n,
-             "gemm output is {}x{} but op(a)·op(b) is {}x{} (a {}, b {}, c {})", sc.rows, sc.cols,
-             m, n, a.shape(), b.shape(), c.shape());
   if (opt.bias) {
-    WEFT_CHECK(opt.bias->numel() == n, "gemm bias has {} elements, expected {}", opt.bias->numel(),
-               n);
     WEFT_CHECK(opt.bias->dtype() == DType::f32 || opt.bias->dtype() == DType::bf16,
                "gemm bias must be f32 or bf16, got {}", dtype_name(opt.bias->dtype()));
   }
   if (m == 0 || n == 0) return;
   if (k == 0) {
     if (!opt.accumulate) c.zero();
-    WEFT_CHECK(!opt.bias, "gemm with k = 0 and a bias is not supported");
     return;
   }
   matmul(ec, sa, sb, sc, opt.bias, opt.alpha, opt.accumulate);
 }
 
-void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
-                  const StridedMatrices& c, float alpha, bool accumulate) {
-  check_inputs(a.dtype, b.dtype, c.dtype);
-  WEFT_CHECK(a.cols == b.rows && c.rows == a.rows && c.cols == b.cols,
-             "batched gemm shapes disagree: a {}x{}, b {}x{}, c {}x{}", a.rows, a.cols, b.rows,
-             b.cols, c.rows, c.cols);
-  for (int d = 0; d < 2; ++d) {
-    WEFT_CHECK(a.batch[d] == c.batch[d] && b.batch[d] == c.batch[d],
-               "batched gemm batch dimension {} disagrees: a {}, b {}, c {}", d, a.batch[d],
-               b.batch[d], c.batch[d]);
-  }
+template <>
+void batched_gemm<Backend::cuda>(const ExecContext& ec, const StridedMatrices& a,
+                                 const StridedMatrices& b, const StridedMatrices& c, float alpha,
+                                 bool accumulate) {
   if (c.rows == 0 || c.cols == 0 || c.batch[0] == 0 || c.batch[1] == 0) return;
   WEFT_CHECK(a.cols > 0, "batched gemm with an empty inner dimension is not supported");
   matmul(ec, a, b, c, nullptr, alpha, accumulate);
 }
 
-int64_t gemm_plans_created() { return cache().created; }
+template <>
+int64_t plans_created<Backend::cuda>() {
+  return cache().created;
+}
 
-}  // namespace weft::kernels::cuda
+}  // namespace weft::kernels::impl

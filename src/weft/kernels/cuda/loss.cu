@@ -4,10 +4,13 @@
 #include <vector>
 
 #include "weft/kernels/cuda/common.cuh"
-#include "weft/kernels/cuda/loss.h"
+#include "weft/kernels/impl/loss.h"
 #include "weft/kernels/loss_vocab.h"
 
-namespace weft::kernels::cuda {
+namespace weft::kernels::impl {
+
+// The launch and element helpers of kernels/cuda/ (common.cuh and its kin).
+using namespace cuda;
 
 namespace {
 
@@ -23,12 +26,6 @@ constexpr float kExpRange = 87.0f;
 
 using detail::Vocab;
 using detail::vocab_of;
-
-void check_row_vector(const Tensor& t, int64_t rows, const char* op, const char* name) {
-  WEFT_CHECK(t.dim() == 1 && t.size(0) == rows && t.dtype() == DType::f32,
-             "{}: {} must be f32 of shape [{}], got {} {}", op, name, rows, dtype_name(t.dtype()),
-             t.shape());
-}
 
 // The elements of a small device tensor, after the work queued on ec's stream.
 template <typename T>
@@ -212,17 +209,20 @@ void launch_target_logit(const ExecContext& ec, const Tensor& logits, const Tens
 
 }  // namespace
 
-int64_t count_targets(const ExecContext& ec, const Tensor& targets, int32_t ignore_index) {
+template <>
+int64_t count_targets<Backend::cuda>(const ExecContext& ec, const Tensor& targets,
+                                     int32_t ignore_index) {
   const std::vector<int32_t> t = to_host<int32_t>(ec, targets);
   return std::count_if(t.begin(), t.end(), [&](int32_t id) { return id != ignore_index; });
 }
 
-float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
-                            Tensor& lse, const CrossEntropyOptions& opt) {
+template <>
+float cross_entropy_forward<Backend::cuda>(const ExecContext& ec, const Tensor& logits,
+                                           const Tensor& targets, Tensor& lse,
+                                           const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_forward";
   const Vocab v = vocab_of(logits, opt);
   const Targets t = check_targets(ec, targets, v, opt.ignore_index, op);
-  check_row_vector(lse, v.rows, op, "lse");
   if (v.rows == 0) return 0.0f;
   launch_lse(ec, logits, v, lse);
   Tensor target_logit = ec.empty({v.rows}, DType::f32);
@@ -231,22 +231,13 @@ float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const T
                    opt.ignore_index, t.count);
 }
 
-void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
-                            const Tensor& lse, float dloss, Tensor& dlogits,
-                            const CrossEntropyOptions& opt) {
+template <>
+void cross_entropy_backward<Backend::cuda>(const ExecContext& ec, const Tensor& logits,
+                                           const Tensor& targets, const Tensor& lse, float dloss,
+                                           Tensor& dlogits, const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_backward";
   const Vocab v = vocab_of(logits, opt);
   const int64_t count = check_targets(ec, targets, v, opt.ignore_index, op).count;
-  check_row_vector(lse, v.rows, op, "lse");
-  WEFT_CHECK(dlogits.shape() == logits.shape() &&
-                 (dlogits.dtype() == DType::f32 || dlogits.dtype() == DType::bf16),
-             "{}: dlogits must be an f32 or bf16 tensor of the logits' shape {}, got {} {}", op,
-             logits.shape(), dtype_name(dlogits.dtype()), dlogits.shape());
-  WEFT_CHECK(!dlogits.same_storage(logits) ||
-                 (dlogits.raw() == logits.raw() && dlogits.dtype() == logits.dtype()),
-             "{}: dlogits shares storage with logits but is not the same tensor; pass logits "
-             "itself to compute in place, or a separate buffer",
-             op);
   if (v.rows == 0 || v.cols == 0) return;
   // count is 0 only when every row is ignored: then every row is zeroed.
   const float scale =
@@ -262,8 +253,9 @@ void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const T
   });
 }
 
-void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& row_max_out,
-                           const CrossEntropyOptions& opt) {
+template <>
+void cross_entropy_row_max<Backend::cuda>(const ExecContext& ec, const Tensor& logits,
+                                          Tensor& row_max_out, const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_row_max";
   const Vocab v = vocab_of(logits, opt);
   if (v.rows == 0) return;
@@ -274,18 +266,21 @@ void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& 
   });
 }
 
-void cross_entropy_target_logit(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
-                                Tensor& target_logit, const CrossEntropyOptions& opt) {
+template <>
+void cross_entropy_target_logit<Backend::cuda>(const ExecContext& ec, const Tensor& logits,
+                                               const Tensor& targets, Tensor& target_logit,
+                                               const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_target_logit";
   const Vocab v = vocab_of(logits, opt);
   check_targets(ec, targets, v, opt.ignore_index, op);
-  check_row_vector(target_logit, v.rows, op, "target_logit");
   if (v.rows == 0) return;
   launch_target_logit(ec, logits, targets, v, opt.ignore_index, target_logit);
 }
 
-void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Tensor& row_max_in,
-                           Tensor& sum_exp, const CrossEntropyOptions& opt) {
+template <>
+void cross_entropy_sum_exp<Backend::cuda>(const ExecContext& ec, const Tensor& logits,
+                                          const Tensor& row_max_in, Tensor& sum_exp,
+                                          const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_sum_exp";
   const Vocab v = vocab_of(logits, opt);
   if (v.rows == 0) return;
@@ -297,9 +292,11 @@ void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Te
   });
 }
 
-float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max_in, const Tensor& sum_exp,
-                            const Tensor& target_logit, const Tensor& targets, Tensor& lse,
-                            int32_t ignore_index) {
+template <>
+float cross_entropy_combine<Backend::cuda>(const ExecContext& ec, const Tensor& row_max_in,
+                                           const Tensor& sum_exp, const Tensor& target_logit,
+                                           const Tensor& targets, Tensor& lse,
+                                           int32_t ignore_index) {
   const int64_t rows = row_max_in.size(0);
   if (rows == 0) return 0.0f;
   combine_kernel<<<blocks_for(rows, kThreads), kThreads, 0, stream_of(ec)>>>(
@@ -312,4 +309,4 @@ float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max_in, con
                    count);
 }
 
-}  // namespace weft::kernels::cuda
+}  // namespace weft::kernels::impl

@@ -1,9 +1,12 @@
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/grid_stride.cuh"
-#include "weft/kernels/cuda/norm.h"
 #include "weft/kernels/elementwise.h"
+#include "weft/kernels/impl/norm.h"
 
-namespace weft::kernels::cuda {
+namespace weft::kernels::impl {
+
+// The launch and element helpers of kernels/cuda/ (common.cuh and its kin).
+using namespace cuda;
 
 namespace {
 
@@ -174,8 +177,10 @@ __global__ void rms_norm_param_blocks_kernel(const T* dy, const T* x, const floa
 
 }  // namespace
 
-void layer_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamma,
-                        const Tensor& beta, float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
+template <>
+void layer_norm_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x, const Tensor& gamma,
+                                       const Tensor& beta, float eps, Tensor& y, Tensor& mean,
+                                       Tensor& rstd) {
   const int64_t n = x.shape().rows(), c = x.shape().last();
   if (n == 0 || c == 0) return;
   dispatch_float(x.dtype(), "layer_norm_forward", [&]<typename T>() {
@@ -186,9 +191,10 @@ void layer_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& ga
   });
 }
 
-void layer_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
-                         const Tensor& gamma, const Tensor& mean, const Tensor& rstd, Tensor& dx,
-                         Tensor& dgamma, Tensor& dbeta) {
+template <>
+void layer_norm_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy, const Tensor& x,
+                                        const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                                        Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   const int64_t n = x.shape().rows(), c = x.shape().last();
   if (n == 0 || c == 0) return;
   const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
@@ -209,8 +215,9 @@ void layer_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& 
   check_launch("layer_norm_backward (block order)");
 }
 
-void rms_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamma, float eps,
-                      Tensor& y, Tensor& rstd) {
+template <>
+void rms_norm_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x, const Tensor& gamma,
+                                     float eps, Tensor& y, Tensor& rstd) {
   const int64_t n = x.shape().rows(), c = x.shape().last();
   if (n == 0 || c == 0) return;
   dispatch_float(x.dtype(), "rms_norm_forward", [&]<typename T>() {
@@ -220,8 +227,10 @@ void rms_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamm
   });
 }
 
-void rms_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
-                       const Tensor& gamma, const Tensor& rstd, Tensor& dx, Tensor& dgamma) {
+template <>
+void rms_norm_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy, const Tensor& x,
+                                      const Tensor& gamma, const Tensor& rstd, Tensor& dx,
+                                      Tensor& dgamma) {
   const int64_t n = x.shape().rows(), c = x.shape().last();
   if (n == 0 || c == 0) return;
   const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
@@ -240,4 +249,4 @@ void rms_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
   check_launch("rms_norm_backward (block order)");
 }
 
-}  // namespace weft::kernels::cuda
+}  // namespace weft::kernels::impl

@@ -3,9 +3,12 @@
 
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/grid_stride.cuh"
-#include "weft/kernels/cuda/optimizer.h"
+#include "weft/kernels/impl/optimizer.h"
 
-namespace weft::kernels::cuda {
+namespace weft::kernels::impl {
+
+// The launch and element helpers of kernels/cuda/ (common.cuh and its kin).
+using namespace cuda;
 
 namespace {
 
@@ -67,8 +70,9 @@ __global__ void sum_partials_kernel(const double* partial, int count, double* ou
 
 }  // namespace
 
-void adamw_step(const ExecContext& ec, Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
-                const AdamWConfig& cfg) {
+template <>
+void adamw_step<Backend::cuda>(const ExecContext& ec, Tensor& params, const Tensor& grads,
+                               Tensor& m, Tensor& v, const AdamWConfig& cfg) {
   const int64_t n = params.numel();
   if (n == 0) return;
   // The per-step constants exactly as the CPU computes them: f64 on the host,
@@ -85,7 +89,8 @@ void adamw_step(const ExecContext& ec, Tensor& params, const Tensor& grads, Tens
   check_launch("adamw_step");
 }
 
-double sum_of_squares(const ExecContext& ec, const Tensor& x) {
+template <>
+double sum_of_squares<Backend::cuda>(const ExecContext& ec, const Tensor& x) {
   const int64_t n = x.numel();
   if (n == 0) return 0.0;
   const int blocks =
@@ -103,4 +108,4 @@ double sum_of_squares(const ExecContext& ec, const Tensor& x) {
   return total;
 }
 
-}  // namespace weft::kernels::cuda
+}  // namespace weft::kernels::impl

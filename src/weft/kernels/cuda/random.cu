@@ -1,10 +1,13 @@
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/grid_stride.cuh"
 #include "weft/kernels/cuda/philox.cuh"
-#include "weft/kernels/cuda/random.h"
 #include "weft/kernels/elementwise.h"
+#include "weft/kernels/impl/random.h"
 
-namespace weft::kernels::cuda {
+namespace weft::kernels::impl {
+
+// The launch and element helpers of kernels/cuda/ (common.cuh and its kin).
+using namespace cuda;
 
 namespace {
 
@@ -31,7 +34,7 @@ __device__ __forceinline__ void for_block_uniforms(uint64_t seed, uint64_t offse
     if (n < offset) continue;
     const uint64_t i = n - offset;
     if (i >= static_cast<uint64_t>(count)) break;
-    f(static_cast<int64_t>(i), bits_to_uniform(philox_word(words, w)));
+    f(static_cast<int64_t>(i), cuda::bits_to_uniform(philox_word(words, w)));
   }
 }
 
@@ -70,7 +73,9 @@ __global__ void dropout_backward_kernel(const T* dy, const uint8_t* mask, float 
 
 }  // namespace
 
-void fill_uniform(const ExecContext& ec, uint64_t seed, uint64_t offset, Tensor& out) {
+template <>
+void fill_uniform<Backend::cuda>(const ExecContext& ec, uint64_t seed, uint64_t offset,
+                                 Tensor& out) {
   const int64_t n = out.numel();
   if (n == 0) return;
   const BlockRange blocks = blocks_of(offset, n);
@@ -79,8 +84,9 @@ void fill_uniform(const ExecContext& ec, uint64_t seed, uint64_t offset, Tensor&
   check_launch("fill_uniform");
 }
 
-void dropout_forward(const ExecContext& ec, const Tensor& x, float p, uint64_t seed,
-                     uint64_t offset, Tensor& y, Tensor& mask) {
+template <>
+void dropout_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x, float p, uint64_t seed,
+                                    uint64_t offset, Tensor& y, Tensor& mask) {
   const int64_t n = x.numel();
   if (n == 0) return;
   if (p == 0.0f) {
@@ -101,8 +107,9 @@ void dropout_forward(const ExecContext& ec, const Tensor& x, float p, uint64_t s
   });
 }
 
-void dropout_backward(const ExecContext& ec, const Tensor& dy, const Tensor& mask, float p,
-                      Tensor& dx) {
+template <>
+void dropout_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy, const Tensor& mask,
+                                     float p, Tensor& dx) {
   const int64_t n = dy.numel();
   if (n == 0) return;
   const float scale = 1.0f / (1.0f - p);
@@ -113,4 +120,4 @@ void dropout_backward(const ExecContext& ec, const Tensor& dy, const Tensor& mas
   });
 }
 
-}  // namespace weft::kernels::cuda
+}  // namespace weft::kernels::impl

@@ -2,9 +2,12 @@
 
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/grid_stride.cuh"
-#include "weft/kernels/cuda/transpose.h"
+#include "weft/kernels/impl/transpose.h"
 
-namespace weft::kernels::cuda {
+namespace weft::kernels::impl {
+
+// The launch and element helpers of kernels/cuda/ (common.cuh and its kin).
+using namespace cuda;
 
 namespace {
 
@@ -39,15 +42,14 @@ bool fits(const void* src, const void* dst, int64_t bytes, int64_t size) {
 
 }  // namespace
 
-void transpose01(const ExecContext& ec, const Tensor& in, Tensor& out) {
+template <>
+void transpose01<Backend::cuda>(const ExecContext& ec, const Tensor& in, Tensor& out) {
   const int64_t rows = in.size(0), cols = in.size(1);
   const int64_t inner = rows * cols == 0 ? 0 : in.numel() / (rows * cols);
   const int64_t bytes = inner * dtype_bits(in.dtype()) / 8;
   if (rows * cols == 0 || bytes == 0) return;
   const char* src = static_cast<const char*>(in.raw());
   char* dst = static_cast<char*>(out.raw());
-  WEFT_CHECK(dst + out.nbytes() <= src || src + in.nbytes() <= dst,
-             "transpose01 cannot write its output over its input");
   // The widest word that divides a row and both addresses: 16-byte copies
   // for wide rows (logits), single bytes only where nothing wider fits.
   if (fits(src, dst, bytes, 16)) {
@@ -63,4 +65,4 @@ void transpose01(const ExecContext& ec, const Tensor& in, Tensor& out) {
   }
 }
 
-}  // namespace weft::kernels::cuda
+}  // namespace weft::kernels::impl

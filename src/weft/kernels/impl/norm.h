@@ -1,20 +1,30 @@
-// The CUDA implementations of kernels/norm.h; callers go through
-// kernels/norm.h, which checks the devices and dispatches here.
+// The implementations of kernels/norm.h, one template per kernel:
+// kernels/cpu/norm.cpp and kernels/cuda/ define the Backend::cpu and
+// Backend::cuda specializations. Only kernels/norm.cpp calls them, after
+// checking the arguments.
+//
+// LayerNorm and RMSNorm (kernels/norm.h), fixed-block reductions on both
+// backends.
 #pragma once
 
 #include "weft/core/exec_context.h"
-#include "weft/core/tensor.h"
+#include "weft/kernels/dispatch.h"
+#include "weft/kernels/norm.h"
 
-namespace weft::kernels::cuda {
+namespace weft::kernels::impl {
 
+template <Backend B>
 void layer_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamma,
                         const Tensor& beta, float eps, Tensor& y, Tensor& mean, Tensor& rstd);
+template <Backend B>
 void layer_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
                          const Tensor& gamma, const Tensor& mean, const Tensor& rstd, Tensor& dx,
                          Tensor& dgamma, Tensor& dbeta);
+template <Backend B>
 void rms_norm_forward(const ExecContext& ec, const Tensor& x, const Tensor& gamma, float eps,
                       Tensor& y, Tensor& rstd);
+template <Backend B>
 void rms_norm_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x,
                        const Tensor& gamma, const Tensor& rstd, Tensor& dx, Tensor& dgamma);
 
-}  // namespace weft::kernels::cuda
+}  // namespace weft::kernels::impl
