@@ -372,6 +372,35 @@ parallel::RngTracker::State restored_rng(const CheckpointReader& ck,
 
 }  // namespace
 
+namespace {
+
+// The architecture keys of model_shape_json (or their dashed spellings);
+// absent keys leave cfg's values.
+nn::GptConfig apply_architecture(nn::GptConfig cfg, const Json& shape) {
+  const auto find = [&](const std::string& key) {
+    const Json* v = shape.find(key);
+    return v ? v : shape.find(flag_name(key));
+  };
+  for (auto [key, field] :
+       {std::pair{"kv_heads", &cfg.kv_heads}, std::pair{"hidden", &cfg.hidden}}) {
+    if (const Json* v = find(key)) *field = v->as_int();
+  }
+  if (const Json* v = find("norm")) {
+    WEFT_CHECK(v->is_string() && (v->as_string() == "layernorm" || v->as_string() == "rmsnorm"),
+               "model norm must be layernorm or rmsnorm, got {}", v->dump());
+    cfg.norm = v->as_string() == "rmsnorm" ? nn::NormKind::rms : nn::NormKind::layer;
+  }
+  if (const Json* v = find("norm_eps")) cfg.norm_eps = static_cast<float>(v->as_double());
+  if (const Json* v = find("mlp")) cfg.mlp = nn::parse_mlp_kind(v->as_string());
+  if (const Json* v = find("positions")) cfg.positions = nn::parse_position_kind(v->as_string());
+  if (const Json* v = find("rope_theta")) cfg.rope_theta = v->as_double();
+  if (const Json* v = find("bias")) cfg.bias = v->as_bool();
+  if (const Json* v = find("tied_head")) cfg.tied_head = v->as_bool();
+  return cfg;
+}
+
+}  // namespace
+
 Json model_shape_json(const nn::GptConfig& cfg) {
   Json out = Json::object();
   out["vocab"] = cfg.vocab;
@@ -380,6 +409,16 @@ Json model_shape_json(const nn::GptConfig& cfg) {
   out["width"] = cfg.width;
   out["heads"] = cfg.heads;
   out["vocab_pad"] = cfg.vocab_pad;
+  // The architecture (checkpoints without these keys hold GPT-2 models).
+  out["kv_heads"] = cfg.kv_head_count();
+  out["hidden"] = cfg.mlp_hidden();
+  out["norm"] = cfg.norm == nn::NormKind::rms ? "rmsnorm" : "layernorm";
+  out["norm_eps"] = static_cast<double>(cfg.norm_eps);
+  out["mlp"] = nn::mlp_kind_name(cfg.mlp);
+  out["positions"] = nn::position_kind_name(cfg.positions);
+  out["rope_theta"] = cfg.rope_theta;
+  out["bias"] = cfg.bias;
+  out["tied_head"] = cfg.tied_head;
   return out;
 }
 
@@ -392,7 +431,7 @@ nn::GptConfig apply_model_shape(nn::GptConfig cfg, const Json& shape) {
     if (!v) v = shape.find(flag_name(key));
     if (v) *field = v->as_int();
   }
-  return cfg;
+  return apply_architecture(std::move(cfg), shape);
 }
 
 void save_checkpoint(const std::string& dir, comm::ProcessGroup& world, const comm::Grid& grid,

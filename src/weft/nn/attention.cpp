@@ -14,6 +14,18 @@ MultiheadAttentionConfig MultiheadAttention::checked(MultiheadAttentionConfig cf
              "{}: {} attention heads cannot be split over tensor-parallel size {}: each rank "
              "needs whole heads, so the head count must be divisible by the TP size",
              cfg.name, cfg.heads, t);
+  if (cfg.kv_heads == 0) cfg.kv_heads = cfg.heads;
+  WEFT_CHECK(cfg.kv_heads > 0 && cfg.heads % cfg.kv_heads == 0,
+             "{}: {} key/value heads cannot serve {} query heads: kv_heads must divide heads",
+             cfg.name, cfg.kv_heads, cfg.heads);
+  WEFT_CHECK(cfg.partition == Partition::replicate || cfg.kv_heads % t == 0,
+             "{}: {} key/value heads cannot be split over tensor-parallel size {}: each rank "
+             "needs whole key/value heads, so kv_heads must be divisible by the TP size",
+             cfg.name, cfg.kv_heads, t);
+  WEFT_CHECK(!cfg.rotary || ((cfg.width / cfg.heads) % 2 == 0 && cfg.max_positions > 0),
+             "{}: rotary positions need an even head size and a positive position count (head "
+             "size {}, {} positions)",
+             cfg.name, cfg.width / cfg.heads, cfg.max_positions);
   WEFT_CHECK(cfg.dropout >= 0.0f && cfg.dropout < 1.0f,
              "{}: attention dropout must lie in [0, 1), got {}", cfg.name, cfg.dropout);
   WEFT_CHECK(cfg.layers >= 1, "{}: layers (for the proj init scale) must be >= 1, got {}", cfg.name,
@@ -26,20 +38,33 @@ MultiheadAttention::MultiheadAttention(ContextPtr context, MultiheadAttentionCon
       pc_(std::move(context)),
       cfg_(checked(std::move(cfg), pc_->tp_size())),
       proj_(pc_, residual_projection(cfg_.partition == Partition::tensor, cfg_.name + ".proj",
-                                     cfg_.width, cfg_.width, cfg_.init_std, cfg_.layers, "proj")) {
+                                     cfg_.width, cfg_.width, cfg_.init_std, cfg_.layers, "proj",
+                                     cfg_.bias)) {
+  build_qkv();
+  if (cfg_.rotary) {
+    rope_table_ = kernels::rope_table(pc_->exec, cfg_.max_positions, cfg_.width / cfg_.heads,
+                                      cfg_.rope_theta);
+  }
+}
+
+void MultiheadAttention::build_qkv() {
   const Parallel qkv_mode = partitioned() ? Parallel::column : Parallel::none;
+  const int64_t d = cfg_.width / cfg_.heads;
+  // H/Hkv query blocks, k and v: equal blocks of Hkv·D rows (see the header).
+  const int64_t blocks = cfg_.heads / cfg_.kv_heads + 2;
+  const int64_t out = blocks * cfg_.kv_heads * d;
   if (!cfg_.input_norm.empty()) {
     auto lnl = std::make_unique<LayerNormLinear>(
         pc_, LayerNormLinearConfig{.name = cfg_.name + ".qkv",
                                    .norm_name = cfg_.input_norm,
                                    .in = cfg_.width,
-                                   .out = 3 * cfg_.width,
+                                   .out = out,
                                    .mode = qkv_mode,
-                                   .bias = true,
+                                   .bias = cfg_.bias,
                                    .norm = cfg_.norm,
                                    .eps = cfg_.eps,
                                    .init_std = cfg_.init_std,
-                                   .out_groups = 3,
+                                   .out_groups = blocks,
                                    .return_layernorm_output = false,
                                    .overlap_name = "qkv"});
     qkv_linear_ = &lnl->linear();
@@ -47,13 +72,13 @@ MultiheadAttention::MultiheadAttention(ContextPtr context, MultiheadAttentionCon
   } else {
     auto lin = std::make_unique<Linear>(pc_, LinearConfig{.name = cfg_.name + ".qkv",
                                                           .in = cfg_.width,
-                                                          .out = 3 * cfg_.width,
+                                                          .out = out,
                                                           .mode = qkv_mode,
-                                                          .bias = true,
+                                                          .bias = cfg_.bias,
                                                           .gather_output = false,
                                                           .input_is_parallel = true,
                                                           .init_std = cfg_.init_std,
-                                                          .out_groups = 3,
+                                                          .out_groups = blocks,
                                                           .overlap_name = "qkv"});
     qkv_linear_ = lin.get();
     qkv_ = std::move(lin);
@@ -64,6 +89,14 @@ bool MultiheadAttention::partitioned() const { return cfg_.partition == Partitio
 
 int64_t MultiheadAttention::local_heads() const {
   return partitioned() ? cfg_.heads / tp_size() : cfg_.heads;
+}
+
+int64_t MultiheadAttention::local_kv_heads() const {
+  return partitioned() ? cfg_.kv_heads / tp_size() : cfg_.kv_heads;
+}
+
+kernels::RopeConfig MultiheadAttention::rope_config(bool sequence_major) const {
+  return {.heads = local_heads(), .kv_heads = local_kv_heads(), .sequence_major = sequence_major};
 }
 
 bool MultiheadAttention::gathers_sequence() const {
@@ -81,8 +114,10 @@ Tensor MultiheadAttention::forward(Ctx& ctx, const Tensor& x) {
   Tensor xin = gathers_sequence() ? parallel::forward(parallel::Mapping::gather_from_sp, g, x) : x;
   s.qkv = qkv_->forward(ctx, xin);
   const bool seq_major = pc_->token_layout() == parallel::TokenLayout::sequence_major;
+  if (cfg_.rotary) kernels::rope_forward(ec, s.qkv, rope_table_, rope_config(seq_major));
   const int64_t b = s.qkv.size(seq_major ? 1 : 0), t = s.qkv.size(seq_major ? 0 : 1);
   s.config = {.heads = local_heads(),
+              .kv_heads = local_kv_heads(),
               .dropout = 0.0f,
               .seed = 0,
               .offset = 0,
@@ -101,7 +136,7 @@ Tensor MultiheadAttention::forward(Ctx& ctx, const Tensor& x) {
     s.config.offset = draw.offset;
   }
   Shape os = s.qkv.shape();
-  os[2] /= 3;
+  os[2] = local_heads() * (cfg_.width / cfg_.heads);
   Tensor out = ec.empty(os, s.qkv.dtype(), MemoryTag::activations);
   kernels::attention_forward(pc_->exec, s.qkv, s.config, out, s.attention, workspace_);
   Tensor y = proj_.forward(ctx, out);
@@ -124,6 +159,9 @@ Tensor MultiheadAttention::backward(Ctx& ctx, const Tensor& dy) {
   Tensor dout = proj_.backward(ctx, g_out);
   Tensor dqkv = pc_->exec.empty(s.qkv.shape(), s.qkv.dtype(), MemoryTag::activations);
   kernels::attention_backward(pc_->exec, dout, s.qkv, s.attention, s.config, dqkv, workspace_);
+  if (cfg_.rotary) {
+    kernels::rope_backward(pc_->exec, dqkv, rope_table_, rope_config(s.config.sequence_major));
+  }
   ctx.release(this);
   Tensor dx = qkv_->backward(ctx, dqkv);
   if (gathers_sequence()) dx = parallel::backward(parallel::Mapping::gather_from_sp, g, dx);

@@ -1,15 +1,31 @@
-// MultiheadAttention: GPT-2 causal self-attention, heads split over the TP group.
+// MultiheadAttention: causal self-attention (GPT-2's, and Llama's with rotary
+// positions and grouped-query attention), heads split over the TP group.
 //
 //   x (B, T, C) [SP: this rank's tokens; sequence-major (T, B, C) under seq SP]
 //     -> [input norm] -> copy_to_tp [SP: gather_from_sp]
-//     -> qkv (C -> 3C/T, column-parallel, out_groups = 3: each rank holds the
-//        q, k and v rows of its own H/T heads, laid out [q | k | v])
-//     -> causal attention over the local heads (B, T, 3C/T) -> (B, T, C/T)
-//     -> proj (C/T -> C, row-parallel) -> reduce_from_tp [SP: reduce_scatter_to_sp] -> + bias
+//     -> qkv (C -> (H + 2·Hkv)·D/T, column-parallel: each rank holds the q, k
+//        and v rows of its own heads, laid out [q | k | v])
+//     -> [rotary positions on q and k]
+//     -> causal attention over the local heads -> (B, T, H·D/T)
+//     -> proj (H·D/T -> C, row-parallel) -> reduce_from_tp [SP: reduce_scatter_to_sp] -> + bias
 //   -> y (B, T, C) [SP: this rank's tokens]
 //
-// Whole heads live on one rank, so heads % T must be 0. proj is a residual
-// output projection (std init_std/√(2·layers), GPT-2).
+// D = C/H. Grouped-query attention: Hkv key/value heads (kv_heads; H by
+// default), each serving H/Hkv query heads. The qkv weight's rows are
+// H/Hkv + 2 equal blocks of Hkv·D rows, the query blocks then k then v, each
+// split over TP (out_groups), so a rank holds whole KV heads and exactly the
+// query heads that use them. Query block b holds, for every KV head g, the
+// query head that Hugging Face numbers g·(H/Hkv) + b: query head h of the
+// [q] part (any rank) uses KV head h mod Hkv, which is the attention kernel's
+// rule. With Hkv = H this is GPT-2's [q | k | v] (three blocks of C rows).
+// The io/ layer permutes q rows and proj columns to and from Hugging Face's
+// head order. Whole heads live on one rank: H and Hkv divisible by T.
+// proj is a residual output projection (std init_std/√(2·layers), GPT-2).
+//
+// Rotary positions (rotary): q and k rotated in place after the qkv GEMM by
+// position (Hugging Face Llama's rotate-half, base rope_theta), the cos/sin
+// table computed once at construction for max_positions positions; backward
+// rotates dq and dk back before the qkv GEMM's backward.
 //
 // Attention-probability dropout draws B·H_local·T·T numbers from the
 // "model-parallel" stream of ctx.rng() (different per TP rank: each rank
@@ -37,6 +53,7 @@
 #include <string>
 
 #include "weft/kernels/attention.h"
+#include "weft/kernels/rope.h"
 #include "weft/nn/layernorm_linear.h"
 #include "weft/nn/linear.h"
 #include "weft/nn/partition.h"
@@ -49,9 +66,14 @@ struct MultiheadAttentionConfig {
   std::string input_norm{};
   int64_t width = 0;     // C
   int64_t heads = 0;     // H, C % H == 0
+  int64_t kv_heads = 0;  // Hkv, H % Hkv == 0; 0: H
   float dropout = 0.0f;  // attention-probability dropout
   NormKind norm = NormKind::layer;
   float eps = 1e-5f;
+  bool bias = true;  // qkv and proj
+  bool rotary = false;
+  double rope_theta = 10000.0;
+  int64_t max_positions = 0;  // rotary: the table's positions
   Partition partition = Partition::tensor;
   float init_std = 0.02f;
   int64_t layers = 1;  // proj's std is init_std/√(2·layers)
@@ -72,6 +94,7 @@ class MultiheadAttention : public Module {
   const ParallelContext& context() const { return *pc_; }
   bool partitioned() const;
   int64_t local_heads() const;
+  int64_t local_kv_heads() const;
   Linear& qkv() { return *qkv_linear_; }
   Linear& proj() { return proj_; }
   // The attention-probability dropout mask of the forward saved in ctx:
@@ -86,6 +109,9 @@ class MultiheadAttention : public Module {
     kernels::AttentionConfig config;
   };
   static MultiheadAttentionConfig checked(MultiheadAttentionConfig cfg, int tp_size);
+  // qkv: the layer's Linear (with its input norm when there is one).
+  void build_qkv();
+  kernels::RopeConfig rope_config(bool sequence_major) const;
   int tp_size() const { return pc_->tp_size(); }
   // Replicated attention under sequence SP: gathers the sequence itself.
   bool gathers_sequence() const;
@@ -96,6 +122,7 @@ class MultiheadAttention : public Module {
   Linear* qkv_linear_ = nullptr;
   Linear proj_;
   kernels::AttentionWorkspace workspace_;
+  Tensor rope_table_;  // rotary: (max_positions, D/2, 2) cos and sin
 };
 
 }  // namespace weft::nn

@@ -27,6 +27,19 @@ std::string prefixed(const std::string& name, const char* leaf) {
 
 }  // namespace
 
+Parameter vocab_parameter(const ParallelContext& pc, const std::string& name, int64_t vocab,
+                          int64_t padded_vocab, int64_t channels, float init_std) {
+  // The master is drawn for the real rows only, so that the padding multiple
+  // never changes them; padded rows are zero.
+  Tensor real = parallel::normal_init({vocab, channels}, pc.seed, name, init_std);
+  Tensor full = Tensor::zeros({padded_vocab, channels});
+  std::memcpy(full.raw(), real.raw(), static_cast<size_t>(real.nbytes()));
+  Parameter p =
+      sharded_parameter(name, full, 0, pc.tp_rank(), pc.tp_size(), 1, true, pc.exec.device());
+  p.spec.valid_rows = vocab;
+  return p;
+}
+
 VocabParallelEmbedding::VocabParallelEmbedding(ContextPtr context, EmbeddingConfig cfg)
     : Module(cfg.name), pc_(std::move(context)), cfg_(std::move(cfg)) {
   WEFT_CHECK(pc_ != nullptr, "{}: the embedding needs a parallel context",
@@ -38,22 +51,15 @@ VocabParallelEmbedding::VocabParallelEmbedding(ContextPtr context, EmbeddingConf
   const std::string wpe_name = prefixed(cfg_.name, "wpe.weight");
   padded_vocab_ = padded_vocab_size(cfg_.vocab, cfg_.vocab_pad);
   const int t = tp_size();
-  const int r = pc_->tp_rank();
   WEFT_CHECK(padded_vocab_ % t == 0,
              "{}: the padded vocabulary of {} rows (vocab {} rounded up to a multiple of {}) "
              "cannot be split over tp size {}; choose vocab_pad so that it is a multiple of "
              "the tp size (e.g. vocab_pad {})",
              wte_name, padded_vocab_, cfg_.vocab, cfg_.vocab_pad, t, cfg_.vocab_pad * t);
 
-  // The master is drawn for the real rows only, so that the padding multiple
-  // never changes them; padded rows are zero.
-  Tensor real =
-      parallel::normal_init({cfg_.vocab, cfg_.channels}, pc_->seed, wte_name, cfg_.init_std);
-  Tensor full = Tensor::zeros({padded_vocab_, cfg_.channels});
-  std::memcpy(full.raw(), real.raw(), static_cast<size_t>(real.nbytes()));
-  wte_ = sharded_parameter(wte_name, full, 0, r, t, 1, true, pc_->exec.device());
-  wte_.spec.valid_rows = cfg_.vocab;
-
+  wte_ = vocab_parameter(*pc_, wte_name, cfg_.vocab, padded_vocab_, cfg_.channels, cfg_.init_std);
+  wte_source_ = make_weight_source(pc_, wte_);
+  if (!cfg_.learned_positions) return;
   Tensor pos =
       parallel::normal_init({cfg_.max_seq, cfg_.channels}, pc_->seed, wpe_name, cfg_.init_std);
   wpe_ = sharded_parameter(wpe_name, pos, 0, 0, 1, 1, true, pc_->exec.device());
@@ -61,7 +67,11 @@ VocabParallelEmbedding::VocabParallelEmbedding(ContextPtr context, EmbeddingConf
     wpe_.spec.replicated_over = parallel::replicated_groups(true);
     if (pc_->sequence_parallel()) wpe_.grad_sum_group = pc_->tp;
   }
-  wte_source_ = make_weight_source(pc_, wte_);
+}
+
+std::vector<Parameter*> VocabParallelEmbedding::own_parameters() {
+  if (!cfg_.learned_positions) return {&wte()};
+  return {&wte(), &wpe_};
 }
 
 bool VocabParallelEmbedding::sequence_major() const {
@@ -101,8 +111,10 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
   Tensor x = pc_->sequence_parallel()
                  ? parallel::reduce_scatter_rows(ec, g, partial, x_slot).get(ec)
                  : parallel::forward(Mapping::reduce_from_tp, g, partial);
-  kernels::position_embedding_forward(pc_->exec, wpe_.value, x, shard_pos_offset(seq, pos_offset),
-                                      sequence_major());
+  if (cfg_.learned_positions) {
+    kernels::position_embedding_forward(pc_->exec, wpe_.value, x, shard_pos_offset(seq, pos_offset),
+                                        sequence_major());
+  }
   Saved& s = ctx.saved<Saved>(this);
   s.tokens = ids;
   s.pos_offset = pos_offset;
@@ -116,8 +128,10 @@ Tensor VocabParallelEmbedding::backward(Ctx& ctx, const Tensor& dx) {
   const int64_t pos_offset = s.pos_offset;
   ctx.release(this);
   const int64_t seq = ids.size(sequence_major() ? 0 : 1);
-  kernels::position_embedding_backward(pc_->exec, dx, wpe_.grad, shard_pos_offset(seq, pos_offset),
-                                       sequence_major());
+  if (cfg_.learned_positions) {
+    kernels::position_embedding_backward(pc_->exec, dx, wpe_.grad,
+                                         shard_pos_offset(seq, pos_offset), sequence_major());
+  }
   const ExecContext& ec = pc_->exec;
   comm::ProcessGroup* g = pc_->tp_group();
   Tensor dfull = pc_->sequence_parallel()
@@ -131,16 +145,33 @@ Tensor VocabParallelEmbedding::backward(Ctx& ctx, const Tensor& dx) {
   return {};
 }
 
-LmHead::LmHead(VocabParallelEmbedding& embedding, std::string name)
+std::shared_ptr<parallel::WeightSource> LmHead::source_for(VocabParallelEmbedding& embedding,
+                                                           Parameter& weight, bool tied,
+                                                           const std::string& name) {
+  if (tied) return embedding.wte_source();
+  const EmbeddingConfig& cfg = embedding.config();
+  weight = vocab_parameter(*embedding.context(), name + ".weight", cfg.vocab,
+                           embedding.padded_vocab(), cfg.channels, cfg.init_std);
+  return make_weight_source(embedding.context(), weight);
+}
+
+LmHead::LmHead(VocabParallelEmbedding& embedding, bool tied, std::string name)
     : Module(name),
       embedding_(embedding),
+      tied_(tied),
+      source_(source_for(embedding, weight_, tied, name)),
       linear_(embedding.context(),
               {.name = name,
                .in = embedding.config().channels,
                .out = embedding.padded_vocab(),
                .mode = Parallel::column,
                .bias = false},
-              embedding.wte_source()) {}
+              source_) {}
+
+std::vector<Parameter*> LmHead::own_parameters() {
+  if (tied_) return {};
+  return {&source_->parameter()};
+}
 
 Tensor LmHead::forward(Ctx& ctx, const Tensor& x) {
   const EmbeddingConfig& cfg = embedding_.config();

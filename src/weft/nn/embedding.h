@@ -61,7 +61,16 @@ struct EmbeddingConfig {
   int64_t channels = 0;  // C
   int64_t vocab_pad = kDefaultVocabPad;
   float init_std = 0.02f;
+  // wpe: a learned position table added after the lookup (GPT-2). Without it
+  // (rotary positions inside attention, Llama) there is no wpe parameter.
+  bool learned_positions = true;
 };
+
+// A token table split by vocabulary rows over the TP group: the real rows
+// drawn from (seed, name), the padded rows zero (valid_rows = vocab). wte and
+// an untied LM head's weight.
+Parameter vocab_parameter(const ParallelContext& pc, const std::string& name, int64_t vocab,
+                          int64_t padded_vocab, int64_t channels, float init_std);
 
 class VocabParallelEmbedding : public Module {
  public:
@@ -74,7 +83,7 @@ class VocabParallelEmbedding : public Module {
   Tensor forward(Ctx& ctx, const Tensor& tokens, int64_t pos_offset);
   // dx (B, T, C) [SP: shard] -> an undefined tensor; gradients accumulate.
   Tensor backward(Ctx& ctx, const Tensor& dx) override;
-  std::vector<Parameter*> own_parameters() override { return {&wte(), &wpe_}; }
+  std::vector<Parameter*> own_parameters() override;
 
   const EmbeddingConfig& config() const { return cfg_; }
   const ContextPtr& context() const { return pc_; }
@@ -107,11 +116,13 @@ class VocabParallelEmbedding : public Module {
   std::shared_ptr<parallel::WeightSource> wte_source_;
 };
 
-// LmHead: the output projection tied to an embedding's token table,
-// logits = x · wteᵀ on this rank's vocabulary slice: a column-parallel Linear
-// without bias over the embedding's weight source (wte). The parallel context
-// is the embedding's. It owns no parameter: its weight gradient accumulates
-// into the embedding's wte.grad, and the embedding lists wte once.
+// LmHead: the output projection, logits = x · Wᵀ on this rank's vocabulary
+// slice: a column-parallel Linear without bias. Tied (GPT-2) it runs over the
+// embedding's weight source, W = wte, and owns no parameter: its weight
+// gradient accumulates into the embedding's wte.grad, and the embedding lists
+// wte once. Untied (Llama) W is its own <name>.weight, laid out as wte
+// (vocabulary rows split over TP, padded rows zero). The parallel context is
+// the embedding's.
 //
 //   x (B, T, C) -> copy_to_tp  [SP: gather_from_sp] -> logits (B, T, Vp/T)
 //
@@ -126,7 +137,8 @@ class VocabParallelEmbedding : public Module {
 //   loss (+ cross-entropy)         + 2 all_reduce       + 0
 class LmHead : public Module {
  public:
-  explicit LmHead(VocabParallelEmbedding& embedding, std::string name = "lm_head");
+  explicit LmHead(VocabParallelEmbedding& embedding, bool tied = true,
+                  std::string name = "lm_head");
 
   // x (B, T, C) [layout and SP shard as the embedding's output] -> logits
   // (B, T, Vp/T) [(T, B, Vp/T) under seq SP] of this rank's vocabulary slice,
@@ -135,6 +147,8 @@ class LmHead : public Module {
   // dlogits -> dx [SP: shard]; wte.grad += dlogitsᵀ · x
   Tensor backward(Ctx& ctx, const Tensor& dlogits) override;
   std::vector<Module*> children() override { return {&linear_}; }
+  std::vector<Parameter*> own_parameters() override;
+  bool tied() const { return tied_; }
 
   // x, targets (the group's full targets, in the token layout: (B, T) or
   // (T, B)) i32 -> the mean cross-entropy over the tokens whose target is not
@@ -153,7 +167,15 @@ class LmHead : public Module {
     int32_t ignore_index = kernels::kIgnoreIndex;
   };
 
+  // The untied head's weight (undefined when tied) and the source the
+  // Linear reads it through: wte's when tied.
+  static std::shared_ptr<parallel::WeightSource> source_for(VocabParallelEmbedding& embedding,
+                                                            Parameter& weight, bool tied,
+                                                            const std::string& name);
   VocabParallelEmbedding& embedding_;
+  bool tied_;
+  Parameter weight_;
+  std::shared_ptr<parallel::WeightSource> source_;
   Linear linear_;  // column-parallel over the vocabulary, no bias, on wte's source
 };
 

@@ -5,25 +5,56 @@
 
 namespace weft::nn {
 
-GptConfig gpt_preset(const std::string& name) {
+const char* position_kind_name(PositionKind k) {
+  return k == PositionKind::rotary ? "rotary" : "learned";
+}
+
+PositionKind parse_position_kind(const std::string& name) {
+  if (name == "learned") return PositionKind::learned;
+  if (name == "rotary") return PositionKind::rotary;
+  WEFT_FAIL("unknown positions '{}': use learned or rotary", name);
+}
+
+namespace {
+
+// Llama's architecture choices on a shape.
+GptConfig llama(GptConfig c, int64_t kv_heads, int64_t hidden) {
+  c.norm = NormKind::rms;
+  c.norm_eps = 1e-5f;
+  c.mlp = MlpKind::swiglu;
+  c.hidden = hidden;
+  c.positions = PositionKind::rotary;
+  c.rope_theta = 10000.0;
+  c.kv_heads = kv_heads;
+  c.bias = false;
+  c.tied_head = false;
+  return c;
+}
+
+GptConfig shape(int64_t vocab, int64_t seq, int64_t layers, int64_t width, int64_t heads) {
   GptConfig c;
-  if (name == "tiny") {
-    c.vocab = 256;
-    c.seq = 128;
-    c.layers = 4;
-    c.width = 128;
-    c.heads = 4;
-    return c;
-  }
-  if (name == "gpt2-124m") {
-    c.vocab = 50257;
-    c.seq = 1024;
-    c.layers = 12;
-    c.width = 768;
-    c.heads = 12;
-    return c;
-  }
-  WEFT_FAIL("unknown preset '{}': use tiny or gpt2-124m", name);
+  c.vocab = vocab;
+  c.seq = seq;
+  c.layers = layers;
+  c.width = width;
+  c.heads = heads;
+  return c;
+}
+
+}  // namespace
+
+const std::vector<std::string>& gpt_preset_names() {
+  static const std::vector<std::string> names{"tiny", "gpt2-124m", "llama-tiny", "llama-1b"};
+  return names;
+}
+
+GptConfig gpt_preset(const std::string& name) {
+  if (name == "tiny") return shape(256, 128, 4, 128, 4);
+  if (name == "gpt2-124m") return shape(50257, 1024, 12, 768, 12);
+  // SwiGLU's hidden size about 8/3 of the width (Llama's rule), a multiple of 32.
+  if (name == "llama-tiny") return llama(shape(256, 128, 4, 128, 8), 4, 352);
+  if (name == "llama-1b") return llama(shape(32000, 2048, 22, 2048, 32), 4, 5632);
+  WEFT_FAIL("unknown preset '{}': use tiny, gpt2-124m, llama-tiny or llama-1b", name);
 }
 
 void validate(const GptConfig& c, int tp) {
@@ -41,6 +72,23 @@ void validate(const GptConfig& c, int tp) {
              "multiple of {}",
              rows, tp, tp);
   WEFT_CHECK(c.dropout >= 0.0f && c.dropout < 1.0f, "dropout must be in [0, 1), got {}", c.dropout);
+  const int64_t kv = c.kv_head_count();
+  WEFT_CHECK(kv >= 1 && c.heads % kv == 0,
+             "kv_heads {} must divide heads {} (each key/value head serves heads/kv_heads query "
+             "heads)",
+             kv, c.heads);
+  WEFT_CHECK(kv % tp == 0,
+             "kv_heads {} is not divisible by tp {}: each rank needs whole key/value heads; "
+             "choose a tp that divides kv_heads",
+             kv, tp);
+  WEFT_CHECK(c.mlp_hidden() >= 1 && c.mlp_hidden() % tp == 0,
+             "the MLP hidden size {} is not divisible by tp {}: set hidden to a multiple of {}",
+             c.mlp_hidden(), tp, tp);
+  WEFT_CHECK(c.positions != PositionKind::rotary || (c.width / c.heads) % 2 == 0,
+             "rotary positions need an even head size, got width {} / heads {} = {}", c.width,
+             c.heads, c.width / c.heads);
+  WEFT_CHECK(c.rope_theta > 0.0, "rope_theta must be positive, got {}", c.rope_theta);
+  WEFT_CHECK(c.norm_eps > 0.0f, "norm_eps must be positive, got {}", c.norm_eps);
 }
 
 namespace {
@@ -59,17 +107,27 @@ Gpt::Gpt(ContextPtr context, GptConfig cfg)
                        .max_seq = cfg_.seq,
                        .channels = cfg_.width,
                        .vocab_pad = cfg_.vocab_pad,
-                       .init_std = cfg_.init_std}),
-      ln_f_(pc_, {.name = "ln_f", .width = cfg_.width}),
-      head_(embedding_) {
+                       .init_std = cfg_.init_std,
+                       .learned_positions = cfg_.positions == PositionKind::learned}),
+      ln_f_(cfg_.norm, pc_, {.name = "ln_f", .width = cfg_.width, .eps = cfg_.norm_eps}),
+      head_(embedding_, cfg_.tied_head) {
   for (int64_t i = 0; i < cfg_.layers; ++i) {
     layers_.push_back(std::make_unique<TransformerLayer>(
         pc_, TransformerLayerConfig{.name = format("h.{}", i),
                                     .width = cfg_.width,
                                     .heads = cfg_.heads,
+                                    .kv_heads = cfg_.kv_head_count(),
+                                    .hidden = cfg_.mlp_hidden(),
                                     .layers = cfg_.layers,
                                     .attention_dropout = cfg_.dropout,
                                     .hidden_dropout = cfg_.dropout,
+                                    .norm = cfg_.norm,
+                                    .eps = cfg_.norm_eps,
+                                    .mlp = cfg_.mlp,
+                                    .bias = cfg_.bias,
+                                    .rotary = cfg_.positions == PositionKind::rotary,
+                                    .rope_theta = cfg_.rope_theta,
+                                    .max_positions = cfg_.seq,
                                     .init_std = cfg_.init_std,
                                     .plan = cfg_.plan}));
   }
@@ -93,6 +151,8 @@ std::vector<Module*> Gpt::children() {
   std::vector<Module*> out{&embedding_};
   for (auto& l : layers_) out.push_back(l.get());
   out.push_back(&ln_f_);
+  // A tied head owns no parameter (its weight is wte).
+  if (!cfg_.tied_head) out.push_back(&head_);
   return out;
 }
 
@@ -142,13 +202,15 @@ void Gpt::backward_loss(Ctx& ctx, float dloss, const GradsReady& ready) {
   auto done = [&](Module& m) {
     if (ready) ready(m.parameters());
   };
-  Tensor dx = ln_f_.backward(ctx, head_.backward_loss(ctx, dloss));
+  Tensor dx = head_.backward_loss(ctx, dloss);
+  if (!cfg_.tied_head) done(head_);
+  dx = ln_f_.backward(ctx, dx);
   done(ln_f_);
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
     dx = (*it)->backward(ctx, dx);
     done(**it);
   }
-  // wte also received the tied head's gradient above: it is final only now.
+  // A tied head's gradient went into wte above: it is final only now.
   embedding_.backward(ctx, dx);
   done(embedding_);
 }

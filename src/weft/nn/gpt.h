@@ -1,9 +1,16 @@
-// Gpt: the GPT-2 architecture with tensor, sequence and data parallelism.
+// Gpt: the decoder-only transformer with tensor, sequence and data
+// parallelism; GPT-2 and Llama-family models are configurations of it.
 //
 //   tokens (B, T) i32
-//   -> VocabParallelEmbedding (wte split by vocabulary over TP, + wpe)
-//   -> layers × TransformerLayer (pre-norm, GELU tanh, LayerNorm eps 1e-5)
-//   -> ln_f -> LmHead tied to wte -> vocab-parallel cross-entropy
+//   -> VocabParallelEmbedding (wte split by vocabulary over TP [, + wpe])
+//   -> layers × TransformerLayer (pre-norm)
+//   -> ln_f -> LmHead (tied to wte, or its own lm_head.weight)
+//   -> vocab-parallel cross-entropy
+//
+// The architecture is GptConfig's: GPT-2 (LayerNorm, GELU MLP, learned
+// positions, biases, head tied to wte) by default; Llama (RMSNorm, SwiGLU,
+// rotary positions inside attention, grouped-query attention, no biases, an
+// untied head) with the fields below set as gpt_preset("llama-tiny") does.
 //
 // Every rank of a TP group passes the same tokens and targets, except under
 // batch sequence parallelism ("TP across DP ranks"), where each rank passes
@@ -12,8 +19,9 @@
 // their owners, so every activation a rank holds is its own samples'.
 //
 // Parameter names follow Hugging Face's GPT-2 without the "transformer."
-// prefix (wte.weight, wpe.weight, h.N.ln_1.weight, ..., ln_f.bias); the
-// checkpoint code maps them to and from Hugging Face layouts.
+// prefix (wte.weight, wpe.weight, h.N.ln_1.weight, ..., ln_f.bias, and
+// lm_head.weight when untied), for every architecture; the io/ code maps them
+// to and from Hugging Face's GPT-2 and Llama layouts.
 #pragma once
 
 #include <functional>
@@ -28,9 +36,15 @@
 
 namespace weft::nn {
 
+// Where positions enter: a learned table added to the embedding (wpe,
+// GPT-2) or rotations of the queries and keys inside attention (Llama).
+enum class PositionKind { learned, rotary };
+const char* position_kind_name(PositionKind k);  // "learned", "rotary"
+PositionKind parse_position_kind(const std::string& name);
+
 struct GptConfig {
   int64_t vocab = 256;
-  int64_t seq = 128;  // context length (rows of wpe)
+  int64_t seq = 128;  // context length (rows of wpe, or of the rotary table)
   int64_t layers = 4;
   int64_t width = 128;
   int64_t heads = 4;
@@ -39,12 +53,31 @@ struct GptConfig {
   float init_std = 0.02f;
   // Which attention and MLP blocks are tensor-parallel (partition.h).
   PartitionPlan plan{};
+  // The architecture: GPT-2's by default.
+  NormKind norm = NormKind::layer;
+  float norm_eps = 1e-5f;
+  MlpKind mlp = MlpKind::gelu;
+  int64_t hidden = 0;  // the MLP's hidden size; 0: 4·width
+  PositionKind positions = PositionKind::learned;
+  double rope_theta = 10000.0;  // rotary positions' base
+  int64_t kv_heads = 0;         // key/value heads (grouped-query attention); 0: heads
+  bool bias = true;             // biases in the Linear layers and LayerNorms
+  bool tied_head = true;        // the LM head reads wte; otherwise lm_head.weight
+
+  int64_t kv_head_count() const { return kv_heads ? kv_heads : heads; }
+  int64_t mlp_hidden() const { return hidden ? hidden : 4 * width; }
 };
 
 // "tiny" (4 layers, width 128, 4 heads, context 128, byte vocabulary: trains
-// visibly in minutes on two cores) and "gpt2-124m" (12 layers, width 768, 12
-// heads, context 1024, vocabulary 50257). Throws for other names.
+// visibly in minutes on two cores), "gpt2-124m" (12 layers, width 768, 12
+// heads, context 1024, vocabulary 50257), "llama-tiny" (tiny's size as a
+// Llama: RMSNorm, SwiGLU with hidden 352, rotary positions, 8 heads sharing 4
+// KV heads, no biases, untied head) and "llama-1b" (TinyLlama-1.1B's shape:
+// 22 layers, width 2048, 32 heads, 4 KV heads, MLP 5632, vocabulary 32000,
+// context 2048). Throws for other names.
 GptConfig gpt_preset(const std::string& name);
+// The preset names, for help texts and errors.
+const std::vector<std::string>& gpt_preset_names();
 // Checks the shape against itself and the tensor-parallel size `tp` (what a
 // model of this shape needs to be split over tp ranks); the error names the
 // fields to change (width, heads, vocab_pad, dropout, ..., and tp).
@@ -85,7 +118,7 @@ class Gpt : public Module {
   GptConfig cfg_;
   VocabParallelEmbedding embedding_;
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
-  LayerNorm ln_f_;
+  Norm ln_f_;
   LmHead head_;
 };
 

@@ -4,6 +4,14 @@
 
 namespace weft::nn {
 
+const char* mlp_kind_name(MlpKind k) { return k == MlpKind::swiglu ? "swiglu" : "gelu"; }
+
+MlpKind parse_mlp_kind(const std::string& name) {
+  if (name == "gelu") return MlpKind::gelu;
+  if (name == "swiglu") return MlpKind::swiglu;
+  WEFT_FAIL("unknown MLP '{}': use gelu or swiglu", name);
+}
+
 LayerNormMLPConfig LayerNormMLP::checked(LayerNormMLPConfig cfg) {
   WEFT_CHECK(cfg.width > 0, "{}: LayerNormMLP needs a positive width, got {}", cfg.name, cfg.width);
   if (cfg.hidden == 0) cfg.hidden = 4 * cfg.width;
@@ -21,23 +29,30 @@ LayerNormMLP::LayerNormMLP(ContextPtr context, LayerNormMLPConfig cfg)
       fc1_(pc_, {.name = cfg_.name + ".fc1",
                  .norm_name = cfg_.norm_name,
                  .in = cfg_.width,
-                 .out = cfg_.hidden,
+                 .out = gated() ? 2 * cfg_.hidden : cfg_.hidden,
                  .mode = cfg_.partition == Partition::tensor ? Parallel::column : Parallel::none,
-                 .bias = true,
+                 .bias = cfg_.bias,
                  .norm = cfg_.norm,
                  .eps = cfg_.eps,
                  .init_std = cfg_.init_std,
-                 .out_groups = 1,
+                 .out_groups = gated() ? 2 : 1,
                  .return_layernorm_output = false,
                  .overlap_name = "fc1"}),
-      fc2_(pc_, residual_projection(cfg_.partition == Partition::tensor, cfg_.name + ".fc2",
-                                    cfg_.hidden, cfg_.width, cfg_.init_std, cfg_.layers, "fc2")) {}
+      fc2_(pc_,
+           residual_projection(cfg_.partition == Partition::tensor, cfg_.name + ".fc2", cfg_.hidden,
+                               cfg_.width, cfg_.init_std, cfg_.layers, "fc2", cfg_.bias)) {}
 
 Tensor LayerNormMLP::forward(Ctx& ctx, const Tensor& x) {
   Saved& s = ctx.saved<Saved>(this);
   s.h = fc1_.forward(ctx, x);
-  Tensor a = pc_->exec.empty(s.h.shape(), s.h.dtype(), MemoryTag::activations);
-  kernels::gelu_forward(pc_->exec, s.h, a);
+  Shape as = s.h.shape();
+  if (gated()) as[as.rank() - 1] /= 2;
+  Tensor a = pc_->exec.empty(as, s.h.dtype(), MemoryTag::activations);
+  if (gated()) {
+    kernels::swiglu_forward(pc_->exec, s.h, a);
+  } else {
+    kernels::gelu_forward(pc_->exec, s.h, a);
+  }
   return fc2_.forward(ctx, a);
 }
 
@@ -48,7 +63,11 @@ Tensor LayerNormMLP::backward(Ctx& ctx, const Tensor& dy) {
   ctx.release(this);
   Tensor da = fc2_.backward(ctx, dy);
   Tensor dh = pc_->exec.empty(h.shape(), h.dtype(), MemoryTag::activations);
-  kernels::gelu_backward(pc_->exec, da, h, dh);
+  if (gated()) {
+    kernels::swiglu_backward(pc_->exec, da, h, dh);
+  } else {
+    kernels::gelu_backward(pc_->exec, da, h, dh);
+  }
   return fc1_.backward(ctx, dh);
 }
 

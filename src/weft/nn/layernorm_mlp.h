@@ -1,12 +1,17 @@
-// LayerNormMLP: the GPT-2 MLP with its input norm (ln_2 + mlp of a block).
+// LayerNormMLP: the MLP of a block with its input norm (ln_2 + mlp).
 //
 //   x (..., C) [SP: this rank's tokens]
 //     -> norm -> copy_to_tp [SP: gather_from_sp]
-//     -> fc1 (C -> H/T, column-parallel) -> GELU
+//     -> fc1 (C -> H/T, column-parallel) -> GELU                  (GPT-2)
+//        fc1 (C -> 2H/T: [gate | up], column-parallel in 2 groups)
+//        -> silu(gate) · up                                       (SwiGLU, Llama)
 //     -> fc2 (H/T -> C, row-parallel) -> reduce_from_tp [SP: reduce_scatter_to_sp] -> + bias
 //   -> y (..., C) [SP: this rank's tokens]
 //
-// H (hidden) is 4·C by default. fc2 is a residual output projection: GPT-2
+// H (hidden) is 4·C by default. Under SwiGLU fc1's weight stacks Llama's
+// gate_proj over up_proj (2H rows), split over TP group by group, so each
+// rank holds the gate and up rows of its H/T hidden units and the product
+// needs no communication. fc2 is a residual output projection: GPT-2
 // initializes it with std init_std/√(2·layers). With Partition::replicate
 // every rank holds the whole MLP and runs it on its own tokens (no
 // communication); under SP its gradients are partial over the TP group.
@@ -25,6 +30,10 @@
 
 namespace weft::nn {
 
+enum class MlpKind { gelu, swiglu };
+const char* mlp_kind_name(MlpKind k);  // "gelu", "swiglu"
+MlpKind parse_mlp_kind(const std::string& name);
+
 struct LayerNormMLPConfig {
   std::string name{};       // "h.3.mlp": parameters <name>.fc1.* and <name>.fc2.*
   std::string norm_name{};  // "h.3.ln_2": parameters <norm_name>.weight / .bias
@@ -32,6 +41,8 @@ struct LayerNormMLPConfig {
   int64_t hidden = 0;       // 0: 4·C
   NormKind norm = NormKind::layer;
   float eps = 1e-5f;
+  MlpKind activation = MlpKind::gelu;
+  bool bias = true;  // fc1 and fc2
   Partition partition = Partition::tensor;
   float init_std = 0.02f;
   int64_t layers = 1;  // fc2's std is init_std/√(2·layers)
@@ -54,9 +65,10 @@ class LayerNormMLP : public Module {
 
  private:
   struct Saved {
-    Tensor h;  // fc1's output, before GELU
+    Tensor h;  // fc1's output, before the activation
   };
   static LayerNormMLPConfig checked(LayerNormMLPConfig cfg);
+  bool gated() const { return cfg_.activation == MlpKind::swiglu; }
 
   ContextPtr pc_;
   LayerNormMLPConfig cfg_;

@@ -12,12 +12,13 @@ using parallel::Schedule;
 using Op = parallel::GemmQuantizer::Operand;
 
 LinearConfig residual_projection(bool partitioned, std::string name, int64_t in, int64_t out,
-                                 float init_std, int64_t layers, std::string overlap_name) {
+                                 float init_std, int64_t layers, std::string overlap_name,
+                                 bool bias) {
   return {.name = std::move(name),
           .in = in,
           .out = out,
           .mode = partitioned ? Parallel::row : Parallel::none,
-          .bias = true,
+          .bias = bias,
           .gather_output = false,
           .input_is_parallel = true,
           .init_std = init_std / std::sqrt(2.0f * static_cast<float>(layers)),

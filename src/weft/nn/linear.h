@@ -137,8 +137,9 @@ class Linear : public Module {
 // The Linear that closes a residual branch of a block (attention's proj, the
 // MLP's fc2): row-parallel when the block is partitioned, so that it takes
 // the split hidden state as it is, and initialized with std/√(2·layers) as
-// in GPT-2.
+// in GPT-2; `bias` false for Llama's bias-free blocks.
 LinearConfig residual_projection(bool partitioned, std::string name, int64_t in, int64_t out,
-                                 float init_std, int64_t layers, std::string overlap_name);
+                                 float init_std, int64_t layers, std::string overlap_name,
+                                 bool bias = true);
 
 }  // namespace weft::nn

@@ -1,4 +1,4 @@
-// TransformerLayer: the GPT-2 pre-norm block.
+// TransformerLayer: the pre-norm block of GPT-2 and Llama.
 //
 //   x (B, T, C) [SP: this rank's tokens]
 //   h = x + dropout(attn(ln_1(x)))      MultiheadAttention with ln_1 fused in
@@ -34,15 +34,21 @@
 namespace weft::nn {
 
 struct TransformerLayerConfig {
-  std::string name{};  // "h.3"
-  int64_t width = 0;   // C
-  int64_t heads = 0;   // H
-  int64_t hidden = 0;  // MLP hidden size; 0: 4·C
-  int64_t layers = 1;  // layers of the model: residual projections get std/√(2·layers)
+  std::string name{};    // "h.3"
+  int64_t width = 0;     // C
+  int64_t heads = 0;     // H
+  int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: H
+  int64_t hidden = 0;    // MLP hidden size; 0: 4·C
+  int64_t layers = 1;    // layers of the model: residual projections get std/√(2·layers)
   float attention_dropout = 0.0f;  // on attention probabilities
   float hidden_dropout = 0.0f;     // on each residual branch
   NormKind norm = NormKind::layer;
   float eps = 1e-5f;
+  MlpKind mlp = MlpKind::gelu;
+  bool bias = true;     // biases of the Linear layers
+  bool rotary = false;  // rotary positions inside attention
+  double rope_theta = 10000.0;
+  int64_t max_positions = 0;  // rotary: positions the table covers (the context length)
   float init_std = 0.02f;
   PartitionPlan plan{};  // which of <name>.attn and <name>.mlp are partitioned
 };

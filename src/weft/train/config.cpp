@@ -100,6 +100,7 @@ struct PresetSchedule {
 
 PresetSchedule preset_schedule(const std::string& preset) {
   if (preset == "gpt2-124m") return {6e-4, 700};
+  if (preset == "llama-1b") return {4e-4, 700};  // TinyLlama's peak rate
   return {6e-3, 100};
 }
 
@@ -198,6 +199,71 @@ KeyDef enum_key(ConfigKey key, E parallel::Precision::*m,
           }};
 }
 
+// An architecture choice of the model spelled as one of `names`.
+template <typename E>
+KeyDef model_choice_key(ConfigKey key, E nn::GptConfig::*m,
+                        std::vector<std::pair<std::string, E>> names) {
+  return {std::move(key),
+          [m, names](TrainConfig& c, const io::Json& v, const Where& w) {
+            std::vector<std::string> choices;
+            for (const auto& n : names) choices.push_back(n.first);
+            const std::string s = to_choice(v, w, choices);
+            for (const auto& [name, value] : names) {
+              if (name == s) c.model.*m = value;
+            }
+          },
+          [m, names](const TrainConfig& c) {
+            for (const auto& [name, value] : names) {
+              if (c.model.*m == value) return io::Json(name);
+            }
+            return io::Json(nullptr);
+          }};
+}
+
+// on|off, or a JSON boolean (as checkpoints' model shapes spell it).
+KeyDef model_switch_key(ConfigKey key, bool nn::GptConfig::*m) {
+  KeyDef def = model_choice_key(std::move(key), m, {{"on", true}, {"off", false}});
+  def.set = [m, choice = def.set](TrainConfig& c, const io::Json& v, const Where& w) {
+    if (v.is_bool()) {
+      c.model.*m = v.as_bool();
+    } else {
+      choice(c, v, w);
+    }
+  };
+  return def;
+}
+
+// The architecture options: what makes a model GPT-2 or Llama beyond its shape.
+void add_architecture_keys(std::vector<KeyDef>& d) {
+  d.push_back(int_key({"kv-heads", "N", "preset",
+                       "key/value heads (grouped-query attention): a divisor of --heads and a "
+                       "multiple of --tp; 0: --heads"},
+                      model_field(&nn::GptConfig::kv_heads), 0));
+  d.push_back(int_key({"hidden", "N", "preset", "MLP hidden size; 0: 4 x --width"},
+                      model_field(&nn::GptConfig::hidden), 0));
+  d.push_back(model_choice_key(
+      {"norm", "layernorm|rmsnorm", "preset", "the blocks' and the final norm"},
+      &nn::GptConfig::norm, {{"layernorm", nn::NormKind::layer}, {"rmsnorm", nn::NormKind::rms}}));
+  d.push_back(number_key({"norm-eps", "X", "preset", "the norms' epsilon"},
+                         model_field(&nn::GptConfig::norm_eps)));
+  d.push_back(model_choice_key(
+      {"mlp", "gelu|swiglu", "preset",
+       "the MLP: fc1 then GELU (GPT-2), or silu(gate) x up (SwiGLU, Llama)"},
+      &nn::GptConfig::mlp, {{"gelu", nn::MlpKind::gelu}, {"swiglu", nn::MlpKind::swiglu}}));
+  d.push_back(model_choice_key(
+      {"positions", "learned|rotary", "preset",
+       "a learned position table (GPT-2's wpe) or rotary positions inside attention (Llama)"},
+      &nn::GptConfig::positions,
+      {{"learned", nn::PositionKind::learned}, {"rotary", nn::PositionKind::rotary}}));
+  d.push_back(number_key({"rope-theta", "X", "preset", "rotary positions' base"},
+                         model_field(&nn::GptConfig::rope_theta)));
+  d.push_back(model_switch_key({"bias", "on|off", "preset", "biases in the Linear layers"},
+                               &nn::GptConfig::bias));
+  d.push_back(model_switch_key(
+      {"tied-head", "on|off", "preset", "the LM head reads the token table (off: its own weight)"},
+      &nn::GptConfig::tied_head));
+}
+
 KeyDef string_key(ConfigKey key, std::string TrainConfig::*m) {
   return {std::move(key),
           [m](TrainConfig& c, const io::Json& v, const Where& w) { c.*m = to_string(v, w); },
@@ -209,9 +275,12 @@ const std::vector<KeyDef>& key_defs() {
     std::vector<KeyDef> d;
     d.push_back(
         {{"preset", "NAME", "tiny",
-          "model preset: tiny (4 layers, width 128) or gpt2-124m; shape options override it"},
+          "model preset: tiny (GPT-2 shape, 4 layers, width 128), gpt2-124m, llama-tiny (tiny's "
+          "size as a Llama: RMSNorm, SwiGLU, rotary positions, 4 KV heads, no biases, untied "
+          "head) or llama-1b (TinyLlama-1.1B's shape); shape and architecture options override "
+          "it"},
          [](TrainConfig& c, const io::Json& v, const Where& w) {
-           apply_preset(c, to_choice(v, w, {"tiny", "gpt2-124m"}));
+           apply_preset(c, to_choice(v, w, nn::gpt_preset_names()));
          },
          [](const TrainConfig& c) { return io::Json(c.preset); }});
     d.push_back(int_key({"layers", "N", "preset", "transformer layers"},
@@ -228,6 +297,7 @@ const std::vector<KeyDef>& key_defs() {
                         model_field(&nn::GptConfig::vocab_pad), 1));
     d.push_back(number_key({"dropout", "P", "", "attention and residual dropout probability"},
                            model_field(&nn::GptConfig::dropout)));
+    add_architecture_keys(d);
     d.push_back({{"dtype", "f32|bf16", "",
                   "compute type (master weights stay f32); the same as --precision f32|bf16"},
                  [](TrainConfig& c, const io::Json& v, const Where& w) {
