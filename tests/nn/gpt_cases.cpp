@@ -1,5 +1,6 @@
-// The whole GPT at TP 2 and 4 with and without sequence parallelism equals
-// TP=1: the loss, and every parameter's gradient through its ShardSpec.
+// The whole model, GPT-2 and Llama, at TP 2 and 4 with and without sequence
+// parallelism equals TP=1: the loss, and every parameter's gradient through
+// its ShardSpec.
 #include <gtest/gtest.h>
 
 #include "contexts.h"
@@ -32,18 +33,36 @@ GptConfig small_config() {
   return c;
 }
 
-void check_gpt(comm::ProcessGroup& world, int tp_size, SequenceParallel sp) {
+// Llama's architecture at a test size: 8 query heads of 4 over 4 KV heads (the
+// head permutation matters), SwiGLU, rotary positions, no biases, untied head.
+GptConfig llama_config() {
+  GptConfig c = small_config();
+  c.width = 32;
+  c.heads = 8;
+  c.kv_heads = 4;
+  c.hidden = 24;
+  c.norm = NormKind::rms;
+  c.mlp = MlpKind::swiglu;
+  c.positions = PositionKind::rotary;
+  c.rope_theta = 500000.0;
+  c.bias = false;
+  c.tied_head = false;
+  return c;
+}
+
+void check_model(comm::ProcessGroup& world, int tp_size, SequenceParallel sp,
+                 const GptConfig& cfg) {
   comm::Grid grid(world, "tp-dp", {{"tp", tp_size}});
   auto tp = grid.group_ptr("tp");
   const int64_t B = 4, T = 8;
   Tensor tokens = random_tokens({B, T}, 61, 1), targets = random_tokens({B, T}, 61, 2);
 
-  Gpt ref(host_ctx_of(nullptr, SequenceParallel::off, DType::f32, 5), small_config());
+  Gpt ref(host_ctx_of(nullptr, SequenceParallel::off, DType::f32, 5), cfg);
   Ctx rctx;
   float ref_loss = ref.forward_loss(rctx, tokens, targets);
   ref.backward_loss(rctx);
 
-  Gpt model(ctx_of(tp, sp, DType::f32, 5), small_config());
+  Gpt model(ctx_of(tp, sp, DType::f32, 5), cfg);
   Ctx ctx;
   // Batch SP: each rank passes its own samples.
   const bool own = sp == SequenceParallel::batch;
@@ -64,12 +83,20 @@ void check_gpt(comm::ProcessGroup& world, int tp_size, SequenceParallel sp) {
 }  // namespace
 
 std::vector<TpCase> gpt_cases() {
-  return {
-      {"gpt", [](comm::ProcessGroup& w, int t) { check_gpt(w, t, SequenceParallel::off); }},
-      {"gpt_sp_seq", [](comm::ProcessGroup& w, int t) { check_gpt(w, t, SequenceParallel::seq); }},
-      {"gpt_sp_batch",
-       [](comm::ProcessGroup& w, int t) { check_gpt(w, t, SequenceParallel::batch); }},
-  };
+  const std::pair<const char*, GptConfig> families[] = {{"gpt", small_config()},
+                                                        {"llama", llama_config()}};
+  const std::pair<const char*, SequenceParallel> layouts[] = {
+      {"", SequenceParallel::off},
+      {"_sp_seq", SequenceParallel::seq},
+      {"_sp_batch", SequenceParallel::batch}};
+  std::vector<TpCase> cases;
+  for (const auto& [family, cfg] : families) {
+    for (const auto& [suffix, sp] : layouts) {
+      cases.push_back({std::string(family) + suffix,
+                       [cfg, sp](comm::ProcessGroup& w, int t) { check_model(w, t, sp, cfg); }});
+    }
+  }
+  return cases;
 }
 
 }  // namespace weft::nn::testing

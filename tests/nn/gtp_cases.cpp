@@ -43,7 +43,22 @@ parallel::ContextPtr gtp_context(std::shared_ptr<comm::ProcessGroup> tp,
   return c;
 }
 
-void check_gtp_gpt(comm::ProcessGroup& world, int tp_size, int gtp_size, SequenceParallel sp) {
+// unaligned_config's sizes as a Llama: 4 query heads over 2 KV heads, SwiGLU,
+// rotary positions, no biases, an untied head (a second vocabulary-row weight).
+GptConfig unaligned_llama_config(int tp) {
+  GptConfig c = unaligned_config(tp);
+  c.kv_heads = 2;
+  c.hidden = 20;
+  c.norm = NormKind::rms;
+  c.mlp = MlpKind::swiglu;
+  c.positions = PositionKind::rotary;
+  c.bias = false;
+  c.tied_head = false;
+  return c;
+}
+
+void check_gtp_gpt(comm::ProcessGroup& world, int tp_size, int gtp_size, SequenceParallel sp,
+                   bool llama) {
   comm::Grid grid(world, "tp-gtp-dp", {{"tp", tp_size}, {"gtp", gtp_size}});
   auto tp = grid.group_ptr("tp");
   auto gtp = grid.group_ptr("gtp");
@@ -51,7 +66,7 @@ void check_gtp_gpt(comm::ProcessGroup& world, int tp_size, int gtp_size, Sequenc
   // The replicas that see different data: gtp and dp ranks together.
   auto data =
       world.new_subgroups_by_enumeration(grid.layout().groups_across({"gtp", "dp"}), "gtp-dp");
-  const GptConfig cfg = unaligned_config(tp_size);
+  const GptConfig cfg = llama ? unaligned_llama_config(tp_size) : unaligned_config(tp_size);
   const int64_t part = 2, B = part * data->size(), T = 8;
   Tensor tokens = random_tokens({B, T}, cfg.vocab, 1),
          targets = random_tokens({B, T}, cfg.vocab, 2);
@@ -103,7 +118,8 @@ void check_gtp_gpt(comm::ProcessGroup& world, int tp_size, int gtp_size, Sequenc
       p.grad.copy_from(g);  // for the norm below
       EXPECT_TRUE(close(shard_of(p.spec, theirs[i]->grad), g, kF32, 1.0));
     }
-    EXPECT_EQ(sharded, 1 + 4 * cfg.layers);  // wte and every Linear weight
+    // wte, an untied head's weight and every Linear weight
+    EXPECT_EQ(sharded, (cfg.tied_head ? 1 : 2) + 4 * cfg.layers);
     const double norm = optim::global_grad_norm(mine, {{"tp", tp}, {"gtp", gtp}, {"dp", dp}});
     const double ref_norm = optim::global_grad_norm(theirs, {});
     EXPECT_NEAR(norm, ref_norm, 1e-5 * ref_norm);

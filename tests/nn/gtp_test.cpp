@@ -49,6 +49,28 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(p.param.dp) + "_sp_" + sequence_parallel_name(p.param.sp);
     });
 
+// The Llama architecture (GQA, SwiGLU, rotary positions, an untied head) under
+// GTP, with TP and SP, and with data parallelism beside it.
+class GtpLlama : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(GtpLlama, EqualsTp1WithoutGtp) {
+  const Layout l = GetParam();
+  comm::run_local(l.tp * l.gtp * l.dp, [&](comm::ProcessGroup& world) {
+    testing::check_gtp_gpt(world, l.tp, l.gtp, l.sp, true);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, GtpLlama,
+                         ::testing::Values(Layout{1, 2, SequenceParallel::off},
+                                           Layout{2, 2, SequenceParallel::seq},
+                                           Layout{2, 2, SequenceParallel::batch},
+                                           Layout{1, 2, SequenceParallel::off, 2}),
+                         [](const auto& p) {
+                           return "tp" + std::to_string(p.param.tp) + "_gtp" +
+                                  std::to_string(p.param.gtp) + "_dp" + std::to_string(p.param.dp) +
+                                  "_sp_" + sequence_parallel_name(p.param.sp);
+                         });
+
 // A partition plan leaves weights out of GTP: they stay whole, replicated
 // over the gtp group. One call puts a model built without GTP under it.
 TEST(GtpGpt, PlanLeavesWeightsOutAndOneCallShardsAModel) {

@@ -133,7 +133,7 @@ void check_layernorm_linear(comm::ProcessGroup& world, int tp_size, Parallel mod
                             .mode = mode,
                             .norm = norm,
                             .init_std = kStd,
-                            .out_groups = groups,
+                            .groups = groups,
                             .return_layernorm_output = true};
   Tensor x = random_tensor({B, T, C}, 21);
   Tensor dy = random_tensor({B, T, out}, 22);

@@ -115,7 +115,7 @@ TEST_F(ModuleGradients, LayerNormLinearWithNormOutput) {
                      .in = C,
                      .out = 3 * C,
                      .init_std = 0.3f,
-                     .out_groups = 3,
+                     .groups = 3,
                      .return_layernorm_output = true});
   Tensor x = input();
   Ctx ctx;

@@ -38,7 +38,9 @@ Tensor random_tokens(const Shape& shape, int64_t vocab, uint32_t seed);
 
 // Generalized tensor parallelism (gtp_cases.cpp): the GPT on a "tp-gtp-dp"
 // grid of the world at these TP and GTP sizes against TP=1 without GTP.
-void check_gtp_gpt(comm::ProcessGroup& world, int tp, int gtp, parallel::SequenceParallel sp);
+// `llama`: the model with Llama's architecture (GQA, SwiGLU, rotary, untied head).
+void check_gtp_gpt(comm::ProcessGroup& world, int tp, int gtp, parallel::SequenceParallel sp,
+                   bool llama = false);
 // Its model (vocabulary 257, width 24: unaligned) and a context with GTP on.
 nn::GptConfig unaligned_config(int tp);
 parallel::ContextPtr gtp_context(std::shared_ptr<comm::ProcessGroup> tp,

@@ -180,7 +180,7 @@ TEST_P(TpInvariantInit, ShardsAreSlicesOfTheTp1Tensor) {
                   {.name = "r", .in = 8, .out = 12, .mode = nn::Parallel::row});
   nn::Linear qkv1(
       ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3),
-      {.name = "qkv", .in = 8, .out = 24, .mode = nn::Parallel::column, .out_groups = 3});
+      {.name = "qkv", .in = 8, .out = 24, .mode = nn::Parallel::column, .groups = 3});
   nn::VocabParallelEmbedding emb1(ctx_of(nullptr, parallel::SequenceParallel::off, DType::f32, 3),
                                   {.vocab = 50, .max_seq = 4, .channels = 8});
   const Tensor c_full = col1.weight().value, r_full = row1.weight().value;
@@ -196,7 +196,7 @@ TEST_P(TpInvariantInit, ShardsAreSlicesOfTheTp1Tensor) {
                    {.name = "r", .in = 8, .out = 12, .mode = nn::Parallel::row});
     nn::Linear qkv(
         ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3),
-        {.name = "qkv", .in = 8, .out = 24, .mode = nn::Parallel::column, .out_groups = 3});
+        {.name = "qkv", .in = 8, .out = 24, .mode = nn::Parallel::column, .groups = 3});
     nn::VocabParallelEmbedding emb(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3),
                                    {.vocab = 50, .max_seq = 4, .channels = 8});
     EXPECT_EQ(col.weight().value.to_vector(), slice_along(c_full, 0, tp, r).to_vector());

@@ -39,7 +39,7 @@ MultiheadAttention::MultiheadAttention(ContextPtr context, MultiheadAttentionCon
       cfg_(checked(std::move(cfg), pc_->tp_size())),
       proj_(pc_, residual_projection(cfg_.partition == Partition::tensor, cfg_.name + ".proj",
                                      cfg_.width, cfg_.width, cfg_.init_std, cfg_.layers, "proj",
-                                     cfg_.bias)) {
+                                     cfg_.bias, cfg_.heads / cfg_.kv_heads)) {
   build_qkv();
   if (cfg_.rotary) {
     rope_table_ = kernels::rope_table(pc_->exec, cfg_.max_positions, cfg_.width / cfg_.heads,
@@ -64,7 +64,7 @@ void MultiheadAttention::build_qkv() {
                                    .norm = cfg_.norm,
                                    .eps = cfg_.eps,
                                    .init_std = cfg_.init_std,
-                                   .out_groups = blocks,
+                                   .groups = blocks,
                                    .return_layernorm_output = false,
                                    .overlap_name = "qkv"});
     qkv_linear_ = &lnl->linear();
@@ -78,7 +78,7 @@ void MultiheadAttention::build_qkv() {
                                                           .gather_output = false,
                                                           .input_is_parallel = true,
                                                           .init_std = cfg_.init_std,
-                                                          .out_groups = blocks,
+                                                          .groups = blocks,
                                                           .overlap_name = "qkv"});
     qkv_linear_ = lin.get();
     qkv_ = std::move(lin);

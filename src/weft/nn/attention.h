@@ -13,11 +13,13 @@
 // D = C/H. Grouped-query attention: Hkv key/value heads (kv_heads; H by
 // default), each serving H/Hkv query heads. The qkv weight's rows are
 // H/Hkv + 2 equal blocks of Hkv·D rows, the query blocks then k then v, each
-// split over TP (out_groups), so a rank holds whole KV heads and exactly the
+// split over TP (groups), so a rank holds whole KV heads and exactly the
 // query heads that use them. Query block b holds, for every KV head g, the
 // query head that Hugging Face numbers g·(H/Hkv) + b: query head h of the
 // [q] part (any rank) uses KV head h mod Hkv, which is the attention kernel's
 // rule. With Hkv = H this is GPT-2's [q | k | v] (three blocks of C rows).
+// proj's input columns follow the query heads, so its row-parallel split is
+// by the same H/Hkv blocks: each rank's columns are its query heads'.
 // The io/ layer permutes q rows and proj columns to and from Hugging Face's
 // head order. Whole heads live on one rank: H and Hkv divisible by T.
 // proj is a residual output projection (std init_std/√(2·layers), GPT-2).

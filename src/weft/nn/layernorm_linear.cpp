@@ -28,7 +28,7 @@ LayerNormLinear::LayerNormLinear(ContextPtr context, LayerNormLinearConfig cfg)
                         .gather_output = false,
                         .input_is_parallel = true,
                         .init_std = cfg_.init_std,
-                        .out_groups = cfg_.out_groups,
+                        .groups = cfg_.groups,
                         .overlap_name = cfg_.overlap_name}) {}
 
 LayerNormLinear::Outputs LayerNormLinear::forward_both(Ctx& ctx, const Tensor& x) {

@@ -38,7 +38,7 @@ struct LayerNormLinearConfig {
   NormKind norm = NormKind::layer;
   float eps = 1e-5f;
   float init_std = 0.02f;
-  int64_t out_groups = 1;  // fused QKV: 3
+  int64_t groups = 1;  // fused QKV: 3
   bool return_layernorm_output = false;
   std::string overlap_name{};  // the linear's name in the overlap configuration
 };

@@ -35,7 +35,7 @@ LayerNormMLP::LayerNormMLP(ContextPtr context, LayerNormMLPConfig cfg)
                  .norm = cfg_.norm,
                  .eps = cfg_.eps,
                  .init_std = cfg_.init_std,
-                 .out_groups = gated() ? 2 : 1,
+                 .groups = gated() ? 2 : 1,
                  .return_layernorm_output = false,
                  .overlap_name = "fc1"}),
       fc2_(pc_,

@@ -13,7 +13,7 @@ using Op = parallel::GemmQuantizer::Operand;
 
 LinearConfig residual_projection(bool partitioned, std::string name, int64_t in, int64_t out,
                                  float init_std, int64_t layers, std::string overlap_name,
-                                 bool bias) {
+                                 bool bias, int64_t groups) {
   return {.name = std::move(name),
           .in = in,
           .out = out,
@@ -22,7 +22,7 @@ LinearConfig residual_projection(bool partitioned, std::string name, int64_t in,
           .gather_output = false,
           .input_is_parallel = true,
           .init_std = init_std / std::sqrt(2.0f * static_cast<float>(layers)),
-          .out_groups = 1,
+          .groups = groups,
           .overlap_name = std::move(overlap_name)};
 }
 
@@ -51,12 +51,12 @@ void Linear::init(bool own_weight) {
              "{}: gather_output cannot be combined with sequence parallelism; follow the "
              "column-parallel layer with a row-parallel one instead",
              cfg_.name);
-  WEFT_CHECK(cfg_.mode != Parallel::column || cfg_.out % (t * cfg_.out_groups) == 0,
+  WEFT_CHECK(cfg_.mode != Parallel::column || cfg_.out % (t * cfg_.groups) == 0,
              "{}: column-parallel output size {} is not divisible by tp size {}{}", cfg_.name,
-             cfg_.out, t, cfg_.out_groups > 1 ? format(" x {} groups", cfg_.out_groups) : "");
-  WEFT_CHECK(cfg_.mode != Parallel::row || cfg_.in % t == 0,
-             "{}: row-parallel input size {} is not divisible by tp size {}", cfg_.name, cfg_.in,
-             t);
+             cfg_.out, t, cfg_.groups > 1 ? format(" x {} groups", cfg_.groups) : "");
+  WEFT_CHECK(cfg_.mode != Parallel::row || cfg_.in % (t * cfg_.groups) == 0,
+             "{}: row-parallel input size {} is not divisible by tp size {}{}", cfg_.name, cfg_.in,
+             t, cfg_.groups > 1 ? format(" x {} groups", cfg_.groups) : "");
   const bool split = cfg_.mode != Parallel::none && t > 1;
   const bool sp = pc_->sequence_parallel();
   if (own_weight) {
@@ -64,13 +64,14 @@ void Linear::init(bool own_weight) {
         parallel::normal_init({cfg_.out, cfg_.in}, pc_->seed, cfg_.name + ".weight", cfg_.init_std);
     weight_ =
         sharded_parameter(cfg_.name + ".weight", full, cfg_.mode == Parallel::row ? 1 : 0,
-                          split ? r : 0, split ? t : 1, cfg_.out_groups, true, pc_->exec.device());
+                          split ? r : 0, split ? t : 1, cfg_.groups, true, pc_->exec.device());
   }
   if (cfg_.bias) {
     Tensor zeros = Tensor::zeros({cfg_.out});
     const bool split_bias = split && cfg_.mode == Parallel::column;
     bias_ = sharded_parameter(cfg_.name + ".bias", zeros, 0, split_bias ? r : 0, split_bias ? t : 1,
-                              cfg_.out_groups, false, pc_->exec.device());
+                              cfg_.mode == Parallel::column ? cfg_.groups : 1, false,
+                              pc_->exec.device());
   }
   std::vector<Parameter*> mine;
   if (own_weight) mine.push_back(&weight_);

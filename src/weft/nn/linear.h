@@ -39,9 +39,12 @@
 //
 // Initialization is TP-invariant: every rank draws the full master weight from
 // (seed, name) and keeps its slice, so shards are bit-identical to slices of
-// the TP=1 weight. `out_groups` > 1 splits the output rows into that many
-// equal groups and shards each group separately (fused QKV: each rank holds
-// its heads' q, k and v rows, laid out [q | k | v] locally too).
+// the TP=1 weight. `groups` > 1 splits the split dimension (a column-parallel
+// layer's output rows, a row-parallel layer's input columns) into that many
+// equal groups and shards each group separately: fused QKV, each rank holding
+// its heads' q, k and v rows, laid out [q | k | v] locally too; the attention
+// projection after grouped-query attention, whose input columns follow the
+// query heads' blocks (nn/attention.h).
 #pragma once
 
 #include <cmath>
@@ -74,7 +77,7 @@ struct LinearConfig {
   bool gather_output = false;     // column: return full output features
   bool input_is_parallel = true;  // row: input holds this rank's in/T features
   float init_std = 0.02f;
-  int64_t out_groups = 1;
+  int64_t groups = 1;
   // The layer's name in the comm-GEMM overlap configuration (qkv, proj, fc1,
   // fc2; see parallel/overlap/config.h); empty: never overlapped beyond
   // Megatron's backward order.
@@ -137,9 +140,9 @@ class Linear : public Module {
 // The Linear that closes a residual branch of a block (attention's proj, the
 // MLP's fc2): row-parallel when the block is partitioned, so that it takes
 // the split hidden state as it is, and initialized with std/√(2·layers) as
-// in GPT-2; `bias` false for Llama's bias-free blocks.
+// in GPT-2; `bias` false for Llama's bias-free blocks; `groups` as LinearConfig's.
 LinearConfig residual_projection(bool partitioned, std::string name, int64_t in, int64_t out,
                                  float init_std, int64_t layers, std::string overlap_name,
-                                 bool bias = true);
+                                 bool bias = true, int64_t groups = 1);
 
 }  // namespace weft::nn
