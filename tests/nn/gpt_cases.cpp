@@ -66,10 +66,10 @@ void check_model(comm::ProcessGroup& world, int tp_size, SequenceParallel sp,
   Ctx ctx;
   // Batch SP: each rank passes its own samples.
   const bool own = sp == SequenceParallel::batch;
-  Tensor my_tokens =
-      on_test_device(own ? parallel::slice_along(tokens, 0, tp->size(), tp->rank()) : tokens);
-  Tensor my_targets =
-      on_test_device(own ? parallel::slice_along(targets, 0, tp->size(), tp->rank()) : targets);
+  Tensor my_tokens = on_test_device(
+      own ? parallel::slice_along(exec_of(tokens), tokens, 0, tp->size(), tp->rank()) : tokens);
+  Tensor my_targets = on_test_device(
+      own ? parallel::slice_along(exec_of(targets), targets, 0, tp->size(), tp->rank()) : targets);
   float loss = model.forward_loss(ctx, my_tokens, my_targets);
   EXPECT_NEAR(loss, ref_loss, 1e-5 * std::abs(ref_loss));
   std::vector<Parameter*> seen;

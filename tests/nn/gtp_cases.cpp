@@ -80,13 +80,16 @@ void check_gtp_gpt(comm::ProcessGroup& world, int tp_size, int gtp_size, Sequenc
 
   Gpt model(gtp_context(tp, gtp, sp), cfg);
   // This replica's samples; under batch SP each TP rank its share of them.
-  Tensor my_tokens = parallel::slice_along(tokens, 0, data->size(), data->rank());
-  Tensor my_targets = parallel::slice_along(targets, 0, data->size(), data->rank());
+  Tensor my_tokens = parallel::slice_along(exec_of(tokens), tokens, 0, data->size(), data->rank());
+  Tensor my_targets =
+      parallel::slice_along(exec_of(targets), targets, 0, data->size(), data->rank());
   const Tensor part_logits = parallel::slice_along(
-      parallel::slice_along(ref_logits, 0, data->size(), data->rank()), -1, tp->size(), tp->rank());
+      exec_of(ref_logits),
+      parallel::slice_along(exec_of(ref_logits), ref_logits, 0, data->size(), data->rank()), -1,
+      tp->size(), tp->rank());
   if (sp == SequenceParallel::batch) {
-    my_tokens = parallel::slice_along(my_tokens, 0, tp->size(), tp->rank());
-    my_targets = parallel::slice_along(my_targets, 0, tp->size(), tp->rank());
+    my_tokens = parallel::slice_along(exec_of(my_tokens), my_tokens, 0, tp->size(), tp->rank());
+    my_targets = parallel::slice_along(exec_of(my_targets), my_targets, 0, tp->size(), tp->rank());
   }
   for (int step = 0; step < 2; ++step) {  // the first records the chain, the second prefetches
     SCOPED_TRACE(::testing::Message() << "pass " << step);
@@ -107,7 +110,7 @@ void check_gtp_gpt(comm::ProcessGroup& world, int tp_size, int gtp_size, Sequenc
       ASSERT_EQ(p.name, theirs[i]->name);
       EXPECT_EQ(p.value.to_vector(), shard_of(p.spec, theirs[i]->value).to_vector());
       Tensor g = p.grad.clone();
-      if (p.grad_sum_group) g = parallel::all_reduce_sum(*p.grad_sum_group, g);
+      if (p.grad_sum_group) g = parallel::all_reduce_sum(exec_of(g), *p.grad_sum_group, g);
       // As the trainer's gradient sync: shards (averaged over gtp by their
       // reduce-scatter) over dp, every other gradient over gtp and dp.
       if (p.spec.rows_split()) {

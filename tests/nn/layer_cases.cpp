@@ -55,7 +55,7 @@ void expect_parameters(Module& mine, Module& ref, bool bf16) {
     SCOPED_TRACE(a[i]->name);
     EXPECT_EQ(a[i]->value.to_vector(), shard_of(a[i]->spec, b[i]->value).to_vector());
     Tensor g = a[i]->grad;
-    if (a[i]->grad_sum_group) g = parallel::all_reduce_sum(*a[i]->grad_sum_group, g);
+    if (a[i]->grad_sum_group) g = parallel::all_reduce_sum(exec_of(g), *a[i]->grad_sum_group, g);
     EXPECT_TRUE(near(shard_of(a[i]->spec, b[i]->grad), g, true));
   }
 }
@@ -116,7 +116,7 @@ class LayerStack : public Module {
 Tensor column_shard(const Tensor& full, int64_t groups, comm::ProcessGroup& tp) {
   const int64_t out = full.size(2);
   Tensor grouped = full.reshape({full.size(0) * full.size(1), groups, out / groups});
-  Tensor mine = parallel::slice_along(grouped, -1, tp.size(), tp.rank());
+  Tensor mine = parallel::slice_along(exec_of(grouped), grouped, -1, tp.size(), tp.rank());
   return mine.reshape({full.size(0), full.size(1), out / tp.size()});
 }
 

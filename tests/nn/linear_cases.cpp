@@ -45,7 +45,7 @@ void check_linear(comm::ProcessGroup& world, int tp_size, LinearCase lc, Sequenc
   const bool split_in = lc.mode == Parallel::row && lc.input_is_parallel;
   const bool split_out = lc.mode == Parallel::column && !lc.gather_output;
   auto features = [&](const Tensor& full, bool split) {
-    return split ? parallel::slice_along(full, -1, tp->size(), tp->rank()) : full;
+    return split ? parallel::slice_along(exec_of(full), full, -1, tp->size(), tp->rank()) : full;
   };
   // Under SP a row-parallel layer whose input is parallel sees every token
   // (the column layer before it gathered them); otherwise its own tokens.

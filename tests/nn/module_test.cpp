@@ -802,7 +802,8 @@ TEST(WeightSource, SteadyStateAllocatesOnlyTheOutputs) {
           Linear lin(ctx_of(tp, sp, dt), {.name = "fc", .in = C, .out = 2 * C, .mode = mode});
           Tensor x = local_tokens(input(), sp, *tp);
           if (mode == Parallel::row)
-            x = parallel::slice_along(in_layout(input(), sp), -1, 2, tp->rank());
+            x = parallel::slice_along(exec_of(in_layout(input(), sp)), in_layout(input(), sp), -1,
+                                      2, tp->rank());
           x = x.to(dt);
           auto pass = [&] {
             Ctx ctx;

@@ -53,8 +53,9 @@ void check_pair(comm::ProcessGroup& world, int tp_size, parallel::Recipe recipe,
     x = in_layout(x, sp);
     dy = in_layout(dy, sp);
     auto mine = [&](const Tensor& full) {
-      return sp == SequenceParallel::off ? full
-                                         : parallel::slice_along(full, 0, tp->size(), tp->rank());
+      return sp == SequenceParallel::off
+                 ? full
+                 : parallel::slice_along(exec_of(full), full, 0, tp->size(), tp->rank());
     };
     Ctx rctx;
     Tensor y_ref = ref2.forward(rctx, ref1.forward(rctx, x));
@@ -69,7 +70,7 @@ void check_pair(comm::ProcessGroup& world, int tp_size, parallel::Recipe recipe,
         SCOPED_TRACE(p->name);
         const Parameter* r = p == &lin->weight() ? &ref->weight() : ref->bias();
         Tensor g = p->grad;
-        if (p->grad_sum_group) g = parallel::all_reduce_sum(*p->grad_sum_group, g);
+        if (p->grad_sum_group) g = parallel::all_reduce_sum(exec_of(g), *p->grad_sum_group, g);
         EXPECT_TRUE(close(shard_of(p->spec, r->grad), g, kQuantized, 1.0));
         p->grad.zero();
       }

@@ -36,7 +36,8 @@ inline Tensor in_layout(const Tensor& full, SequenceParallel sp) {
 // test_device().
 inline Tensor local_tokens(const Tensor& full, SequenceParallel sp, comm::ProcessGroup& tp) {
   if (sp == SequenceParallel::off) return on_test_device(full);
-  return parallel::slice_along(in_layout(full, sp), 0, tp.size(), tp.rank());
+  return parallel::slice_along(exec_of(in_layout(full, sp)), in_layout(full, sp), 0, tp.size(),
+                               tp.rank());
 }
 
 // Compares every parameter's value and gradient with the TP=1 module's,
@@ -50,7 +51,8 @@ inline void expect_same_parameters(Module& tp_module, Module& reference) {
     // Bit-identical initialization.
     EXPECT_EQ(mine[i]->value.to_vector(), shard_of(mine[i]->spec, ref[i]->value).to_vector());
     Tensor g = mine[i]->grad;
-    if (mine[i]->grad_sum_group) g = parallel::all_reduce_sum(*mine[i]->grad_sum_group, g);
+    if (mine[i]->grad_sum_group)
+      g = parallel::all_reduce_sum(exec_of(g), *mine[i]->grad_sum_group, g);
     EXPECT_TRUE(close(shard_of(mine[i]->spec, ref[i]->grad), g, kF32, 1.0));
   }
 }

@@ -47,7 +47,7 @@ EmbeddingConfig embedding_config(Vocab v) {
 
 // This rank's columns of full logits (..., Vp) or rows of a (Vp, C) table.
 Tensor vocab_slice(const Tensor& full, int dim, comm::ProcessGroup& tp) {
-  return parallel::slice_along(full, dim, tp.size(), tp.rank());
+  return parallel::slice_along(exec_of(full), full, dim, tp.size(), tp.rank());
 }
 
 // Every element of rows >= vocab of this rank's slice of wte (value and

@@ -1,13 +1,15 @@
 // The TP/SP mappings on GPU tensors (ranks as threads sharing cuda:0): each
 // mapping, forward and backward, along dimension 0 and an inner dimension,
-// returns on the GPU the bits it returns on the CPU. The strided block moves
-// (cudaMemcpy2D) and the local backend's GPU collectives are what differ.
+// returns on the GPU the bits it returns on the CPU. The block permutations
+// (the transpose kernel on the context's stream) and the local backend's GPU
+// collectives are what differ.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
 #include <string>
 
+#include "contexts.h"
 #include "cuda_testing.h"
 #include "testing.h"
 #include "weft/comm/local.h"
@@ -50,10 +52,11 @@ TEST_P(CudaMappings, MatchTheCpu) {
       for (int sp_dim : {0, 1}) {
         SCOPED_TRACE(std::string(name) + " along dimension " + std::to_string(sp_dim));
         const Tensor x = weft::testing::random_tensor({2 * n, 3 * n, 2 * n}, seed + 1);
-        const Tensor y = forward(m, &g, x, sp_dim);
-        EXPECT_TRUE(same_bytes(forward(m, &g, gpu(x), sp_dim), y));
+        const Tensor y = forward(exec_of(x), m, &g, x, sp_dim);
+        EXPECT_TRUE(same_bytes(forward(exec_of(gpu(x)), m, &g, gpu(x), sp_dim), y));
         const Tensor dy = weft::testing::random_tensor(y.shape(), seed + 2);
-        EXPECT_TRUE(same_bytes(backward(m, &g, gpu(dy), sp_dim), backward(m, &g, dy, sp_dim)));
+        EXPECT_TRUE(same_bytes(backward(exec_of(gpu(dy)), m, &g, gpu(dy), sp_dim),
+                               backward(exec_of(dy), m, &g, dy, sp_dim)));
       }
     }
   });

@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "contexts.h"
 #include "weft/comm/local.h"
 
 namespace weft::parallel {
@@ -67,10 +68,11 @@ TEST_P(Mappings, CopyToTp) {
   run([](comm::ProcessGroup& g) {
     const float r = static_cast<float>(g.rank()), n = static_cast<float>(g.size());
     Tensor x = Tensor::full(kBlock, r);
-    EXPECT_TRUE(holds(forward(Mapping::copy_to_tp, &g, x), kBlock, [&](auto...) { return r; }));
+    EXPECT_TRUE(
+        holds(forward(exec_of(x), Mapping::copy_to_tp, &g, x), kBlock, [&](auto...) { return r; }));
     // backward: all-reduce, Σ_r r = n(n-1)/2 (6 at 4 ranks)
     Tensor dy = Tensor::full(kBlock, r);
-    Tensor dx = backward(Mapping::copy_to_tp, &g, dy);
+    Tensor dx = backward(exec_of(dy), Mapping::copy_to_tp, &g, dy);
     EXPECT_TRUE(holds(dx, kBlock, [&](auto...) { return n * (n - 1) / 2; }));
     EXPECT_TRUE(holds(dy, kBlock, [&](auto...) { return r; }));  // the input is unchanged
   });
@@ -80,15 +82,15 @@ TEST_P(Mappings, ReduceFromTp) {
   run([](comm::ProcessGroup& g) {
     const float r = static_cast<float>(g.rank()), n = static_cast<float>(g.size());
     Tensor x = make(kBlock, [&](int64_t i, int64_t j, int64_t k) { return r + code(i, j, k); });
-    Tensor y = forward(Mapping::reduce_from_tp, &g, x);
+    Tensor y = forward(exec_of(x), Mapping::reduce_from_tp, &g, x);
     EXPECT_TRUE(holds(y, kBlock, [&](int64_t i, int64_t j, int64_t k) {
       return n * (n - 1) / 2 + n * code(i, j, k);
     }));
     EXPECT_TRUE(
         holds(x, kBlock, [&](int64_t i, int64_t j, int64_t k) { return r + code(i, j, k); }));
     Tensor dy = Tensor::full(kBlock, r);
-    EXPECT_TRUE(
-        holds(backward(Mapping::reduce_from_tp, &g, dy), kBlock, [&](auto...) { return r; }));
+    EXPECT_TRUE(holds(backward(exec_of(dy), Mapping::reduce_from_tp, &g, dy), kBlock,
+                      [&](auto...) { return r; }));
   });
 }
 
@@ -97,16 +99,17 @@ void check_scatter(comm::ProcessGroup& g, Mapping m, int dim, int sp_dim) {
   const int64_t n = g.size(), r = g.rank();
   const Shape full = scaled(kBlock, dim, n);
   Tensor x = make(full, code);
-  Tensor y = forward(m, &g, x, sp_dim);
+  Tensor y = forward(exec_of(x), m, &g, x, sp_dim);
   const int64_t len = kBlock[dim];
   EXPECT_TRUE(holds(y, kBlock, [&](int64_t i, int64_t j, int64_t k) {
     return code(i + (dim == 0 ? r * len : 0), j + (dim == 1 ? r * len : 0),
                 k + (dim == 2 ? r * len : 0));
   }));
   Tensor dy = Tensor::full(kBlock, static_cast<float>(r));
-  EXPECT_TRUE(holds(backward(m, &g, dy, sp_dim), full, [&](int64_t i, int64_t j, int64_t k) {
-    return static_cast<float>(coord(dim, i, j, k) / len);
-  }));
+  EXPECT_TRUE(
+      holds(backward(exec_of(dy), m, &g, dy, sp_dim), full, [&](int64_t i, int64_t j, int64_t k) {
+        return static_cast<float>(coord(dim, i, j, k) / len);
+      }));
 }
 
 // gather puts rank r's block at position r; `dual_sums` says whether the
@@ -118,10 +121,11 @@ void check_gather(comm::ProcessGroup& g, Mapping m, int dim, int sp_dim, bool du
   Tensor x = make(kBlock, [&](int64_t i, int64_t j, int64_t k) {
     return static_cast<float>(r) + 1000000.0f * static_cast<float>(coord(dim, i, j, k) == 0);
   });
-  EXPECT_TRUE(holds(forward(m, &g, x, sp_dim), full, [&](int64_t i, int64_t j, int64_t k) {
-    const int64_t c = coord(dim, i, j, k);
-    return static_cast<float>(c / len) + 1000000.0f * static_cast<float>(c % len == 0);
-  }));
+  EXPECT_TRUE(
+      holds(forward(exec_of(x), m, &g, x, sp_dim), full, [&](int64_t i, int64_t j, int64_t k) {
+        const int64_t c = coord(dim, i, j, k);
+        return static_cast<float>(c / len) + 1000000.0f * static_cast<float>(c % len == 0);
+      }));
   // dy on rank q: block b holds q + 100·b (+ the coordinate code).
   Tensor dy = make(full, [&](int64_t i, int64_t j, int64_t k) {
     return static_cast<float>(r + 100 * (coord(dim, i, j, k) / len)) + code(i, j, k);
@@ -130,7 +134,7 @@ void check_gather(comm::ProcessGroup& g, Mapping m, int dim, int sp_dim, bool du
     return code(i + (dim == 0 ? r * len : 0), j + (dim == 1 ? r * len : 0),
                 k + (dim == 2 ? r * len : 0));
   };
-  Tensor dx = backward(m, &g, dy, sp_dim);
+  Tensor dx = backward(exec_of(dy), m, &g, dy, sp_dim);
   if (dual_sums) {
     // Σ_q (q + 100·r + code) = n(n-1)/2 + n·100·r + n·code
     EXPECT_TRUE(holds(dx, kBlock, [&](int64_t i, int64_t j, int64_t k) {
@@ -176,14 +180,14 @@ TEST_P(Mappings, ReduceScatterToSp) {
       Tensor x = make(full, [&](int64_t i, int64_t j, int64_t k) {
         return static_cast<float>(r + 100 * (coord(d, i, j, k) / len)) + code(i, j, k);
       });
-      Tensor y = forward(Mapping::reduce_scatter_to_sp, &g, x, d);
+      Tensor y = forward(exec_of(x), Mapping::reduce_scatter_to_sp, &g, x, d);
       EXPECT_TRUE(holds(y, kBlock, [&](int64_t i, int64_t j, int64_t k) {
         const float c = code(i + (d == 0 ? r * len : 0), j + (d == 1 ? r * len : 0), k);
         return static_cast<float>(n * (n - 1) / 2 + n * 100 * r) + static_cast<float>(n) * c;
       }));
       // backward: all-gather, rank r's block at position r
       Tensor dy = Tensor::full(kBlock, static_cast<float>(r));
-      EXPECT_TRUE(holds(backward(Mapping::reduce_scatter_to_sp, &g, dy, d), full,
+      EXPECT_TRUE(holds(backward(exec_of(dy), Mapping::reduce_scatter_to_sp, &g, dy, d), full,
                         [&](int64_t i, int64_t j, int64_t k) {
                           return static_cast<float>(coord(d, i, j, k) / len);
                         }));
@@ -202,7 +206,7 @@ TEST_P(Mappings, AllGatherAlongEveryDimension) {
         return static_cast<float>(g.rank()) * 1000000.0f + code(i, j, k);
       });
       const int64_t len = kBlock[dim];
-      EXPECT_TRUE(holds(all_gather_along(g, x, d), scaled(kBlock, dim, g.size()),
+      EXPECT_TRUE(holds(all_gather_along(exec_of(x), g, x, d), scaled(kBlock, dim, g.size()),
                         [&](int64_t i, int64_t j, int64_t k) {
                           const int64_t c = coord(dim, i, j, k);
                           const int64_t off = c - c % len;
@@ -219,8 +223,8 @@ TEST(MappingsWithoutGroup, AreTheIdentity) {
   for (Mapping m : {Mapping::copy_to_tp, Mapping::reduce_from_tp, Mapping::scatter_to_tp,
                     Mapping::gather_from_tp, Mapping::scatter_to_sp, Mapping::gather_from_sp,
                     Mapping::reduce_scatter_to_sp}) {
-    EXPECT_TRUE(holds(forward(m, nullptr, x), kBlock, code));
-    EXPECT_TRUE(holds(backward(m, nullptr, x), kBlock, code));
+    EXPECT_TRUE(holds(forward(exec_of(x), m, nullptr, x), kBlock, code));
+    EXPECT_TRUE(holds(backward(exec_of(x), m, nullptr, x), kBlock, code));
   }
 }
 
@@ -233,10 +237,10 @@ TEST_P(Mappings, SpToTpIsOneAllToAll) {
     const Shape mine{2, 3, 4 * n};
     Tensor x = make(mine, [&](int64_t i, int64_t j, int64_t k) { return code(r * 2 + i, j, k); });
     g.reset_stats();
-    Tensor y = forward(Mapping::sp_to_tp, &g, x);
+    Tensor y = forward(exec_of(x), Mapping::sp_to_tp, &g, x);
     EXPECT_TRUE(holds(y, {2 * n, 3, 4},
                       [&](int64_t i, int64_t j, int64_t k) { return code(i, j, r * 4 + k); }));
-    Tensor dx = backward(Mapping::sp_to_tp, &g, y);
+    Tensor dx = backward(exec_of(y), Mapping::sp_to_tp, &g, y);
     EXPECT_TRUE(
         holds(dx, mine, [&](int64_t i, int64_t j, int64_t k) { return code(r * 2 + i, j, k); }));
     const comm::CommStats s = g.stats();
@@ -276,9 +280,9 @@ TEST(MappingErrors, IndivisibleSplitIsAnError) {
   for (int n : {2, 4}) {
     comm::run_local(n, [](comm::ProcessGroup& g) {
       Tensor x = Tensor::zeros({2, 3, 5});
-      EXPECT_THROW(forward(Mapping::scatter_to_tp, &g, x), Error);
-      EXPECT_THROW(forward(Mapping::scatter_to_sp, &g, x, 1), Error);
-      EXPECT_THROW(forward(Mapping::reduce_scatter_to_sp, &g, x, 1), Error);
+      EXPECT_THROW(forward(exec_of(x), Mapping::scatter_to_tp, &g, x), Error);
+      EXPECT_THROW(forward(exec_of(x), Mapping::scatter_to_sp, &g, x, 1), Error);
+      EXPECT_THROW(forward(exec_of(x), Mapping::reduce_scatter_to_sp, &g, x, 1), Error);
     });
   }
 }

@@ -199,13 +199,18 @@ TEST_P(TpInvariantInit, ShardsAreSlicesOfTheTp1Tensor) {
         {.name = "qkv", .in = 8, .out = 24, .mode = nn::Parallel::column, .groups = 3});
     nn::VocabParallelEmbedding emb(ctx_of(g, parallel::SequenceParallel::off, DType::f32, 3),
                                    {.vocab = 50, .max_seq = 4, .channels = 8});
-    EXPECT_EQ(col.weight().value.to_vector(), slice_along(c_full, 0, tp, r).to_vector());
-    EXPECT_EQ(row.weight().value.to_vector(), slice_along(r_full, 1, tp, r).to_vector());
-    EXPECT_EQ(emb.wte().value.to_vector(), slice_along(e_full, 0, tp, r).to_vector());
+    EXPECT_EQ(col.weight().value.to_vector(),
+              slice_along(exec_of(c_full), c_full, 0, tp, r).to_vector());
+    EXPECT_EQ(row.weight().value.to_vector(),
+              slice_along(exec_of(r_full), r_full, 1, tp, r).to_vector());
+    EXPECT_EQ(emb.wte().value.to_vector(),
+              slice_along(exec_of(e_full), e_full, 0, tp, r).to_vector());
     // Fused QKV: this rank's rows of each of q, k and v.
     std::vector<float> expect;
     for (int b = 0; b < 3; ++b) {
-      std::vector<float> part = slice_along(slice_along(q_full, 0, 3, b), 0, tp, r).to_vector();
+      std::vector<float> part =
+          slice_along(exec_of(q_full), slice_along(exec_of(q_full), q_full, 0, 3, b), 0, tp, r)
+              .to_vector();
       expect.insert(expect.end(), part.begin(), part.end());
     }
     EXPECT_EQ(qkv.weight().value.to_vector(), expect);

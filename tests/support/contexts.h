@@ -28,19 +28,24 @@ class ScopedTestDevice {
   Device previous_;
 };
 
-// The execution context on test_device(): the host's, or on a GPU one
-// context (one stream) per thread, shared by every module that thread builds,
-// as a rank's modules share its ParallelContext's.
-inline ExecContext test_exec() {
-  const Device d = test_device();
+// The execution context on device `d`: the host's, or on a GPU one context
+// (one stream) per thread, shared by every module that thread builds, as a
+// rank's modules share its ParallelContext's.
+inline ExecContext exec_on(Device d) {
   if (d.is_cpu()) return ExecContext::host();
   thread_local ExecContext context;
   if (!(context.device() == d)) context = ExecContext::cuda(d.index);
   return context;
 }
 
+// The execution context on test_device().
+inline ExecContext test_exec() { return exec_on(test_device()); }
+
 // `t` on test_device() (`t` itself when it is there).
 inline Tensor on_test_device(const Tensor& t) { return t.to(test_device()); }
+
+// The context to run a kernel or mapping on for tensor `t`: its device's.
+inline ExecContext exec_of(const Tensor& t) { return exec_on(t.device()); }
 
 // A context with these options on the host: a reference to compare with.
 inline parallel::ContextPtr host_ctx_of(

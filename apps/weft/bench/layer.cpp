@@ -47,7 +47,8 @@ Timing run_layer(comm::ProcessGroup& world, const Setup& s, LayerRun r) {
   Tensor x = r.sp == nn::SequenceParallel::seq
                  ? Tensor::full({s.seq, s.batch, s.width}, 0.5f, s.dtype)
                  : Tensor::full({s.batch, s.seq, s.width}, 0.5f, s.dtype);
-  if (r.sp != nn::SequenceParallel::off) x = parallel::slice_along(x, 0, r.tp, tp->rank());
+  if (r.sp != nn::SequenceParallel::off)
+    x = parallel::slice_along(ExecContext::host(), x, 0, r.tp, tp->rank());
   Tensor dy = Tensor::full(x.shape(), 0.01f, s.dtype);
   auto step = [&] {
     nn::Ctx ctx;

@@ -111,7 +111,9 @@ Tensor MultiheadAttention::forward(Ctx& ctx, const Tensor& x) {
   Saved& s = ctx.saved<Saved>(this);
   const ExecContext& ec = pc_->exec;
   comm::ProcessGroup* g = pc_->tp_group();
-  Tensor xin = gathers_sequence() ? parallel::forward(parallel::Mapping::gather_from_sp, g, x) : x;
+  Tensor xin = gathers_sequence()
+                   ? parallel::forward(pc_->exec, parallel::Mapping::gather_from_sp, g, x)
+                   : x;
   s.qkv = qkv_->forward(ctx, xin);
   const bool seq_major = pc_->token_layout() == parallel::TokenLayout::sequence_major;
   if (cfg_.rotary) kernels::rope_forward(ec, s.qkv, rope_table_, rope_config(seq_major));
@@ -141,7 +143,7 @@ Tensor MultiheadAttention::forward(Ctx& ctx, const Tensor& x) {
   kernels::attention_forward(pc_->exec, s.qkv, s.config, out, s.attention, workspace_);
   Tensor y = proj_.forward(ctx, out);
   // Replicated under sequence SP: keep this rank's rows.
-  if (gathers_sequence()) y = parallel::forward(parallel::Mapping::scatter_to_sp, g, y);
+  if (gathers_sequence()) y = parallel::forward(pc_->exec, parallel::Mapping::scatter_to_sp, g, y);
   return y;
 }
 
@@ -164,7 +166,8 @@ Tensor MultiheadAttention::backward(Ctx& ctx, const Tensor& dy) {
   }
   ctx.release(this);
   Tensor dx = qkv_->backward(ctx, dqkv);
-  if (gathers_sequence()) dx = parallel::backward(parallel::Mapping::gather_from_sp, g, dx);
+  if (gathers_sequence())
+    dx = parallel::backward(pc_->exec, parallel::Mapping::gather_from_sp, g, dx);
   return dx;
 }
 

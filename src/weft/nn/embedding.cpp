@@ -110,7 +110,7 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
   Tensor x_slot;  // the output is the residual stream's: a tensor of its own
   Tensor x = pc_->sequence_parallel()
                  ? parallel::reduce_scatter_rows(ec, g, partial, x_slot).get(ec)
-                 : parallel::forward(Mapping::reduce_from_tp, g, partial);
+                 : parallel::forward(pc_->exec, Mapping::reduce_from_tp, g, partial);
   if (cfg_.learned_positions) {
     kernels::position_embedding_forward(pc_->exec, wpe_.value, x, shard_pos_offset(seq, pos_offset),
                                         sequence_major());
@@ -136,7 +136,7 @@ Tensor VocabParallelEmbedding::backward(Ctx& ctx, const Tensor& dx) {
   comm::ProcessGroup* g = pc_->tp_group();
   Tensor dfull = pc_->sequence_parallel()
                      ? parallel::all_gather_rows(ec, g, dx, pc_->workspace->gemm.gathered).get(ec)
-                     : parallel::backward(Mapping::reduce_from_tp, g, dx);
+                     : parallel::backward(pc_->exec, Mapping::reduce_from_tp, g, dx);
   // No weight in backward: the gradient goes through the source alone.
   Tensor dwte = wte_source_->weight_grad(ctx);
   kernels::embedding_backward(pc_->exec, dfull, ids, dwte,

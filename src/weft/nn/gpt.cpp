@@ -165,7 +165,7 @@ Tensor Gpt::tokens_for_group(const Tensor& tokens) const {
   // Token ids come from the host (the data loader): the model's device takes a copy.
   const Tensor here = tokens.to(pc_->exec.device());
   if (pc_->sp != SequenceParallel::batch || !pc_->tp_group()) return here;
-  return parallel::all_gather_along(*pc_->tp, here, 0);
+  return parallel::all_gather_along(pc_->exec, *pc_->tp, here, 0);
 }
 
 Tensor Gpt::forward_hidden(Ctx& ctx, const Tensor& tokens) {

@@ -147,7 +147,7 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
   Tensor xin = x;
   if (cfg_.mode == Parallel::row && !cfg_.input_is_parallel) {
     // Own tokens, all features -> all tokens (under SP), this rank's features.
-    xin = parallel::forward(sp ? Mapping::sp_to_tp : Mapping::scatter_to_tp, g, x);
+    xin = parallel::forward(pc_->exec, sp ? Mapping::sp_to_tp : Mapping::scatter_to_tp, g, x);
   }
   xin = parallel::gemm_input(ec, w.dtype(), xin, ws().input_cast);
   ctx.saved<Saved>(this).x = xin;
@@ -172,7 +172,7 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
   }
   Tensor y = ec.empty(ys, out_dtype, MemoryTag::activations);
   parallel::scheduled_gemm(ec, call, xin, w, y, ws().gemm);
-  if (cfg_.gather_output) y = parallel::forward(Mapping::gather_from_tp, g, y);
+  if (cfg_.gather_output) y = parallel::forward(pc_->exec, Mapping::gather_from_tp, g, y);
   return y;
 }
 
@@ -193,7 +193,8 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   if (!bulk.wgrad) xs = {xs.get(ec), {}};
   const Tensor w = quantizer_ ? source_->quantized_weight(*quantizer_, true, ctx)
                               : source_->weight_for_backward(ctx);
-  Tensor dy = cfg_.gather_output ? parallel::backward(Mapping::gather_from_tp, g, dy_in) : dy_in;
+  Tensor dy =
+      cfg_.gather_output ? parallel::backward(pc_->exec, Mapping::gather_from_tp, g, dy_in) : dy_in;
   dy = parallel::gemm_input(ec, w.dtype(), dy, ws().grad_cast);
   // Quantized recipes: the dgrad GEMM's operands, and the wgrad GEMM's made
   // from the high-precision tensors.
@@ -238,7 +239,7 @@ Tensor Linear::backward_row(Ctx& ctx, const Tensor& x, const Grads& d, const Ten
   source_->finalize_weight_grad(ctx, wgrad);
   if (!cfg_.input_is_parallel) {
     // The dual of the input mapping: this rank's tokens, all features.
-    dx = parallel::backward(sp ? Mapping::sp_to_tp : Mapping::scatter_to_tp, g, dx);
+    dx = parallel::backward(pc_->exec, sp ? Mapping::sp_to_tp : Mapping::scatter_to_tp, g, dx);
   }
   return dx;
 }

@@ -1,8 +1,6 @@
 #include "weft/parallel/mappings.h"
 
-#include <cstring>
-
-#include "weft/core/cuda.h"
+#include "weft/kernels/transpose.h"
 
 namespace weft::parallel {
 
@@ -17,72 +15,25 @@ int normalize(const Tensor& x, int dim) {
   return d;
 }
 
-// x viewed as (outer, n·inner) around `dim`: outer = Π dims before dim,
-// inner = Π dims after dim. Sizes in bytes for the row block.
-struct Blocks {
-  int64_t outer;
-  int64_t row_bytes;  // bytes of one outer entry (dims[dim] · inner elements)
-};
-
-Blocks blocks(const Tensor& x, int d) {
+// x viewed as (outer, parts, inner) around dimension d split into `parts`:
+// outer = Π dims before d, inner = the elements of one part of one outer entry.
+Shape around(const Tensor& x, int d, int parts) {
   int64_t outer = 1;
   for (int i = 0; i < d; ++i) outer *= x.shape()[i];
-  return {outer, outer ? x.nbytes() / outer : 0};
+  const int64_t inner = outer ? x.numel() / outer / parts : 0;
+  return {outer, parts, inner};
 }
 
-// Copies block `b` of every outer row of `strided` (rows of `parts` blocks)
-// into `packed` (rows of one block), or the reverse when `to_strided`. On a
-// GPU one strided copy (cudaMemcpy2D) moves every row.
-void move_blocks(Device d, char* packed, char* strided, int64_t outer, int64_t block_bytes,
-                 int parts, int b, bool to_strided) {
-  if (d.is_cuda()) {
-    const auto width = static_cast<size_t>(block_bytes);
-    const size_t pitch = width * static_cast<size_t>(parts);
-    char* s = strided + b * block_bytes;
-    if (to_strided) {
-      cuda::copy_2d(s, pitch, packed, width, width, static_cast<size_t>(outer), d);
-    } else {
-      cuda::copy_2d(packed, width, s, pitch, width, static_cast<size_t>(outer), d);
-    }
-    return;
-  }
-  for (int64_t o = 0; o < outer; ++o) {
-    char* s = strided + (o * parts + b) * block_bytes;
-    char* p = packed + o * block_bytes;
-    if (to_strided) {
-      std::memcpy(s, p, static_cast<size_t>(block_bytes));
-    } else {
-      std::memcpy(p, s, static_cast<size_t>(block_bytes));
-    }
-  }
-}
-
-// x (rows, C) viewed as `parts` column blocks -> (parts, rows, C/parts) flat:
-// block p of every row, contiguous per p.
-Tensor slice_blocks_rank_major(const Tensor& x, int parts) {
-  Tensor out = Tensor::empty({x.numel()}, x.dtype(), x.device(), MemoryTag::comm);
-  const int64_t rows = x.shape().rows(), block = x.nbytes() / rows / parts;
-  for (int p = 0; p < parts; ++p) {
-    move_blocks(x.device(), static_cast<char*>(out.raw()) + p * rows * block,
-                static_cast<char*>(x.raw()), rows, block, parts, p, false);
-  }
-  return out;
-}
-
-// The inverse: (parts, rows, C/parts) flat -> a tensor of shape `s` (rows, C).
-Tensor unslice_blocks_rank_major(const Tensor& flat, const Shape& s, int parts) {
-  Tensor out = Tensor::empty(s, flat.dtype(), flat.device(), MemoryTag::activations);
-  const int64_t rows = out.shape().rows(), block = out.nbytes() / rows / parts;
-  for (int p = 0; p < parts; ++p) {
-    move_blocks(out.device(), static_cast<char*>(flat.raw()) + p * rows * block,
-                static_cast<char*>(out.raw()), rows, block, parts, p, true);
-  }
+// (a, b, c) -> (b, a, c) through the transpose kernel on `ec`.
+Tensor swapped(const ExecContext& ec, const Tensor& x, const Shape& abc, MemoryTag tag) {
+  Tensor out = ec.empty({abc[1], abc[0], abc[2]}, x.dtype(), tag);
+  kernels::transpose01(ec, x.reshape(abc), out);
   return out;
 }
 
 }  // namespace
 
-Tensor slice_along(const Tensor& x, int dim, int parts, int index) {
+Tensor slice_along(const ExecContext& ec, const Tensor& x, int dim, int parts, int index) {
   int d = normalize(x, dim);
   WEFT_CHECK(x.shape()[d] % parts == 0,
              "cannot split dimension {} of size {} (shape {}) into {} equal parts", d, x.shape()[d],
@@ -90,37 +41,33 @@ Tensor slice_along(const Tensor& x, int dim, int parts, int index) {
   Shape s = x.shape();
   s[d] /= parts;
   if (d == 0) return x.narrow(index * s[0], s[0]).clone();
-  Tensor out = Tensor::empty(s, x.dtype(), x.device());
-  Blocks b = blocks(x, d);
-  move_blocks(x.device(), static_cast<char*>(out.raw()), static_cast<char*>(x.raw()), b.outer,
-              b.row_bytes / parts, parts, index, false);
-  return out;
+  // The parts rank-major, then this one: a view of the staged copy.
+  const Shape abc = around(x, d, parts);
+  const Tensor staged = swapped(ec, x, abc, MemoryTag::activations);
+  return staged.reshape({parts, abc[0] * abc[2]}).narrow(index, 1).reshape(s);
 }
 
-Tensor all_gather_along(comm::ProcessGroup& g, const Tensor& x, int dim) {
+Tensor all_gather_along(const ExecContext& ec, comm::ProcessGroup& g, const Tensor& x, int dim) {
   int d = normalize(x, dim);
   const int n = g.size();
   Shape s = x.shape();
   s[d] *= n;
-  Tensor out = Tensor::empty(s, x.dtype(), x.device());
+  Tensor out = ec.empty(s, x.dtype());
   if (d == 0) {
-    g.all_gather(out, x).wait();
+    g.all_gather(out, x).wait(ec);
     return out;
   }
   // Ranks' blocks arrive one after another (rank-major); interleave them.
-  Shape staged = x.shape();
-  staged[0] *= n;
-  Tensor stage = Tensor::empty(staged, x.dtype(), x.device());
-  g.all_gather(stage.reshape({n * x.numel()}), x.reshape({x.numel()})).wait();
-  Blocks b = blocks(x, d);
-  for (int r = 0; r < n; ++r) {
-    move_blocks(x.device(), static_cast<char*>(stage.raw()) + r * x.nbytes(),
-                static_cast<char*>(out.raw()), b.outer, b.row_bytes, n, r, true);
-  }
+  Tensor stage = ec.empty({n * x.numel()}, x.dtype(), MemoryTag::comm);
+  g.all_gather(stage, x.reshape({x.numel()})).wait(ec);
+  const Shape abc = around(out, d, n);
+  Tensor interleaved = out.reshape(abc);
+  kernels::transpose01(ec, stage.reshape({abc[1], abc[0], abc[2]}), interleaved);
   return out;
 }
 
-Tensor reduce_scatter_along(comm::ProcessGroup& g, const Tensor& x, int dim) {
+Tensor reduce_scatter_along(const ExecContext& ec, comm::ProcessGroup& g, const Tensor& x,
+                            int dim) {
   int d = normalize(x, dim);
   const int n = g.size();
   WEFT_CHECK(x.shape()[d] % n == 0,
@@ -129,25 +76,20 @@ Tensor reduce_scatter_along(comm::ProcessGroup& g, const Tensor& x, int dim) {
              d, x.shape()[d], x.shape(), n, g.name());
   Shape s = x.shape();
   s[d] /= n;
-  Tensor out = Tensor::empty(s, x.dtype(), x.device());
+  Tensor out = ec.empty(s, x.dtype());
   if (d == 0) {
-    g.reduce_scatter(out, x).wait();
+    g.reduce_scatter(out, x).wait(ec);
     return out;
   }
   // Group each rank's blocks together (rank-major), then reduce-scatter.
-  Tensor stage = Tensor::empty({x.numel()}, x.dtype(), x.device());
-  Blocks b = blocks(x, d);
-  for (int r = 0; r < n; ++r) {
-    move_blocks(x.device(), static_cast<char*>(stage.raw()) + r * out.nbytes(),
-                static_cast<char*>(x.raw()), b.outer, b.row_bytes / n, n, r, false);
-  }
-  g.reduce_scatter(out.reshape({out.numel()}), stage).wait();
+  const Tensor stage = swapped(ec, x, around(x, d, n), MemoryTag::comm);
+  g.reduce_scatter(out.reshape({out.numel()}), stage.reshape({stage.numel()})).wait(ec);
   return out;
 }
 
-Tensor all_reduce_sum(comm::ProcessGroup& g, const Tensor& x) {
-  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  g.all_reduce(out, x).wait();
+Tensor all_reduce_sum(const ExecContext& ec, comm::ProcessGroup& g, const Tensor& x) {
+  Tensor out = ec.empty(x.shape(), x.dtype());
+  g.all_reduce(out, x).wait(ec);
   return out;
 }
 
@@ -185,36 +127,40 @@ namespace {
 // [every rank's rows, this rank's features], as one all-to-all: the features
 // of x are regrouped rank-major (block p: the columns rank p keeps), so that
 // block p of the result holds rank p's rows.
-Tensor rows_to_features(comm::ProcessGroup& g, const Tensor& x) {
+Tensor rows_to_features(const ExecContext& ec, comm::ProcessGroup& g, const Tensor& x) {
   const int n = g.size();
   const int64_t c = x.shape().last();
   WEFT_CHECK(c % n == 0, "cannot split {} features (shape {}) over the {} ranks of group '{}'", c,
              x.shape(), n, g.name());
-  Tensor stage = slice_blocks_rank_major(x, n);
+  const Tensor stage = swapped(ec, x, {x.shape().rows(), n, c / n}, MemoryTag::comm);
   Shape s = x.shape();
   s[0] *= n;
   s[s.rank() - 1] = c / n;
-  Tensor out = Tensor::empty(s, x.dtype(), x.device(), MemoryTag::activations);
-  g.all_to_all(out.reshape({out.numel()}), stage.reshape({stage.numel()})).wait();
+  Tensor out = ec.empty(s, x.dtype(), MemoryTag::activations);
+  g.all_to_all(out.reshape({out.numel()}), stage.reshape({stage.numel()})).wait(ec);
   return out;
 }
 
 // The dual: dy (n·size, ..., C/size) -> (n, ..., C): block p (rank p's
 // rows, this rank's features) goes to rank p; the blocks received (this
 // rank's rows, rank p's features) are put back at columns p.
-Tensor features_to_rows(comm::ProcessGroup& g, const Tensor& dy) {
+Tensor features_to_rows(const ExecContext& ec, comm::ProcessGroup& g, const Tensor& dy) {
   const int n = g.size();
-  Tensor recv = Tensor::empty({dy.numel()}, dy.dtype(), dy.device(), MemoryTag::comm);
-  g.all_to_all(recv, dy.reshape({dy.numel()})).wait();
+  Tensor recv = ec.empty({dy.numel()}, dy.dtype(), MemoryTag::comm);
+  g.all_to_all(recv, dy.reshape({dy.numel()})).wait(ec);
   Shape s = dy.shape();
   s[0] /= n;
   s[s.rank() - 1] *= n;
-  return unslice_blocks_rank_major(recv, s, n);
+  const int64_t rows = dy.shape().rows() / n, block = dy.shape().last();
+  Tensor out = ec.empty(s, dy.dtype(), MemoryTag::activations);
+  Tensor by_row = out.reshape({rows, n, block});
+  kernels::transpose01(ec, recv.reshape({n, rows, block}), by_row);
+  return out;
 }
 
 // This rank's block along `dim`: a view of its rows for dimension 0.
-Tensor own_rows(const Tensor& x, int dim, comm::ProcessGroup& g) {
-  if (normalize(x, dim) != 0) return slice_along(x, dim, g.size(), g.rank());
+Tensor own_rows(const ExecContext& ec, const Tensor& x, int dim, comm::ProcessGroup& g) {
+  if (normalize(x, dim) != 0) return slice_along(ec, x, dim, g.size(), g.rank());
   WEFT_CHECK(x.size(0) % g.size() == 0,
              "cannot split dimension 0 of size {} (shape {}) into {} equal parts", x.size(0),
              x.shape(), g.size());
@@ -224,34 +170,36 @@ Tensor own_rows(const Tensor& x, int dim, comm::ProcessGroup& g) {
 
 }  // namespace
 
-Tensor forward(Mapping m, comm::ProcessGroup* g, const Tensor& x, int sp_dim) {
+Tensor forward(const ExecContext& ec, Mapping m, comm::ProcessGroup* g, const Tensor& x,
+               int sp_dim) {
   if (trivial(g)) return x;
   const int last = x.dim() - 1;
   switch (m) {
     case Mapping::copy_to_tp: return x;
-    case Mapping::reduce_from_tp: return all_reduce_sum(*g, x);
-    case Mapping::scatter_to_tp: return slice_along(x, last, g->size(), g->rank());
-    case Mapping::gather_from_tp: return all_gather_along(*g, x, last);
-    case Mapping::scatter_to_sp: return own_rows(x, sp_dim, *g);
-    case Mapping::gather_from_sp: return all_gather_along(*g, x, sp_dim);
-    case Mapping::reduce_scatter_to_sp: return reduce_scatter_along(*g, x, sp_dim);
-    case Mapping::sp_to_tp: return rows_to_features(*g, x);
+    case Mapping::reduce_from_tp: return all_reduce_sum(ec, *g, x);
+    case Mapping::scatter_to_tp: return slice_along(ec, x, last, g->size(), g->rank());
+    case Mapping::gather_from_tp: return all_gather_along(ec, *g, x, last);
+    case Mapping::scatter_to_sp: return own_rows(ec, x, sp_dim, *g);
+    case Mapping::gather_from_sp: return all_gather_along(ec, *g, x, sp_dim);
+    case Mapping::reduce_scatter_to_sp: return reduce_scatter_along(ec, *g, x, sp_dim);
+    case Mapping::sp_to_tp: return rows_to_features(ec, *g, x);
   }
   return x;
 }
 
-Tensor backward(Mapping m, comm::ProcessGroup* g, const Tensor& dy, int sp_dim) {
+Tensor backward(const ExecContext& ec, Mapping m, comm::ProcessGroup* g, const Tensor& dy,
+                int sp_dim) {
   if (trivial(g)) return dy;
   const int last = dy.dim() - 1;
   switch (m) {
-    case Mapping::copy_to_tp: return all_reduce_sum(*g, dy);
+    case Mapping::copy_to_tp: return all_reduce_sum(ec, *g, dy);
     case Mapping::reduce_from_tp: return dy;
-    case Mapping::scatter_to_tp: return all_gather_along(*g, dy, last);
-    case Mapping::gather_from_tp: return slice_along(dy, last, g->size(), g->rank());
-    case Mapping::scatter_to_sp: return all_gather_along(*g, dy, sp_dim);
-    case Mapping::gather_from_sp: return reduce_scatter_along(*g, dy, sp_dim);
-    case Mapping::reduce_scatter_to_sp: return all_gather_along(*g, dy, sp_dim);
-    case Mapping::sp_to_tp: return features_to_rows(*g, dy);
+    case Mapping::scatter_to_tp: return all_gather_along(ec, *g, dy, last);
+    case Mapping::gather_from_tp: return slice_along(ec, dy, last, g->size(), g->rank());
+    case Mapping::scatter_to_sp: return all_gather_along(ec, *g, dy, sp_dim);
+    case Mapping::gather_from_sp: return reduce_scatter_along(ec, *g, dy, sp_dim);
+    case Mapping::reduce_scatter_to_sp: return all_gather_along(ec, *g, dy, sp_dim);
+    case Mapping::sp_to_tp: return features_to_rows(ec, *g, dy);
   }
   return dy;
 }

@@ -42,8 +42,12 @@ enum class Mapping {
   sp_to_tp,
 };
 
-Tensor forward(Mapping m, comm::ProcessGroup* group, const Tensor& x, int sp_dim = 0);
-Tensor backward(Mapping m, comm::ProcessGroup* group, const Tensor& dy, int sp_dim = 0);
+// On `ec`: the collectives are waited for on it and the permutations that
+// dimensions other than 0 need run as kernels on it.
+Tensor forward(const ExecContext& ec, Mapping m, comm::ProcessGroup* group, const Tensor& x,
+               int sp_dim = 0);
+Tensor backward(const ExecContext& ec, Mapping m, comm::ProcessGroup* group, const Tensor& dy,
+                int sp_dim = 0);
 
 // The asynchronous forms of the row collectives (dimension 0) that mappings
 // and schedules are made of, writing into a buffer reused across calls (keep
@@ -63,15 +67,17 @@ Pending all_gather_rows(const ExecContext& ec, comm::ProcessGroup* group, const 
 Pending reduce_scatter_rows(const ExecContext& ec, comm::ProcessGroup* group, const Tensor& x,
                             Tensor& buffer);
 
-// The building blocks, usable on their own. `dim` may be any dimension; when
-// it is not 0 the data is permuted through a staging buffer.
+// The building blocks, usable on their own, on `ec` as forward/backward. `dim`
+// may be any dimension; when it is not 0 the data is permuted through a
+// staging buffer (kernels::transpose01 of the tensor viewed as (outer, parts,
+// inner)).
 // x -> slice `index` of `parts` equal slices along dim (a copy)
-Tensor slice_along(const Tensor& x, int dim, int parts, int index);
+Tensor slice_along(const ExecContext& ec, const Tensor& x, int dim, int parts, int index);
 // x (.., n, ..) -> (.., n·size, ..): rank r's block at position r
-Tensor all_gather_along(comm::ProcessGroup& g, const Tensor& x, int dim);
+Tensor all_gather_along(const ExecContext& ec, comm::ProcessGroup& g, const Tensor& x, int dim);
 // x (.., n, ..) -> (.., n/size, ..): the sum over ranks of this rank's block
-Tensor reduce_scatter_along(comm::ProcessGroup& g, const Tensor& x, int dim);
+Tensor reduce_scatter_along(const ExecContext& ec, comm::ProcessGroup& g, const Tensor& x, int dim);
 // x -> the sum over ranks (a new tensor)
-Tensor all_reduce_sum(comm::ProcessGroup& g, const Tensor& x);
+Tensor all_reduce_sum(const ExecContext& ec, comm::ProcessGroup& g, const Tensor& x);
 
 }  // namespace weft::parallel

@@ -44,7 +44,8 @@ std::vector<float> next_logits(nn::Gpt& model, std::span<const int32_t> window) 
   Tensor logits = model.forward(ctx, Tensor::from_i32({1, padded}, ids));
   // The vocabulary is split over the TP ranks along the last dimension.
   const Tensor row = logits.rows(len - 1, 1).to(DType::f32);
-  const Tensor full = parallel::forward(parallel::Mapping::gather_from_tp, pc.tp.get(), row);
+  const Tensor full =
+      parallel::forward(pc.exec, parallel::Mapping::gather_from_tp, pc.tp.get(), row);
   std::vector<float> v = full.to_vector();
   v.resize(static_cast<size_t>(cfg.vocab));
   return v;

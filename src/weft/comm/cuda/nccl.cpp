@@ -235,110 +235,134 @@ std::string NcclProcessGroup::unsupported(Device d) const {
       label(), device_);
 }
 
-std::string NcclProcessGroup::launch(Op& op, const Event& done, std::vector<Tensor>& keep) {
-  ncclComm_t c = comm_.get();
-  cudaStream_t s = stream_.get();
-  std::string error;
-  const auto cuda_ok = [&](cudaError_t status, const char* call) {
+namespace {
+
+// One operation being queued: the NCCL and CUDA calls of its kind on the
+// group's stream, keeping the message of the first call that failed.
+struct Launch {
+  Op& op;
+  ncclComm_t comm;
+  cudaStream_t stream;
+  int size;
+  std::string error{};
+
+  bool cuda_ok(cudaError_t status, const char* call) {
     if (status != cudaSuccess && error.empty())
       error = format("{}: {} failed: {} ({})", op.what, call, cudaGetErrorString(status),
                      cudaGetErrorName(status));
     return error.empty();
-  };
-  const auto nccl = [&](ncclResult_t status, const char* call) {
+  }
+  void nccl(ncclResult_t status, const char* call) {
     if (status != ncclSuccess && error.empty())
-      error = format("{}: {} failed: {}", op.what, call, nccl_error(status, c));
-  };
-  // The caller's kernels that produce the inputs (and last read the outputs)
-  // were queued on weft streams before this call; the legacy default stream
-  // waits for all of them, so an event recorded there marks them all.
-  if (!cuda_ok(cudaEventRecord(ready_.get(), cudaStreamLegacy), "cudaEventRecord") ||
-      !cuda_ok(cudaStreamWaitEvent(s, ready_.get(), 0), "cudaStreamWaitEvent"))
-    return error;
+      error = format("{}: {} failed: {}", op.what, call, nccl_error(status, comm));
+  }
 
-  const auto one = [&](const Tensor& out, const Tensor& in) {
+  // all_gather, reduce_scatter or all_reduce of one pair of tensors.
+  void reduction(const Tensor& out, const Tensor& in) {
     switch (op.kind) {
       case OpKind::all_gather:
         // In place when `in` is this rank's chunk of `out`, as NCCL defines it.
-        nccl(ncclAllGather(in.raw(), out.raw(), static_cast<size_t>(in.nbytes()), ncclUint8, c, s),
+        nccl(ncclAllGather(in.raw(), out.raw(), static_cast<size_t>(in.nbytes()), ncclUint8, comm,
+                           stream),
              "ncclAllGather");
         break;
       case OpKind::reduce_scatter:
         nccl(ncclReduceScatter(in.raw(), out.raw(), static_cast<size_t>(out.numel()),
-                               reduce_type(in.dtype()), reduce_op(op.reduce), c, s),
+                               reduce_type(in.dtype()), reduce_op(op.reduce), comm, stream),
              "ncclReduceScatter");
         break;
       default:
         nccl(ncclAllReduce(in.raw(), out.raw(), static_cast<size_t>(in.numel()),
-                           reduce_type(in.dtype()), reduce_op(op.reduce), c, s),
+                           reduce_type(in.dtype()), reduce_op(op.reduce), comm, stream),
              "ncclAllReduce");
         break;
     }
-  };
+  }
 
-  if (!op.parts_in.empty()) {
+  // Every part of a coalesced operation in one NCCL group.
+  void coalesced(std::vector<Tensor>& keep) {
     nccl(ncclGroupStart(), "ncclGroupStart");
-    for (size_t i = 0; i < op.parts_in.size(); ++i) one(op.parts_out[i], op.parts_in[i]);
+    for (size_t i = 0; i < op.parts_in.size(); ++i) reduction(op.parts_out[i], op.parts_in[i]);
     nccl(ncclGroupEnd(), "ncclGroupEnd");
     keep = std::move(op.parts_in);
     keep.insert(keep.end(), op.parts_out.begin(), op.parts_out.end());
+  }
+
+  void all_to_all(std::vector<Tensor>& keep) {
+    Tensor in = op.in;
+    if (op.in_place) {
+      // Peers' chunks land in `out` while this rank's are still being sent from it.
+      const cuda::ScopedAllocationStream on_stream(stream);
+      in = Tensor::empty(op.in.shape(), op.in.dtype(), op.in.device(), MemoryTag::comm);
+      if (!cuda_ok(cudaMemcpyAsync(in.raw(), op.in.raw(), static_cast<size_t>(op.in.nbytes()),
+                                   cudaMemcpyDeviceToDevice, stream),
+                   "cudaMemcpyAsync"))
+        return;  // nothing else is queued; the caller fails the operation
+      keep.push_back(in);
+    }
+    const size_t chunk = static_cast<size_t>(op.in.nbytes() / size);
+    const char* from = static_cast<const char*>(in.raw());
+    char* to = static_cast<char*>(op.out.raw());
+    nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int p = 0; p < size; ++p) {
+      const size_t at = chunk * static_cast<size_t>(p);
+      nccl(ncclSend(from + at, chunk, ncclUint8, p, comm, stream), "ncclSend");
+      nccl(ncclRecv(to + at, chunk, ncclUint8, p, comm, stream), "ncclRecv");
+    }
+    nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+  // send, recv, send_recv: grouped, so that a send_recv around a ring cannot deadlock.
+  void point_to_point() {
+    nccl(ncclGroupStart(), "ncclGroupStart");
+    if (op.kind != OpKind::recv)
+      nccl(ncclSend(op.in.raw(), static_cast<size_t>(op.in.nbytes()), ncclUint8, op.peer, comm,
+                    stream),
+           "ncclSend");
+    if (op.kind != OpKind::send)
+      nccl(ncclRecv(op.out.raw(), static_cast<size_t>(op.out.nbytes()), ncclUint8, op.src, comm,
+                    stream),
+           "ncclRecv");
+    nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+};
+
+}  // namespace
+
+std::string NcclProcessGroup::launch(Op& op, const Event& done, std::vector<Tensor>& keep) {
+  Launch l{.op = op, .comm = comm_.get(), .stream = stream_.get(), .size = size()};
+  // The caller's kernels that produce the inputs (and last read the outputs)
+  // were queued on weft streams before this call; the legacy default stream
+  // waits for all of them, so an event recorded there marks them all.
+  if (!l.cuda_ok(cudaEventRecord(ready_.get(), cudaStreamLegacy), "cudaEventRecord") ||
+      !l.cuda_ok(cudaStreamWaitEvent(l.stream, ready_.get(), 0), "cudaStreamWaitEvent"))
+    return l.error;
+  if (!op.parts_in.empty()) {
+    l.coalesced(keep);
   } else {
     keep = {op.in, op.out};
     switch (op.kind) {
       case OpKind::all_gather:
       case OpKind::reduce_scatter:
-      case OpKind::all_reduce: one(op.out, op.in); break;
+      case OpKind::all_reduce: l.reduction(op.out, op.in); break;
       case OpKind::broadcast:
-        nccl(ncclBroadcast(op.in.raw(), op.out.raw(), static_cast<size_t>(op.out.nbytes()),
-                           ncclUint8, op.peer, c, s),
-             "ncclBroadcast");
+        l.nccl(ncclBroadcast(op.in.raw(), op.out.raw(), static_cast<size_t>(op.out.nbytes()),
+                             ncclUint8, op.peer, l.comm, l.stream),
+               "ncclBroadcast");
         break;
       case OpKind::barrier:
-        nccl(ncclAllReduce(scalar_.raw(), scalar_.raw(), 1, ncclFloat32, ncclSum, c, s),
-             "ncclAllReduce");
+        l.nccl(
+            ncclAllReduce(scalar_.raw(), scalar_.raw(), 1, ncclFloat32, ncclSum, l.comm, l.stream),
+            "ncclAllReduce");
         break;
-      case OpKind::all_to_all: {
-        Tensor in = op.in;
-        if (op.in_place) {
-          // Peers' chunks land in `out` while this rank's are still being sent from it.
-          const cuda::ScopedAllocationStream on_stream(s);
-          in = Tensor::empty(op.in.shape(), op.in.dtype(), op.in.device(), MemoryTag::comm);
-          if (!cuda_ok(cudaMemcpyAsync(in.raw(), op.in.raw(), static_cast<size_t>(op.in.nbytes()),
-                                       cudaMemcpyDeviceToDevice, s),
-                       "cudaMemcpyAsync"))
-            return error;
-          keep.push_back(in);
-        }
-        const size_t chunk = static_cast<size_t>(op.in.nbytes() / size());
-        const char* from = static_cast<const char*>(in.raw());
-        char* to = static_cast<char*>(op.out.raw());
-        nccl(ncclGroupStart(), "ncclGroupStart");
-        for (int p = 0; p < size(); ++p) {
-          const size_t at = chunk * static_cast<size_t>(p);
-          nccl(ncclSend(from + at, chunk, ncclUint8, p, c, s), "ncclSend");
-          nccl(ncclRecv(to + at, chunk, ncclUint8, p, c, s), "ncclRecv");
-        }
-        nccl(ncclGroupEnd(), "ncclGroupEnd");
-        break;
-      }
+      case OpKind::all_to_all: l.all_to_all(keep); break;
       case OpKind::send:
       case OpKind::recv:
-      case OpKind::send_recv:
-        // Grouped, so that a send_recv around a ring cannot deadlock.
-        nccl(ncclGroupStart(), "ncclGroupStart");
-        if (op.kind != OpKind::recv)
-          nccl(ncclSend(op.in.raw(), static_cast<size_t>(op.in.nbytes()), ncclUint8, op.peer, c, s),
-               "ncclSend");
-        if (op.kind != OpKind::send)
-          nccl(
-              ncclRecv(op.out.raw(), static_cast<size_t>(op.out.nbytes()), ncclUint8, op.src, c, s),
-              "ncclRecv");
-        nccl(ncclGroupEnd(), "ncclGroupEnd");
-        break;
+      case OpKind::send_recv: l.point_to_point(); break;
     }
   }
-  cuda_ok(cudaEventRecord(done.get(), s), "cudaEventRecord");
-  return error;
+  l.cuda_ok(cudaEventRecord(done.get(), l.stream), "cudaEventRecord");
+  return l.error;
 }
 
 std::shared_ptr<const Work::Impl> NcclProcessGroup::submit(Op op) {
