@@ -339,7 +339,7 @@ Json llama_config(const Json& shape) {
   c["mlp_bias"] = false;
   c["attention_dropout"] = 0.0;
   c["pretraining_tp"] = 1;
-  c["initializer_range"] = static_cast<double>(cfg.init_std);
+  c["initializer_range"] = float_as_decimal(cfg.init_std);
   // The last id is the end-of-text token, as in GPT-2's export.
   c["bos_token_id"] = cfg.vocab - 1;
   c["eos_token_id"] = cfg.vocab - 1;
