@@ -16,7 +16,37 @@ void check_same(const Tensor& a, const Tensor& b, const char* op) {
              dtype_name(b.dtype()), b.shape());
 }
 
+// gu (..., 2N) and a tensor of its rows' halves (..., N) in gu's dtype.
+void check_swiglu(const Tensor& gu, const Tensor& half, const char* op, const char* what) {
+  detail::check_float(gu, op);
+  WEFT_CHECK(gu.dim() >= 1 && gu.shape().last() % 2 == 0,
+             "{}: gu must be (..., 2N) = [gate | up] per row, got shape {}", op, gu.shape());
+  const int64_t n = gu.shape().last() / 2;
+  bool same = half.dtype() == gu.dtype() && half.dim() == gu.dim();
+  for (int64_t i = 0; same && i < gu.dim(); ++i) {
+    same = half.size(i) == (i + 1 == gu.dim() ? n : gu.size(i));
+  }
+  WEFT_CHECK(same, "{}: {} must be {} with gu's shape {} but a last dimension of {}, got {} {}", op,
+             what, dtype_name(gu.dtype()), gu.shape(), n, dtype_name(half.dtype()), half.shape());
+}
+
 }  // namespace
+
+void swiglu_forward(const ExecContext& ec, const Tensor& gu, Tensor& out) {
+  check_swiglu(gu, out, "swiglu_forward", "out");
+  return detail::dispatch(ec, "swiglu_forward", {&gu, &out},
+                          [&]<Backend B>() { return impl::swiglu_forward<B>(ec, gu, out); });
+}
+
+void swiglu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& gu, Tensor& dgu) {
+  check_swiglu(gu, dy, "swiglu_backward", "dy");
+  WEFT_CHECK(dgu.shape() == gu.shape() && dgu.dtype() == gu.dtype(),
+             "swiglu_backward: dgu must be {} {} like gu, got {} {}", dtype_name(gu.dtype()),
+             gu.shape(), dtype_name(dgu.dtype()), dgu.shape());
+  WEFT_CHECK(dgu.raw() != gu.raw(), "swiglu_backward cannot write dgu over gu");
+  return detail::dispatch(ec, "swiglu_backward", {&dy, &gu, &dgu},
+                          [&]<Backend B>() { return impl::swiglu_backward<B>(ec, dy, gu, dgu); });
+}
 
 void gelu_forward(const ExecContext& ec, const Tensor& x, Tensor& y) {
   check_same(x, y, "gelu_forward");

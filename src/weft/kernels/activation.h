@@ -1,5 +1,5 @@
-// GELU (tanh approximation, as GPT-2), bias add and its gradient, residual add.
-// f32 or bf16 tensors; arithmetic in f32.
+// GELU (tanh approximation, as GPT-2), SwiGLU (as Llama's MLP), bias add and
+// its gradient, residual add. f32 or bf16 tensors; arithmetic in f32.
 #pragma once
 
 #include "weft/core/exec_context.h"
@@ -11,6 +11,13 @@ namespace weft::kernels {
 void gelu_forward(const ExecContext& ec, const Tensor& x, Tensor& y);
 // dy (N), x (N) -> dx (N)
 void gelu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x, Tensor& dx);
+
+// gu (..., 2N) = [gate | up] per row -> out (..., N) = silu(gate) · up,
+// silu(g) = g / (1 + e^−g)
+void swiglu_forward(const ExecContext& ec, const Tensor& gu, Tensor& out);
+// dy (..., N), gu (..., 2N) -> dgu (..., 2N) (overwritten):
+// dgate = dy · up · silu'(gate), dup = dy · silu(gate)
+void swiglu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& gu, Tensor& dgu);
 
 // y (N,C) += bias (C)   (bias f32)
 void bias_add(const ExecContext& ec, Tensor& y, const Tensor& bias);

@@ -15,12 +15,21 @@ using detail::AttentionDims;
 AttentionDims check_qkv(const Tensor& qkv, const AttentionConfig& cfg) {
   detail::check_float(qkv, "attention qkv");
   WEFT_CHECK(qkv.dim() == 3, "attention qkv must be {}, got shape {}",
-             cfg.sequence_major ? "(T, B, 3C)" : "(B, T, 3C)", qkv.shape());
+             cfg.sequence_major ? "(T, B, (H + 2·Hkv)·D)" : "(B, T, (H + 2·Hkv)·D)", qkv.shape());
   WEFT_CHECK(cfg.heads >= 1, "attention needs at least one head, got {}", cfg.heads);
-  const int64_t width = qkv.size(2);
-  WEFT_CHECK(width > 0 && width % (3 * cfg.heads) == 0,
-             "attention qkv {} must have a last dimension 3·C with C divisible by the {} heads",
-             qkv.shape(), cfg.heads);
+  WEFT_CHECK(cfg.kv_heads >= 0 && cfg.kv_heads <= cfg.heads,
+             "attention kv_heads must lie in [0, heads = {}] (0: heads), got {}", cfg.heads,
+             cfg.kv_heads);
+  const int64_t kv = detail::kv_heads(cfg);
+  WEFT_CHECK(cfg.heads % kv == 0,
+             "attention heads ({}) must be a multiple of kv_heads ({}): each key/value head "
+             "serves the same number of query heads",
+             cfg.heads, kv);
+  const int64_t width = qkv.size(2), parts = cfg.heads + 2 * kv;
+  WEFT_CHECK(width > 0 && width % parts == 0,
+             "attention qkv {} must have a last dimension (H + 2·Hkv)·D = {}·D for {} heads and "
+             "{} key/value heads",
+             qkv.shape(), parts, cfg.heads, kv);
   WEFT_CHECK(cfg.dropout >= 0.0f && cfg.dropout < 1.0f,
              "attention dropout must lie in [0, 1), got {}", cfg.dropout);
   return detail::attention_dims(qkv, cfg);

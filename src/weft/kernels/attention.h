@@ -1,10 +1,13 @@
-// Multi-head self-attention as in GPT-2: per batch entry b and head h,
+// Multi-head self-attention as in GPT-2, or grouped-query attention as in
+// Llama: per batch entry b and query head h,
 //
-//   P = softmax(Q Kᵀ / √D + causal mask),  out = dropout(P) · V
+//   P = softmax(Q_h K_gᵀ / √D + causal mask),  out_h = dropout(P) · V_g,  g = h mod Hkv
 //
 // with Q, K, V read in place from a packed qkv activation: row (b, t) holds
-// [q (C) | k (C) | v (C)], C = H·D, head h at columns h·D .. h·D+D-1 of each
-// part. The rows are batch-major, (B, T, ·) with token (b, t) at row b·T + t,
+// [q (H·D) | k (Hkv·D) | v (Hkv·D)], head h of a part at columns h·D ..
+// h·D+D-1 of it (Hkv = H: multi-head attention, [q (C) | k (C) | v (C)],
+// C = H·D). The gradient of a key/value head sums over the query heads that
+// read it. The rows are batch-major, (B, T, ·) with token (b, t) at row b·T + t,
 // or sequence-major, (T, B, ·) with it at row t·B + b (the residual stream
 // under sequence parallelism); the layout changes only where rows are read
 // and written, so both give the same results. qkv, out and their gradients are f32 or bf16 (all the
@@ -32,6 +35,7 @@ namespace weft::kernels {
 
 struct AttentionConfig {
   int64_t heads = 1;
+  int64_t kv_heads = 0;  // 0: heads (multi-head attention); heads % kv_heads == 0
   // Probability of dropping an attention weight, in [0, 1).
   float dropout = 0.0f;
   uint64_t seed = 0;
@@ -62,12 +66,12 @@ struct AttentionWorkspace {
   Tensor buffer;
 };
 
-// qkv (B,T,3C) -> out (B,T,C); saved.lse (B,H,T), saved.out = out
-// (qkv (T,B,3C) -> out (T,B,C) when sequence_major)
+// qkv (B,T,(H+2·Hkv)·D) -> out (B,T,C), C = H·D; saved.lse (B,H,T), saved.out = out
+// (qkv (T,B,·) -> out (T,B,C) when sequence_major)
 void attention_forward(const ExecContext& ec, const Tensor& qkv, const AttentionConfig& config,
                        Tensor& out, AttentionSaved& saved, AttentionWorkspace& workspace);
-// dout (B,T,C), qkv (B,T,3C), saved from the forward of the same qkv and config
-//   -> dqkv (B,T,3C) (overwritten); (T,B,·) when sequence_major
+// dout (B,T,C), qkv (B,T,(H+2·Hkv)·D), saved from the forward of the same qkv
+// and config -> dqkv of qkv's shape (overwritten); (T,B,·) when sequence_major
 void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
                         const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
                         AttentionWorkspace& workspace);

@@ -10,7 +10,8 @@
 namespace weft::kernels::detail {
 
 struct AttentionDims {
-  int64_t B, T, C, H, D;
+  // C = H·D: the width of q and of the output; Hkv: the key/value heads.
+  int64_t B, T, C, H, D, Hkv;
   // Token (b, t) is row t·B + b of the activations instead of b·T + t.
   bool sequence_major;
 
@@ -21,14 +22,28 @@ struct AttentionDims {
   Shape tokens(int64_t width) const {
     return sequence_major ? Shape{T, B, width} : Shape{B, T, width};
   }
+  // The packed qkv row: [q (H·D) | k (Hkv·D) | v (Hkv·D)].
+  int64_t width() const { return (H + 2 * Hkv) * D; }
+  // The first column of part 0 (q), 1 (k) or 2 (v) of a qkv row, and its heads.
+  int64_t part_column(int64_t part) const { return part == 0 ? 0 : (H + (part - 1) * Hkv) * D; }
+  int64_t part_heads(int64_t part) const { return part == 0 ? H : Hkv; }
+  // The key/value head that query head h reads (modulo: the models lay out
+  // their heads so that query heads h, h + Hkv, ... share one).
+  int64_t kv_head(int64_t h) const { return h % Hkv; }
 };
+
+// The key/value heads of `cfg`: kv_heads, or heads when 0 (multi-head).
+inline int64_t kv_heads(const AttentionConfig& cfg) {
+  return cfg.kv_heads == 0 ? cfg.heads : cfg.kv_heads;
+}
 
 // qkv's dimensions under `cfg` (a qkv that kernels/attention.cpp accepted).
 inline AttentionDims attention_dims(const Tensor& qkv, const AttentionConfig& cfg) {
-  const int64_t C = qkv.size(2) / 3;
+  const int64_t Hkv = kv_heads(cfg);
+  const int64_t D = qkv.size(2) / (cfg.heads + 2 * Hkv);
   const int64_t B = cfg.sequence_major ? qkv.size(1) : qkv.size(0);
   const int64_t T = cfg.sequence_major ? qkv.size(0) : qkv.size(1);
-  return {B, T, C, cfg.heads, C / cfg.heads, cfg.sequence_major};
+  return {B, T, cfg.heads * D, cfg.heads, D, Hkv, cfg.sequence_major};
 }
 
 }  // namespace weft::kernels::detail

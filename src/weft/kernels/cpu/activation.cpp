@@ -1,5 +1,6 @@
 #include "weft/kernels/impl/activation.h"
 
+#include <cmath>
 #include <unordered_map>
 #include <vector>
 
@@ -105,6 +106,57 @@ void gelu_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, const 
                              {DNNL_ARG_DIFF_SRC, e.diff_src.get()}};
   execute(e.bwd, args, 3);
   if (emulate) cpu::narrow_to_bf16(ec, dxs, dx.bf16_data(), n);
+}
+
+// silu(g) = g / (1 + e^-g) and the sigmoid 1 / (1 + e^-g) it scales g by.
+// (e^-g overflows to inf for g < -88: both are then 0, their limits.)
+struct Silu {
+  float sigmoid, value;
+  explicit Silu(float g) {
+    const float e = std::exp(-g);
+    sigmoid = 1.0f / (1.0f + e);
+    value = g / (1.0f + e);
+  }
+};
+
+template <>
+void swiglu_forward<Backend::cpu>(const ExecContext& ec, const Tensor& gu, Tensor& out) {
+  const int64_t n = out.shape().last(), rows = n == 0 ? 0 : out.numel() / n;
+  detail::dispatch_float(gu.dtype(), [&]<typename T>() {
+    const T* in = ptr<T>(gu);
+    T* o = ptr<T>(out);
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* gate = in + r * 2 * n;
+      const T* up = gate + n;
+      for (int64_t j = 0; j < n; ++j) {
+        o[r * n + j] = from_f32<T>(Silu(to_f32(gate[j])).value * to_f32(up[j]));
+      }
+    }
+  });
+}
+
+template <>
+void swiglu_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, const Tensor& gu,
+                                   Tensor& dgu) {
+  const int64_t n = dy.shape().last(), rows = n == 0 ? 0 : dy.numel() / n;
+  detail::dispatch_float(gu.dtype(), [&]<typename T>() {
+    const T* in = ptr<T>(gu);
+    const T* g = ptr<T>(dy);
+    T* d = ptr<T>(dgu);
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        const float gate = to_f32(in[r * 2 * n + j]), up = to_f32(in[r * 2 * n + n + j]);
+        const float grad = to_f32(g[r * n + j]);
+        const Silu s(gate);
+        // silu'(g) = σ(g)·(1 + g·(1 − σ(g)))
+        d[r * 2 * n + j] =
+            from_f32<T>(grad * up * (s.sigmoid * (1.0f + gate * (1.0f - s.sigmoid))));
+        d[r * 2 * n + n + j] = from_f32<T>(grad * s.value);
+      }
+    }
+  });
 }
 
 template <>

@@ -84,23 +84,27 @@ struct Head {
 
 // Head h of batch entry b of part `part` (0 q, 1 k, 2 v; 0 for out and dout)
 // of a (B, T, width) or (T, B, width) activation, or of its dense
-// (B, H, T, D) copy.
+// (B, heads, T, D) copy; h counts the part's own heads (key/value heads for
+// k and v).
 Head head(const Tensor& t, const Dims& d, int64_t part, const char* dense, int64_t b, int64_t h) {
   const int64_t es = element_bytes(t.dtype());
-  if (dense) return {const_cast<char*>(dense) + (b * d.H + h) * d.T * d.D * es, d.D};
+  if (dense) {
+    return {const_cast<char*>(dense) + (b * d.part_heads(part) + h) * d.T * d.D * es, d.D};
+  }
   const int64_t width = t.size(2);
-  return {static_cast<char*>(t.raw()) + (b * d.batch_rows() * width + part * d.C + h * d.D) * es,
+  return {static_cast<char*>(t.raw()) +
+              (b * d.batch_rows() * width + d.part_column(part) + h * d.D) * es,
           d.position_rows() * width};
 }
 
-// A part (0 q, 1 k, 2 v) of a (B, T, 3C) tensor and its dense copy.
+// A part (0 q, 1 k, 2 v) of a packed qkv tensor and its dense copy.
 struct HeadCopy {
   int64_t part;
   char* dense;
 };
 
-// Copies parts of the (B, T, 3C) tensor t (or (B, T, C) with part 0) into
-// their dense copies, in one pass over the rows of t.
+// Copies parts of the packed qkv tensor t (or of a (B, T, C) tensor with part
+// 0) into their dense copies, in one pass over the rows of t.
 void pack_heads(const ExecContext& ec, const Tensor& t, const Dims& d,
                 std::initializer_list<HeadCopy> copies) {
   const int64_t es = element_bytes(t.dtype());
@@ -111,9 +115,10 @@ void pack_heads(const ExecContext& ec, const Tensor& t, const Dims& d,
     const int64_t b = d.sequence_major ? row % d.B : row / d.T;
     const int64_t tt = d.sequence_major ? row / d.B : row % d.T;
     for (const HeadCopy& c : copies) {
-      const char* strided = base + row * width + c.part * d.C * es;
-      char* dense = c.dense + (b * d.H * d.T + tt) * head_bytes;
-      for (int64_t h = 0; h < d.H; ++h) {
+      const int64_t heads = d.part_heads(c.part);
+      const char* strided = base + row * width + d.part_column(c.part) * es;
+      char* dense = c.dense + (b * heads * d.T + tt) * head_bytes;
+      for (int64_t h = 0; h < heads; ++h) {
         std::memcpy(dense + h * d.T * head_bytes, strided + h * head_bytes,
                     static_cast<size_t>(head_bytes));
       }
@@ -228,8 +233,9 @@ void forward_block(const ForwardArgs& a, int64_t b, int64_t h, int64_t q0, int64
   const Dims& d = a.d;
   const AttentionConfig& cfg = a.cfg;
   const int64_t bh = b * d.H + h;
-  const Head q = head(a.qkv, d, 0, a.dense[0], b, h), k = head(a.qkv, d, 1, a.dense[1], b, h),
-             v = head(a.qkv, d, 2, a.dense[2], b, h);
+  const int64_t g = d.kv_head(h);
+  const Head q = head(a.qkv, d, 0, a.dense[0], b, h), k = head(a.qkv, d, 1, a.dense[1], b, g),
+             v = head(a.qkv, d, 2, a.dense[2], b, g);
   const bool dropout = cfg.dropout > 0.0f;
   const float keep_scale = 1.0f / (1.0f - cfg.dropout);
   const bool separate = separate_weights(a.dt, cfg);
@@ -283,10 +289,15 @@ void forward_block(const ForwardArgs& a, int64_t b, int64_t h, int64_t q0, int64
 // ---------------------------------------------------------------------------
 // Backward: one head per item (its dQ gathers every key block's share).
 
+// Under grouped-query attention (Hkv < H) the query heads of a key/value head
+// run one after the other on the same item, each adding to its dK and dV,
+// which then span all T keys; multi-head attention keeps one key block's.
+bool grouped(const Dims& d) { return d.Hkv != d.H; }
+
 struct BackwardScratch {
   float* dq;      // (T, D)
-  float* dk;      // (Bk, D)
-  float* dv;      // (Bk, D)
+  float* dk;      // (Bk, D), (T, D) when grouped
+  float* dv;      // (Bk, D), (T, D) when grouped
   float* delta;   // (T): Σ_k dO·O per row
   float* p;       // (Bq, Bk) scores, then probabilities
   float* dp;      // (Bq, Bk) dO·Vᵀ, then (f32 without dropout) dS
@@ -298,8 +309,9 @@ struct BackwardScratch {
     BackwardScratch s;
     const int64_t block = kBackwardQueryBlock * kBackwardKeyBlock;
     s.dq = c.take<float>(d.T * d.D);
-    s.dk = c.take<float>(kBackwardKeyBlock * d.D);
-    s.dv = c.take<float>(kBackwardKeyBlock * d.D);
+    const int64_t key_rows = grouped(d) ? d.T : kBackwardKeyBlock;
+    s.dk = c.take<float>(key_rows * d.D);
+    s.dv = c.take<float>(key_rows * d.D);
     s.delta = c.take<float>(d.T);
     s.p = c.take<float>(block);
     s.dp = c.take<float>(block);
@@ -365,56 +377,75 @@ void softmax_grads(const BackwardScratch& s, int64_t q0, int64_t m, int64_t n, f
   }
 }
 
+// P = e^(Q·Kᵀ/√D - lse) of the (m, n) block of query rows q0 and keys k0 of
+// head bh into s.p (0 where masked), and what multiplies dO into s.w (with
+// dropout: P·keep/(1-p), the decisions in s.keep; bf16: P rounded).
+template <typename T>
+void block_probabilities(const BackwardArgs& a, int64_t bh, const Head& q, const Head& k,
+                         int64_t q0, int64_t m, int64_t k0, int64_t n, const BackwardScratch& s) {
+  const Dims& d = a.d;
+  const AttentionConfig& cfg = a.cfg;
+  const bool dropout = cfg.dropout > 0.0f;
+  const float keep_scale = 1.0f / (1.0f - cfg.dropout);
+  const bool separate = separate_weights(a.dt, cfg);
+  const float* lse = a.lse + bh * d.T;
+  product(rows_of(q, a.dt, q0, m, d.D), rows_of(k, a.dt, k0, n, d.D, true),
+          matrix(s.p, DType::f32, m, n, n), 1.0f / std::sqrt(static_cast<float>(d.D)));
+  T* w = reinterpret_cast<T*>(s.w);
+  for (int64_t r = 0; r < m; ++r) {
+    const int64_t t = q0 + r, seen = visible(cfg, t, k0, n);
+    float* pr = s.p + r * n;
+    exp_row(pr, seen, lse[t]);
+    std::fill(pr + seen, pr + n, 0.0f);
+    T* wr = w + r * n;
+    if (dropout) {
+      uint8_t* kr = s.keep + r * n;
+      for_each_uniform(cfg.seed, dropout_counter(cfg, d.T, bh, t, k0), n, [&](int64_t j, float u) {
+        kr[j] = u >= cfg.dropout;
+        wr[j] = from_f32<T>(kr[j] ? pr[j] * keep_scale : 0.0f);
+      });
+    } else if (separate) {
+      bf16_row(pr, reinterpret_cast<uint16_t*>(wr), n);  // T is bf16 here
+    }
+  }
+}
+
+// Query head h of batch entry b: its dQ, and its shares of the dK and dV of
+// key/value head h mod Hkv. Multi-head attention stores those per key block;
+// grouped, they accumulate over the group's heads in s.dk, s.dv (T, D),
+// zeroed by the group's first head, and backward_group stores them.
 template <typename T>
 void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardScratch& s) {
   const Dims& d = a.d;
   const AttentionConfig& cfg = a.cfg;
   const DType dt = a.dt;
-  const int64_t bh = b * d.H + h, D = d.D;
-  const Head q = head(a.qkv, d, 0, a.dense[0], b, h), k = head(a.qkv, d, 1, a.dense[1], b, h),
-             v = head(a.qkv, d, 2, a.dense[2], b, h), dout = head(a.dout, d, 0, a.dense[3], b, h);
-  const Head o = head(a.out, d, 0, nullptr, b, h), g = head(a.dout, d, 0, nullptr, b, h);
-  const bool dropout = cfg.dropout > 0.0f;
+  const int64_t bh = b * d.H + h, D = d.D, g = d.kv_head(h);
+  const Head q = head(a.qkv, d, 0, a.dense[0], b, h), k = head(a.qkv, d, 1, a.dense[1], b, g),
+             v = head(a.qkv, d, 2, a.dense[2], b, g), dout = head(a.dout, d, 0, a.dense[3], b, h);
+  const bool dropout = cfg.dropout > 0.0f, separate = separate_weights(dt, cfg);
+  const bool bf16 = dt == DType::bf16, group = grouped(d), first = h < d.Hkv;
   const float keep_scale = 1.0f / (1.0f - cfg.dropout);
-  const bool separate = separate_weights(dt, cfg);
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(D));
-  const float* lse = a.lse + bh * d.T;
 
-  row_deltas<T>(o, g, d.T, D, s.delta);
+  row_deltas<T>(head(a.out, d, 0, nullptr, b, h), head(a.dout, d, 0, nullptr, b, h), d.T, D,
+                s.delta);
   std::fill(s.dq, s.dq + d.T * D, 0.0f);
-  T* w = reinterpret_cast<T*>(s.w);
-  const bool bf16 = dt == DType::bf16;
   for (int64_t k0 = 0; k0 < d.T; k0 += kBackwardKeyBlock) {
     const int64_t n_block = std::min(kBackwardKeyBlock, d.T - k0);
-    std::fill(s.dk, s.dk + n_block * D, 0.0f);
-    std::fill(s.dv, s.dv + n_block * D, 0.0f);
+    float* dk = s.dk + (group ? k0 * D : 0);
+    float* dv = s.dv + (group ? k0 * D : 0);
+    if (!group || first) {
+      std::fill(dk, dk + n_block * D, 0.0f);
+      std::fill(dv, dv + n_block * D, 0.0f);
+    }
     // Under the causal mask, query rows before k0 see none of these keys.
     for (int64_t q0 = cfg.causal ? k0 : 0; q0 < d.T; q0 += kBackwardQueryBlock) {
       const int64_t m = std::min(kBackwardQueryBlock, d.T - q0);
       const int64_t n = keys_seen(cfg, q0, m, k0, n_block);
-      // P = e^(Q·Kᵀ/√D - lse), 0 where masked
-      product(rows_of(q, dt, q0, m, D), rows_of(k, dt, k0, n, D, true),
-              matrix(s.p, DType::f32, m, n, n), inv_sqrt_d);
-      for (int64_t r = 0; r < m; ++r) {
-        const int64_t t = q0 + r, seen = visible(cfg, t, k0, n);
-        float* pr = s.p + r * n;
-        exp_row(pr, seen, lse[t]);
-        std::fill(pr + seen, pr + n, 0.0f);
-        T* wr = w + r * n;
-        if (dropout) {
-          uint8_t* kr = s.keep + r * n;
-          for_each_uniform(cfg.seed, dropout_counter(cfg, d.T, bh, t, k0), n,
-                           [&](int64_t j, float u) {
-                             kr[j] = u >= cfg.dropout;
-                             wr[j] = from_f32<T>(kr[j] ? pr[j] * keep_scale : 0.0f);
-                           });
-        } else if (separate) {
-          bf16_row(pr, reinterpret_cast<uint16_t*>(wr), n);  // T is bf16 here
-        }
-      }
+      block_probabilities<T>(a, bh, q, k, q0, m, k0, n, s);
       // dV += weightsᵀ·dO
       product(separate ? matrix(s.w, dt, n, m, n, true) : matrix(s.p, DType::f32, n, m, n, true),
-              rows_of(dout, dt, q0, m, D), matrix(s.dv, DType::f32, n, D, D), 1.0f, true);
+              rows_of(dout, dt, q0, m, D), matrix(dv, DType::f32, n, D, D), 1.0f, true);
       // dP = dO·Vᵀ; dS = P ∘ (dP·mask/(1-p) - Σ_k dO·O)
       product(rows_of(dout, dt, q0, m, D), rows_of(v, dt, k0, n, D, true),
               matrix(s.dp, DType::f32, m, n, n));
@@ -427,12 +458,26 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
       // dQ += dS·K/√D, dK += dSᵀ·Q/√D
       product(dsm, rows_of(k, dt, k0, n, D), matrix(s.dq + q0 * D, DType::f32, m, D, D), inv_sqrt_d,
               true);
-      product(dst, rows_of(q, dt, q0, m, D), matrix(s.dk, DType::f32, n, D, D), inv_sqrt_d, true);
+      product(dst, rows_of(q, dt, q0, m, D), matrix(dk, DType::f32, n, D, D), inv_sqrt_d, true);
     }
-    store_rows<T>(s.dk, 1.0f, head(a.dqkv, d, 1, nullptr, b, h), k0, n_block, D);
-    store_rows<T>(s.dv, 1.0f, head(a.dqkv, d, 2, nullptr, b, h), k0, n_block, D);
+    if (!group) {
+      store_rows<T>(dk, 1.0f, head(a.dqkv, d, 1, nullptr, b, g), k0, n_block, D);
+      store_rows<T>(dv, 1.0f, head(a.dqkv, d, 2, nullptr, b, g), k0, n_block, D);
+    }
   }
   store_rows<T>(s.dq, 1.0f, head(a.dqkv, d, 0, nullptr, b, h), 0, d.T, D);
+}
+
+// Key/value head g of batch entry b and the query heads g, g + Hkv, ... that
+// read it, in that order (one item, so that no two threads add to one dK).
+template <typename T>
+void backward_group(const BackwardArgs& a, int64_t b, int64_t g, const BackwardScratch& s) {
+  const Dims& d = a.d;
+  for (int64_t h = g; h < d.H; h += d.Hkv) backward_head<T>(a, b, h, s);
+  if (grouped(d)) {
+    store_rows<T>(s.dk, 1.0f, head(a.dqkv, d, 1, nullptr, b, g), 0, d.T, d.D);
+    store_rows<T>(s.dv, 1.0f, head(a.dqkv, d, 2, nullptr, b, g), 0, d.T, d.D);
+  }
 }
 
 }  // namespace
@@ -491,11 +536,11 @@ void attention_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dout,
     pack_heads(ec, dout, d, {{0, copy[3]}});
     for (int p = 0; p < 4; ++p) args.dense[p] = copy[p];
   }
-  const int64_t heads = d.B * d.H;
+  const int64_t groups = d.B * d.Hkv;
   detail::dispatch_float(dt, [&]<typename T>() {
-    for_each_item(ec, heads, [&](int64_t bh, int thread) {
+    for_each_item(ec, groups, [&](int64_t bg, int thread) {
       Carve c{base + 4 * heads_bytes + thread * per_thread.used};
-      backward_head<T>(args, bh / d.H, bh % d.H, BackwardScratch::carve(c, d, dt));
+      backward_group<T>(args, bg / d.Hkv, bg % d.Hkv, BackwardScratch::carve(c, d, dt));
     });
   });
 }

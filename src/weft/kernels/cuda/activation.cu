@@ -40,6 +40,38 @@ __global__ void gelu_backward_kernel(const T* dy, const T* x, T* dx, int64_t n) 
   }
 }
 
+// silu(g) = g / (1 + e^-g) and the sigmoid 1 / (1 + e^-g), as the CPU computes them.
+struct Silu {
+  float sigmoid, value;
+  __device__ explicit Silu(float g) {
+    const float e = expf(-g);
+    sigmoid = 1.0f / (1.0f + e);
+    value = g / (1.0f + e);
+  }
+};
+
+// gu (rows, 2n) = [gate | up] -> out (rows, n) = silu(gate)·up
+template <typename T>
+__global__ void swiglu_forward_kernel(const T* gu, T* out, int64_t rows, int64_t n) {
+  for (int64_t i = grid_start(); i < rows * n; i += grid_stride()) {
+    const int64_t r = i / n, j = i % n;
+    store_f(out, i, Silu(load_f(gu, r * 2 * n + j)).value * load_f(gu, r * 2 * n + n + j));
+  }
+}
+
+// dy (rows, n), gu (rows, 2n) -> dgu (rows, 2n): dgate = dy·up·silu'(gate), dup = dy·silu(gate)
+template <typename T>
+__global__ void swiglu_backward_kernel(const T* dy, const T* gu, T* dgu, int64_t rows, int64_t n) {
+  for (int64_t i = grid_start(); i < rows * n; i += grid_stride()) {
+    const int64_t r = i / n, j = i % n;
+    const float gate = load_f(gu, r * 2 * n + j), up = load_f(gu, r * 2 * n + n + j);
+    const float grad = load_f(dy, i);
+    const Silu s(gate);
+    store_f(dgu, r * 2 * n + j, grad * up * (s.sigmoid * (1.0f + gate * (1.0f - s.sigmoid))));
+    store_f(dgu, r * 2 * n + n + j, grad * s.value);
+  }
+}
+
 // y (n, c) += bias (c)
 template <typename T>
 __global__ void bias_add_kernel(T* y, const float* bias, int64_t n, int64_t c) {
@@ -118,6 +150,29 @@ void gelu_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy, const
     gelu_backward_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(
         dptr<const T>(dy), dptr<const T>(x), dptr<T>(dx), n);
     check_launch("gelu_backward");
+  });
+}
+
+template <>
+void swiglu_forward<Backend::cuda>(const ExecContext& ec, const Tensor& gu, Tensor& out) {
+  const int64_t n = out.shape().last(), rows = n == 0 ? 0 : out.numel() / n;
+  if (rows * n == 0) return;
+  dispatch_float(gu.dtype(), "swiglu_forward", [&]<typename T>() {
+    swiglu_forward_kernel<T><<<blocks_for(rows * n, kThreads), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(gu), dptr<T>(out), rows, n);
+    check_launch("swiglu_forward");
+  });
+}
+
+template <>
+void swiglu_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy, const Tensor& gu,
+                                    Tensor& dgu) {
+  const int64_t n = dy.shape().last(), rows = n == 0 ? 0 : dy.numel() / n;
+  if (rows * n == 0) return;
+  dispatch_float(gu.dtype(), "swiglu_backward", [&]<typename T>() {
+    swiglu_backward_kernel<T><<<blocks_for(rows * n, kThreads), kThreads, 0, stream_of(ec)>>>(
+        dptr<const T>(dy), dptr<const T>(gu), dptr<T>(dgu), rows, n);
+    check_launch("swiglu_backward");
   });
 }
 

@@ -37,7 +37,8 @@ inline Dims check_qkv(const Tensor& qkv, const AttentionConfig& cfg) {
   const Dims d = detail::attention_dims(qkv, cfg);
   WEFT_CHECK(d.D <= kMaxHeadDim, "CUDA attention supports head dimensions up to {}, got {}",
              kMaxHeadDim, d.D);
-  // Heads of batch entries are the grid's y dimension.
+  // Heads of batch entries (query heads; key/value heads for dK and dV) are
+  // the grid's y dimension.
   WEFT_CHECK(d.B * d.H <= 65535,
              "CUDA attention supports up to 65535 batch entries × heads, got {}", d.B * d.H);
   return d;
@@ -45,7 +46,8 @@ inline Dims check_qkv(const Tensor& qkv, const AttentionConfig& cfg) {
 
 // What every kernel reads: the layout, the softmax scale and the dropout stream.
 struct Params {
-  int64_t B, T, H, C;
+  // C = H·D: the width of q and of the output; W = (H + 2·Hkv)·D: of qkv.
+  int64_t B, T, H, C, Hkv, W;
   int D;
   bool sequence_major, causal;
   float inv_sqrt_d, dropout, keep_scale;
@@ -56,6 +58,10 @@ struct Params {
     return sequence_major ? t * B + b : b * T + t;
   }
   __device__ bool visible(int64_t t, int64_t j) const { return !causal || j <= t; }
+  // The first qkv columns of the key and value heads that query head h reads
+  // (h mod Hkv: query heads h, h + Hkv, ... share one).
+  __device__ int64_t k_column(int64_t h) const { return C + (h % Hkv) * D; }
+  __device__ int64_t v_column(int64_t h) const { return C + (Hkv + h % Hkv) * D; }
   // Whether dropout keeps the weight of key j in row t of head bh: stream
   // number offset + (bh·T + t)·T + j, as the CPU kernels draw it.
   __device__ bool kept(int64_t bh, int64_t t, int64_t j) const {
@@ -69,6 +75,8 @@ inline Params make_params(const Dims& d, const AttentionConfig& cfg) {
   p.T = d.T;
   p.H = d.H;
   p.C = d.C;
+  p.Hkv = d.Hkv;
+  p.W = d.width();
   p.D = static_cast<int>(d.D);
   p.sequence_major = d.sequence_major;
   p.causal = cfg.causal;

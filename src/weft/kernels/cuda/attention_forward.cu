@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kRows* G)
   // The last query blocks see the most keys: they are scheduled first.
   const int64_t q0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
   const int r = static_cast<int>(threadIdx.x) / G, g = static_cast<int>(threadIdx.x) % G;
-  const int64_t t = q0 + r, width = 3 * p.C;
+  const int64_t t = q0 + r, width = p.W;
   const bool row_ok = t < p.T;
   const bool dropout = p.dropout > 0.0f;
   float* srow = ss + r * (kTile + 1);
@@ -62,8 +62,8 @@ __global__ void __launch_bounds__(kRows* G)
   for (int64_t k0 = 0; k0 < key_end; k0 += kTile) {
     const int n = static_cast<int>(std::min<int64_t>(kTile, key_end - k0));
     __syncthreads();  // every thread is done with the previous tile
-    load_tile(ks, qkv, width, p.C + h * p.D, p, b, k0, n);
-    load_tile(vs, qkv, width, 2 * p.C + h * p.D, p, b, k0, n);
+    load_tile(ks, qkv, width, p.k_column(h), p, b, k0, n);
+    load_tile(vs, qkv, width, p.v_column(h), p, b, k0, n);
     __syncthreads();
 
     const float tile_max = row_scores<G, DL>(q, ks, srow, n, g, t, k0, p);
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(kTcThreads)
   const int64_t bh = blockIdx.y, b = bh / p.H, h = bh % p.H;
   // The last query blocks see the most keys: they are scheduled first.
   const int64_t q0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kRows;
-  const int64_t t0 = q0 + warp * 16, width = 3 * p.C;
+  const int64_t t0 = q0 + warp * 16, width = p.W;
   const bool dropout = p.dropout > 0.0f;
 
   tc_load_tile<D>(qs, qkv, width, h * D, p, b, q0,
@@ -162,8 +162,8 @@ __global__ void __launch_bounds__(kTcThreads)
   for (int64_t k0 = 0; k0 < key_end; k0 += kTile) {
     const int n = static_cast<int>(std::min<int64_t>(kTile, key_end - k0));
     __syncthreads();  // every warp is done with the previous tile
-    tc_load_tile<D>(ks, qkv, width, p.C + h * D, p, b, k0, n);
-    tc_load_tile<D>(vs, qkv, width, 2 * p.C + h * D, p, b, k0, n);
+    tc_load_tile<D>(ks, qkv, width, p.k_column(h), p, b, k0, n);
+    tc_load_tile<D>(vs, qkv, width, p.v_column(h), p, b, k0, n);
     __syncthreads();
     tc_product_nt<D>(scores, qs + warp * 16 * S::ld, ks);
     __syncwarp();
@@ -256,7 +256,8 @@ Tensor attention_dropout_mask<Backend::cuda>(const ExecContext& ec, const Attent
   Tensor mask = ec.empty({batch, cfg.heads, seq, seq}, DType::u8);
   const int64_t n = mask.numel();
   if (n == 0) return mask;
-  const Params p = make_params({batch, seq, cfg.heads, cfg.heads, 1, false}, cfg);
+  // The mask is over query heads whatever the key/value heads: Hkv = H here.
+  const Params p = make_params({batch, seq, cfg.heads, cfg.heads, 1, cfg.heads, false}, cfg);
   constexpr int kThreads = 256;
   dropout_mask_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(dptr<uint8_t>(mask),
                                                                                p);

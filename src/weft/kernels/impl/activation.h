@@ -3,8 +3,8 @@
 // Backend::cuda specializations. Only kernels/activation.cpp calls them, after
 // checking the arguments.
 //
-// GELU, bias and element-wise sums (kernels/activation.h): oneDNN eltwise and
-// OpenMP loops on the CPU, grid-stride kernels on CUDA.
+// GELU, SwiGLU, bias and element-wise sums (kernels/activation.h): oneDNN
+// eltwise and OpenMP loops on the CPU, grid-stride kernels on CUDA.
 #pragma once
 
 #include "weft/core/exec_context.h"
@@ -17,6 +17,10 @@ template <Backend B>
 void gelu_forward(const ExecContext& ec, const Tensor& x, Tensor& y);
 template <Backend B>
 void gelu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& x, Tensor& dx);
+template <Backend B>
+void swiglu_forward(const ExecContext& ec, const Tensor& gu, Tensor& out);
+template <Backend B>
+void swiglu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& gu, Tensor& dgu);
 template <Backend B>
 void bias_add(const ExecContext& ec, Tensor& y, const Tensor& bias);
 template <Backend B>
