@@ -242,6 +242,19 @@ TEST(HfLlama, ConfigFieldsWeftDoesNotComputeAreRefusedByName) {
   EXPECT_EQ(refused("sliding_window", nullptr), "");
   EXPECT_EQ(refused("attention_bias", false), "");
   EXPECT_EQ(hf_config(out).at("rope_theta").as_double(), 500000.0);
+  // transformers 5 writes rope_theta and the rope type in rope_parameters.
+  Json rope = Json::object();
+  rope["rope_type"] = "default";
+  rope["rope_theta"] = 250000.0;
+  EXPECT_EQ(refused("rope_parameters", rope), "");
+  EXPECT_EQ(hf_config(out).at("rope_theta").as_double(), 500000.0);  // the top-level one wins
+  Json c = good;
+  c.as_object().erase("rope_theta");
+  c["rope_parameters"] = rope;
+  write_text(out + "/config.json", c.dump());
+  EXPECT_EQ(hf_config(out).at("rope_theta").as_double(), 250000.0);
+  rope["rope_type"] = "llama3";
+  EXPECT_TRUE(has(refused("rope_parameters", rope), "rope_parameters.rope_type \"llama3\""));
   // A model of another shape is refused naming the field.
   nn::Gpt other(context(5), llama_config(/*tied=*/true));
   write_text(out + "/config.json", good.dump());
