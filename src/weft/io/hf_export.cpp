@@ -128,8 +128,8 @@ Json generation_config(const Json& shape) {
 void check_gpt2_math(const Json& c, const std::string& where, int64_t width) {
   auto field = [&](const char* key) { return c.find(key); };
   if (const Json* t = field("model_type")) {
-    WEFT_CHECK(t->is_string() && t->as_string() == "gpt2",
-               "{}: model_type {} is not gpt2; weft runs GPT-2 models only", where, t->dump());
+    WEFT_CHECK(t->is_string() && t->as_string() == "gpt2", "{}: model_type {} is not gpt2", where,
+               t->dump());
   }
   if (const Json* a = field("activation_function")) {
     const bool tanh_gelu =
@@ -294,9 +294,19 @@ std::vector<std::string> export_hf(const std::string& checkpoint_dir, const std:
       tensors.push_back({hf_name(t.name), full});
     }
   }
+  // A GPT-2's metadata keeps the keys it had before weft knew other
+  // architectures (the rest are GPT-2's by definition), so its files stay
+  // byte for byte what earlier weft versions wrote.
+  Json model_metadata = shape;
+  if (!llama) {
+    model_metadata = Json::object();
+    for (const char* key : {"vocab", "seq", "layers", "width", "heads", "vocab_pad"}) {
+      if (const Json* v = shape.find(key)) model_metadata[key] = *v;
+    }
+  }
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},
-      {"weft.model", shape.dump()},
+      {"weft.model", model_metadata.dump()},
       {"weft.step", std::to_string(ck.step())},
   };
   if (out.ends_with(".safetensors")) {
