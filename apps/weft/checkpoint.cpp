@@ -184,7 +184,9 @@ void inspect_file(const std::string& path, bool json) {
   std::cout << "\n";
   for (const auto& [k, v] : f.metadata()) std::cout << "metadata " << k << ": " << v << "\n";
   if (model.is_object()) {
-    std::cout << "GPT-2 model:";
+    const weft::io::Json* positions = model.find("positions");
+    const bool llama = positions && *positions == weft::io::Json("rotary");
+    std::cout << (llama ? "Llama model:" : "GPT-2 model:");
     bool first = true;
     for (const auto& [k, v] : model.as_object()) {
       std::cout << (first ? " " : ", ") << k << " " << v.dump();
@@ -192,7 +194,7 @@ void inspect_file(const std::string& path, bool json) {
     }
     std::cout << "\n";
   } else {
-    std::cout << "not a GPT-2 model file: " << model_error << "\n";
+    std::cout << "not a GPT-2 or Llama model file: " << model_error << "\n";
   }
   size_t w = 6;
   for (const auto* t : f.tensors()) w = std::max(w, t->name.size() + 2);
@@ -210,7 +212,7 @@ weft::cli::Options inspect_options() {
       "size of each grid dimension), the model shape, the files, and each tensor's dtype,\n"
       "global shape, split (dimension and blocks) and which file holds which slice.\n"
       "For a .safetensors file or a Hugging Face model directory (sharded or not): its\n"
-      "metadata, tensors, dtypes and shapes, and the GPT-2 model shape when it is one.");
+      "metadata, tensors, dtypes and shapes, and the model shape when it is a GPT-2 or Llama.");
   opts.positional("DIR|FILE",
                   "a checkpoint directory (a --save directory: its latest), a .safetensors file "
                   "or a Hugging Face model directory")
@@ -237,13 +239,16 @@ int inspect(const std::vector<std::string>& args) {
 weft::cli::Options export_cmd_options() {
   weft::cli::Options opts(
       "weft checkpoint export DIR OUT [--max-shard-size 5G]",
-      "Writes checkpoint DIR (saved at any TP/DP layout) with the Hugging Face GPT-2 names and\n"
-      "layouts (transformer.wte.weight with the real vocabulary rows,\n"
-      "transformer.h.N.attn.c_attn.weight stored (C, 3C) as Conv1D does, ...).\n"
+      "Writes checkpoint DIR (saved at any TP/DP layout) as a Hugging Face model: a GPT-2\n"
+      "(GPT2LMHeadModel: transformer.wte.weight with the real vocabulary rows,\n"
+      "transformer.h.N.attn.c_attn.weight stored (C, 3C) as Conv1D does, ...) or a Llama\n"
+      "(LlamaForCausalLM, for --preset llama-* models: model.layers.N.self_attn.q_proj.weight,\n"
+      "k_proj, v_proj, o_proj, mlp.gate_proj, up_proj, down_proj, ...; grouped-query heads,\n"
+      "rotary positions, an untied lm_head.weight unless the head is tied).\n"
       "OUT a directory (created if missing): what save_pretrained writes — config.json,\n"
       "generation_config.json, model.safetensors (above --max-shard-size: shards and\n"
       "model.safetensors.index.json) and, for byte-level models (vocabulary 256),\n"
-      "tokenizer.json and tokenizer_config.json — so GPT2LMHeadModel.from_pretrained(OUT),\n"
+      "tokenizer.json and tokenizer_config.json — so AutoModelForCausalLM.from_pretrained(OUT),\n"
       "AutoTokenizer.from_pretrained(OUT) and pipeline(\"text-generation\", model=OUT) work.\n"
       "Other files in OUT are left alone. OUT ending in .safetensors: that one file and\n"
       "nothing else. Every file is written to a temporary name and renamed.");
@@ -274,15 +279,19 @@ int export_cmd(const std::vector<std::string>& args) {
 weft::cli::Options import_cmd_options() {
   weft::cli::Options opts(
       "weft checkpoint import MODEL DIR [--seed S]",
-      "Converts a Hugging Face GPT-2 model — a .safetensors file or a save_pretrained\n"
-      "directory, sharded or not; names with or without the \"transformer.\" prefix — into\n"
-      "a weft checkpoint\n"
+      "Converts a Hugging Face GPT-2 or Llama model — a .safetensors file or a\n"
+      "save_pretrained directory, sharded or not; GPT-2 names with or without the\n"
+      "\"transformer.\" prefix — into a weft checkpoint\n"
       "directory at TP=1 with step 0 and no optimizer state. `weft train --resume DIR` then\n"
       "starts a run from those weights at any --tp/--dp (the optimizer starts afresh). The\n"
       "model shape comes from the tensors; the head count from config.json (in the directory\n"
       "or next to the file), else from weft's metadata, else width / 64 as in every GPT-2\n"
-      "size (with a warning). config.json fields that change the math are checked.");
-  opts.positional("MODEL", "a GPT-2 .safetensors file or Hugging Face model directory")
+      "size (with a warning). A Llama (config.json model_type \"llama\", or weft's metadata)\n"
+      "takes its whole shape from config.json: heads, num_key_value_heads, intermediate_size,\n"
+      "rms_norm_eps, rope_theta, tie_word_embeddings. config.json fields that change the math\n"
+      "are checked: what weft does not compute (Llama's rope_scaling, attention_bias,\n"
+      "mlp_bias, sliding_window, hidden_act other than silu, ...) is refused by name.");
+  opts.positional("MODEL", "a GPT-2 or Llama .safetensors file or Hugging Face model directory")
       .positional("DIR", "the checkpoint directory to write (replaced if it is a checkpoint)")
       .option("seed", "S", "1337", "the run seed recorded in the checkpoint (random streams)");
   return opts;
@@ -345,10 +354,11 @@ int verify(const std::vector<std::string>& args) {
 }
 
 const weft::cli::Register reg_export(
-    "checkpoint export", "write a checkpoint as a Hugging Face GPT-2 model directory or file",
+    "checkpoint export",
+    "write a checkpoint as a Hugging Face GPT-2 or Llama model directory or file",
     export_cmd_options, export_cmd);
 const weft::cli::Register reg_import(
-    "checkpoint import", "turn a Hugging Face GPT-2 model into a checkpoint to train from",
+    "checkpoint import", "turn a Hugging Face GPT-2 or Llama model into a checkpoint to train from",
     import_cmd_options, import_cmd);
 const weft::cli::Register reg_inspect("checkpoint inspect",
                                       "list the tensors, shapes and layout of a checkpoint or file",

@@ -1,6 +1,7 @@
 // Real files for the targets that fuzz one file among others: a tiny GPT
 // checkpoint saved at TP 2 (two model and optimizer shards, index.json,
-// rank0.json, rank1.json) and its Hugging Face exports. The seed corpus
+// rank0.json, rank1.json) and its Hugging Face exports, and a tiny Llama's
+// (GPT-2 and Llama files are read by different code). The seed corpus
 // (make_corpus.cpp) is taken from the same files, so seeds describe the
 // shards the targets load.
 #pragma once
@@ -33,11 +34,29 @@ inline train::TrainConfig tiny_config() {
   return cfg;
 }
 
-// Saves the tiny model, freshly initialized, with AdamW state after 3 steps.
-inline void save_tiny_checkpoint(const std::string& dir) {
+// The tiny model as a Llama: 4 query heads over 2 KV heads (width 8), SwiGLU
+// hidden 16, untied head.
+inline train::TrainConfig tiny_llama_config() {
+  train::TrainConfig cfg = tiny_config();
+  cfg.preset = "llama-tiny";
+  const nn::GptConfig sizes = cfg.model;
+  cfg.model = nn::gpt_preset("llama-tiny");
+  cfg.model.layers = sizes.layers;
+  cfg.model.width = sizes.width;
+  cfg.model.seq = sizes.seq;
+  cfg.model.vocab = sizes.vocab;
+  cfg.model.heads = 4;
+  cfg.model.kv_heads = 2;
+  cfg.model.hidden = 16;
+  return cfg;
+}
+
+// Saves the tiny model (or `cfg`), freshly initialized, with AdamW state
+// after 3 steps.
+inline void save_tiny_checkpoint(const std::string& dir,
+                                 const train::TrainConfig& cfg = tiny_config()) {
   comm::run_local(2, [&](comm::ProcessGroup& world) {
     set_num_threads(1);
-    const train::TrainConfig cfg = tiny_config();
     comm::Grid grid(world, "tp-dp", {{"tp", 2}});
     nn::Gpt model(train::model_context(cfg, grid.group_ptr("tp")), train::model_config(cfg));
     optim::AdamW opt(model.parameters(), {});

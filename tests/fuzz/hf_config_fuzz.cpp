@@ -4,7 +4,8 @@
 // config.json goes into the sharded model directory and next to the lone
 // .safetensors file. Runs what reads them: hf_config (the model shape,
 // `weft checkpoint inspect`), load_for_inference (eval, generate, --init) and
-// import_hf (`weft checkpoint import`), for the directory and for the file.
+// import_hf (`weft checkpoint import`), for the directory and for the file,
+// of a GPT-2 and of a Llama export.
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -20,23 +21,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string r = weft::fuzz::scratch_dir();
     weft::fuzz::save_tiny_checkpoint(r + "/ckpt");
     weft::fuzz::save_tiny_hf(r + "/ckpt", r);
+    weft::fuzz::save_tiny_checkpoint(r + "/llama-ckpt", weft::fuzz::tiny_llama_config());
+    weft::fuzz::save_tiny_hf(r + "/llama-ckpt", r + "/llama");
     return r;
   }();
-  static const std::string real_index = [] {
-    std::ifstream in(root + "/model/model.safetensors.index.json", std::ios::binary);
+  auto read_index = [](const std::string& models) {
+    std::ifstream in(models + "/model/model.safetensors.index.json", std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }();
-  const std::string dir = root + "/model", file = root + "/file/model.safetensors";
+  };
+  static const std::string real_index = read_index(root),
+                           real_llama_index = read_index(root + "/llama");
   const auto parts = weft::fuzz::split({reinterpret_cast<const char*>(data), size}, '\0', 2);
-  weft::fuzz::write_file(dir + "/config.json", parts[0]);
-  weft::fuzz::write_file(root + "/file/config.json", parts[0]);
-  weft::fuzz::write_file(dir + "/model.safetensors.index.json",
-                         parts.size() > 1 ? parts[1] : std::string_view(real_index));
-
-  for (const std::string& model : {dir, file}) {
-    weft::fuzz::refused_ok([&] { (void)weft::io::hf_config(model); });
-    weft::fuzz::refused_ok([&] { (void)wt::load_for_inference(model, weft::DType::f32); });
-    weft::fuzz::refused_ok([&] { weft::io::import_hf(model, root + "/imported", 1337); });
+  for (const auto& [models, index] :
+       {std::pair{root, &real_index}, std::pair{root + "/llama", &real_llama_index}}) {
+    const std::string dir = models + "/model", file = models + "/file/model.safetensors";
+    weft::fuzz::write_file(dir + "/config.json", parts[0]);
+    weft::fuzz::write_file(models + "/file/config.json", parts[0]);
+    weft::fuzz::write_file(dir + "/model.safetensors.index.json",
+                           parts.size() > 1 ? parts[1] : std::string_view(*index));
+    for (const std::string& model : {dir, file}) {
+      weft::fuzz::refused_ok([&] { (void)weft::io::hf_config(model); });
+      weft::fuzz::refused_ok([&] { (void)wt::load_for_inference(model, weft::DType::f32); });
+      weft::fuzz::refused_ok([&] { weft::io::import_hf(model, root + "/imported", 1337); });
+    }
   }
   return 0;
 }

@@ -87,6 +87,16 @@ int main(int argc, char** argv) {
   put("hf_config", "config.json", config);
   put("hf_config", "config-and-index", config + '\0' + hf_index);
   put("hf_config", "minimal.json", R"({"n_head": 2})");
+  {
+    // A Llama's config.json (grouped-query heads, rotary positions, SwiGLU).
+    const std::string llama_ck = tmp + "/llama-ckpt", llama_hf = tmp + "/llama-hf";
+    weft::fuzz::save_tiny_checkpoint(llama_ck, weft::fuzz::tiny_llama_config());
+    weft::fuzz::save_tiny_hf(llama_ck, llama_hf);
+    const std::string llama_config = read(llama_hf + "/model/config.json");
+    put("hf_config", "llama-config.json", llama_config);
+    put("hf_config", "llama-config-and-index",
+        llama_config + '\0' + read(llama_hf + "/model/model.safetensors.index.json"));
+  }
   put("hf_config", "shape.json",
       R"({"vocab_size": 20, "n_positions": 8, "n_layer": 1, "n_embd": 8, "n_head": 4,)"
       R"( "n_inner": 32})");

@@ -1,5 +1,6 @@
 #include "weft/io/hf_export.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "weft/comm/local.h"
 #include "weft/io/checkpoint.h"
 #include "weft/io/hf_files.h"
+#include "weft/io/hf_llama.h"
 #include "weft/io/safetensors.h"
 #include "weft/io/tokenizer.h"
 #include "weft/nn/gpt.h"
@@ -126,8 +128,8 @@ Json generation_config(const Json& shape) {
 void check_gpt2_math(const Json& c, const std::string& where, int64_t width) {
   auto field = [&](const char* key) { return c.find(key); };
   if (const Json* t = field("model_type")) {
-    WEFT_CHECK(t->is_string() && t->as_string() == "gpt2",
-               "{}: model_type {} is not gpt2; weft runs GPT-2 models only", where, t->dump());
+    WEFT_CHECK(t->is_string() && t->as_string() == "gpt2", "{}: model_type {} is not gpt2", where,
+               t->dump());
   }
   if (const Json* a = field("activation_function")) {
     const bool tanh_gelu =
@@ -159,19 +161,90 @@ void check_gpt2_math(const Json& c, const std::string& where, int64_t width) {
              inner ? inner->dump() : "");
 }
 
+// The file's shape against the model's: every key (the architecture too),
+// except that a longer context is fine (the model keeps the first positions
+// of wpe; rotary positions have no table in the file).
 void check_shape(const Json& file_shape, const nn::GptConfig& cfg, const std::string& file) {
   const Json mine = model_shape_json(cfg);
-  // A longer context is fine: the model keeps the first positions.
   WEFT_CHECK(file_shape.at("seq").as_int() >= mine.at("seq").as_int(),
              "{} holds {} positions, fewer than this model's --seq {}: use --seq {} or less", file,
              file_shape.at("seq").dump(), mine.at("seq").dump(), file_shape.at("seq").dump());
-  for (const char* key : {"vocab", "layers", "width", "heads"}) {
-    WEFT_CHECK(file_shape.at(key) == mine.at(key),
+  for (const auto& [key, value] : mine.as_object()) {
+    if (key == "seq" || key == "vocab_pad") continue;
+    const Json* theirs = file_shape.find(key);
+    if (!theirs) continue;
+    std::string flag = key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    WEFT_CHECK(*theirs == value,
                "{} holds a model with {} {}, but this model has {} {}: build the model with the "
                "file's shape (--{} {})",
-               file, key, file_shape.at(key).dump(), key, mine.at(key).dump(), key,
-               file_shape.at(key).dump());
+               file, key, theirs->dump(), key, value.dump(), flag, theirs->dump());
   }
+}
+
+// The model's config.json, parsed (null when there is none).
+Json read_config(const HfModelFiles& f) {
+  const std::string& path = f.config_path();
+  if (path.empty()) return Json();
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  Json c = parse_json(text.str(), path);
+  WEFT_CHECK(c.is_object(), "{} is not a JSON object: is it a model's config.json?", path);
+  return c;
+}
+
+// The shape of GPT-2 files (see hf_config).
+Json gpt2_shape(const HfModelFiles& f, const Json& c) {
+  const std::string& file = f.path();
+  const std::string prefix = name_prefix(f);
+  const TensorInfo& wte = f.info(prefix + "wte.weight");
+  const TensorInfo& wpe = f.info(prefix + "wpe.weight");
+  WEFT_CHECK(wte.shape.size() == 2 && wpe.shape.size() == 2 && wte.shape[1] == wpe.shape[1],
+             "{}: wte and wpe must be 2-D with the same width", file);
+  int64_t layers = 0;
+  while (f.find(prefix + format("h.{}.ln_1.weight", layers))) ++layers;
+  WEFT_CHECK(layers > 0, "{} is not a GPT-2 file: it has no {}h.0.ln_1.weight", file, prefix);
+  Json shape = Json::object();
+  shape["vocab"] = wte.shape[0];
+  shape["seq"] = wpe.shape[0];
+  shape["layers"] = layers;
+  shape["width"] = wte.shape[1];
+  const int64_t width = wte.shape[1];
+  Json weft_model;
+  if (auto it = f.metadata().find("weft.model"); it != f.metadata().end()) {
+    weft_model = parse_json(it->second, file + " weft.model metadata");
+  }
+  if (c.is_object()) {
+    const std::string config_path = f.config_path();
+    check_gpt2_math(c, config_path, width);
+    for (auto [key, ours] : {std::pair{"vocab_size", "vocab"}, std::pair{"n_positions", "seq"},
+                             std::pair{"n_layer", "layers"}, std::pair{"n_embd", "width"}}) {
+      const Json* v = c.find(key);
+      WEFT_CHECK(!v || *v == shape.at(ours), "{} says {} {}, but {} has {} {}", config_path, key,
+                 v ? v->dump() : "", file, ours, shape.at(ours).dump());
+    }
+    const Json* heads = c.find("n_head");
+    WEFT_CHECK(heads && heads->is_integer() && heads->as_int() > 0,
+               "{} has no positive integer n_head", config_path);
+    shape["heads"] = heads->as_int();
+  } else if (weft_model.is_object() && weft_model.find("heads")) {
+    shape["heads"] = weft_model.at("heads").as_int();
+  } else {
+    WEFT_CHECK(
+        width % kGpt2HeadWidth == 0,
+        "cannot tell the number of heads of {}: put its config.json (with n_head) next to it",
+        file);
+    shape["heads"] = width / kGpt2HeadWidth;
+    warn_once(file, format("{} has no config.json: assuming {} heads of width {} as every GPT-2 "
+                           "size has; put the model's config.json next to it if that is wrong",
+                           file, width / kGpt2HeadWidth, kGpt2HeadWidth));
+  }
+  shape["vocab_pad"] = weft_model.is_object() && weft_model.find("vocab_pad")
+                           ? weft_model.at("vocab_pad").as_int()
+                           : nn::kDefaultVocabPad;
+  // The rest of the shape is GPT-2's architecture (GptConfig's defaults).
+  return model_shape_json(apply_model_shape(nn::GptConfig{}, shape));
 }
 
 }  // namespace
@@ -207,25 +280,42 @@ std::vector<std::string> export_hf(const std::string& checkpoint_dir, const std:
   WEFT_CHECK(ck.model_shape(),
              "checkpoint {} holds no GPT model shape: only GPT checkpoints export to Hugging Face",
              checkpoint_dir);
-  std::vector<NamedTensor> tensors;
-  for (const SavedTensor& t : ck.tensors()) {
-    Tensor full = ck.read_full(t);
-    if (t.valid_rows >= 0 && t.valid_rows < full.size(0)) full = full.narrow(0, t.valid_rows);
-    if (hf_transposed(t.name)) full = transpose(full);
-    tensors.push_back({hf_name(t.name), full});
-  }
   const Json& shape = *ck.model_shape();
+  const bool llama =
+      hf_architecture_of(shape, "checkpoint " + checkpoint_dir) == HfArchitecture::llama;
+  std::vector<NamedTensor> tensors;
+  if (llama) {
+    tensors = llama_hf_tensors(ck, shape);
+  } else {
+    for (const SavedTensor& t : ck.tensors()) {
+      Tensor full = ck.read_full(t);
+      if (t.valid_rows >= 0 && t.valid_rows < full.size(0)) full = full.narrow(0, t.valid_rows);
+      if (hf_transposed(t.name)) full = transpose(full);
+      tensors.push_back({hf_name(t.name), full});
+    }
+  }
+  // A GPT-2's metadata keeps the keys it had before weft knew other
+  // architectures (the rest are GPT-2's by definition), so its files stay
+  // byte for byte what earlier weft versions wrote.
+  Json model_metadata = shape;
+  if (!llama) {
+    model_metadata = Json::object();
+    for (const char* key : {"vocab", "seq", "layers", "width", "heads", "vocab_pad"}) {
+      if (const Json* v = shape.find(key)) model_metadata[key] = *v;
+    }
+  }
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},
-      {"weft.model", shape.dump()},
+      {"weft.model", model_metadata.dump()},
       {"weft.step", std::to_string(ck.step())},
   };
   if (out.ends_with(".safetensors")) {
     write_safetensors(out, tensors, metadata);
     return {out};
   }
-  std::map<std::string, Json> files = {{"config.json", gpt2_config(shape)},
-                                       {"generation_config.json", generation_config(shape)}};
+  std::map<std::string, Json> files = {
+      {"config.json", llama ? llama_config(shape) : gpt2_config(shape)},
+      {"generation_config.json", generation_config(shape)}};
   if (shape.at("vocab").as_int() == ByteTokenizer::kVocabSize) {
     files.merge(byte_tokenizer_files(shape.at("seq").as_int()));
   }
@@ -236,64 +326,17 @@ std::vector<std::string> export_hf(const std::string& checkpoint_dir, const std:
 
 Json hf_config(const std::string& file) {
   HfModelFiles f(file);
-  const std::string prefix = name_prefix(f);
-  const TensorInfo& wte = f.info(prefix + "wte.weight");
-  const TensorInfo& wpe = f.info(prefix + "wpe.weight");
-  WEFT_CHECK(wte.shape.size() == 2 && wpe.shape.size() == 2 && wte.shape[1] == wpe.shape[1],
-             "{}: wte and wpe must be 2-D with the same width", file);
-  int64_t layers = 0;
-  while (f.find(prefix + format("h.{}.ln_1.weight", layers))) ++layers;
-  WEFT_CHECK(layers > 0, "{} is not a GPT-2 file: it has no {}h.0.ln_1.weight", file, prefix);
-  Json shape = Json::object();
-  shape["vocab"] = wte.shape[0];
-  shape["seq"] = wpe.shape[0];
-  shape["layers"] = layers;
-  shape["width"] = wte.shape[1];
-  const int64_t width = wte.shape[1];
-  Json weft_model;
-  if (auto it = f.metadata().find("weft.model"); it != f.metadata().end()) {
-    weft_model = parse_json(it->second, file + " weft.model metadata");
-  }
-  const fs::path config_path = f.config_path();
-  if (!config_path.empty()) {
-    std::ifstream in(config_path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    const Json c = parse_json(text.str(), config_path.string());
-    WEFT_CHECK(c.is_object(), "{} is not a JSON object: is it a model's config.json?",
-               config_path.string());
-    check_gpt2_math(c, config_path.string(), width);
-    for (auto [key, ours] : {std::pair{"vocab_size", "vocab"}, std::pair{"n_positions", "seq"},
-                             std::pair{"n_layer", "layers"}, std::pair{"n_embd", "width"}}) {
-      const Json* v = c.find(key);
-      WEFT_CHECK(!v || *v == shape.at(ours), "{} says {} {}, but {} has {} {}",
-                 config_path.string(), key, v ? v->dump() : "", file, ours, shape.at(ours).dump());
-    }
-    const Json* heads = c.find("n_head");
-    WEFT_CHECK(heads && heads->is_integer() && heads->as_int() > 0,
-               "{} has no positive integer n_head", config_path.string());
-    shape["heads"] = heads->as_int();
-  } else if (weft_model.is_object() && weft_model.find("heads")) {
-    shape["heads"] = weft_model.at("heads").as_int();
-  } else {
-    WEFT_CHECK(
-        width % kGpt2HeadWidth == 0,
-        "cannot tell the number of heads of {}: put its config.json (with n_head) next to it",
-        file);
-    shape["heads"] = width / kGpt2HeadWidth;
-    warn_once(file, format("{} has no config.json: assuming {} heads of width {} as every GPT-2 "
-                           "size has; put the model's config.json next to it if that is wrong",
-                           file, width / kGpt2HeadWidth, kGpt2HeadWidth));
-  }
-  shape["vocab_pad"] = weft_model.is_object() && weft_model.find("vocab_pad")
-                           ? weft_model.at("vocab_pad").as_int()
-                           : nn::kDefaultVocabPad;
-  return shape;
+  const Json config = read_config(f);
+  return is_llama_files(f, config) ? llama_shape(f, config) : gpt2_shape(f, config);
 }
 
 void load_hf(const std::string& file, nn::Module& model, bool allow_nonfinite) {
   if (auto* gpt = dynamic_cast<nn::Gpt*>(&model)) check_shape(hf_config(file), gpt->config(), file);
   HfModelFiles f(file);
+  if (is_llama_files(f, read_config(f))) {
+    load_llama_hf(f, model, allow_nonfinite);
+    return;
+  }
   const std::string prefix = name_prefix(f);
   std::set<std::string> used;
   for (nn::Parameter* p : model.parameters()) {

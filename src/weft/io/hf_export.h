@@ -1,6 +1,9 @@
-// Hugging Face GPT-2 files: one consolidated safetensors file that
-// GPT2LMHeadModel.from_pretrained loads, and loading such a file into a
-// model at any layout.
+// Hugging Face model files: GPT-2 (GPT2LMHeadModel, here) and Llama
+// (LlamaForCausalLM, hf_llama.h): export_hf, load_hf, hf_config and import_hf
+// dispatch on the architecture (the checkpoint's model shape; the files'
+// config.json model_type, else their tensor names).
+//
+// GPT-2's names and layouts follow.
 //
 // Names and layouts (C = width, V = vocabulary, N = layer):
 //   weft                       Hugging Face                          stored as
@@ -42,7 +45,9 @@ std::string hf_name(const std::string& weft_name);
 // Whether Hugging Face stores the parameter transposed (the Conv1D weights).
 bool hf_transposed(const std::string& weft_name);
 
-// Gathers checkpoint DIR (saved at any layout) into Hugging Face GPT-2 files.
+// Gathers checkpoint DIR (saved at any layout) into Hugging Face GPT-2 files,
+// or Llama files for a Llama checkpoint (config.json a LlamaConfig; see
+// hf_llama.h). A shape that is neither (hf_architecture_of) is refused.
 // `out` ending in .safetensors: that one file, nothing else. Otherwise `out`
 // is a model directory as save_pretrained writes it (see hf_files.h):
 // model.safetensors (sharded with an index above options.max_shard_bytes),
@@ -54,26 +59,25 @@ bool hf_transposed(const std::string& weft_name);
 std::vector<std::string> export_hf(const std::string& checkpoint_dir, const std::string& out,
                                    const HfDirectoryOptions& options = {});
 
-// Loads a GPT-2 model (a .safetensors file or a model directory, sharded or
-// not) into `model` (a Gpt at any layout): every rank reads the full tensors
-// and keeps its slices. The shape must be the model's (the error names the
-// field), except that a model with a shorter context keeps the first
-// positions of wpe. NaN or infinite values are an error naming the tensor,
-// unless allow_nonfinite.
+// Loads a GPT-2 or Llama model (a .safetensors file or a model directory,
+// sharded or not) into `model` (a Gpt at any layout): every rank reads the
+// full tensors and keeps its slices. The shape, architecture included, must
+// be the model's (the error names the field), except that a model with a
+// shorter context keeps the first positions of wpe. NaN or infinite values are an error naming the
+// tensor, unless allow_nonfinite.
 void load_hf(const std::string& path, nn::Module& model, bool allow_nonfinite = false);
 
-// The model shape of a GPT-2 file or directory ({"vocab", "seq", "layers",
-// "width", "heads", "vocab_pad"}, as model_shape_json): from the tensor
-// shapes, with the heads from config.json (in the directory, or next to the
-// file), else from the file's "weft.model" metadata, else width / 64 (every
-// GPT-2 size has 64-wide heads; a warning says so). A config.json field that
-// changes the math (activation_function, layer_norm_epsilon,
-// scale_attn_weights, scale_attn_by_inverse_layer_idx, tie_word_embeddings,
-// add_cross_attention, n_inner) with a value weft computes differently is an
-// error naming it.
+// The model shape of a GPT-2 or Llama file or directory (every key of
+// model_shape_json; a Llama's from config.json or the file's "weft.model"
+// metadata, see llama_shape). A GPT-2's: from the tensor shapes, with the heads from config.json
+// (in the directory, or next to the file), else from the file's "weft.model" metadata, else width /
+// 64 (every GPT-2 size has 64-wide heads; a warning says so). A config.json field that changes the
+// math (activation_function, layer_norm_epsilon, scale_attn_weights,
+// scale_attn_by_inverse_layer_idx, tie_word_embeddings, add_cross_attention, n_inner) with a value
+// weft computes differently is an error naming it; the architecture keys are GPT-2's.
 Json hf_config(const std::string& path);
 
-// `weft checkpoint import`: converts a GPT-2 file into a checkpoint directory
+// `weft checkpoint import`: converts a GPT-2 or Llama model into a checkpoint directory
 // at TP=1 with step 0 and no optimizer state, so `weft train --resume DIR`
 // starts a run from it (the optimizer starts afresh, streams seeded `seed`).
 void import_hf(const std::string& file, const std::string& dir, uint64_t seed);
