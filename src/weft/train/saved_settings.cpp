@@ -77,10 +77,17 @@ io::Json read_checkpoint_config(const std::string& path) {
     io::Json config = ck.index().at("config");
     if (!config.is_object()) config = io::Json::object();
     if (const io::Json* shape = ck.model_shape()) {
-      // Overwrite the config's own spelling of a key ("vocab-pad") where it has one.
+      // The model's size as saved wins over the settings (overwriting the
+      // config's own spelling of a key, "vocab-pad", where it has one). Its
+      // architecture only fills in what the settings lack (checkpoints of
+      // runs before the architecture options): the settings spell it as the
+      // options do ("kv-heads 0", "bias on"), the shape resolved.
+      static const char* const kSize[] = {"vocab", "seq", "layers", "width", "heads", "vocab_pad"};
       for (const auto& [key, value] : shape->as_object()) {
         std::string dashed = key;
         std::replace(dashed.begin(), dashed.end(), '_', '-');
+        const bool size = std::find(std::begin(kSize), std::end(kSize), key) != std::end(kSize);
+        if (!size && (config.find(dashed) || config.find(key))) continue;
         config[config.find(dashed) ? dashed : key] = value;
       }
     }
