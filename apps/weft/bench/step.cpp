@@ -186,7 +186,7 @@ cli::Options bench_step_options() {
       "if every model FLOP (6N + attention, as llm.c counts them) ran at the direct oneDNN\n"
       "rate of the model's layer GEMMs (micro-batch x context rows, all cores), measured\n"
       "in the same run; \"util\" is tokens/s over the limit.");
-  opts.option("preset", "NAME", "tiny", "model preset: tiny or gpt2-124m")
+  opts.option("preset", "NAME", "tiny", "model preset: tiny, gpt2-124m, llama-tiny or llama-1b")
       .option("tp", "N", "2", "tensor-parallel size")
       .option("gtp", "N", "1",
               "generalized tensor-parallel size (weights sharded 1/N; its ranks take their own "
@@ -199,7 +199,7 @@ cli::Options bench_step_options() {
               "the quantized recipes are exact emulations on the CPU: their cost here is the "
               "emulation's, not an FP8 tensor core's)")
       .option("micro-batch", "B", "auto",
-              "sequences per data-parallel rank (auto: 16 tiny, 1 gpt2-124m)")
+              "sequences per data-parallel rank (auto: 16 tiny and llama-tiny, 1 the others)")
       .option("seq", "T", "preset", "context length")
       .option("layers", "N", "preset", "transformer layers")
       .option("overlap", "CONFIG", "off",
@@ -229,9 +229,8 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
   for (const char* key :
        {"tp", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers", "overlap", "device"})
     if (opts.given(key)) s[key] = opts.str(key);
-  s["micro-batch"] = opts.given("micro-batch")      ? opts.str("micro-batch")
-                     : opts.str("preset") == "tiny" ? "16"
-                                                    : "1";
+  const bool small = opts.str("preset") == "tiny" || opts.str("preset") == "llama-tiny";
+  s["micro-batch"] = opts.given("micro-batch") ? opts.str("micro-batch") : small ? "16" : "1";
   if (!opts.given("tp")) s["tp"] = on_gpu ? "1" : "2";
   train::apply_settings(cfg, s, "");
   WEFT_CHECK(steps >= 1 && warmup >= 0, "--steps must be at least 1 and --warmup at least 0");
