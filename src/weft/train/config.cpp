@@ -590,29 +590,4 @@ io::Json resumable_settings(const io::Json& settings) {
   return out;
 }
 
-parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::ProcessGroup> tp,
-                                   std::shared_ptr<comm::ProcessGroup> dp,
-                                   std::shared_ptr<comm::ProcessGroup> gtp) {
-  auto pc = std::make_shared<parallel::ParallelContext>();
-  pc->tp = std::move(tp);
-  pc->dp = std::move(dp);
-  pc->sp = c.sp;
-  pc->precision = c.precision;
-  pc->seed = c.seed;
-  pc->exec = ExecContext::on(Device::parse(c.device));
-  pc->overlap = overlap_config(c.overlap);
-  parallel::gtp::Options options{
-      .cache_weights = c.gtp_cache,
-      .grad_accumulation = parallel::gtp::parse_grad_accumulation(c.gtp_grad_accum)};
-  if (!c.gtp_plan.empty()) {
-    options.shards = [plan = nn::PartitionPlan::parse(c.gtp_plan)](const std::string& name) {
-      return plan.partitioned(name);
-    };
-  }
-  parallel::gtp::enable(*pc, std::move(gtp), std::move(options));
-  return pc;
-}
-
-nn::GptConfig model_config(const TrainConfig& c) { return c.model; }
-
 }  // namespace weft::train

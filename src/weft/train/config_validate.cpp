@@ -3,8 +3,6 @@
 // name the options a user sets.
 #include <algorithm>
 #include <cctype>
-#include <filesystem>
-#include <fstream>
 #include <string_view>
 #include <utility>
 
@@ -117,44 +115,6 @@ void validate(const TrainConfig& c) {
              c.save_every);
   WEFT_CHECK(c.init.empty() || c.resume.empty(),
              "--init starts a new run from weights and --resume continues one: pass only one");
-}
-
-parallel::OverlapConfig overlap_config(const std::string& text) {
-  std::error_code ec;
-  if (text.find('=') != std::string::npos || !std::filesystem::is_regular_file(text, ec)) {
-    return parallel::OverlapConfig::parse(text);
-  }
-  std::ifstream in(text);
-  WEFT_CHECK(in.good(), "cannot read the overlap file {}", text);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const io::Json j = io::parse_json(ss.str(), text);
-  WEFT_CHECK(j.is_object(),
-             "overlap file {}: expected an object of GEMM names, e.g. {{\"fc2_fprop\": "
-             "{{\"method\": \"pipeline\", \"num_splits\": 8}}}}",
-             text);
-  parallel::OverlapConfig c = parallel::OverlapConfig::defaults();
-  for (const auto& [name, v] : j.as_object()) {
-    if (name == "comm_cores") {
-      WEFT_CHECK(v.is_integer() && v.as_int() >= 0 && v.as_int() <= 1024,
-                 "overlap file {}: comm_cores must be an integer in [0, 1024]", text);
-      c.set_comm_cores(static_cast<int>(v.as_int()));
-      continue;
-    }
-    parallel::check_overlap_gemm_name(name);
-    WEFT_CHECK(v.is_object() && v.find("method") && v.at("method").is_string(),
-               "overlap file {}: {} must be an object with a \"method\" string", text, name);
-    parallel::OverlapChoice choice{parallel::parse_overlap_method(v.at("method").as_string(), name),
-                                   4};
-    if (v.find("num_splits")) {
-      const io::Json& n = v.at("num_splits");
-      WEFT_CHECK(n.is_integer() && n.as_int() >= 1 && n.as_int() <= 1024,
-                 "overlap file {}: {}.num_splits must be an integer in [1, 1024]", text, name);
-      choice.num_splits = static_cast<int>(n.as_int());
-    }
-    c.set(name, choice);
-  }
-  return c;
 }
 
 }  // namespace weft::train

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "weft/comm/cuda/nccl_handles.h"
 #include "weft/comm/detail/host_work.h"
 #include "weft/comm/detail/op.h"
 #include "weft/comm/mpi.h"
@@ -29,6 +30,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using detail::Op;
+using nccl::check_nccl;
+using nccl::Communicator;
+using nccl::Event;
+using nccl::nccl_error;
+using nccl::reduce_op;
+using nccl::reduce_type;
+using nccl::Stream;
 
 // How often the watchdog looks at the events of pending operations: often
 // enough that a host wait returns soon after the GPU finished.
@@ -38,91 +46,8 @@ constexpr auto kPoll = std::chrono::microseconds(200);
 // handed to the allocator while the GPU might still write them.
 constexpr auto kAbortGrace = std::chrono::seconds(30);
 
-std::string nccl_error(ncclResult_t status, ncclComm_t comm) {
-  const char* last = ncclGetLastError(comm);
-  return format("{}{}{}", ncclGetErrorString(status), last && *last ? ": " : "", last ? last : "");
-}
-
-void check_nccl(ncclResult_t status, ncclComm_t comm, std::string_view what, const char* call) {
-  WEFT_CHECK(status == ncclSuccess, "{}: {} failed: {}", what, call, nccl_error(status, comm));
-}
-
 std::string seconds(std::chrono::milliseconds ms) {
   return format("{} s", static_cast<double>(ms.count()) / 1000.0);
-}
-
-// A CUDA event of `device`, without timing (the cheap kind).
-class Event {
- public:
-  Event(int device, std::string_view what) {
-    const weft::cuda::DeviceGuard on(device, what);
-    WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), what);
-  }
-  ~Event() { cudaEventDestroy(event_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
-
-// A stream of `device` that the legacy default stream does not synchronize
-// with: a collective waiting for its peers must not hold up the device's
-// other work (another group's collectives included).
-class Stream {
- public:
-  Stream(int device, std::string_view what) {
-    const weft::cuda::DeviceGuard on(device, what);
-    WEFT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), what);
-  }
-  ~Stream() { cudaStreamDestroy(stream_); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
-// Owns an NCCL communicator: destroyed with its group, or aborted when the
-// group fails (after which it is gone).
-class Communicator {
- public:
-  explicit Communicator(ncclComm_t comm) : comm_(comm) {}
-  ~Communicator() {
-    if (comm_) ncclCommDestroy(comm_);
-  }
-  Communicator(const Communicator&) = delete;
-  Communicator& operator=(const Communicator&) = delete;
-  ncclComm_t get() const { return comm_; }
-  void abort() {
-    if (comm_) ncclCommAbort(comm_);
-    comm_ = nullptr;
-  }
-
- private:
-  ncclComm_t comm_;
-};
-
-// The element type of a reduction (process_group.cpp admits these only).
-ncclDataType_t reduce_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return ncclFloat32;
-    case DType::bf16: return ncclBfloat16;
-    case DType::f64: return ncclFloat64;
-    case DType::i64: return ncclInt64;
-    default: WEFT_FAIL("the nccl backend does not reduce {} tensors", dtype_name(dtype));
-  }
-}
-
-ncclRedOp_t reduce_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::avg: return ncclAvg;
-    case ReduceOp::max: return ncclMax;
-  }
-  WEFT_FAIL("unknown reduction {}", static_cast<int>(op));
 }
 
 // The Work of one operation. Its state, error, waits and observer events are
