@@ -2,10 +2,12 @@
 // shards, a separate validation set, files that are not text named for what
 // they are, and `weft train` taking the shards' vocabulary.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "testing.h"
 #include "weft/io/data.h"
@@ -111,6 +113,26 @@ TEST(DataFiles, FilesThatAreNotTextAreNamed) {
             std::string::npos);
   write_bytes(dir.path("ok.txt"), "caf\xc3\xa9 au lait\n");
   EXPECT_EQ(io::load_tokens(dir.path("ok.txt")).format, io::TokenData::Format::text);
+}
+
+// A FIFO would block the open until a writer came, a character device never
+// ends: both are refused before anything opens them, as a directory is.
+TEST(DataFiles, PathsThatAreNotRegularFilesAreRefusedWithoutReading) {
+  TempDir dir;
+  const std::string fifo = dir.path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& [path, kind] : {std::pair<std::string, std::string>{fifo, "a FIFO"},
+                                   {"/dev/zero", "a character device"},
+                                   {dir.path(""), "a directory"}}) {
+    SCOPED_TRACE(path);
+    for (const auto& load : std::vector<std::function<void()>>{
+             [&] { (void)io::load_tokens(path); }, [&] { (void)io::data_format(path); },
+             [&] { (void)io::load_token_files(path + "," + path); }}) {
+      const std::string message = error_of(load);
+      EXPECT_NE(message.find("is " + kind), std::string::npos) << message;
+      EXPECT_NE(message.find("regular"), std::string::npos) << message;
+    }
+  }
 }
 
 TEST(DataFiles, ASeparateValidationSetIsUsedWhole) {

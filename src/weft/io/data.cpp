@@ -35,11 +35,32 @@ uint64_t TokenData::fingerprint() const {
 
 namespace {
 
-std::string read_file(const std::string& path) {
+// What a path that exists but is not a regular file is, for the error that
+// refuses it: reading a FIFO would wait for a writer, a character device
+// (/dev/zero) would never end.
+const char* kind_of(fs::file_type t) {
+  switch (t) {
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
+// Refuses a data path that exists and is not a regular file (after
+// symlinks) before anything opens it; a missing file is the opener's error.
+void require_regular_file(const std::string& path) {
   std::error_code ec;
-  WEFT_CHECK(!fs::is_directory(path, ec),
-             "data file {} is a directory; pass a text file or an llm.c .bin shard to --data",
-             path);
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st) || fs::is_regular_file(st)) return;
+  WEFT_FAIL("data file {} is {}; pass a regular text file or an llm.c .bin shard to --data", path,
+            kind_of(st.type()));
+}
+
+std::string read_file(const std::string& path) {
+  require_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   WEFT_CHECK(in.good(), "cannot open data file {}: {}; pass an existing --data file", path,
              std::strerror(errno));
@@ -184,6 +205,7 @@ std::vector<std::string> expand_data_paths(const std::string& spec) {
 
 TokenData::Format data_format(const std::string& spec) {
   const std::string first = expand_data_paths(spec).front();
+  require_regular_file(first);
   std::ifstream in(first, std::ios::binary);
   int32_t magic = 0;
   in.read(reinterpret_cast<char*>(&magic), 4);
