@@ -1,18 +1,12 @@
 #include "weft/kernels/cpu/attention_rows.h"
 
 #include "weft/core/dtype.h"
+#include "weft/kernels/cpu/clones.h"
 
 namespace weft::kernels::cpu::attention_rows {
 
-// The row loops of the softmax and its gradient: compiled for AVX-512 and
-// AVX2 besides the baseline x86-64 the library is built for, the processor
-// picking one at load time (they were ~40% of the kernels' time as SSE2 code).
-// Sanitizer builds (WEFT_NO_MULTIVERSIONING) keep the baseline only.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(WEFT_NO_MULTIVERSIONING)
-#define WEFT_ROW_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
-#else
-#define WEFT_ROW_CLONES
-#endif
+// The row loops of the softmax and its gradient, cloned per instruction set
+// (cpu/clones.h): they were ~40% of the kernels' time as SSE2 code.
 
 WEFT_ROW_CLONES float exp_row_online(float* s, int64_t n, float* max) {
   float m = *max;
