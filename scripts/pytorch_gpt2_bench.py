@@ -17,12 +17,10 @@ It prints tokens/s (median of the timed steps) and exits 0 with a message when
 torch is not installed.
 """
 
-import argparse
-import json
 import math
-import statistics
 import sys
-import time
+
+import pytorch_step_timing
 
 PRESETS = {
     "tiny": dict(vocab=256, seq=128, layers=4, width=128, heads=4),
@@ -31,17 +29,7 @@ PRESETS = {
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
-    p.add_argument("--seq", type=int, help="context length (default: the preset's)")
-    p.add_argument("--batch", type=int, default=None, help="sequences per step (tiny 16, gpt2-124m 1)")
-    p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    p.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
-                   help="bf16: autocast to bfloat16 around forward (f32 master weights)")
-    p.add_argument("--steps", type=int, default=5, help="timed steps")
-    p.add_argument("--warmup", type=int, default=1, help="untimed steps first")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    a = p.parse_args()
+    a, cfg, batch = pytorch_step_timing.parse(__doc__.split("\n\n")[0], PRESETS, "tiny", "tiny")
 
     try:
         import torch
@@ -52,10 +40,6 @@ def main():
               "environment to measure (see the top of this script)")
         return 0
 
-    cfg = dict(PRESETS[a.preset])
-    if a.seq:
-        cfg["seq"] = a.seq
-    batch = a.batch or (16 if a.preset == "tiny" else 1)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     C, H, T, L = cfg["width"], cfg["heads"], cfg["seq"], cfg["layers"]
@@ -98,41 +82,7 @@ def main():
             logits = F.linear(self.ln_f(x), self.wte.weight)
             return F.cross_entropy(logits.float().view(-1, V), targets.reshape(-1))
 
-    model = Gpt()
-    decay = [w for w in model.parameters() if w.dim() == 2]
-    rest = [w for w in model.parameters() if w.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                             {"params": rest, "weight_decay": 0.0}], lr=6e-4, betas=(0.9, 0.95))
-    gen = torch.Generator().manual_seed(1)
-
-    def step():
-        idx = torch.randint(cfg["vocab"], (batch, T + 1), generator=gen)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
-            loss = model(idx[:, :-1], idx[:, 1:])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.item()
-
-    for _ in range(a.warmup):
-        step()
-    times = []
-    for _ in range(a.steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    step_s = statistics.median(times)
-    result = {"framework": f"pytorch {torch.__version__} eager", "preset": a.preset,
-              "dtype": a.dtype, "seq": T, "batch": batch, "threads": a.threads,
-              "step_s": step_s, "tokens_per_s": batch * T / step_s}
-    if a.json:
-        print(json.dumps(result))
-    else:
-        print(f"{result['framework']}: {a.preset} {a.dtype} T={T} B={batch} {a.threads} threads: "
-              f"{result['tokens_per_s']:.1f} tokens/s ({1e3 * step_s:.1f} ms/step, median of "
-              f"{a.steps})")
-    return 0
+    return pytorch_step_timing.time_training(torch, Gpt(), a, cfg, batch, lr=6e-4)
 
 
 if __name__ == "__main__":

@@ -178,46 +178,38 @@ KeyDef optional_number_key(ConfigKey key, std::optional<double> TrainConfig::*m)
           [m](const TrainConfig& c) { return c.*m ? io::Json(*(c.*m)) : io::Json(nullptr); }};
 }
 
-// A setting of the precision recipe spelled as one of `names`.
-template <typename E>
-KeyDef enum_key(ConfigKey key, E parallel::Precision::*m,
-                std::vector<std::pair<std::string, E>> names) {
+// A setting spelled as one of `names`, stored in `field` (a callable giving
+// the member of a TrainConfig, as model_field's).
+template <typename Field, typename E = FieldType<Field>>
+KeyDef choice_key(ConfigKey key, Field field, std::vector<std::pair<std::string, E>> names) {
   return {std::move(key),
-          [m, names](TrainConfig& c, const io::Json& v, const Where& w) {
+          [field, names](TrainConfig& c, const io::Json& v, const Where& w) {
             std::vector<std::string> choices;
             for (const auto& n : names) choices.push_back(n.first);
             const std::string s = to_choice(v, w, choices);
             for (const auto& [name, value] : names) {
-              if (name == s) c.precision.*m = value;
+              if (name == s) std::invoke(field, c) = value;
             }
           },
-          [m, names](const TrainConfig& c) {
+          [field, names](const TrainConfig& c) {
             for (const auto& [name, value] : names) {
-              if (c.precision.*m == value) return io::Json(name);
+              if (std::invoke(field, c) == value) return io::Json(name);
             }
             return io::Json(nullptr);
           }};
 }
 
-// An architecture choice of the model spelled as one of `names`.
+// A setting of the precision recipe, or an architecture choice of the model.
+template <typename E>
+KeyDef enum_key(ConfigKey key, E parallel::Precision::*m,
+                std::vector<std::pair<std::string, E>> names) {
+  return choice_key(
+      std::move(key), [m](auto& c) -> auto& { return c.precision.*m; }, std::move(names));
+}
 template <typename E>
 KeyDef model_choice_key(ConfigKey key, E nn::GptConfig::*m,
                         std::vector<std::pair<std::string, E>> names) {
-  return {std::move(key),
-          [m, names](TrainConfig& c, const io::Json& v, const Where& w) {
-            std::vector<std::string> choices;
-            for (const auto& n : names) choices.push_back(n.first);
-            const std::string s = to_choice(v, w, choices);
-            for (const auto& [name, value] : names) {
-              if (name == s) c.model.*m = value;
-            }
-          },
-          [m, names](const TrainConfig& c) {
-            for (const auto& [name, value] : names) {
-              if (c.model.*m == value) return io::Json(name);
-            }
-            return io::Json(nullptr);
-          }};
+  return choice_key(std::move(key), model_field(m), std::move(names));
 }
 
 // on|off, or a JSON boolean (as checkpoints' model shapes spell it).
