@@ -1,8 +1,8 @@
 // Generalized tensor parallelism on the mpi backend (gtp_cases.cpp): the GPT
-// at every layout of the world with GTP > 1 among tp 1/2 x gtp 2/4 (under
-// `mpirun -np 8`: the 2 x 2 x 2 grid, tp 1 x gtp 2 x dp 4, tp 1 x gtp 4 x dp
-// 2, tp 2 x gtp 4), SP off, seq and batch at TP 2, registered as
-// GtpMpi.tp<T>_gtp<G>_dp<D>_sp_<mode>.
+// and the Llama at every layout of the world with GTP > 1 among tp 1/2 x gtp
+// 2/4 (under `mpirun -np 8`: the 2 x 2 x 2 grid, tp 1 x gtp 2 x dp 4, tp 1 x
+// gtp 4 x dp 2, tp 2 x gtp 4), SP off, seq and batch at TP 2, registered as
+// GtpMpi.<gpt|llama>_tp<T>_gtp<G>_dp<D>_sp_<mode>.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -25,13 +25,17 @@ int main(int argc, char** argv) {
       for (SequenceParallel sp :
            {SequenceParallel::off, SequenceParallel::seq, SequenceParallel::batch}) {
         if (tp == 1 && sp != SequenceParallel::off) continue;
-        const std::string name = "tp" + std::to_string(tp) + "_gtp" + std::to_string(gtp) + "_dp" +
-                                 std::to_string(dp) + "_sp_" +
-                                 weft::parallel::sequence_parallel_name(sp);
-        weft::testing::register_test(
-            "GtpMpi", name,
-            [w = world.get(), tp, gtp, sp] { weft::nn::testing::check_gtp_gpt(*w, tp, gtp, sp); },
-            __FILE__, __LINE__);
+        const std::string layout = "tp" + std::to_string(tp) + "_gtp" + std::to_string(gtp) +
+                                   "_dp" + std::to_string(dp) + "_sp_" +
+                                   weft::parallel::sequence_parallel_name(sp);
+        for (bool llama : {false, true}) {
+          weft::testing::register_test(
+              "GtpMpi", (llama ? "llama_" : "gpt_") + layout,
+              [w = world.get(), tp, gtp, sp, llama] {
+                weft::nn::testing::check_gtp_gpt(*w, tp, gtp, sp, llama);
+              },
+              __FILE__, __LINE__);
+        }
       }
     }
   }

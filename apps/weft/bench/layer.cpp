@@ -1,6 +1,6 @@
 // weft bench layer: forward + backward of one TransformerLayer at GPT-2-small
-// width, where the time goes (GEMMs, other kernels, communication), and the
-// ratio to TP=1 on the same threads per rank, measured in the same run.
+// width (GPT-2's block or Llama's), where the time goes (GEMMs, other kernels, communication), and
+// the ratio to TP=1 on the same threads per rank, measured in the same run.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -34,7 +34,28 @@ struct Setup {
   int64_t batch, seq, width, heads;
   DType dtype;
   int threads, warmup, iters;
+  bool llama = false;    // RMSNorm, SwiGLU, rotary positions, no biases
+  int64_t kv_heads = 0;  // 0: heads
+  int64_t hidden = 0;    // MLP hidden size; 0: 4·C (GELU) or 8/3·C rounded to 64 (SwiGLU)
 };
+
+// The layer's configuration for `s`.
+nn::TransformerLayerConfig layer_config(const Setup& s) {
+  nn::TransformerLayerConfig c{.name = "h.0",
+                               .width = s.width,
+                               .heads = s.heads,
+                               .kv_heads = s.kv_heads,
+                               .hidden = s.hidden,
+                               .layers = 12};
+  if (s.llama) {
+    c.norm = nn::NormKind::rms;
+    c.mlp = nn::MlpKind::swiglu;
+    c.bias = false;
+    c.rotary = true;
+    c.max_positions = s.seq;
+  }
+  return c;
+}
 
 // Runs on every rank of `world`, which holds exactly one TP group.
 Timing run_layer(comm::ProcessGroup& world, const Setup& s, LayerRun r) {
@@ -42,7 +63,7 @@ Timing run_layer(comm::ProcessGroup& world, const Setup& s, LayerRun r) {
   comm::Grid grid(world, "tp", {{"tp", r.tp}});
   auto tp = grid.group_ptr("tp");
   nn::TransformerLayer layer(parallel::make_context(tp, r.sp, parallel::Precision::of(s.dtype), 1),
-                             {.name = "h.0", .width = s.width, .heads = s.heads, .layers = 12});
+                             layer_config(s));
   // The residual stream's layout: sequence-major under seq SP, this rank's rows under SP.
   Tensor x = r.sp == nn::SequenceParallel::seq
                  ? Tensor::full({s.seq, s.batch, s.width}, 0.5f, s.dtype)
@@ -67,19 +88,25 @@ Timing run_layer(comm::ProcessGroup& world, const Setup& s, LayerRun r) {
   return {slowest / s.iters, tot.gemm / s.iters, tot.comm / s.iters};
 }
 
-// fwd + bwd FLOPs of one layer over the whole batch: 24·C² per token for the
-// four GEMMs forward, 2·T·C per token for QKᵀ and P·V (causal: half of 4·T·C),
-// backward twice the forward.
+// fwd + bwd FLOPs of one layer over the whole batch: per token forward, the
+// qkv GEMM 2·C·(C + 2·Hkv·D), proj 2·C², the MLP 4·C·F (GELU) or 6·C·F
+// (SwiGLU), and 2·T·C for QKᵀ and P·V (causal: half of 4·T·C); backward twice
+// the forward. GPT-2's block: 24·C² + 2·T·C.
 double layer_flops(const Setup& s) {
   const double tokens = static_cast<double>(s.batch * s.seq), c = static_cast<double>(s.width);
-  const double fwd = tokens * (24.0 * c * c + 2.0 * static_cast<double>(s.seq) * c);
+  const double kv = static_cast<double>(s.kv_heads ? s.kv_heads : s.heads) *
+                    static_cast<double>(s.width / s.heads);
+  const double f = static_cast<double>(s.hidden);
+  const double gemms = 2.0 * c * (c + 2.0 * kv) + 2.0 * c * c + (s.llama ? 6.0 : 4.0) * c * f;
+  const double fwd = tokens * (gemms + 2.0 * static_cast<double>(s.seq) * c);
   return 3.0 * fwd;
 }
 
 cli::Options run_options() {
   cli::Options opts("weft bench layer [options]",
                     "Times forward + backward of one GPT-2-small TransformerLayer (C=768,\n"
-                    "12 heads by default) at the given TP size and sequence parallelism, and\n"
+                    "12 heads by default; --arch llama: Llama's block) at the given TP size and "
+                    "sequence parallelism, and\n"
                     "the same layer at TP=1 on the same threads per rank, in the same run.\n"
                     "Reports time per iteration, GFLOP/s (the layer's total work over the\n"
                     "slowest rank's time) and the share of time in GEMMs, communication\n"
@@ -92,6 +119,12 @@ cli::Options run_options() {
       .option("seq", "T", "256", "sequence length")
       .option("width", "C", "768", "model width")
       .option("heads", "H", "12", "attention heads")
+      .option("arch", "gpt2|llama", "gpt2",
+              "the block: GPT-2's (LayerNorm, GELU, learned positions, biases) or Llama's "
+              "(RMSNorm, SwiGLU, rotary positions, no biases)")
+      .option("kv-heads", "N", "heads", "key/value heads (grouped-query attention)")
+      .option("hidden", "N", "auto",
+              "MLP hidden size (auto: 4 x width for gpt2, 8/3 x width rounded to 64 for llama)")
       .option("threads", "N", "1", "threads per rank")
       .option("warmup", "N", "2", "untimed iterations")
       .option("iters", "N", "5", "timed iterations")
@@ -110,6 +143,11 @@ int run(const std::vector<std::string>& args) {
           static_cast<int>(opts.integer("threads")),
           static_cast<int>(opts.integer("warmup")),
           static_cast<int>(opts.integer("iters"))};
+  s.llama = opts.choice("arch", {"gpt2", "llama"}) == "llama";
+  s.kv_heads = opts.given("kv-heads") ? opts.integer("kv-heads") : s.heads;
+  s.hidden = opts.given("hidden") ? opts.integer("hidden")
+             : s.llama            ? (8 * s.width / 3 + 63) / 64 * 64
+                                  : 4 * s.width;
   const int tp = static_cast<int>(opts.integer("tp"));
   const nn::SequenceParallel sp =
       nn::parse_sequence_parallel(opts.choice("sp", {"off", "seq", "batch"}));
@@ -117,6 +155,11 @@ int run(const std::vector<std::string>& args) {
   WEFT_CHECK(s.batch >= 1 && s.seq >= 1 && s.threads >= 1 && s.iters >= 1 && s.warmup >= 0,
              "--batch, --seq, --threads and --iters must be positive");
   WEFT_CHECK(s.heads % tp == 0, "--heads {} is not divisible by --tp {}", s.heads, tp);
+  WEFT_CHECK(s.kv_heads >= 1 && s.heads % s.kv_heads == 0 && s.kv_heads % tp == 0,
+             "--kv-heads {} must divide --heads {} and be divisible by --tp {}", s.kv_heads,
+             s.heads, tp);
+  WEFT_CHECK(s.hidden >= 1 && s.hidden % tp == 0, "--hidden {} is not divisible by --tp {}",
+             s.hidden, tp);
   if (sp != nn::SequenceParallel::off) {
     const int64_t split = sp == nn::SequenceParallel::seq ? s.seq : s.batch;
     WEFT_CHECK(split % tp == 0, "--sp {} splits {} {} over --tp {}: choose a multiple of {}",
@@ -166,10 +209,13 @@ int run(const std::vector<std::string>& args) {
     }
   };
   if (!json) {
-    std::printf("layer: C=%lld heads=%lld batch=%lld seq=%lld, %d thread(s) per rank, backend %s\n",
-                static_cast<long long>(s.width), static_cast<long long>(s.heads),
-                static_cast<long long>(s.batch), static_cast<long long>(s.seq), s.threads,
-                mpi ? "mpi" : "local");
+    std::printf(
+        "layer: %s C=%lld heads=%lld kv-heads=%lld hidden=%lld batch=%lld seq=%lld, %d thread(s) "
+        "per rank, backend %s\n",
+        s.llama ? "llama" : "gpt2", static_cast<long long>(s.width),
+        static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads),
+        static_cast<long long>(s.hidden), static_cast<long long>(s.batch),
+        static_cast<long long>(s.seq), s.threads, mpi ? "mpi" : "local");
     std::printf("%-8s %3s %-5s %-5s %10s %9s %8s %8s %8s %8s\n", "run", "tp", "sp", "dtype",
                 "ms/iter", "GFLOP/s", "gemm", "other", "comm", "vs tp1");
   }
