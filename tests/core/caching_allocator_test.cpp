@@ -5,10 +5,13 @@
 #include <cstdlib>
 #include <set>
 
+#include "testing.h"
 #include "weft/core/error.h"
 
 namespace weft {
 namespace {
+
+using weft::testing::error_of;
 
 // Host memory stands in for the device: the bookkeeping is the same.
 struct HostBacked {
@@ -25,6 +28,46 @@ struct HostBacked {
                                outstanding.erase(p);
                                std::free(p);
                              }};
+};
+
+// Events a test completes by hand: record returns a fresh marker, done is true
+// once the test finished it (or `wait` did).
+struct FakeEvents {
+  std::set<int*> live, finished;
+  int waits = 0;
+  CachingAllocator::StreamEvents events() {
+    return {.record = [this](const void*) -> void* { return *live.insert(new int(0)).first; },
+            .done = [this](void* e) { return finished.count(static_cast<int*>(e)) > 0; },
+            .wait =
+                [this](void* e) {
+                  ++waits;
+                  finished.insert(static_cast<int*>(e));
+                },
+            .destroy =
+                [this](void* e) {
+                  live.erase(static_cast<int*>(e));
+                  delete static_cast<int*>(e);
+                }};
+  }
+  void finish_all() { finished.insert(live.begin(), live.end()); }
+};
+
+struct WithEvents {
+  FakeEvents fake;
+  std::set<void*> outstanding;
+  int64_t limit = -1;
+  CachingAllocator allocator{[this](size_t bytes) -> void* {
+                               if (limit >= 0 && static_cast<int64_t>(outstanding.size()) >= limit)
+                                 return nullptr;
+                               void* p = std::malloc(bytes);
+                               outstanding.insert(p);
+                               return p;
+                             },
+                             [this](void* p) {
+                               outstanding.erase(p);
+                               std::free(p);
+                             },
+                             fake.events()};
 };
 
 const int kStreamA = 0, kStreamB = 0;
@@ -148,6 +191,79 @@ TEST(CachingAllocator, DestructionReturnsCachedBlocks) {
     EXPECT_EQ(outstanding.size(), 2u);
   }
   EXPECT_TRUE(outstanding.empty());
+}
+
+// A block a side stream used is not handed out again, not even on its own
+// stream, until the side stream's work queued before the free finished.
+TEST(CachingAllocator, ABlockUsedOnAnotherStreamWaitsForThatStreamsWork) {
+  WithEvents h;
+  void* x = h.allocator.allocate(4096, a);
+  h.allocator.record_stream(x, b);
+  h.allocator.free(x);
+  EXPECT_EQ(h.allocator.stats().deferred_bytes, 4096);
+  void* y = h.allocator.allocate(4096, a);
+  EXPECT_NE(x, y);  // b may still read x
+  h.fake.finish_all();
+  void* z = h.allocator.allocate(4096, a);
+  EXPECT_EQ(x, z);
+  EXPECT_EQ(h.allocator.stats().deferred_bytes, 0);
+  EXPECT_TRUE(h.fake.live.empty());  // the event was destroyed
+  h.allocator.free(y);
+  h.allocator.free(z);
+}
+
+TEST(CachingAllocator, RecordingItsOwnStreamDefersNothing) {
+  WithEvents h;
+  void* x = h.allocator.allocate(4096, a);
+  h.allocator.record_stream(x, a);
+  h.allocator.free(x);
+  EXPECT_EQ(h.allocator.stats().deferred_bytes, 0);
+  EXPECT_EQ(h.allocator.allocate(4096, a), x);
+  h.allocator.free(x);
+}
+
+// Out of memory, the allocator waits for the side streams rather than fail.
+TEST(CachingAllocator, OutOfMemoryWaitsForDeferredBlocks) {
+  WithEvents h;
+  h.limit = 1;
+  void* x = h.allocator.allocate(4096, a);
+  h.allocator.record_stream(x, b);
+  h.allocator.free(x);
+  void* y = h.allocator.allocate(4096, a);
+  EXPECT_EQ(x, y);
+  EXPECT_EQ(h.fake.waits, 1);
+  h.allocator.free(y);
+}
+
+// A finished stream's uses no longer defer, and a released stream's deferred
+// blocks join the null stream's cache, not a later stream with its handle.
+TEST(CachingAllocator, AReleasedStreamNeitherDefersNorInherits) {
+  WithEvents h;
+  void* x = h.allocator.allocate(4096, a);
+  h.allocator.record_stream(x, b);
+  h.allocator.release_stream(b);
+  h.allocator.free(x);
+  EXPECT_EQ(h.allocator.stats().deferred_bytes, 0);
+  void* y = h.allocator.allocate(4096, a);
+  h.allocator.record_stream(y, b);
+  h.allocator.free(y);
+  h.allocator.release_stream(a);
+  h.fake.finish_all();
+  void* z = h.allocator.allocate(4096, nullptr);
+  EXPECT_EQ(z, y);
+  h.allocator.free(z);
+}
+
+TEST(CachingAllocator, RecordStreamNeedsEventsAndALiveBlock) {
+  HostBacked h;
+  void* x = h.allocator.allocate(4096, a);
+  EXPECT_NE(error_of([&] { h.allocator.record_stream(x, b); }).find("without stream events"),
+            std::string::npos);
+  WithEvents e;
+  int local = 0;
+  EXPECT_NE(error_of([&] { e.allocator.record_stream(&local, b); }).find("not a live block"),
+            std::string::npos);
+  h.allocator.free(x);
 }
 
 }  // namespace

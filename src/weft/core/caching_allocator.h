@@ -10,8 +10,11 @@
 // allocator: work on one stream runs in order, so a block freed on the host
 // while a kernel queued on its stream still reads it may go to the next
 // allocation on that same stream (whose kernels run after the reader), but
-// never to another stream. A tensor used on a second stream must be kept
-// alive by its user until that stream is done with it.
+// never to another stream. A block that work on a second stream uses is
+// marked with record_stream (PyTorch's): when it is freed, an event is
+// recorded on each such stream, and the block returns to its stream's cache
+// only once those events completed, so no later allocation overwrites memory
+// that a side stream's queued work (a collective, a prefetch) still reads.
 //
 // A request is served by the smallest cached block of its stream that holds
 // it and wastes less than half of it; sizes are rounded to 512 bytes. When
@@ -25,6 +28,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 namespace weft {
 
@@ -42,9 +46,20 @@ class CachingAllocator {
     int64_t reserved_bytes = 0;  // held from the driver: live + cached
     int64_t cached_bytes = 0;    // free blocks kept
     int64_t live_bytes = 0;      // handed out and not yet freed (rounded sizes)
+    int64_t deferred_bytes = 0;  // freed, waiting for other streams' work on them
   };
 
-  CachingAllocator(RawAlloc raw_alloc, RawFree raw_free);
+  // Markers of a point in a stream's work (CUDA events): `record` marks the
+  // work queued on a stream so far, `done` says whether all of it finished,
+  // `wait` blocks the host until it did, `destroy` releases the marker.
+  struct StreamEvents {
+    std::function<void*(const void* stream)> record;
+    std::function<bool(void* event)> done;
+    std::function<void(void* event)> wait;
+    std::function<void(void* event)> destroy;
+  };
+
+  CachingAllocator(RawAlloc raw_alloc, RawFree raw_free, StreamEvents events = {});
   ~CachingAllocator();  // returns every cached block; live blocks are leaked
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
@@ -53,8 +68,13 @@ class CachingAllocator {
   // null only for 0 bytes. Throws weft::Error when the device has no memory
   // left even after the cache was emptied.
   void* allocate(size_t bytes, const void* stream);
-  // Returns a block from allocate() to the cache of its stream.
+  // Returns a block from allocate() to the cache of its stream, at once or,
+  // when other streams used it (record_stream), once their work finished.
   void free(void* p);
+  // Work queued on `stream` uses the live block `p` (allocated for another
+  // stream): its free waits for that work. Nothing to do for p's own stream.
+  // Needs StreamEvents.
+  void record_stream(void* p, const void* stream);
   // Gives every cached block back to the driver.
   void release_cached();
   // `stream` is going away (its work finished): its cached blocks go back to
@@ -69,13 +89,28 @@ class CachingAllocator {
   struct Block {
     size_t size;
     const void* stream;
+    std::vector<const void*> used_on{};  // other streams (record_stream)
+  };
+  // A freed block whose other streams' work may still run.
+  struct Deferred {
+    void* p;
+    Block block;
+    std::vector<void*> events;
   };
   void release_cached_locked();
+  void cache_locked(void* p, const Block& block);
+  // Caches the deferred blocks whose events completed (all of them, waiting
+  // for each, with `wait`).
+  void collect_deferred_locked(bool wait);
+  // The smallest cached block of `stream` that fits `size`, or null.
+  void* take_cached_locked(size_t size, const void* stream);
 
   RawAlloc raw_alloc_;
   RawFree raw_free_;
   mutable std::mutex mu_;
+  StreamEvents events_;
   std::unordered_map<void*, Block> live_;
+  std::vector<Deferred> deferred_;
   // Per stream: size -> block.
   std::map<const void*, std::multimap<size_t, void*>> cached_;
   Stats stats_;

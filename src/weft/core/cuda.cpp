@@ -56,6 +56,31 @@ const Runtime& runtime() {
   return r;
 }
 
+// CUDA events as the allocator's markers of a stream's work (without timing,
+// the cheap kind).
+CachingAllocator::StreamEvents stream_events(int device) {
+  return {
+      .record = [device](const void* stream) -> void* {
+        DeviceGuard guard(device);
+        cudaEvent_t e = nullptr;
+        WEFT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        WEFT_CUDA_CHECK(cudaEventRecord(e, static_cast<cudaStream_t>(const_cast<void*>(stream))));
+        return e;
+      },
+      .done =
+          [](void* e) {
+            const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(e));
+            if (status == cudaErrorNotReady) {
+              cudaGetLastError();  // not ready is not an error to keep
+              return false;
+            }
+            WEFT_CUDA_CHECK(status, "querying a stream's event");
+            return true;
+          },
+      .wait = [](void* e) { WEFT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e))); },
+      .destroy = [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }};
+}
+
 CachingAllocator& allocator(int device) {
   // Never destroyed: tensors may be freed during static destruction, after
   // the CUDA runtime itself is gone.
@@ -75,7 +100,8 @@ CachingAllocator& allocator(int device) {
         [device](void* p) {
           DeviceGuard guard(device);
           cudaFree(p);
-        });
+        },
+        stream_events(device));
   });
   return *allocators[static_cast<size_t>(device)];
 }
@@ -159,6 +185,11 @@ CachingAllocator::Stats allocator_stats(Device d) {
   return allocator(d.index).stats();
 }
 
+void record_stream(void* p, Device d, Stream stream) {
+  check_device(d);
+  allocator(d.index).record_stream(p, stream);
+}
+
 void empty_cache(Device d) {
   check_device(d);
   allocator(d.index).release_cached();
@@ -169,17 +200,6 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   const Device on = dst_device.is_cuda() ? dst_device : src_device;
   DeviceGuard guard(on.index);
   WEFT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, copy_kind(dst_device, src_device)));
-}
-
-void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width_bytes,
-             size_t rows, Device d) {
-  if (width_bytes == 0 || rows == 0) return;
-  check_device(d);
-  DeviceGuard guard(d.index);
-  WEFT_CUDA_CHECK(
-      cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width_bytes, rows, cudaMemcpyDeviceToDevice));
-  // A device-to-device copy may return before it is done; this one may not.
-  WEFT_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 void zero_bytes(void* p, Device d, size_t bytes) {
@@ -316,7 +336,7 @@ void release(void*, Device) {}
 CachingAllocator::Stats allocator_stats(Device) { not_built("allocator_stats"); }
 void empty_cache(Device) { not_built("empty_cache"); }
 void copy_bytes(void*, Device, const void*, Device, size_t) { not_built("copy_bytes"); }
-void copy_2d(void*, size_t, const void*, size_t, size_t, size_t, Device) { not_built("copy_2d"); }
+void record_stream(void*, Device, Stream) { not_built("record_stream"); }
 void zero_bytes(void*, Device, size_t) { not_built("zero_bytes"); }
 bool convert_on_device(const void*, DType, void*, DType, int64_t, Device) {
   not_built("convert_on_device");

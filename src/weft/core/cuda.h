@@ -48,6 +48,10 @@ void synchronize_device(int device);
 void* allocate(Device d, size_t bytes);
 void release(void* p, Device d);
 CachingAllocator::Stats allocator_stats(Device d);
+// Work queued on `stream` uses the block at `p` (from allocate on `d`, made
+// for another stream): when it is released, the block is reused only after
+// that work finished (the caching allocator's record_stream, with CUDA events).
+void record_stream(void* p, Device d, Stream stream);
 // Gives every cached block of `d` back to the driver.
 void empty_cache(Device d);
 
@@ -76,11 +80,6 @@ class ScopedAllocationStream {
 // returns; one between two GPU buffers may still be running (the CUDA runtime
 // does not wait for it), which the ordering makes invisible to weft's kernels.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
-// `rows` rows of `width_bytes` bytes from src to dst, both in memory of `d`,
-// rows `src_pitch` and `dst_pitch` bytes apart (a block of columns of a
-// row-major matrix, gathered or scattered in one copy); complete when it returns.
-void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width_bytes,
-             size_t rows, Device d);
 // Sets `bytes` bytes of device memory to zero, on the legacy default stream
 // (ordered as copy_bytes; the host does not wait for it).
 void zero_bytes(void* p, Device d, size_t bytes);
