@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <set>
+#include <utility>
 
 #include "testing.h"
 #include "weft/core/error.h"
@@ -15,19 +16,22 @@ using weft::testing::error_of;
 
 // Host memory stands in for the device: the bookkeeping is the same.
 struct HostBacked {
+  explicit HostBacked(CachingAllocator::StreamEvents events = {})
+      : allocator(
+            [this](size_t bytes) -> void* {
+              if (limit >= 0 && static_cast<int64_t>(outstanding.size()) >= limit) return nullptr;
+              void* p = std::malloc(bytes);
+              outstanding.insert(p);
+              return p;
+            },
+            [this](void* p) {
+              outstanding.erase(p);
+              std::free(p);
+            },
+            std::move(events)) {}
   std::set<void*> outstanding;
   int64_t limit = -1;  // raw_alloc fails beyond this many outstanding blocks
-  CachingAllocator allocator{[this](size_t bytes) -> void* {
-                               if (limit >= 0 && static_cast<int64_t>(outstanding.size()) >= limit)
-                                 return nullptr;
-                               void* p = std::malloc(bytes);
-                               outstanding.insert(p);
-                               return p;
-                             },
-                             [this](void* p) {
-                               outstanding.erase(p);
-                               std::free(p);
-                             }};
+  CachingAllocator allocator;
 };
 
 // Events a test completes by hand: record returns a fresh marker, done is true
@@ -52,22 +56,11 @@ struct FakeEvents {
   void finish_all() { finished.insert(live.begin(), live.end()); }
 };
 
+// A host-backed allocator with events the test completes.
 struct WithEvents {
   FakeEvents fake;
-  std::set<void*> outstanding;
-  int64_t limit = -1;
-  CachingAllocator allocator{[this](size_t bytes) -> void* {
-                               if (limit >= 0 && static_cast<int64_t>(outstanding.size()) >= limit)
-                                 return nullptr;
-                               void* p = std::malloc(bytes);
-                               outstanding.insert(p);
-                               return p;
-                             },
-                             [this](void* p) {
-                               outstanding.erase(p);
-                               std::free(p);
-                             },
-                             fake.events()};
+  HostBacked backed{fake.events()};
+  CachingAllocator& allocator = backed.allocator;
 };
 
 const int kStreamA = 0, kStreamB = 0;
@@ -225,7 +218,7 @@ TEST(CachingAllocator, RecordingItsOwnStreamDefersNothing) {
 // Out of memory, the allocator waits for the side streams rather than fail.
 TEST(CachingAllocator, OutOfMemoryWaitsForDeferredBlocks) {
   WithEvents h;
-  h.limit = 1;
+  h.backed.limit = 1;
   void* x = h.allocator.allocate(4096, a);
   h.allocator.record_stream(x, b);
   h.allocator.free(x);
