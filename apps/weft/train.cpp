@@ -132,6 +132,7 @@ void progress(std::ostream& out, const train::StepReport& r, int64_t log_every) 
   line << "step " << std::string(static_cast<size_t>(width) - std::to_string(step).size(), ' ')
        << step << "/" << r.total_steps << "  loss " << num("%.4f", r.result.loss);
   if (r.val_loss) line << "  val " << num("%.4f", *r.val_loss);
+  if (r.result.aux_loss != 0) line << "  aux " << num("%.4f", r.result.aux_loss);
   line << "  lr " << num("%.2e", r.result.lr) << "  |g| " << num("%.3f", r.result.grad_norm) << "  "
        << rate(r.tokens_per_s) << " tok/s  " << clock_time(r.elapsed_s) << " ETA "
        << clock_time(per_step * static_cast<double>(r.total_steps - step));

@@ -129,12 +129,12 @@ void save_at(const std::string& dir, int world_size, int tp, nn::GptConfig base 
 }
 
 // Loads at world `world_size`, TP `tp`; checks every slice and returns each rank's state.
-std::vector<io::TrainState> load_at(const std::string& dir, int world_size, int tp) {
+std::vector<io::TrainState> load_at(const std::string& dir, int world_size, int tp,
+                                    const nn::GptConfig& cfg = small_config()) {
   std::vector<io::TrainState> states(static_cast<size_t>(world_size));
   comm::run_local(world_size, [&](comm::ProcessGroup& world) {
     set_num_threads(1);
     comm::Grid grid(world, "tp-dp", {{"tp", tp}});
-    nn::GptConfig cfg = small_config();
     nn::Gpt model(ctx_of(grid.group_ptr("tp"), parallel::SequenceParallel::off, DType::f32, kSeed),
                   cfg);
     optim::AdamW opt(model.parameters(), {});
@@ -167,6 +167,28 @@ TEST(Checkpoint, SavedAtTp2LoadsBitwiseAtTp1AndTp4) {
                 (parallel::RngTracker::Stream{kSeed + 2718 + static_cast<uint64_t>(r), 1001}));
     }
   }
+}
+
+// A MoE model: per-expert weights and the routers reshard like the rest, and
+// the model shape carries the MoE fields (a dense shape carries none).
+TEST(Checkpoint, MoeModelSavedAtTp2LoadsBitwiseAtTp1AndTp4) {
+  nn::GptConfig moe = small_config(16, 3);
+  moe.moe_experts = 4;
+  moe.moe_top_k = 1;
+  moe.moe_every = 2;
+  moe.moe_capacity_factor = 1.5f;
+  moe.moe_z_coef = 0.001f;
+  TempDir tmp;
+  const std::string dir = tmp.path("ckpt");
+  save_at(dir, 2, 2, moe);
+  for (int tp : {1, 4}) load_at(dir, tp, tp, moe);
+
+  const Json shape = io::model_shape_json(moe);
+  const nn::GptConfig back = io::apply_model_shape(small_config(), shape);
+  EXPECT_EQ(io::model_shape_json(back).dump(), shape.dump());
+  EXPECT_EQ(back.moe_capacity_factor, 1.5f);
+  EXPECT_EQ(io::model_shape_json(small_config()).find("moe_experts"), nullptr);
+  EXPECT_NE(error_of([&] { load_at(dir, 1, 1); }), "");
 }
 
 TEST(Checkpoint, SameLayoutRestoresEachRanksStreams) {

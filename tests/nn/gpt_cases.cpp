@@ -1,6 +1,7 @@
 // The whole model, GPT-2 and Llama, at TP 2 and 4 with and without sequence
 // parallelism equals TP=1: the loss, and every parameter's gradient through
-// its ShardSpec.
+// its ShardSpec. The MoE family (Llama with 4 experts, top-2, in every other
+// layer, with the z-loss on) runs without SP, which MoE layers lack.
 #include <gtest/gtest.h>
 
 #include "contexts.h"
@@ -50,6 +51,15 @@ GptConfig llama_config() {
   return c;
 }
 
+GptConfig moe_config() {
+  GptConfig c = llama_config();
+  c.layers = 3;
+  c.moe_experts = 4;
+  c.moe_every = 2;
+  c.moe_z_coef = 0.001f;
+  return c;
+}
+
 void check_model(comm::ProcessGroup& world, int tp_size, SequenceParallel sp,
                  const GptConfig& cfg) {
   comm::Grid grid(world, "tp-dp", {{"tp", tp_size}});
@@ -60,6 +70,7 @@ void check_model(comm::ProcessGroup& world, int tp_size, SequenceParallel sp,
   Gpt ref(host_ctx_of(nullptr, SequenceParallel::off, DType::f32, 5), cfg);
   Ctx rctx;
   float ref_loss = ref.forward_loss(rctx, tokens, targets);
+  const float ref_aux = ref.aux_loss(rctx);
   ref.backward_loss(rctx);
 
   Gpt model(ctx_of(tp, sp, DType::f32, 5), cfg);
@@ -72,6 +83,7 @@ void check_model(comm::ProcessGroup& world, int tp_size, SequenceParallel sp,
       own ? parallel::slice_along(exec_of(targets), targets, 0, tp->size(), tp->rank()) : targets);
   float loss = model.forward_loss(ctx, my_tokens, my_targets);
   EXPECT_NEAR(loss, ref_loss, 1e-5 * std::abs(ref_loss));
+  EXPECT_NEAR(model.aux_loss(ctx), ref_aux, 1e-6);
   std::vector<Parameter*> seen;
   model.backward_loss(ctx, 1.0f, [&](const std::vector<Parameter*>& ps) {
     seen.insert(seen.end(), ps.begin(), ps.end());
@@ -89,7 +101,9 @@ std::vector<TpCase> gpt_cases() {
       {"", SequenceParallel::off},
       {"_sp_seq", SequenceParallel::seq},
       {"_sp_batch", SequenceParallel::batch}};
-  std::vector<TpCase> cases;
+  std::vector<TpCase> cases{{"moe", [](comm::ProcessGroup& w, int t) {
+                               check_model(w, t, SequenceParallel::off, moe_config());
+                             }}};
   for (const auto& [family, cfg] : families) {
     for (const auto& [suffix, sp] : layouts) {
       cases.push_back({std::string(family) + suffix,

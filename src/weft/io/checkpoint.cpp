@@ -382,7 +382,9 @@ nn::GptConfig apply_architecture(nn::GptConfig cfg, const Json& shape) {
     return v ? v : shape.find(flag_name(key));
   };
   for (auto [key, field] :
-       {std::pair{"kv_heads", &cfg.kv_heads}, std::pair{"hidden", &cfg.hidden}}) {
+       {std::pair{"kv_heads", &cfg.kv_heads}, std::pair{"hidden", &cfg.hidden},
+        std::pair{"moe_experts", &cfg.moe_experts}, std::pair{"moe_top_k", &cfg.moe_top_k},
+        std::pair{"moe_every", &cfg.moe_every}}) {
     if (const Json* v = find(key)) *field = v->as_int();
   }
   if (const Json* v = find("norm")) {
@@ -396,6 +398,11 @@ nn::GptConfig apply_architecture(nn::GptConfig cfg, const Json& shape) {
   if (const Json* v = find("rope_theta")) cfg.rope_theta = v->as_double();
   if (const Json* v = find("bias")) cfg.bias = v->as_bool();
   if (const Json* v = find("tied_head")) cfg.tied_head = v->as_bool();
+  for (auto [key, field] :
+       {std::pair{"moe_capacity_factor", &cfg.moe_capacity_factor},
+        std::pair{"moe_aux_coef", &cfg.moe_aux_coef}, std::pair{"moe_z_coef", &cfg.moe_z_coef}}) {
+    if (const Json* v = find(key)) *field = static_cast<float>(v->as_double());
+  }
   return cfg;
 }
 
@@ -419,6 +426,15 @@ Json model_shape_json(const nn::GptConfig& cfg) {
   out["rope_theta"] = cfg.rope_theta;
   out["bias"] = cfg.bias;
   out["tied_head"] = cfg.tied_head;
+  // Mixture of experts: only MoE models carry these (absent: dense).
+  if (cfg.moe_experts > 0) {
+    out["moe_experts"] = cfg.moe_experts;
+    out["moe_top_k"] = cfg.moe_top_k;
+    out["moe_every"] = cfg.moe_every;
+    out["moe_capacity_factor"] = static_cast<double>(cfg.moe_capacity_factor);
+    out["moe_aux_coef"] = static_cast<double>(cfg.moe_aux_coef);
+    out["moe_z_coef"] = static_cast<double>(cfg.moe_z_coef);
+  }
   return out;
 }
 

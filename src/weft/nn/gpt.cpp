@@ -44,7 +44,8 @@ GptConfig shape(int64_t vocab, int64_t seq, int64_t layers, int64_t width, int64
 }  // namespace
 
 const std::vector<std::string>& gpt_preset_names() {
-  static const std::vector<std::string> names{"tiny", "gpt2-124m", "llama-tiny", "llama-1b"};
+  static const std::vector<std::string> names{"tiny", "gpt2-124m", "llama-tiny", "llama-1b",
+                                              "moe-tiny"};
   return names;
 }
 
@@ -54,8 +55,25 @@ GptConfig gpt_preset(const std::string& name) {
   // SwiGLU's hidden size about 8/3 of the width (Llama's rule), a multiple of 32.
   if (name == "llama-tiny") return llama(shape(256, 128, 4, 128, 8), 4, 352);
   if (name == "llama-1b") return llama(shape(32000, 2048, 22, 2048, 32), 4, 5632);
-  WEFT_FAIL("unknown preset '{}': use tiny, gpt2-124m, llama-tiny or llama-1b", name);
+  if (name == "moe-tiny") {
+    GptConfig c = llama(shape(256, 128, 4, 128, 8), 4, 352);
+    c.moe_experts = 4;
+    return c;
+  }
+  WEFT_FAIL("unknown preset '{}': use tiny, gpt2-124m, llama-tiny, llama-1b or moe-tiny", name);
 }
+
+namespace {
+void validate_moe(const GptConfig& c) {
+  WEFT_CHECK(c.moe_experts == 0 || c.moe_experts >= 2,
+             "moe_experts must be 0 (dense) or at least 2, got {}", c.moe_experts);
+  WEFT_CHECK(c.moe_top_k == 1 || c.moe_top_k == 2, "moe_top_k must be 1 or 2, got {}", c.moe_top_k);
+  WEFT_CHECK(c.moe_every >= 1, "moe_every must be at least 1, got {}", c.moe_every);
+  WEFT_CHECK(c.moe_capacity_factor >= 0.0f && c.moe_aux_coef >= 0.0f && c.moe_z_coef >= 0.0f,
+             "moe_capacity_factor, moe_aux_coef and moe_z_coef must be >= 0, got {}, {}, {}",
+             c.moe_capacity_factor, c.moe_aux_coef, c.moe_z_coef);
+}
+}  // namespace
 
 void validate(const GptConfig& c, int tp) {
   WEFT_CHECK(c.vocab >= 2 && c.seq >= 1 && c.layers >= 1 && c.width >= 1 && c.heads >= 1 &&
@@ -89,6 +107,7 @@ void validate(const GptConfig& c, int tp) {
              c.heads, c.width / c.heads);
   WEFT_CHECK(c.rope_theta > 0.0, "rope_theta must be positive, got {}", c.rope_theta);
   WEFT_CHECK(c.norm_eps > 0.0f, "norm_eps must be positive, got {}", c.norm_eps);
+  validate_moe(c);
 }
 
 namespace {
@@ -129,7 +148,12 @@ Gpt::Gpt(ContextPtr context, GptConfig cfg)
                                     .rope_theta = cfg_.rope_theta,
                                     .max_positions = cfg_.seq,
                                     .init_std = cfg_.init_std,
-                                    .plan = cfg_.plan}));
+                                    .plan = cfg_.plan,
+                                    .moe_experts = cfg_.moe_layer(i) ? cfg_.moe_experts : 0,
+                                    .moe_top_k = cfg_.moe_top_k,
+                                    .moe_capacity_factor = cfg_.moe_capacity_factor,
+                                    .moe_aux_coef = cfg_.moe_aux_coef,
+                                    .moe_z_coef = cfg_.moe_z_coef}));
   }
 }
 
@@ -202,6 +226,10 @@ void Gpt::backward_loss(Ctx& ctx, float dloss, const GradsReady& ready) {
   auto done = [&](Module& m) {
     if (ready) ready(m.parameters());
   };
+  // The auxiliary losses join the objective with the LM loss's scale.
+  for (auto& l : layers_) {
+    if (MoeMLP* m = l->moe()) m->router().set_loss_scale(ctx, dloss);
+  }
   Tensor dx = head_.backward_loss(ctx, dloss);
   if (!cfg_.tied_head) done(head_);
   dx = ln_f_.backward(ctx, dx);
@@ -213,6 +241,22 @@ void Gpt::backward_loss(Ctx& ctx, float dloss, const GradsReady& ready) {
   // A tied head's gradient went into wte above: it is final only now.
   embedding_.backward(ctx, dx);
   done(embedding_);
+}
+
+float Gpt::aux_loss(Ctx& ctx) {
+  float sum = 0.0f;
+  for (auto& l : layers_) {
+    if (MoeMLP* m = l->moe()) sum += m->router().weighted_aux_loss(ctx);
+  }
+  return sum;
+}
+
+std::vector<std::vector<int64_t>> Gpt::expert_load() {
+  std::vector<std::vector<int64_t>> out;
+  for (auto& l : layers_) {
+    if (MoeMLP* m = l->moe()) out.push_back(m->router().last_counts());
+  }
+  return out;
 }
 
 int64_t Gpt::num_parameters_global() {

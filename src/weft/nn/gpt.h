@@ -63,9 +63,21 @@ struct GptConfig {
   int64_t kv_heads = 0;         // key/value heads (grouped-query attention); 0: heads
   bool bias = true;             // biases in the Linear layers and LayerNorms
   bool tied_head = true;        // the LM head reads wte; otherwise lm_head.weight
+  // Mixture of experts (nn/moe_mlp.h): MoE MLPs of moe_experts experts (0:
+  // dense) in every moe_every-th layer (layer i when (i + 1) % moe_every is
+  // 0; 1: all), each token to moe_top_k of them; capacity factor 0 is
+  // dropless. The auxiliary losses join the training loss with these
+  // weights (Mixtral's 0.01; a z-loss weight of 0.001 is ST-MoE's when wanted).
+  int64_t moe_experts = 0;
+  int64_t moe_top_k = 2;
+  int64_t moe_every = 1;
+  float moe_capacity_factor = 0.0f;
+  float moe_aux_coef = 0.01f;
+  float moe_z_coef = 0.0f;
 
   int64_t kv_head_count() const { return kv_heads ? kv_heads : heads; }
   int64_t mlp_hidden() const { return hidden ? hidden : 4 * width; }
+  bool moe_layer(int64_t i) const { return moe_experts > 0 && (i + 1) % moe_every == 0; }
 };
 
 // "tiny" (4 layers, width 128, 4 heads, context 128, byte vocabulary: trains
@@ -74,7 +86,8 @@ struct GptConfig {
 // Llama: RMSNorm, SwiGLU with hidden 352, rotary positions, 8 heads sharing 4
 // KV heads, no biases, untied head) and "llama-1b" (TinyLlama-1.1B's shape:
 // 22 layers, width 2048, 32 heads, 4 KV heads, MLP 5632, vocabulary 32000,
-// context 2048). Throws for other names.
+// context 2048), "moe-tiny" (llama-tiny with 4 experts, top-2, in every
+// layer: a Mixtral at tiny's size). Throws for other names.
 GptConfig gpt_preset(const std::string& name);
 // The preset names, for help texts and errors.
 const std::vector<std::string>& gpt_preset_names();
@@ -97,7 +110,14 @@ class Gpt : public Module {
 
   // tokens, targets (B, T) [batch SP: this rank's samples] -> the mean loss
   // over the TP group's tokens (the same on every rank of the group).
+  // The MoE layers' auxiliary losses are not in it: see aux_loss.
   float forward_loss(Ctx& ctx, const Tensor& tokens, const Tensor& targets);
+  // The weighted auxiliary losses of ctx's forward (the MoE routers' load
+  // balance and z losses; 0 for a dense model): backward_loss trains on
+  // the language-model loss plus this, scaled alike.
+  float aux_loss(Ctx& ctx);
+  // Tokens each expert processed in the latest forward, per MoE layer.
+  std::vector<std::vector<int64_t>> expert_load();
   // Backward of dloss·loss. `ready` is called with each module's parameters
   // as soon as their gradients are final (data-parallel sync overlaps the
   // rest of backward).

@@ -34,18 +34,37 @@ TransformerLayer::TransformerLayer(ContextPtr context, TransformerLayerConfig cf
                   .max_positions = cfg_.max_positions,
                   .partition = cfg_.plan.lookup_together(cfg_.name + ".attn", {"qkv", "proj"}),
                   .init_std = cfg_.init_std,
-                  .layers = cfg_.layers}),
-      mlp_(pc_, {.name = cfg_.name + ".mlp",
-                 .norm_name = cfg_.name + ".ln_2",
-                 .width = cfg_.width,
-                 .hidden = cfg_.hidden,
-                 .norm = cfg_.norm,
-                 .eps = cfg_.eps,
-                 .activation = cfg_.mlp,
-                 .bias = cfg_.bias,
-                 .partition = cfg_.plan.lookup_together(cfg_.name + ".mlp", {"fc1", "fc2"}),
-                 .init_std = cfg_.init_std,
-                 .layers = cfg_.layers}) {
+                  .layers = cfg_.layers}) {
+  const Partition mlp_partition = cfg_.plan.lookup_together(cfg_.name + ".mlp", {"fc1", "fc2"});
+  if (cfg_.moe_experts > 0) {
+    moe_ = std::make_unique<MoeMLP>(pc_, MoeMLPConfig{.name = cfg_.name + ".mlp",
+                                                      .norm_name = cfg_.name + ".ln_2",
+                                                      .width = cfg_.width,
+                                                      .hidden = cfg_.hidden,
+                                                      .norm = cfg_.norm,
+                                                      .eps = cfg_.eps,
+                                                      .activation = cfg_.mlp,
+                                                      .partition = mlp_partition,
+                                                      .init_std = cfg_.init_std,
+                                                      .layers = cfg_.layers,
+                                                      .experts = cfg_.moe_experts,
+                                                      .top_k = cfg_.moe_top_k,
+                                                      .capacity_factor = cfg_.moe_capacity_factor,
+                                                      .aux_coef = cfg_.moe_aux_coef,
+                                                      .z_coef = cfg_.moe_z_coef});
+  } else {
+    mlp_ = std::make_unique<LayerNormMLP>(pc_, LayerNormMLPConfig{.name = cfg_.name + ".mlp",
+                                                                  .norm_name = cfg_.name + ".ln_2",
+                                                                  .width = cfg_.width,
+                                                                  .hidden = cfg_.hidden,
+                                                                  .norm = cfg_.norm,
+                                                                  .eps = cfg_.eps,
+                                                                  .activation = cfg_.mlp,
+                                                                  .bias = cfg_.bias,
+                                                                  .partition = mlp_partition,
+                                                                  .init_std = cfg_.init_std,
+                                                                  .layers = cfg_.layers});
+  }
   WEFT_CHECK(cfg_.hidden_dropout >= 0.0f && cfg_.hidden_dropout < 1.0f,
              "{}: hidden dropout must lie in [0, 1), got {}", cfg_.name, cfg_.hidden_dropout);
 }
@@ -79,7 +98,7 @@ Tensor TransformerLayer::forward(Ctx& ctx, const Tensor& x) {
   Saved& s = ctx.saved<Saved>(this);
   const ExecContext& ec = pc_->exec;
   Tensor h = residual_add(ec, x, residual_dropout(ctx, attn_.forward(ctx, x), s.attn_mask));
-  return residual_add(ec, h, residual_dropout(ctx, mlp_.forward(ctx, h), s.mlp_mask));
+  return residual_add(ec, h, residual_dropout(ctx, mlp_module().forward(ctx, h), s.mlp_mask));
 }
 
 Tensor TransformerLayer::backward(Ctx& ctx, const Tensor& dy) {
@@ -88,9 +107,20 @@ Tensor TransformerLayer::backward(Ctx& ctx, const Tensor& dy) {
   ctx.release(this);
   // y = h + drop(mlp(h)):  dh = dy + mlp'(drop'(dy))
   const ExecContext& ec = pc_->exec;
-  Tensor dh = residual_add(ec, dy, mlp_.backward(ctx, residual_dropout_backward(dy, mlp_mask)));
+  Tensor dh =
+      residual_add(ec, dy, mlp_module().backward(ctx, residual_dropout_backward(dy, mlp_mask)));
   // h = x + drop(attn(x)): dx = dh + attn'(drop'(dh))
   return residual_add(ec, dh, attn_.backward(ctx, residual_dropout_backward(dh, attn_mask)));
+}
+
+Module& TransformerLayer::mlp_module() {
+  if (moe_) return *moe_;
+  return *mlp_;
+}
+
+LayerNormMLP& TransformerLayer::mlp() {
+  WEFT_CHECK(mlp_ != nullptr, "{}: a MoE layer has no dense MLP (moe())", cfg_.name);
+  return *mlp_;
 }
 
 TransformerLayer::DropoutMasks TransformerLayer::dropout_masks(Ctx& ctx) {

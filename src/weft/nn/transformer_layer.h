@@ -2,7 +2,7 @@
 //
 //   x (B, T, C) [SP: this rank's tokens]
 //   h = x + dropout(attn(ln_1(x)))      MultiheadAttention with ln_1 fused in
-//   y = h + dropout(mlp(ln_2(h)))       LayerNormMLP
+//   y = h + dropout(mlp(ln_2(h)))       LayerNormMLP, or MoeMLP (moe_experts > 0)
 //
 // The residual stream keeps x's dtype; the sub-modules compute in the
 // context's compute dtype (bf16: weights cast from the f32 masters once per
@@ -29,6 +29,7 @@
 
 #include "weft/nn/attention.h"
 #include "weft/nn/layernorm_mlp.h"
+#include "weft/nn/moe_mlp.h"
 #include "weft/nn/partition.h"
 
 namespace weft::nn {
@@ -51,6 +52,13 @@ struct TransformerLayerConfig {
   int64_t max_positions = 0;  // rotary: positions the table covers (the context length)
   float init_std = 0.02f;
   PartitionPlan plan{};  // which of <name>.attn and <name>.mlp are partitioned
+  // Mixture of experts: the MLP is a MoeMLP of this many experts (0: dense),
+  // with MoeMLPConfig's routing fields.
+  int64_t moe_experts = 0;
+  int64_t moe_top_k = 2;
+  float moe_capacity_factor = 0.0f;
+  float moe_aux_coef = 0.01f;
+  float moe_z_coef = 0.0f;
 };
 
 class TransformerLayer : public Module {
@@ -60,12 +68,14 @@ class TransformerLayer : public Module {
   // x (B, T, C) -> y (B, T, C), both in x's dtype
   Tensor forward(Ctx& ctx, const Tensor& x) override;
   Tensor backward(Ctx& ctx, const Tensor& dy) override;
-  std::vector<Module*> children() override { return {&attn_, &mlp_}; }
+  std::vector<Module*> children() override { return {&attn_, &mlp_module()}; }
 
   const TransformerLayerConfig& config() const { return cfg_; }
   const ParallelContext& context() const { return *pc_; }
   MultiheadAttention& attn() { return attn_; }
-  LayerNormMLP& mlp() { return mlp_; }
+  // The dense MLP (an error in a MoE layer) and the MoE one (null in a dense layer).
+  LayerNormMLP& mlp();
+  MoeMLP* moe() { return moe_.get(); }
 
   // The residual dropout masks of the forward saved in ctx (u8, the shape of
   // x; undefined when no dropout ran): after attention and after the MLP.
@@ -83,10 +93,13 @@ class TransformerLayer : public Module {
   // dy -> the gradient of the branch before dropout, in the compute dtype.
   Tensor residual_dropout_backward(const Tensor& dy, const Tensor& mask) const;
 
+  Module& mlp_module();
+
   ContextPtr pc_;
   TransformerLayerConfig cfg_;
   MultiheadAttention attn_;
-  LayerNormMLP mlp_;
+  std::unique_ptr<LayerNormMLP> mlp_;  // exactly one of mlp_ and moe_
+  std::unique_ptr<MoeMLP> moe_;
 };
 
 }  // namespace weft::nn

@@ -254,6 +254,20 @@ void add_architecture_keys(std::vector<KeyDef>& d) {
   d.push_back(model_switch_key(
       {"tied-head", "on|off", "preset", "the LM head reads the token table (off: its own weight)"},
       &nn::GptConfig::tied_head));
+  // Mixture of experts (nn/moe_mlp.h).
+  d.push_back(int_key({"moe-experts", "N", "preset", "experts per MoE layer; 0: dense MLPs"},
+                      model_field(&nn::GptConfig::moe_experts), 0));
+  d.push_back(int_key({"moe-top-k", "K", "preset", "experts per token: 1 (Switch) or 2 (Mixtral)"},
+                      model_field(&nn::GptConfig::moe_top_k), 1));
+  d.push_back(int_key({"moe-every", "N", "preset", "every N-th layer is MoE; 1: all"},
+                      model_field(&nn::GptConfig::moe_every), 1));
+  d.push_back(number_key(
+      {"moe-capacity-factor", "X", "preset", "expert capacity / even share (0: dropless)"},
+      model_field(&nn::GptConfig::moe_capacity_factor)));
+  d.push_back(number_key({"moe-aux-coef", "X", "preset", "load-balancing loss weight (0.01)"},
+                         model_field(&nn::GptConfig::moe_aux_coef)));
+  d.push_back(number_key({"moe-z-coef", "X", "preset", "router z-loss weight; 0: off (try 0.001)"},
+                         model_field(&nn::GptConfig::moe_z_coef)));
 }
 
 KeyDef string_key(ConfigKey key, std::string TrainConfig::*m) {
@@ -269,7 +283,8 @@ const std::vector<KeyDef>& key_defs() {
         {{"preset", "NAME", "tiny",
           "model preset: tiny (GPT-2 shape, 4 layers, width 128), gpt2-124m, llama-tiny (tiny's "
           "size as a Llama: RMSNorm, SwiGLU, rotary positions, 4 KV heads, no biases, untied "
-          "head) or llama-1b (TinyLlama-1.1B's shape); shape and architecture options override "
+          "head), llama-1b (TinyLlama-1.1B's shape) or moe-tiny (llama-tiny with 4 experts, "
+          "top-2); shape and architecture options override "
           "it"},
          [](TrainConfig& c, const io::Json& v, const Where& w) {
            apply_preset(c, to_choice(v, w, nn::gpt_preset_names()));

@@ -14,6 +14,7 @@ io::Json metrics_line(const StepReport& r) {
   if (r.val_loss) j["val_loss"] = *r.val_loss;
   j["lr"] = r.result.lr;
   j["grad_norm"] = r.result.grad_norm;
+  if (r.result.aux_loss != 0) j["aux_loss"] = r.result.aux_loss;
   j["tokens_per_s"] = r.tokens_per_s;
   io::Json peak = io::Json::array();
   for (int64_t b : r.peak_memory) peak.push_back(b);

@@ -138,7 +138,7 @@ StepResult Trainer::step() {
     }
   };
   parallel::gtp::Runtime* gtp = model_->context()->gtp_runtime.get();
-  double loss_sum = 0;
+  double loss_sum = 0, aux_sum = 0;
   for (int64_t m = 0; m < accum; ++m) {
     io::Batch b = sampler_->next_batch(step_, 0, part(m));
     nn::Ctx ctx(&rng_, true);
@@ -149,6 +149,7 @@ StepResult Trainer::step() {
     if (shard_sync_) shard_sync_->set_sync(m == accum - 1);
     auto t = Clock::now();
     loss_sum += model_->forward_loss(ctx, b.inputs, b.targets);
+    aux_sum += model_->aux_loss(ctx);
     r.times.forward += seconds_since(t);
     t = Clock::now();
     model_->backward_loss(ctx, 1.0f / static_cast<float>(accum), ready);
@@ -172,9 +173,11 @@ StepResult Trainer::step() {
   }
 
   t = Clock::now();
-  Tensor loss = Tensor::from({1}, std::vector<float>{static_cast<float>(loss_sum / accum)});
+  Tensor loss = Tensor::from({2}, std::vector<float>{static_cast<float>(loss_sum / accum),
+                                                     static_cast<float>(aux_sum / accum)});
   data_group_->all_reduce(loss, comm::ReduceOp::avg).wait();
   r.loss = loss.item(0);
+  r.aux_loss = loss.item(1);
   optim::Groups groups{{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
   if (grid_->layout().has("gtp")) groups["gtp"] = grid_->group_ptr("gtp");
   r.grad_norm = optim::global_grad_norm(params_, groups, ec);

@@ -70,7 +70,10 @@ struct StepResult {
   double loss = 0;       // mean training loss of the global batch, the same on every rank
   double lr = 0;         // learning rate of this step
   double grad_norm = 0;  // global gradient norm before clipping
-  int64_t tokens = 0;    // tokens of the global batch
+  // MoE models: the routers' weighted auxiliary losses, trained on beside
+  // `loss` but not in it (nn::Gpt::aux_loss); 0 for dense models.
+  double aux_loss = 0;
+  int64_t tokens = 0;  // tokens of the global batch
   StepTimes times{};
 };
 

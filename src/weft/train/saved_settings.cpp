@@ -55,9 +55,27 @@ io::Json relative_paths(const io::Json& settings, const std::string& base) {
 }
 
 io::Json shape_settings(const io::Json& settings) {
-  static const char* const kShape[] = {"layers",    "width",     "heads",      "seq",  "vocab",
-                                       "vocab-pad", "kv-heads",  "hidden",     "norm", "norm-eps",
-                                       "mlp",       "positions", "rope-theta", "bias", "tied-head"};
+  static const char* const kShape[] = {"layers",
+                                       "width",
+                                       "heads",
+                                       "seq",
+                                       "vocab",
+                                       "vocab-pad",
+                                       "kv-heads",
+                                       "hidden",
+                                       "norm",
+                                       "norm-eps",
+                                       "mlp",
+                                       "positions",
+                                       "rope-theta",
+                                       "bias",
+                                       "tied-head",
+                                       "moe-experts",
+                                       "moe-top-k",
+                                       "moe-every",
+                                       "moe-capacity-factor",
+                                       "moe-aux-coef",
+                                       "moe-z-coef"};
   io::Json out = io::Json::object();
   if (!settings.is_object()) return out;
   for (const auto& [name, value] : settings.as_object()) {

@@ -90,6 +90,13 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
         note);
     s.final_loss = done.final_loss;
     s.final_val_loss = done.final_val_loss;
+    // MoE: the routers' load balance in the latest forward (the final evaluation's).
+    const std::vector<std::vector<int64_t>> load = trainer.model().expert_load();
+    for (size_t i = 0; i < load.size(); ++i) {
+      std::string counts;
+      for (int64_t c : load[i]) counts += (counts.empty() ? "" : " ") + std::to_string(c);
+      note(format("MoE layer {}: tokens per expert {}", i, counts));
+    }
     s.stop_signal = done.stop_signal;
     if (done.stop_signal) stopped_by.store(done.stop_signal);
     s.steps = trainer.steps_done();

@@ -1,0 +1,106 @@
+#include "weft/nn/grouped_linear.h"
+
+#include <numeric>
+
+#include "weft/kernels/gemm.h"
+
+namespace weft::nn {
+
+GroupedLinearConfig GroupedLinear::checked(GroupedLinearConfig cfg, int tp) {
+  WEFT_CHECK(cfg.experts >= 1 && cfg.in > 0 && cfg.out > 0,
+             "{}: GroupedLinear needs positive sizes, got {} experts, in={} out={}", cfg.name,
+             cfg.experts, cfg.in, cfg.out);
+  WEFT_CHECK(cfg.mode != Parallel::column || cfg.out % (tp * cfg.groups) == 0,
+             "{}: column-parallel output size {} is not divisible by tp size {} x {} groups",
+             cfg.name, cfg.out, tp, cfg.groups);
+  WEFT_CHECK(cfg.mode != Parallel::row || cfg.in % (tp * cfg.groups) == 0,
+             "{}: row-parallel input size {} is not divisible by tp size {} x {} groups", cfg.name,
+             cfg.in, tp, cfg.groups);
+  return cfg;
+}
+
+GroupedLinear::GroupedLinear(ContextPtr context, GroupedLinearConfig cfg)
+    : Module(cfg.name), pc_(std::move(context)), cfg_(checked(std::move(cfg), pc_->tp_size())) {
+  const int t = pc_->tp_size();
+  const bool split = cfg_.mode != Parallel::none && t > 1;
+  for (int64_t e = 0; e < cfg_.experts; ++e) {
+    const std::string name = format("{}.experts.{}.weight", cfg_.name, e);
+    Tensor full = parallel::normal_init({cfg_.out, cfg_.in}, pc_->seed, name, cfg_.init_std);
+    Parameter p = sharded_parameter(name, full, cfg_.mode == Parallel::row ? 1 : 0,
+                                    split ? pc_->tp_rank() : 0, split ? t : 1, cfg_.groups, true,
+                                    pc_->exec.device());
+    // An unpartitioned layer inside a TP group: every rank holds it whole.
+    if (!split && t > 1) p.spec.replicated_over = parallel::replicated_groups(true);
+    weights_.push_back(std::move(p));
+  }
+}
+
+int64_t GroupedLinear::local_in() const {
+  return cfg_.mode == Parallel::row ? cfg_.in / pc_->tp_size() : cfg_.in;
+}
+int64_t GroupedLinear::local_out() const {
+  return cfg_.mode == Parallel::column ? cfg_.out / pc_->tp_size() : cfg_.out;
+}
+
+std::vector<Parameter*> GroupedLinear::own_parameters() {
+  std::vector<Parameter*> out;
+  for (Parameter& p : weights_) out.push_back(&p);
+  return out;
+}
+
+Tensor GroupedLinear::forward(Ctx&, const Tensor&) {
+  WEFT_FAIL("{}: GroupedLinear::forward needs the rows per expert: forward(ctx, x, counts)",
+            cfg_.name);
+}
+
+Tensor GroupedLinear::forward(Ctx& ctx, const Tensor& x, std::span<const int64_t> counts) {
+  WEFT_CHECK(static_cast<int64_t>(counts.size()) == cfg_.experts, "{}: {} counts for {} experts",
+             cfg_.name, counts.size(), cfg_.experts);
+  const int64_t m = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  WEFT_CHECK(x.dim() == 2 && x.size(0) == m && x.size(1) == local_in(),
+             "{}: input {} does not hold the {} rows × {} features the counts say", cfg_.name,
+             x.shape(), m, local_in());
+  const ExecContext& ec = pc_->exec;
+  Saved& s = ctx.saved<Saved>(this);
+  s.x = x.to(pc_->compute());
+  s.counts.assign(counts.begin(), counts.end());
+  s.w.clear();
+  Tensor y = ec.empty({m, local_out()}, pc_->compute(), MemoryTag::activations);
+  int64_t start = 0;
+  for (int64_t e = 0; e < cfg_.experts; ++e) {
+    s.w.push_back(weights_[static_cast<size_t>(e)].value.to(pc_->compute()));
+    const int64_t n = counts[static_cast<size_t>(e)];
+    if (n == 0) continue;
+    Tensor ye = y.rows(start, n);
+    kernels::gemm(ec, s.x.rows(start, n), s.w.back(), ye, {.trans_b = true});
+    start += n;
+  }
+  return y;
+}
+
+Tensor GroupedLinear::backward(Ctx& ctx, const Tensor& dy_in) {
+  Saved& s = ctx.saved<Saved>(this);
+  WEFT_CHECK(s.x.defined(), "{}: backward without a forward in this context", cfg_.name);
+  const Saved saved = s;
+  ctx.release(this);
+  const ExecContext& ec = pc_->exec;
+  const Tensor dy = dy_in.to(pc_->compute());
+  WEFT_CHECK(dy.dim() == 2 && dy.size(0) == saved.x.size(0) && dy.size(1) == local_out(),
+             "{}: output gradient {} does not match the forward's ({}, {})", cfg_.name, dy.shape(),
+             saved.x.size(0), local_out());
+  Tensor dx = ec.empty(saved.x.shape(), pc_->compute(), MemoryTag::activations);
+  int64_t start = 0;
+  for (int64_t e = 0; e < cfg_.experts; ++e) {
+    const int64_t n = saved.counts[static_cast<size_t>(e)];
+    if (n == 0) continue;
+    const Tensor dye = dy.rows(start, n);
+    Tensor dxe = dx.rows(start, n);
+    kernels::gemm(ec, dye, saved.w[static_cast<size_t>(e)], dxe);
+    kernels::gemm(ec, dye, saved.x.rows(start, n), weights_[static_cast<size_t>(e)].grad,
+                  {.trans_a = true, .accumulate = true});
+    start += n;
+  }
+  return dx;
+}
+
+}  // namespace weft::nn

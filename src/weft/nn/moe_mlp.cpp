@@ -1,0 +1,102 @@
+#include "weft/nn/moe_mlp.h"
+
+#include "weft/kernels/activation.h"
+#include "weft/nn/moe_dispatch.h"
+
+namespace weft::nn {
+
+using parallel::Mapping;
+
+MoeMLPConfig MoeMLP::checked(MoeMLPConfig cfg, const ParallelContext& pc) {
+  WEFT_CHECK(cfg.width > 0, "{}: MoeMLP needs a positive width, got {}", cfg.name, cfg.width);
+  if (cfg.hidden == 0) cfg.hidden = 4 * cfg.width;
+  WEFT_CHECK(cfg.layers >= 1, "{}: layers (for the fc2 init scale) must be >= 1, got {}", cfg.name,
+             cfg.layers);
+  WEFT_CHECK(!pc.sequence_parallel(),
+             "{}: MoE layers do not support sequence parallelism yet: run with --sp off", cfg.name);
+  return cfg;
+}
+
+MoeMLP::MoeMLP(ContextPtr context, MoeMLPConfig cfg)
+    : Module(cfg.name),
+      pc_(std::move(context)),
+      cfg_(checked(std::move(cfg), *pc_)),
+      norm_(cfg_.norm, pc_, {.name = cfg_.norm_name, .width = cfg_.width, .eps = cfg_.eps}),
+      router_(pc_, {.name = cfg_.name + ".router",
+                    .width = cfg_.width,
+                    .routing = {.experts = cfg_.experts,
+                                .top_k = cfg_.top_k,
+                                .capacity_factor = cfg_.capacity_factor},
+                    .aux_coef = cfg_.aux_coef,
+                    .z_coef = cfg_.z_coef,
+                    .init_std = cfg_.init_std}),
+      fc1_(pc_, {.name = cfg_.name + ".fc1",
+                 .experts = cfg_.experts,
+                 .in = cfg_.width,
+                 .out = gated() ? 2 * cfg_.hidden : cfg_.hidden,
+                 .mode = cfg_.partition == Partition::tensor ? Parallel::column : Parallel::none,
+                 .init_std = cfg_.init_std,
+                 .groups = gated() ? 2 : 1}),
+      fc2_(pc_, {.name = cfg_.name + ".fc2",
+                 .experts = cfg_.experts,
+                 .in = cfg_.hidden,
+                 .out = cfg_.width,
+                 .mode = cfg_.partition == Partition::tensor ? Parallel::row : Parallel::none,
+                 .init_std = cfg_.init_std / std::sqrt(2.0f * static_cast<float>(cfg_.layers))}) {}
+
+comm::ProcessGroup* MoeMLP::group() const {
+  return cfg_.partition == Partition::tensor ? pc_->tp_group() : nullptr;
+}
+
+Tensor MoeMLP::forward(Ctx& ctx, const Tensor& x) {
+  const ExecContext& ec = pc_->exec;
+  Saved& s = ctx.saved<Saved>(this);
+  s.shape = x.shape();
+  Tensor n = norm_.forward(ctx, x);
+  n = n.reshape({n.numel() / cfg_.width, cfg_.width});
+  router_.forward(ctx, n);
+  const Routing& r = router_.routing(ctx);
+  Tensor xp = dispatch_tokens(ec, parallel::forward(ec, Mapping::copy_to_tp, group(), n), r);
+  s.h = fc1_.forward(ctx, xp, r.counts);
+  Tensor a = ec.empty({s.h.size(0), fc2_.local_in()}, s.h.dtype(), MemoryTag::activations);
+  if (gated()) {
+    kernels::swiglu_forward(ec, s.h, a);
+  } else {
+    kernels::gelu_forward(ec, s.h, a);
+  }
+  s.o = fc2_.forward(ctx, a, r.counts);
+  Tensor y = combine_tokens(ec, s.o, r, pc_->compute());
+  return parallel::forward(ec, Mapping::reduce_from_tp, group(), y).reshape(s.shape);
+}
+
+Tensor MoeMLP::backward(Ctx& ctx, const Tensor& dy_in) {
+  Saved& s = ctx.saved<Saved>(this);
+  WEFT_CHECK(s.h.defined(), "{}: backward without a forward in this context", cfg_.name);
+  const Saved saved = s;
+  ctx.release(this);
+  const ExecContext& ec = pc_->exec;
+  comm::ProcessGroup* g = group();
+  const Routing& r = router_.routing(ctx);
+  Tensor dy = parallel::backward(ec, Mapping::reduce_from_tp, g, dy_in);
+  dy = dy.reshape({dy.numel() / cfg_.width, cfg_.width});
+  CombineGrads dc = combine_backward(ec, dy, saved.o, r);
+  Tensor dgate = Tensor::from({r.tokens, r.top_k}, dc.dgate).to(ec.device());
+  // Each rank's dot products are with its partial sums of o.
+  if (g) dgate = parallel::all_reduce_sum(ec, *g, dgate);
+  Tensor da = fc2_.backward(ctx, dc.dexperts);
+  Tensor dh = ec.empty(saved.h.shape(), saved.h.dtype(), MemoryTag::activations);
+  if (gated()) {
+    kernels::swiglu_backward(ec, da, saved.h, dh);
+  } else {
+    kernels::gelu_backward(ec, da, saved.h, dh);
+  }
+  Tensor dn = dispatch_backward(ec, fc1_.backward(ctx, dh), r);
+  dn = parallel::backward(ec, Mapping::copy_to_tp, g, dn);
+  // The router's gradient is whole on every rank: it joins after the reduction.
+  Tensor dn_router = router_.backward(ctx, dgate);
+  Tensor sum = ec.empty(dn.shape(), dn.dtype(), MemoryTag::activations);
+  kernels::add(ec, dn, dn_router.to(dn.dtype()), sum);
+  return norm_.backward(ctx, sum.reshape(saved.shape));
+}
+
+}  // namespace weft::nn

@@ -1,0 +1,91 @@
+// MoeMLP: a Mixture-of-Experts MLP with its input norm, in place of
+// LayerNormMLP in the layers GptConfig makes MoE (Mixtral's block).
+//
+//   x (..., C) -> norm -> n (N, C)
+//   n -> router (replicated) -> top-k experts and gates per token
+//   n -> dispatch (rows sorted by (expert, token)) -> xp (M, C)
+//     -> fc1 (GroupedLinear C -> H/T, or 2H/T as [gate | up] under SwiGLU,
+//        column-parallel) -> GELU or silu(gate)·up
+//     -> fc2 (GroupedLinear H/T -> C, row-parallel: partial sums)
+//   -> combine (Σ gate · expert output per token) -> reduce_from_tp
+//   -> y (..., C)
+//
+// Parameters: <norm_name>.weight [.bias], <name>.router.weight (E, C),
+// <name>.fc1.experts.<e>.weight, <name>.fc2.experts.<e>.weight; the experts
+// have no biases (Mixtral's). fc2 is a residual projection: its std is
+// init_std/√(2·layers).
+//
+// Tensor parallelism splits every expert as the dense MLP is split: combine
+// is linear, so it runs on the partial sums and one all-reduce of (N, C)
+// follows it, as after a dense fc2. The gates' gradient <dy, o> then needs
+// the full o: each rank's dot with its partial o is all-reduced instead
+// (N·k floats). The router sees the same tokens on every rank and routes
+// identically; its gradient is added after the experts' all-reduced one.
+//
+// Collectives (TP > 1, partitioned): forward 1 all_reduce (N, C); backward 1
+// all_reduce (N·k) + 1 all_reduce (N, C). Sequence parallelism is not
+// supported yet (an error), nor expert parallelism.
+#pragma once
+
+#include <string>
+
+#include "weft/nn/grouped_linear.h"
+#include "weft/nn/layernorm_mlp.h"
+#include "weft/nn/norm.h"
+#include "weft/nn/router.h"
+
+namespace weft::nn {
+
+struct MoeMLPConfig {
+  std::string name{};       // "h.3.mlp"
+  std::string norm_name{};  // "h.3.ln_2"
+  int64_t width = 0;        // C
+  int64_t hidden = 0;       // H per expert; 0: 4·C
+  NormKind norm = NormKind::layer;
+  float eps = 1e-5f;
+  MlpKind activation = MlpKind::gelu;
+  Partition partition = Partition::tensor;  // the experts; the router is always replicated
+  float init_std = 0.02f;
+  int64_t layers = 1;  // fc2's std is init_std/√(2·layers)
+  int64_t experts = 4;
+  int64_t top_k = 2;
+  float capacity_factor = 0.0f;  // 0: dropless
+  float aux_coef = 0.01f;
+  float z_coef = 0.0f;
+};
+
+class MoeMLP : public Module {
+ public:
+  MoeMLP(ContextPtr context, MoeMLPConfig cfg);
+
+  // x (..., C) -> y (..., C) in the compute dtype
+  Tensor forward(Ctx& ctx, const Tensor& x) override;
+  // dy (..., C) -> dx (..., C) in x's dtype; the router's auxiliary losses'
+  // gradients join (router().set_loss_scale).
+  Tensor backward(Ctx& ctx, const Tensor& dy) override;
+  std::vector<Module*> children() override { return {&norm_, &router_, &fc1_, &fc2_}; }
+
+  const MoeMLPConfig& config() const { return cfg_; }
+  Router& router() { return router_; }
+  GroupedLinear& fc1() { return fc1_; }
+  GroupedLinear& fc2() { return fc2_; }
+
+ private:
+  struct Saved {
+    Tensor h;  // fc1's output, before the activation
+    Tensor o;  // fc2's output (this rank's partial sums under TP)
+    Shape shape;
+  };
+  static MoeMLPConfig checked(MoeMLPConfig cfg, const ParallelContext& pc);
+  bool gated() const { return cfg_.activation == MlpKind::swiglu; }
+  // The TP group the experts are split over: null when unpartitioned.
+  comm::ProcessGroup* group() const;
+
+  ContextPtr pc_;
+  MoeMLPConfig cfg_;
+  Norm norm_;
+  Router router_;
+  GroupedLinear fc1_, fc2_;
+};
+
+}  // namespace weft::nn
