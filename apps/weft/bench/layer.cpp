@@ -132,9 +132,8 @@ cli::Options run_options() {
   return opts;
 }
 
-int run(const std::vector<std::string>& args) {
-  cli::Options opts = run_options();
-  opts.parse(args);
+// The layer and layout the options ask for, checked against each other.
+Setup setup_of(const cli::Options& opts, int tp, nn::SequenceParallel sp) {
   Setup s{opts.integer("batch"),
           opts.integer("seq"),
           opts.integer("width"),
@@ -148,9 +147,6 @@ int run(const std::vector<std::string>& args) {
   s.hidden = opts.given("hidden") ? opts.integer("hidden")
              : s.llama            ? (8 * s.width / 3 + 63) / 64 * 64
                                   : 4 * s.width;
-  const int tp = static_cast<int>(opts.integer("tp"));
-  const nn::SequenceParallel sp =
-      nn::parse_sequence_parallel(opts.choice("sp", {"off", "seq", "batch"}));
   WEFT_CHECK(tp >= 1, "--tp must be at least 1, got {}", tp);
   WEFT_CHECK(s.batch >= 1 && s.seq >= 1 && s.threads >= 1 && s.iters >= 1 && s.warmup >= 0,
              "--batch, --seq, --threads and --iters must be positive");
@@ -166,6 +162,16 @@ int run(const std::vector<std::string>& args) {
                nn::sequence_parallel_name(sp),
                sp == nn::SequenceParallel::seq ? "--seq" : "--batch", split, tp, tp);
   }
+  return s;
+}
+
+int run(const std::vector<std::string>& args) {
+  cli::Options opts = run_options();
+  opts.parse(args);
+  const int tp = static_cast<int>(opts.integer("tp"));
+  const nn::SequenceParallel sp =
+      nn::parse_sequence_parallel(opts.choice("sp", {"off", "seq", "batch"}));
+  const Setup s = setup_of(opts, tp, sp);
   const bool json = opts.flag_set("json");
   const bool mpi = comm::launched_by_mpi();
 
