@@ -114,9 +114,10 @@ class KernelSpan {
   KernelSpan& operator=(const KernelSpan&) = delete;
 
  private:
-  const char* name_ = nullptr;  // null when profiling is off
-  Stream stream_ = nullptr;
-  void* start_ = nullptr;
+  // Unused in builds without CUDA, whose KernelSpan does nothing.
+  [[maybe_unused]] const char* name_ = nullptr;  // null when profiling is off
+  [[maybe_unused]] Stream stream_ = nullptr;
+  [[maybe_unused]] void* start_ = nullptr;
 };
 
 }  // namespace weft::cuda
