@@ -126,10 +126,10 @@ if [ ! -d /usr/share/games/fortunes ]; then
   cat README.md src/weft/*/*.h >"$OUT/corpus.txt"
   data=(--data "$OUT/corpus.txt")
 fi
-train() {  # device, metrics file, extra options...
+train() {  # device, metrics file, extra options... (PRESET: tiny unless set)
   local device=$1 metrics=$2
   shift 2
-  "$WEFT" train --preset tiny --tp 1 --steps 20 --sample-tokens 0 --log-every 1 \
+  "$WEFT" train --preset "${PRESET:-tiny}" --tp 1 --steps 20 --sample-tokens 0 --log-every 1 \
     --device "$device" --metrics "$metrics" "${data[@]}" "$@"
 }
 compare() {  # label, a.jsonl, b.jsonl, tolerance, steps b must have logged
@@ -190,6 +190,19 @@ for dt in f32 bf16; do
     tail -n 5 "$OUT/train_gpu_$dt.log"
   fi
 done
+# Llama (rotary positions, SwiGLU, grouped-query attention, RMSNorm, untied
+# head): the GPU's f32 run against the CPU's, with the GPT tiny's tolerance.
+if PRESET=llama-tiny train cpu "$OUT/cpu_llama.jsonl" >"$OUT/train_cpu_llama.log" 2>&1 &&
+  PRESET=llama-tiny train cuda "$OUT/gpu_llama.jsonl" >"$OUT/train_gpu_llama.log" 2>&1; then
+  if detail=$(compare llama "$OUT/cpu_llama.jsonl" "$OUT/gpu_llama.jsonl" 5e-3 20); then
+    row "train llama-tiny f32: GPU vs CPU losses" PASS "$detail"
+  else
+    row "train llama-tiny f32: GPU vs CPU losses" FAIL "$detail"
+  fi
+else
+  row "train llama-tiny f32: GPU vs CPU losses" FAIL "a run failed ($OUT/train_*_llama.log)"
+  tail -n 5 "$OUT/train_gpu_llama.log"
+fi
 # fp8-delayed: the kernels quantize identical inputs to identical codes, but
 # the inputs differ in their last f32 bits (GEMM order), and a code that flips
 # moves its value by an fp8 step (6%): the first step's loss agrees within
