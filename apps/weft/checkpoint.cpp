@@ -244,7 +244,9 @@ weft::cli::Options export_cmd_options() {
       "transformer.h.N.attn.c_attn.weight stored (C, 3C) as Conv1D does, ...) or a Llama\n"
       "(LlamaForCausalLM, for --preset llama-* models: model.layers.N.self_attn.q_proj.weight,\n"
       "k_proj, v_proj, o_proj, mlp.gate_proj, up_proj, down_proj, ...; grouped-query heads,\n"
-      "rotary positions, an untied lm_head.weight unless the head is tied).\n"
+      "rotary positions, an untied lm_head.weight unless the head is tied) or a Mixtral\n"
+      "(MixtralForCausalLM, for --preset moe-tiny-like models: MoE in every layer, top-2,\n"
+      "dropless: block_sparse_moe.gate.weight and experts.E.w1/w3/w2).\n"
       "OUT a directory (created if missing): what save_pretrained writes — config.json,\n"
       "generation_config.json, model.safetensors (above --max-shard-size: shards and\n"
       "model.safetensors.index.json) and, for byte-level models (vocabulary 256),\n"
@@ -279,7 +281,7 @@ int export_cmd(const std::vector<std::string>& args) {
 weft::cli::Options import_cmd_options() {
   weft::cli::Options opts(
       "weft checkpoint import MODEL DIR [--seed S]",
-      "Converts a Hugging Face GPT-2 or Llama model — a .safetensors file or a\n"
+      "Converts a Hugging Face GPT-2, Llama or Mixtral model — a .safetensors file or a\n"
       "save_pretrained directory, sharded or not; GPT-2 names with or without the\n"
       "\"transformer.\" prefix — into a weft checkpoint\n"
       "directory at TP=1 with step 0 and no optimizer state. `weft train --resume DIR` then\n"
@@ -288,10 +290,12 @@ weft::cli::Options import_cmd_options() {
       "or next to the file), else from weft's metadata, else width / 64 as in every GPT-2\n"
       "size (with a warning). A Llama (config.json model_type \"llama\", or weft's metadata)\n"
       "takes its whole shape from config.json: heads, num_key_value_heads, intermediate_size,\n"
-      "rms_norm_eps, rope_theta, tie_word_embeddings. config.json fields that change the math\n"
+      "rms_norm_eps, rope_theta, tie_word_embeddings; a Mixtral (\"mixtral\") also\n"
+      "num_local_experts and num_experts_per_tok (2). config.json fields that change the math\n"
       "are checked: what weft does not compute (Llama's rope_scaling, attention_bias,\n"
       "mlp_bias, sliding_window, hidden_act other than silu, ...) is refused by name.");
-  opts.positional("MODEL", "a GPT-2 or Llama .safetensors file or Hugging Face model directory")
+  opts.positional("MODEL",
+                  "a GPT-2, Llama or Mixtral .safetensors file or Hugging Face model directory")
       .positional("DIR", "the checkpoint directory to write (replaced if it is a checkpoint)")
       .option("seed", "S", "1337", "the run seed recorded in the checkpoint (random streams)");
   return opts;

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -129,6 +130,48 @@ TEST(HfLlama, ExportHasHuggingFacesNamesShapesAndConfig) {
   EXPECT_EQ(c.at("eos_token_id").as_int(), 60);
   EXPECT_EQ(hf_config(out), model_shape_json(cfg));
   expect_loads_as(out, cfg);
+}
+
+// A MoE model (every layer, top-2, dropless) is a Mixtral: the router and
+// each expert's w1/w3/w2 under Mixtral's names, MixtralConfig's fields, and
+// the same parameters read back, from the directory and from one file.
+TEST(HfLlama, MoeModelsAreMixtrals) {
+  TempDir tmp;
+  nn::GptConfig cfg = llama_config();
+  cfg.moe_experts = 3;
+  cfg.moe_top_k = 2;
+  save_model(tmp.path("ck"), cfg);
+  const std::string out = tmp.path("m");
+  export_hf(tmp.path("ck"), out);
+  HfModelFiles f(out);
+  const std::string moe = "model.layers.1.block_sparse_moe.";
+  EXPECT_EQ(f.info(moe + "gate.weight").shape, std::vector<int64_t>({3, 16}));
+  for (const char* w : {"w1", "w3"})
+    EXPECT_EQ(f.info(moe + "experts.2." + w + ".weight").shape, std::vector<int64_t>({24, 16}));
+  EXPECT_EQ(f.info(moe + "experts.0.w2.weight").shape, std::vector<int64_t>({16, 24}));
+  EXPECT_EQ(f.find("model.layers.0.mlp.gate_proj.weight"), nullptr);
+  const Json c = read_json(out + "/config.json");
+  EXPECT_EQ(c.at("architectures").at(0), Json("MixtralForCausalLM"));
+  EXPECT_EQ(c.at("model_type"), Json("mixtral"));
+  EXPECT_EQ(c.at("num_local_experts").as_int(), 3);
+  EXPECT_EQ(c.at("num_experts_per_tok").as_int(), 2);
+  EXPECT_EQ(hf_config(out), model_shape_json(cfg));
+  expect_loads_as(out, cfg);
+  const std::string file = tmp.path("f/model.safetensors");
+  fs::create_directories(tmp.path("f"));
+  export_hf(tmp.path("ck"), file);
+  expect_loads_as(file, cfg);
+  // Top-1 (Switch's gate), MoE in some layers only, or capacity drops: no Mixtral.
+  for (auto change : std::vector<std::function<void(nn::GptConfig&)>>{
+           [](nn::GptConfig& m) { m.moe_top_k = 1; }, [](nn::GptConfig& m) { m.moe_every = 2; },
+           [](nn::GptConfig& m) { m.moe_capacity_factor = 1.25f; }}) {
+    nn::GptConfig other = cfg;
+    change(other);
+    TempDir t;
+    save_model(t.path("ck"), other);
+    EXPECT_NE(error_of([&] { export_hf(t.path("ck"), t.path("m")); }).find("Mixtral"),
+              std::string::npos);
+  }
 }
 
 TEST(HfLlama, TiedShardedAndSingleFileRoundTrips) {

@@ -1,5 +1,6 @@
 #include "weft/io/hf_llama.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -177,7 +178,40 @@ nn::GptConfig llama_from_config(const Json& c, const std::string& where) {
   WEFT_CHECK(!tie || tie->is_bool(), "{}: tie_word_embeddings {} is not true or false", where,
              tie ? tie->dump() : "");
   cfg.tied_head = tie && tie->as_bool();
+  if (const Json* experts = c.find("num_local_experts"); experts && !experts->is_null()) {
+    cfg.moe_experts = config_int(c, "num_local_experts", where);
+    cfg.moe_top_k = config_int(c, "num_experts_per_tok", where, 2);
+    // weft's top-1 gate is Switch's (the chosen expert's probability); Mixtral
+    // renormalizes it to 1.
+    WEFT_CHECK(cfg.moe_top_k == 2,
+               "{}: num_experts_per_tok {} is not supported; weft computes Mixtral's gates for "
+               "top-2 routing",
+               where, cfg.moe_top_k);
+    cfg.moe_every = 1;
+  }
   return cfg;
+}
+
+// A MoE layer's parameter within its block: "mlp.router.weight",
+// "mlp.fc1.experts.<e>.weight" (gate over up, as Mixtral's w1 over w3) or
+// "mlp.fc2.experts.<e>.weight" (w2).
+struct MoePart {
+  enum What { router, fc1, fc2 } what;
+  int64_t expert = 0;
+};
+std::optional<MoePart> moe_part(const std::string& part) {
+  if (part == "mlp.router.weight") return MoePart{MoePart::router};
+  for (auto [prefix, what] :
+       {std::pair{"mlp.fc1.experts.", MoePart::fc1}, std::pair{"mlp.fc2.experts.", MoePart::fc2}}) {
+    const std::string p = prefix;
+    if (!part.starts_with(p) || !part.ends_with(".weight")) continue;
+    const std::string digits = part.substr(p.size(), part.size() - p.size() - 7);
+    if (digits.empty() || digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char ch) { return std::isdigit(ch); }))
+      continue;
+    return MoePart{what, std::stoll(digits)};
+  }
+  return std::nullopt;
 }
 
 // The full Hugging Face tensor for a weft parameter, as weft lays it out
@@ -219,6 +253,12 @@ Tensor weft_tensor(const HfModelFiles& f, const std::string& name, const Heads& 
     return matrices({llama_q_from_hf(q, h.heads, h.kv_heads), take(at + "self_attn.k_proj.weight"),
                      take(at + "self_attn.v_proj.weight")});
   }
+  if (auto moe = moe_part(part)) {
+    const std::string expert = format("{}block_sparse_moe.experts.{}.", at, moe->expert);
+    if (moe->what == MoePart::router) return take(at + "block_sparse_moe.gate.weight");
+    if (moe->what == MoePart::fc2) return take(expert + "w2.weight");
+    return matrices({take(expert + "w1.weight"), take(expert + "w3.weight")});
+  }
   if (part == "attn.proj.weight") {
     Tensor o = take(at + "self_attn.o_proj.weight");
     WEFT_CHECK(o.dim() == 2 && o.size(1) == h.heads * h.head_dim,
@@ -248,13 +288,19 @@ HfArchitecture hf_architecture_of(const Json& shape, const std::string& what) {
   const nn::GptConfig cfg = apply_model_shape(nn::GptConfig{}, shape);
   auto refuse = [&](const char* key, const std::string& value, const char* model) {
     WEFT_FAIL(
-        "{} has {} {}, which a Hugging Face {} does not: only GPT-2 and Llama "
+        "{} has {} {}, which a Hugging Face {} does not: only GPT-2, Llama and Mixtral "
         "architectures export",
         what, key, value, model);
   };
   if (cfg.positions == nn::PositionKind::rotary) {
     if (cfg.norm != nn::NormKind::rms) refuse("norm", "layernorm", "Llama (RMSNorm)");
     if (cfg.mlp != nn::MlpKind::swiglu) refuse("mlp", nn::mlp_kind_name(cfg.mlp), "Llama (SwiGLU)");
+    if (cfg.moe_experts > 0) {
+      // Mixtral: every layer MoE, dropless, Mixtral's top-2 gates.
+      if (cfg.moe_every != 1) refuse("moe_every", std::to_string(cfg.moe_every), "Mixtral");
+      if (cfg.moe_capacity_factor != 0.0f) refuse("moe_capacity_factor", "set", "Mixtral");
+      if (cfg.moe_top_k != 2) refuse("moe_top_k", std::to_string(cfg.moe_top_k), "Mixtral");
+    }
     WEFT_CHECK(!cfg.bias,
                "{} is a Llama with biases (bias true): Hugging Face's attention_bias and "
                "mlp_bias are not implemented in weft's export; train the model with --bias false",
@@ -271,6 +317,25 @@ HfArchitecture hf_architecture_of(const Json& shape, const std::string& what) {
   if (cfg.norm_eps != 1e-5f) refuse("norm_eps", Json(cfg.norm_eps).dump(), gpt2);
   return HfArchitecture::gpt2;
 }
+
+namespace {
+
+// A MoE layer's tensor under Mixtral's names.
+void push_moe(std::vector<NamedTensor>& out, const std::string& at, const MoePart& moe,
+              const Tensor& full) {
+  const std::string expert = format("{}block_sparse_moe.experts.{}.", at, moe.expert);
+  if (moe.what == MoePart::router) {
+    out.push_back({at + "block_sparse_moe.gate.weight", full});
+  } else if (moe.what == MoePart::fc2) {
+    out.push_back({expert + "w2.weight", full});
+  } else {
+    const int64_t f = full.size(0) / 2;
+    out.push_back({expert + "w1.weight", full.narrow(0, f)});
+    out.push_back({expert + "w3.weight", full.narrow(f, f)});
+  }
+}
+
+}  // namespace
 
 std::vector<NamedTensor> llama_hf_tensors(const CheckpointReader& ck, const Json& shape) {
   const Heads h = heads_of(shape);
@@ -307,6 +372,8 @@ std::vector<NamedTensor> llama_hf_tensors(const CheckpointReader& ck, const Json
         out.push_back({at + "mlp.up_proj.weight", full.narrow(f, f)});
       } else if (part == "mlp.fc2.weight") {
         out.push_back({at + "mlp.down_proj.weight", full});
+      } else if (auto moe = moe_part(part)) {
+        push_moe(out, at, *moe, full);
       } else {
         WEFT_FAIL("parameter {} has no Hugging Face Llama name", t.name);
       }
@@ -345,16 +412,26 @@ Json llama_config(const Json& shape) {
   c["eos_token_id"] = cfg.vocab - 1;
   c["torch_dtype"] = "float32";
   c["use_cache"] = true;
+  if (cfg.moe_experts > 0) {
+    c["architectures"] = Json(Json::Array{Json("MixtralForCausalLM")});
+    c["model_type"] = "mixtral";
+    c["num_local_experts"] = cfg.moe_experts;
+    c["num_experts_per_tok"] = cfg.moe_top_k;
+    c["router_aux_loss_coef"] = float_as_decimal(cfg.moe_aux_coef);
+    c["output_router_logits"] = false;
+    c["router_jitter_noise"] = 0.0;
+    c["sliding_window"] = nullptr;
+  }
   return c;
 }
 
 bool is_llama_files(const HfModelFiles& f, const Json& config) {
   if (const Json* t = config.is_object() ? config.find("model_type") : nullptr) {
-    WEFT_CHECK(*t == Json("llama") || *t == Json("gpt2"),
-               "{}: model_type {} is not supported; weft reads GPT-2 (model_type \"gpt2\") and "
-               "Llama (\"llama\") models",
+    WEFT_CHECK(*t == Json("llama") || *t == Json("mixtral") || *t == Json("gpt2"),
+               "{}: model_type {} is not supported; weft reads GPT-2 (model_type \"gpt2\"), "
+               "Llama (\"llama\") and Mixtral (\"mixtral\") models",
                f.config_path(), t->dump());
-    return *t == Json("llama");
+    return *t != Json("gpt2");
   }
   return f.find("model.embed_tokens.weight") != nullptr;
 }

@@ -18,6 +18,16 @@
 //   ln_f.weight                      model.norm.weight
 //   lm_head.weight (Vp, C)           lm_head.weight (V, C); a tied head has none
 //                                    (tie_word_embeddings true)
+// A MoE model (every layer MoE, dropless, top-2) is a Mixtral
+// (MixtralForCausalLM, model_type "mixtral", num_local_experts,
+// num_experts_per_tok); its MLPs are, per layer N and expert e:
+//   h.N.mlp.router.weight (E, C)     model.layers.N.block_sparse_moe.gate.weight
+//   h.N.mlp.fc1.experts.e.weight     model.layers.N.block_sparse_moe.experts.e.{w1,w3}.weight
+//     (2F, C) = [gate | up]            (F, C) each
+//   h.N.mlp.fc2.experts.e.weight     model.layers.N.block_sparse_moe.experts.e.w2.weight
+// Mixtral's gates (the softmax of the two chosen logits, renormalized) are
+// weft's top-2 gates; weft's top-1 gate (Switch's) is not Mixtral's, and is
+// refused both ways.
 // Query heads: weft's attention kernel has query head p use KV head p mod
 // Hkv, Hugging Face's has head h use KV head h / n_rep. So weft's q head
 // p = b·Hkv + g is Hugging Face's head h = g·n_rep + b: q_proj's row blocks
