@@ -152,7 +152,7 @@ sys.exit(0 if worst <= tol else 1)
 PY
 }
 rm -rf "$OUT"/ck-cpu "$OUT"/ck-cuda "$OUT"/*.jsonl
-# Tolerances: the GPU's kernels agree with the CPU's within DESIGN.md's limits
+# Tolerances: the GPU's kernels agree with the CPU's within docs/design.md's limits
 # (1e-5 f32), but 20 steps of training at the tiny preset's learning rate
 # amplify that: an H100 measured 1.5e-4 to 1.3e-3 relative in f32. In bf16 the
 # rounding itself moves a run's losses far more (the CPU's bf16 run differs

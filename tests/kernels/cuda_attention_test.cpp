@@ -44,7 +44,7 @@ double max_abs(const Tensor& t) {
 // both sides accumulate in f32 in different orders (1e-5 of the scale). bf16:
 // both round the weights, dS and the results to bf16, and an f32 difference
 // in the last bit can move a rounding by one bf16 step (2^-8 relative), hence
-// the bf16 tolerance of DESIGN.md against the scale.
+// the bf16 tolerance of docs/design.md against the scale.
 Tolerance tolerance(DType dt) {
   return dt == DType::f32 ? Tolerance{1e-5, 1e-6} : weft::testing::kBF16;
 }

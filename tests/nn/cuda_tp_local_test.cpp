@@ -3,7 +3,7 @@
 // test_device), their collectives on the local backend's GPU path, against
 // the TP=1 reference computed on the CPU.
 //
-// Tolerances stay DESIGN.md's (f32 1e-5 relative or 1e-6 absolute at O(1)
+// Tolerances stay docs/design.md's (f32 1e-5 relative or 1e-6 absolute at O(1)
 // values, bf16 1.6e-2): the GPU changes the order of the sums in its GEMMs,
 // norms and softmax, as TP itself does on the CPU, and the cases are built
 // with O(1) activations and gradients, so f32 differences stay around 1e-6 of

@@ -40,7 +40,7 @@ double max_abs(const Tensor& t) {
   return m;
 }
 
-// f32: DESIGN.md's tolerance against values of order one. bf16: relative to
+// f32: docs/design.md's tolerance against values of order one. bf16: relative to
 // the largest magnitude of the tensor (rounding of partial sums differs).
 ::testing::AssertionResult near(const Tensor& expected, const Tensor& actual, bool bf16) {
   return bf16 ? close(expected, actual, kBF16, max_abs(expected))

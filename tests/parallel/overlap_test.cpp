@@ -47,7 +47,7 @@ void expect_same(comm::ProcessGroup& g, Schedule schedule, OverlapChoice choice,
   SCOPED_TRACE(format("{} {}:{}", schedule_name(schedule), overlap_method_name(choice.method),
                       choice.num_splits));
   // The same products, summed in the same order per element except for the
-  // ring's order of ranks: f32 to DESIGN.md's tolerance, bf16 to its rounding.
+  // ring's order of ranks: f32 to docs/design.md's tolerance, bf16 to its rounding.
   EXPECT_TRUE(close(want.to(DType::f32), got.to(DType::f32), bf16 ? kBF16 : kF32, 4.0));
   if (p.gathered.defined()) {
     ASSERT_TRUE(o.gathered.defined());

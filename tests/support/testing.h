@@ -28,7 +28,7 @@ inline Tensor random_tensor(const Shape& shape, uint32_t seed, float lo = -1.0f,
   return Tensor::from(shape, v, dtype);
 }
 
-// DESIGN.md tolerances: fail only when both the relative and the absolute
+// docs/design.md's tolerances (§15): fail only when both the relative and the absolute
 // limit are exceeded.
 struct Tolerance {
   double rel;

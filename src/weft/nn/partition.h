@@ -19,11 +19,12 @@
 // ask for each part, so a rule may name the module or its parts, and a plan
 // that splits such a pair is an error.
 //
-// Groups are construction-time (DESIGN.md: modules take their groups in their
-// config), so "setting" a TP group on a built model means building the same
-// tree with the group and moving the parameters over: set_tensor_parallel_group
-// does exactly that for any module whose config has a `tp` member, which lets
-// a user build (or load) a model at TP=1 and re-shard it.
+// Groups are construction-time (modules take them from the ParallelContext
+// they are built on), so "setting" a TP group on a built model means building
+// the same tree on a context with the group and moving the parameters over:
+// set_tensor_parallel_group does exactly that for any module built from a
+// context and a config, which lets a user build (or load) a model at TP=1 and
+// re-shard it.
 #pragma once
 
 #include <initializer_list>
