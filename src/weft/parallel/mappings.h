@@ -71,7 +71,8 @@ Pending reduce_scatter_rows(const ExecContext& ec, comm::ProcessGroup* group, co
 // may be any dimension; when it is not 0 the data is permuted through a
 // staging buffer (kernels::transpose01 of the tensor viewed as (outer, parts,
 // inner)).
-// x -> slice `index` of `parts` equal slices along dim (a copy)
+// x -> slice `index` of `parts` equal slices along dim (a copy; for dim != 0
+// a view of the staged copy of every slice, which lives as long as it does)
 Tensor slice_along(const ExecContext& ec, const Tensor& x, int dim, int parts, int index);
 // x (.., n, ..) -> (.., n·size, ..): rank r's block at position r
 Tensor all_gather_along(const ExecContext& ec, comm::ProcessGroup& g, const Tensor& x, int dim);
