@@ -158,6 +158,39 @@ void all_to_all(ProcessGroup& g) {
   }
 }
 
+// Rank q sends (q + p) % 3 rows of 2 values to rank p: some chunks are empty.
+void all_to_all_v(ProcessGroup& g) {
+  const int n = g.size(), me = g.rank();
+  const auto rows = [](int from, int to) { return static_cast<int64_t>((from + to) % 3); };
+  std::vector<int64_t> in_rows, out_rows;
+  std::vector<float> v, want;
+  for (int p = 0; p < n; ++p) {
+    in_rows.push_back(rows(me, p));
+    out_rows.push_back(rows(p, me));
+    for (int64_t r = 0; r < rows(me, p); ++r)
+      for (int j = 0; j < 2; ++j) v.push_back(static_cast<float>(1000 * me + 100 * p + 10 * r + j));
+    for (int64_t r = 0; r < rows(p, me); ++r)
+      for (int j = 0; j < 2; ++j)
+        want.push_back(static_cast<float>(1000 * p + 100 * me + 10 * r + j));
+  }
+  const auto total = [](const std::vector<int64_t>& c) {
+    int64_t s = 0;
+    for (int64_t x : c) s += x;
+    return s;
+  };
+  Tensor in = Tensor::from({total(in_rows), 2}, v);
+  Tensor out = Tensor::full({total(out_rows), 2}, -1.0f);
+  g.all_to_all(out, in, out_rows, in_rows).wait();
+  expect_values(out, want, tag(g, "all_to_all with variable chunks"));
+  // Arguments are checked on the calling rank, before anything is exchanged.
+  std::vector<int64_t> bad = in_rows;
+  bad[0] += 1;
+  EXPECT_THROW(g.all_to_all(out, in, out_rows, bad), Error);
+  bad = in_rows;
+  bad.push_back(0);
+  EXPECT_THROW(g.all_to_all(out, in, out_rows, bad), Error);
+}
+
 void point_to_point(ProcessGroup& g) {
   const int n = g.size(), me = g.rank();
   // A ring: everybody sends to the right and receives from the left at once.
@@ -515,6 +548,7 @@ const std::vector<CommCase>& collective_cases() {
       {"bf16_accumulates_in_f32", bf16_accumulates_in_f32},
       {"broadcast", broadcast},
       {"all_to_all", all_to_all},
+      {"all_to_all_v", all_to_all_v},
       {"point_to_point", point_to_point, {.min_world = 2}},
       {"large_messages", large_messages},
       {"issue_order", issue_order},

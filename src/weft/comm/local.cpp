@@ -158,6 +158,10 @@ class LocalProcessGroup final : public ProcessGroup {
                 bool joined, Pred pred, Missing missing, const char* verb);
 
   std::string disagreement(const LocalShared::Slot& s) const;
+  // For all_to_all with variable chunks: what each rank sends must be what
+  // its peer expects; the first pair that differs, or empty.
+  std::string variable_chunks_disagree(const LocalShared::Slot& s) const;
+  void all_to_all_v_from(const Op& op, const std::vector<Op>& peers, Device dev);
 
   std::shared_ptr<LocalShared> shared_;
   std::unique_ptr<detail::OpQueue> queue_;
@@ -331,7 +335,11 @@ std::string LocalProcessGroup::disagreement(const LocalShared::Slot& s) const {
     std::string text(op_kind_name(o.kind));
     if (o.kind == OpKind::barrier) return text;
     const Tensor& t = o.kind == OpKind::all_gather ? o.in : o.out;
-    text += format(" of {} {}", t.numel(), dtype_name(t.dtype()));
+    if (o.recv_bytes.empty()) {
+      text += format(" of {} {}", t.numel(), dtype_name(t.dtype()));
+    } else {
+      text += format(" with variable chunks of {}", dtype_name(t.dtype()));
+    }
     if (!t.device().is_cpu()) text += format(" on {}", t.device());
     if (o.kind == OpKind::all_reduce || o.kind == OpKind::reduce_scatter)
       text += format(" ({})", reduce_op_name(o.reduce));
@@ -342,6 +350,7 @@ std::string LocalProcessGroup::disagreement(const LocalShared::Slot& s) const {
   const std::string first = describe(*s.ops[0]);
   bool same = true;
   for (const Op* o : s.ops) same = same && describe(*o) == first;
+  if (same && !s.ops[0]->recv_bytes.empty()) return variable_chunks_disagree(s);
   if (same) return {};
   std::string text;
   for (size_t p = 0; p < s.ops.size(); ++p)
@@ -350,6 +359,21 @@ std::string LocalProcessGroup::disagreement(const LocalShared::Slot& s) const {
       "{}: the ranks disagree about the operation ({}); every rank must make the same "
       "collective calls in the same order with the same sizes and types",
       s.ops[static_cast<size_t>(rank())]->what, text);
+}
+
+std::string LocalProcessGroup::variable_chunks_disagree(const LocalShared::Slot& s) const {
+  const size_t n = s.ops.size();
+  for (size_t p = 0; p < n; ++p) {
+    for (size_t q = 0; q < n; ++q) {
+      const int64_t sent = s.ops[p]->send_bytes[q], expected = s.ops[q]->recv_bytes[p];
+      if (sent == expected) continue;
+      return format(
+          "{}: rank {} sends {} bytes to rank {}, which expects {}; every rank's output row "
+          "counts must equal what the other ranks send it (exchange the counts first)",
+          s.ops[static_cast<size_t>(rank())]->what, p, sent, q, expected);
+    }
+  }
+  return {};
 }
 
 void LocalProcessGroup::all_reduce_from(const Op& op, const std::vector<Op>& peers,
@@ -385,6 +409,21 @@ void LocalProcessGroup::all_reduce_from(const Op& op, const std::vector<Op>& pee
   }
 }
 
+void LocalProcessGroup::all_to_all_v_from(const Op& op, const std::vector<Op>& peers,
+                                          Device dev) {
+  const int n = size(), me = rank();
+  std::vector<int64_t> at(static_cast<size_t>(n) + 1, 0);  // where rank p's rows land
+  for (int p = 0; p < n; ++p) at[p + 1] = at[p] + op.recv_bytes[static_cast<size_t>(p)];
+  for (int i = 0; i < n; ++i) {
+    const int p = (me + i) % n;
+    const std::vector<int64_t>& sent = peers[static_cast<size_t>(p)].send_bytes;
+    int64_t from = 0;  // where rank p's rows for this rank start in its input
+    for (int q = 0; q < me; ++q) from += sent[static_cast<size_t>(q)];
+    const int64_t len = at[p + 1] - at[p];
+    if (len > 0) copy_on(dev, bytes_of(op.out) + at[p], bytes_of(peers[static_cast<size_t>(p)].in) + from, len);
+  }
+}
+
 void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
                                        std::unique_lock<std::mutex>& lock) {
   const int n = size(), me = rank();
@@ -394,7 +433,7 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
   // buffers of all ranks, taken under the lock, until it is done with them.
   std::vector<Op> held;
   held.reserve(static_cast<size_t>(n));
-  for (const Op* o : s.ops) held.push_back(Op{.in = o->in, .out = o->out});
+  for (const Op* o : s.ops) held.push_back(Op{.in = o->in, .out = o->out, .send_bytes = o->send_bytes});
   const auto peer = [&](int p) -> const Op& { return held[static_cast<size_t>(p)]; };
   // Every rank's tensors are on this device: disagreement() compared them.
   const Device dev = op.in.defined() ? op.in.device() : Device::cpu();
@@ -415,6 +454,10 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
       break;
     }
     case OpKind::all_to_all: {
+      if (!op.recv_bytes.empty()) {
+        all_to_all_v_from(op, held, dev);
+        break;
+      }
       const int64_t chunk = op.in.nbytes() / n;
       for (int i = 0; i < n; ++i) {
         int p = (me + i) % n;

@@ -93,6 +93,7 @@ class MpiProcessGroup final : public ProcessGroup {
   void execute(Op& op);
   void check_peers_agree(const Op& op, const Clock::time_point& deadline);
   void reduce_scatter(Op& op, const Clock::time_point& deadline);
+  void all_to_all_v(Op& op, const Clock::time_point& deadline);
   void all_reduce(Op& op, const Clock::time_point& deadline);
   void point_to_point(Op& op, const Clock::time_point& deadline);
   // Polls until all requests completed; on the deadline fails the group with
@@ -131,7 +132,9 @@ void MpiProcessGroup::check_peers_agree(const Op& op, const Clock::time_point& d
   constexpr int kFields = 6;
   int64_t mine[kFields] = {static_cast<int64_t>(op.kind),
                            op.kind == OpKind::barrier ? 0 : static_cast<int64_t>(t.dtype()),
-                           op.kind == OpKind::barrier ? 0 : t.numel(),
+                           op.kind == OpKind::barrier ? 0
+                           : op.send_bytes.empty()    ? t.numel()
+                                                      : -1,  // variable chunks: checked by MPI
                            reduces ? static_cast<int64_t>(op.reduce) : 0,
                            op.kind == OpKind::broadcast ? op.peer : 0,
                            static_cast<int64_t>(op.parts_in.size())};
@@ -200,6 +203,10 @@ void MpiProcessGroup::execute(Op& op) {
       break;
     }
     case OpKind::all_to_all: {
+      if (!op.send_bytes.empty()) {
+        all_to_all_v(op, deadline);
+        return;
+      }
       if (op.in_place) op.in = op.in.clone();
       int chunk = as_int(op.in.nbytes() / n, op.what);
       check_mpi(MPI_Ialltoall(op.in.raw(), chunk, MPI_BYTE, op.out.raw(), chunk, MPI_BYTE, comm,
@@ -209,6 +216,25 @@ void MpiProcessGroup::execute(Op& op) {
     }
     default: check_mpi(MPI_Ibarrier(comm, &reqs[0]), op.what, "MPI_Ibarrier"); break;
   }
+  complete(reqs, op, deadline);
+}
+
+void MpiProcessGroup::all_to_all_v(Op& op, const Clock::time_point& deadline) {
+  const auto n = static_cast<size_t>(size());
+  std::vector<int> send(n), recv(n), send_at(n), recv_at(n);
+  int64_t sent = 0, received = 0;
+  for (size_t p = 0; p < n; ++p) {
+    send[p] = as_int(op.send_bytes[p], op.what);
+    recv[p] = as_int(op.recv_bytes[p], op.what);
+    send_at[p] = as_int(sent, op.what);
+    recv_at[p] = as_int(received, op.what);
+    sent += op.send_bytes[p];
+    received += op.recv_bytes[p];
+  }
+  std::vector<MPI_Request> reqs(1);
+  check_mpi(MPI_Ialltoallv(op.in.raw(), send.data(), send_at.data(), MPI_BYTE, op.out.raw(),
+                           recv.data(), recv_at.data(), MPI_BYTE, core_->comm, &reqs[0]),
+            op.what, "MPI_Ialltoallv");
   complete(reqs, op, deadline);
 }
 

@@ -374,6 +374,53 @@ Work ProcessGroup::all_to_all(const Tensor& out, const Tensor& in) {
   return issue(std::move(op), in.nbytes());
 }
 
+Work ProcessGroup::all_to_all(const Tensor& out, const Tensor& in,
+                              std::span<const int64_t> out_rows, std::span<const int64_t> in_rows) {
+  const char* what = "all_to_all (variable chunks)";
+  check_defined(what, "output", out);
+  check_defined(what, "input", in);
+  check_same_dtype(what, out, in);
+  WEFT_CHECK(in.dim() >= 1 && out.dim() == in.dim(),
+             "{}: the input (shape {}) and output (shape {}) must have the same number of "
+             "dimensions, at least 1",
+             what, in.shape(), out.shape());
+  for (int d = 1; d < in.dim(); ++d)
+    WEFT_CHECK(in.size(d) == out.size(d),
+               "{}: the input's rows (shape {}) and the output's (shape {}) differ in size", what,
+               in.shape(), out.shape());
+  const auto n = static_cast<size_t>(size_);
+  WEFT_CHECK(out_rows.size() == n && in_rows.size() == n,
+             "{}: {} output and {} input row counts for a group of {}; pass one of each per rank",
+             what, out_rows.size(), in_rows.size(), size_);
+  const auto checked_sum = [&](std::span<const int64_t> rows, const char* role) {
+    int64_t sum = 0;
+    for (int64_t r : rows) {
+      WEFT_CHECK(r >= 0, "{}: a negative {} row count ({})", what, role, r);
+      sum += r;
+    }
+    return sum;
+  };
+  WEFT_CHECK(checked_sum(in_rows, "input") == in.size(0),
+             "{}: the input row counts sum to {}, but the input has {} rows", what,
+             checked_sum(in_rows, "input"), in.size(0));
+  WEFT_CHECK(checked_sum(out_rows, "output") == out.size(0),
+             "{}: the output row counts sum to {}, but the output has {} rows", what,
+             checked_sum(out_rows, "output"), out.size(0));
+  WEFT_CHECK(!overlaps(in, out), "{}: the output overlaps the input; pass separate tensors", what);
+  int64_t row_elems = 1;
+  for (int d = 1; d < in.dim(); ++d) row_elems *= in.size(d);
+  WEFT_CHECK(row_elems * dtype_bits(in.dtype()) % 8 == 0,
+             "{}: a row of {} {} values does not fill whole bytes", what, row_elems,
+             dtype_name(in.dtype()));
+  const int64_t row_bytes = row_elems * dtype_bits(in.dtype()) / 8;
+  detail::Op op{.kind = OpKind::all_to_all, .in = in, .out = out};
+  for (size_t p = 0; p < n; ++p) {
+    op.send_bytes.push_back(in_rows[p] * row_bytes);
+    op.recv_bytes.push_back(out_rows[p] * row_bytes);
+  }
+  return issue(std::move(op), in.nbytes());
+}
+
 Work ProcessGroup::barrier() { return issue(detail::Op{.kind = OpKind::barrier}, 0); }
 
 Work ProcessGroup::send(const Tensor& tensor, int dst) {

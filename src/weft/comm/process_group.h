@@ -16,6 +16,11 @@
 //   broadcast(t, root) / (out, in, root)   `in` is read on the root only.
 //   all_to_all(out, in)       out.chunk(size)[p] = in.chunk(size)[rank] of rank p;
 //                             in place when out is in.
+//   all_to_all(out, in, out_rows, in_rows)   variable chunks (MPI's alltoallv):
+//                             in's rows are in_rows[0], in_rows[1], ... rows
+//                             for ranks 0, 1, ...; out receives out_rows[p]
+//                             rows from rank p, in rank order. out_rows[p]
+//                             must equal rank p's in_rows[rank]; never in place.
 //   send / recv / send_recv   point to point; send_recv posts both at once,
 //                             so a ring exchange cannot deadlock.
 // Reductions (sum, avg, max) take f32, bf16, f64 or i64: bf16 accumulates in
@@ -135,6 +140,8 @@ class ProcessGroup {
   Work broadcast(const Tensor& tensor, int root);
   Work broadcast(const Tensor& out, const Tensor& in, int root);
   Work all_to_all(const Tensor& out, const Tensor& in);
+  Work all_to_all(const Tensor& out, const Tensor& in, std::span<const int64_t> out_rows,
+                  std::span<const int64_t> in_rows);
   Work barrier();
   Work send(const Tensor& tensor, int dst);
   Work recv(const Tensor& tensor, int src);

@@ -204,6 +204,25 @@ struct Launch {
     }
   }
 
+  // Variable chunks: one send and one receive per peer with data, in one NCCL group.
+  void all_to_all_v() {
+    const char* from = static_cast<const char*>(op.in.raw());
+    char* to = static_cast<char*>(op.out.raw());
+    nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int p = 0; p < size; ++p) {
+      const auto i = static_cast<size_t>(p);
+      if (op.send_bytes[i] > 0)
+        nccl(ncclSend(from, static_cast<size_t>(op.send_bytes[i]), ncclUint8, p, comm, stream),
+             "ncclSend");
+      if (op.recv_bytes[i] > 0)
+        nccl(ncclRecv(to, static_cast<size_t>(op.recv_bytes[i]), ncclUint8, p, comm, stream),
+             "ncclRecv");
+      from += op.send_bytes[i];
+      to += op.recv_bytes[i];
+    }
+    nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
   // Every part of a coalesced operation in one NCCL group.
   void coalesced(std::vector<Tensor>& keep) {
     nccl(ncclGroupStart(), "ncclGroupStart");
@@ -214,6 +233,7 @@ struct Launch {
   }
 
   void all_to_all(std::vector<Tensor>& keep) {
+    if (!op.send_bytes.empty()) return all_to_all_v();
     Tensor in = op.in;
     if (op.in_place) {
       // Peers' chunks land in `out` while this rank's are still being sent from it.

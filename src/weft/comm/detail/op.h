@@ -26,6 +26,10 @@ struct Op {
   int64_t index = 0;   // position among all operations issued on this group
   int64_t seq = -1;    // position among the collectives issued on this group
   std::string what{};  // "all_gather #3 on group 'tp'"
+  // all_to_all with variable chunks: the bytes this rank sends to and
+  // receives from each rank, in rank order (chunks packed in that order);
+  // empty for equal chunks.
+  std::vector<int64_t> send_bytes{}, recv_bytes{};
   // A coalesced operation: the caller's tensors (one dtype). The worker packs
   // them into one buffer (`in`/`out`, in place) before the operation runs and
   // unpacks the result after it (pack_coalesced / unpack_coalesced), so the
