@@ -12,16 +12,17 @@ namespace {
 weft::cli::Options topology_options() {
   weft::cli::Options opts(
       "weft topology [options]",
-      "Prints every group of every dimension of a tensor-parallel x GTP x data-parallel grid.\n"
-      "Ranks are laid out with the first name of --order varying fastest, so with\n"
-      "--world 8 --tp 4 the TP groups are [0,1,2,3] [4,5,6,7] and the DP groups\n"
-      "[0,4] [1,5] [2,6] [3,7]. The dp size is inferred when not given; gtp appears\n"
-      "only when given (or named in --order).");
+      "Prints every group of every dimension of a tensor-parallel x expert-parallel x GTP x\n"
+      "data-parallel grid, as `weft train` lays it out. Ranks are laid out with the first name\n"
+      "of --order varying fastest, so with --world 8 --tp 4 the TP groups are [0,1,2,3]\n"
+      "[4,5,6,7] and the DP groups [0,4] [1,5] [2,6] [3,7]. The dp size is inferred when not\n"
+      "given; ep and gtp appear only when given (or named in --order).");
   opts.option("world", "N", "", "world size (default: the mpirun world when run under mpirun)")
       .option("tp", "T", "1", "tensor-parallel size")
+      .option("ep", "E", "", "expert-parallel size (MoE experts split over E ranks)")
       .option("gtp", "G", "", "generalized tensor-parallel size")
       .option("dp", "D", "", "data-parallel size (default: inferred)")
-      .option("order", "ORDER", "tp-gtp-dp", "dimension order, fastest-varying first")
+      .option("order", "ORDER", "tp-ep-gtp-dp", "dimension order, fastest-varying first")
       .flag("json", "print one JSON object");
   return opts;
 }
@@ -44,15 +45,16 @@ int topology(const std::vector<std::string>& args) {
   std::string order;
   if (opts.given("order")) {
     order = opts.str("order");
-    for (const char* name : {"tp", "gtp", "dp"})
+    for (const char* name : {"tp", "ep", "gtp", "dp"})
       if (opts.given(name)) sizes.emplace_back(name, static_cast<int>(opts.integer(name)));
   } else {
     // The default order keeps the dimensions that were asked for.
     order = "tp";
     sizes.emplace_back("tp", static_cast<int>(opts.integer("tp")));
-    if (opts.given("gtp")) {
-      order += "-gtp";
-      sizes.emplace_back("gtp", static_cast<int>(opts.integer("gtp")));
+    for (const char* name : {"ep", "gtp"}) {
+      if (!opts.given(name)) continue;
+      order += std::string("-") + name;
+      sizes.emplace_back(name, static_cast<int>(opts.integer(name)));
     }
     order += "-dp";
     if (opts.given("dp")) sizes.emplace_back("dp", static_cast<int>(opts.integer("dp")));
@@ -104,7 +106,7 @@ int topology(const std::vector<std::string>& args) {
   return 0;
 }
 
-const weft::cli::Register reg("topology", "print the process groups of a TP x GTP x DP grid",
+const weft::cli::Register reg("topology", "print the process groups of a TP x EP x GTP x DP grid",
                               topology_options, topology);
 
 }  // namespace

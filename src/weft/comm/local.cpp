@@ -409,8 +409,7 @@ void LocalProcessGroup::all_reduce_from(const Op& op, const std::vector<Op>& pee
   }
 }
 
-void LocalProcessGroup::all_to_all_v_from(const Op& op, const std::vector<Op>& peers,
-                                          Device dev) {
+void LocalProcessGroup::all_to_all_v_from(const Op& op, const std::vector<Op>& peers, Device dev) {
   const int n = size(), me = rank();
   std::vector<int64_t> at(static_cast<size_t>(n) + 1, 0);  // where rank p's rows land
   for (int p = 0; p < n; ++p) at[p + 1] = at[p] + op.recv_bytes[static_cast<size_t>(p)];
@@ -420,7 +419,9 @@ void LocalProcessGroup::all_to_all_v_from(const Op& op, const std::vector<Op>& p
     int64_t from = 0;  // where rank p's rows for this rank start in its input
     for (int q = 0; q < me; ++q) from += sent[static_cast<size_t>(q)];
     const int64_t len = at[p + 1] - at[p];
-    if (len > 0) copy_on(dev, bytes_of(op.out) + at[p], bytes_of(peers[static_cast<size_t>(p)].in) + from, len);
+    if (len > 0)
+      copy_on(dev, bytes_of(op.out) + at[p], bytes_of(peers[static_cast<size_t>(p)].in) + from,
+              len);
   }
 }
 
@@ -433,7 +434,8 @@ void LocalProcessGroup::run_collective(Op& op, LocalShared::Slot& s,
   // buffers of all ranks, taken under the lock, until it is done with them.
   std::vector<Op> held;
   held.reserve(static_cast<size_t>(n));
-  for (const Op* o : s.ops) held.push_back(Op{.in = o->in, .out = o->out, .send_bytes = o->send_bytes});
+  for (const Op* o : s.ops)
+    held.push_back(Op{.in = o->in, .out = o->out, .send_bytes = o->send_bytes});
   const auto peer = [&](int p) -> const Op& { return held[static_cast<size_t>(p)]; };
   // Every rank's tensors are on this device: disagreement() compared them.
   const Device dev = op.in.defined() ? op.in.device() : Device::cpu();

@@ -8,12 +8,15 @@
 
 namespace weft::profile {
 
-enum class Category { gemm, comm };
-inline constexpr int kNumCategories = 2;
+// all_to_all: the expert-parallel token exchange of MoE layers (its waits
+// count there, not in comm).
+enum class Category { gemm, comm, all_to_all };
+inline constexpr int kNumCategories = 3;
 
 struct Totals {
   double gemm = 0;
   double comm = 0;
+  double all_to_all = 0;
 };
 
 // The calling thread's totals since the last reset.

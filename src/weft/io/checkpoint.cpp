@@ -306,9 +306,12 @@ void check_model(const CheckpointReader& ck, nn::Module& model, bool shorter_con
   }
   std::map<std::string, nn::Parameter*> mine;
   for (nn::Parameter* p : model.parameters()) mine[p->name] = p;
+  // Expert parallelism: the other ranks' experts.
+  const std::vector<std::string> others = model.parameters_elsewhere();
   for (const SavedTensor& t : ck.tensors()) {
-    WEFT_CHECK(mine.count(t.name), "checkpoint {} holds parameter {}, which this model lacks",
-               ck.dir(), t.name);
+    WEFT_CHECK(
+        mine.count(t.name) || std::find(others.begin(), others.end(), t.name) != others.end(),
+        "checkpoint {} holds parameter {}, which this model lacks", ck.dir(), t.name);
   }
   for (const auto& [name, p] : mine) {
     const SavedTensor* t = ck.find(name);

@@ -6,7 +6,7 @@
 
 namespace weft::nn {
 
-GroupedLinearConfig GroupedLinear::checked(GroupedLinearConfig cfg, int tp) {
+GroupedLinearConfig GroupedLinear::checked(GroupedLinearConfig cfg, int tp, int ep) {
   WEFT_CHECK(cfg.experts >= 1 && cfg.in > 0 && cfg.out > 0,
              "{}: GroupedLinear needs positive sizes, got {} experts, in={} out={}", cfg.name,
              cfg.experts, cfg.in, cfg.out);
@@ -16,21 +16,32 @@ GroupedLinearConfig GroupedLinear::checked(GroupedLinearConfig cfg, int tp) {
   WEFT_CHECK(cfg.mode != Parallel::row || cfg.in % (tp * cfg.groups) == 0,
              "{}: row-parallel input size {} is not divisible by tp size {} x {} groups", cfg.name,
              cfg.in, tp, cfg.groups);
+  WEFT_CHECK(cfg.experts % ep == 0,
+             "{}: {} experts do not split over an expert-parallel group of {}: choose --ep to "
+             "divide --moe-experts",
+             cfg.name, cfg.experts, ep);
   return cfg;
 }
 
+std::string GroupedLinear::weight_name(int64_t global_expert) const {
+  return format("{}.experts.{}.weight", cfg_.name, global_expert);
+}
+
 GroupedLinear::GroupedLinear(ContextPtr context, GroupedLinearConfig cfg)
-    : Module(cfg.name), pc_(std::move(context)), cfg_(checked(std::move(cfg), pc_->tp_size())) {
+    : Module(cfg.name),
+      pc_(std::move(context)),
+      cfg_(checked(std::move(cfg), pc_->tp_size(), pc_->ep_size())) {
   const int t = pc_->tp_size();
   const bool split = cfg_.mode != Parallel::none && t > 1;
-  for (int64_t e = 0; e < cfg_.experts; ++e) {
-    const std::string name = format("{}.experts.{}.weight", cfg_.name, e);
+  for (int64_t e = first_expert(); e < first_expert() + local_experts(); ++e) {
+    const std::string name = weight_name(e);
     Tensor full = parallel::normal_init({cfg_.out, cfg_.in}, pc_->seed, name, cfg_.init_std);
     Parameter p = sharded_parameter(name, full, cfg_.mode == Parallel::row ? 1 : 0,
                                     split ? pc_->tp_rank() : 0, split ? t : 1, cfg_.groups, true,
                                     pc_->exec.device());
     // An unpartitioned layer inside a TP group: every rank holds it whole.
     if (!split && t > 1) p.spec.replicated_over = parallel::replicated_groups(true);
+    if (pc_->ep_size() > 1) std::erase(p.spec.replicated_over, std::string("ep"));
     weights_.push_back(std::move(p));
   }
 }
@@ -48,14 +59,22 @@ std::vector<Parameter*> GroupedLinear::own_parameters() {
   return out;
 }
 
+std::vector<std::string> GroupedLinear::own_parameters_elsewhere() {
+  std::vector<std::string> out;
+  for (int64_t e = 0; e < cfg_.experts; ++e) {
+    if (e < first_expert() || e >= first_expert() + local_experts()) out.push_back(weight_name(e));
+  }
+  return out;
+}
+
 Tensor GroupedLinear::forward(Ctx&, const Tensor&) {
   WEFT_FAIL("{}: GroupedLinear::forward needs the rows per expert: forward(ctx, x, counts)",
             cfg_.name);
 }
 
 Tensor GroupedLinear::forward(Ctx& ctx, const Tensor& x, std::span<const int64_t> counts) {
-  WEFT_CHECK(static_cast<int64_t>(counts.size()) == cfg_.experts, "{}: {} counts for {} experts",
-             cfg_.name, counts.size(), cfg_.experts);
+  WEFT_CHECK(static_cast<int64_t>(counts.size()) == local_experts(),
+             "{}: {} counts for {} local experts", cfg_.name, counts.size(), local_experts());
   const int64_t m = std::accumulate(counts.begin(), counts.end(), int64_t{0});
   WEFT_CHECK(x.dim() == 2 && x.size(0) == m && x.size(1) == local_in(),
              "{}: input {} does not hold the {} rows × {} features the counts say", cfg_.name,
@@ -67,7 +86,7 @@ Tensor GroupedLinear::forward(Ctx& ctx, const Tensor& x, std::span<const int64_t
   s.w.clear();
   Tensor y = ec.empty({m, local_out()}, pc_->compute(), MemoryTag::activations);
   int64_t start = 0;
-  for (int64_t e = 0; e < cfg_.experts; ++e) {
+  for (int64_t e = 0; e < local_experts(); ++e) {
     s.w.push_back(weights_[static_cast<size_t>(e)].value.to(pc_->compute()));
     const int64_t n = counts[static_cast<size_t>(e)];
     if (n == 0) continue;
@@ -89,15 +108,17 @@ Tensor GroupedLinear::backward(Ctx& ctx, const Tensor& dy_in) {
              "{}: output gradient {} does not match the forward's ({}, {})", cfg_.name, dy.shape(),
              saved.x.size(0), local_out());
   Tensor dx = ec.empty(saved.x.shape(), pc_->compute(), MemoryTag::activations);
+  // Expert parallelism: these rows are ep_size() ranks' tokens (see the header).
+  const float wgrad_scale = 1.0f / static_cast<float>(pc_->ep_size());
   int64_t start = 0;
-  for (int64_t e = 0; e < cfg_.experts; ++e) {
+  for (int64_t e = 0; e < local_experts(); ++e) {
     const int64_t n = saved.counts[static_cast<size_t>(e)];
     if (n == 0) continue;
     const Tensor dye = dy.rows(start, n);
     Tensor dxe = dx.rows(start, n);
     kernels::gemm(ec, dye, saved.w[static_cast<size_t>(e)], dxe);
     kernels::gemm(ec, dye, saved.x.rows(start, n), weights_[static_cast<size_t>(e)].grad,
-                  {.trans_a = true, .accumulate = true});
+                  {.trans_a = true, .accumulate = true, .alpha = wgrad_scale});
     start += n;
   }
   return dx;

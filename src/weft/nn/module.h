@@ -57,8 +57,14 @@ class Module {
   // This module's own parameters (not its children's).
   virtual std::vector<Parameter*> own_parameters() { return {}; }
   virtual std::vector<Module*> children() { return {}; }
+  // The names of this module's own parameters that other ranks hold and this
+  // one does not (expert parallelism: the other ranks' experts). A checkpoint
+  // holds them; loading on this rank skips them.
+  virtual std::vector<std::string> own_parameters_elsewhere() { return {}; }
   // Every parameter of the tree, depth first, in a stable order.
   std::vector<Parameter*> parameters();
+  // own_parameters_elsewhere() of this module and its children.
+  std::vector<std::string> parameters_elsewhere();
   void zero_grad();
 
   const std::string& name() const { return name_; }

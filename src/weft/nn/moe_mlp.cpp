@@ -2,6 +2,7 @@
 
 #include "weft/kernels/activation.h"
 #include "weft/nn/moe_dispatch.h"
+#include "weft/nn/moe_exchange.h"
 
 namespace weft::nn {
 
@@ -44,6 +45,10 @@ MoeMLP::MoeMLP(ContextPtr context, MoeMLPConfig cfg)
                  .mode = cfg_.partition == Partition::tensor ? Parallel::row : Parallel::none,
                  .init_std = cfg_.init_std / std::sqrt(2.0f * static_cast<float>(cfg_.layers))}) {}
 
+comm::ProcessGroup* MoeMLP::expert_group() const {
+  return pc_->ep_size() > 1 ? pc_->ep.get() : nullptr;
+}
+
 comm::ProcessGroup* MoeMLP::group() const {
   return cfg_.partition == Partition::tensor ? pc_->tp_group() : nullptr;
 }
@@ -57,14 +62,22 @@ Tensor MoeMLP::forward(Ctx& ctx, const Tensor& x) {
   router_.forward(ctx, n);
   const Routing& r = router_.routing(ctx);
   Tensor xp = dispatch_tokens(ec, parallel::forward(ec, Mapping::copy_to_tp, group(), n), r);
-  s.h = fc1_.forward(ctx, xp, r.counts);
+  comm::ProcessGroup* ep = expert_group();
+  std::span<const int64_t> counts = r.counts;
+  if (ep) {
+    s.plan = plan_exchange(ec, *ep, r.counts);
+    xp = exchange_forward(ec, *ep, s.plan, xp);
+    counts = s.plan.local_counts;
+  }
+  s.h = fc1_.forward(ctx, xp, counts);
   Tensor a = ec.empty({s.h.size(0), fc2_.local_in()}, s.h.dtype(), MemoryTag::activations);
   if (gated()) {
     kernels::swiglu_forward(ec, s.h, a);
   } else {
     kernels::gelu_forward(ec, s.h, a);
   }
-  s.o = fc2_.forward(ctx, a, r.counts);
+  s.o = fc2_.forward(ctx, a, counts);
+  if (ep) s.o = exchange_back(ec, *ep, s.plan, s.o);
   Tensor y = combine_tokens(ec, s.o, r, pc_->compute());
   return parallel::forward(ec, Mapping::reduce_from_tp, group(), y).reshape(s.shape);
 }
@@ -83,6 +96,8 @@ Tensor MoeMLP::backward(Ctx& ctx, const Tensor& dy_in) {
   Tensor dgate = Tensor::from({r.tokens, r.top_k}, dc.dgate).to(ec.device());
   // Each rank's dot products are with its partial sums of o.
   if (g) dgate = parallel::all_reduce_sum(ec, *g, dgate);
+  comm::ProcessGroup* ep = expert_group();
+  if (ep) dc.dexperts = exchange_forward(ec, *ep, saved.plan, dc.dexperts);
   Tensor da = fc2_.backward(ctx, dc.dexperts);
   Tensor dh = ec.empty(saved.h.shape(), saved.h.dtype(), MemoryTag::activations);
   if (gated()) {
@@ -90,7 +105,9 @@ Tensor MoeMLP::backward(Ctx& ctx, const Tensor& dy_in) {
   } else {
     kernels::gelu_backward(ec, da, saved.h, dh);
   }
-  Tensor dn = dispatch_backward(ec, fc1_.backward(ctx, dh), r);
+  Tensor dxp = fc1_.backward(ctx, dh);
+  if (ep) dxp = exchange_back(ec, *ep, saved.plan, dxp);
+  Tensor dn = dispatch_backward(ec, dxp, r);
   dn = parallel::backward(ec, Mapping::copy_to_tp, g, dn);
   // The router's gradient is whole on every rank: it joins after the reduction.
   Tensor dn_router = router_.backward(ctx, dgate);

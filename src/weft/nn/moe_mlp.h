@@ -22,15 +22,24 @@
 // (N·k floats). The router sees the same tokens on every rank and routes
 // identically; its gradient is added after the experts' all-reduced one.
 //
+// Expert parallelism (the context's ep group, P ranks, each with its own
+// tokens): each rank holds E/P experts (nn/grouped_linear.h); after dispatch
+// the rows travel to their experts' ranks and the experts' outputs back
+// (nn/moe_exchange.h), so routing, dispatch and combine stay local. TP splits
+// each expert inside that, as above: a rank exchanges rows with the ep peers
+// of its own TP coordinate, which route the same tokens as it does.
+//
 // Collectives (TP > 1, partitioned): forward 1 all_reduce (N, C); backward 1
-// all_reduce (N·k) + 1 all_reduce (N, C). Sequence parallelism is not
-// supported yet (an error), nor expert parallelism.
+// all_reduce (N·k) + 1 all_reduce (N, C). EP > 1 adds, per direction, two
+// all_to_all of rows (variable chunks) and, in forward, one of the E counts.
+// Sequence parallelism is not supported yet (an error).
 #pragma once
 
 #include <string>
 
 #include "weft/nn/grouped_linear.h"
 #include "weft/nn/layernorm_mlp.h"
+#include "weft/nn/moe_exchange.h"
 #include "weft/nn/norm.h"
 #include "weft/nn/router.h"
 
@@ -73,13 +82,16 @@ class MoeMLP : public Module {
  private:
   struct Saved {
     Tensor h;  // fc1's output, before the activation
-    Tensor o;  // fc2's output (this rank's partial sums under TP)
+    Tensor o;  // fc2's output (this rank's partial sums under TP), in dispatch order
     Shape shape;
+    ExpertExchange plan;  // expert parallelism: who sends whom which rows
   };
   static MoeMLPConfig checked(MoeMLPConfig cfg, const ParallelContext& pc);
   bool gated() const { return cfg_.activation == MlpKind::swiglu; }
   // The TP group the experts are split over: null when unpartitioned.
   comm::ProcessGroup* group() const;
+  // The expert-parallel group when it has more than one rank, else null.
+  comm::ProcessGroup* expert_group() const;
 
   ContextPtr pc_;
   MoeMLPConfig cfg_;

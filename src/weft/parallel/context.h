@@ -2,7 +2,7 @@
 //
 // One object per model and rank, shared by every module (std::shared_ptr<const
 // ParallelContext>): the process groups (tp, gtp for generalized tensor
-// parallelism, dp for data parallelism), the sequence-parallel mode, the
+// parallelism, ep for expert parallelism, dp for data parallelism), the sequence-parallel mode, the
 // precision recipe, the execution context kernels run on and the seed every
 // parameter's initialization derives from. Module configs hold only their
 // name, shape and initialization; nothing else carries these options.
@@ -43,7 +43,10 @@ enum class TokenLayout : uint8_t { batch_major, sequence_major };
 struct ParallelContext {
   std::shared_ptr<comm::ProcessGroup> tp{};   // null: no tensor parallelism
   std::shared_ptr<comm::ProcessGroup> gtp{};  // generalized TP: weights sharded 1/N over it
-  std::shared_ptr<comm::ProcessGroup> dp{};   // data parallelism (gradient sync); may be null
+  // Expert parallelism: MoE layers' experts split over it, tokens exchanged
+  // by all_to_all; its ranks see different data. null: no expert parallelism.
+  std::shared_ptr<comm::ProcessGroup> ep{};
+  std::shared_ptr<comm::ProcessGroup> dp{};  // data parallelism (gradient sync); may be null
   SequenceParallel sp = SequenceParallel::off;
   Precision precision{};
   ExecContext exec{};
@@ -64,6 +67,8 @@ struct ParallelContext {
   int tp_rank() const { return tp ? tp->rank() : 0; }
   // The TP group when it has more than one rank, else null (no communication).
   comm::ProcessGroup* tp_group() const { return tp_size() > 1 ? tp.get() : nullptr; }
+  int ep_size() const { return ep ? ep->size() : 1; }
+  int ep_rank() const { return ep ? ep->rank() : 0; }
   bool sequence_parallel() const { return sp != SequenceParallel::off; }
   TokenLayout token_layout() const {
     return sp == SequenceParallel::seq ? TokenLayout::sequence_major : TokenLayout::batch_major;

@@ -18,8 +18,8 @@ ShardSpec ShardSpec::tp_level() const {
 }
 
 std::vector<std::string> replicated_groups(bool over_tp) {
-  if (over_tp) return {"tp", "gtp", "dp"};
-  return {"gtp", "dp"};
+  if (over_tp) return {"tp", "gtp", "ep", "dp"};
+  return {"gtp", "ep", "dp"};
 }
 
 Parameter make_parameter(std::string name, const Tensor& value, ShardSpec spec, bool decay,

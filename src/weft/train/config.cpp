@@ -360,8 +360,12 @@ const std::vector<KeyDef>& key_defs() {
                  [](const TrainConfig& c) { return c.dp ? io::Json(c.dp) : io::Json("auto"); }});
     d.push_back(int_key({"gtp", "N", "",
                          "generalized tensor-parallel size: weights sharded 1/N, gathered just in "
-                         "time (world = tp x gtp x dp; gtp ranks see different data)"},
+                         "time (world = tp x ep x gtp x dp; gtp ranks see different data)"},
                         &TrainConfig::gtp, 1));
+    d.push_back(int_key({"ep", "N", "",
+                         "expert-parallel size: MoE experts split over N ranks, tokens exchanged "
+                         "by all_to_all (world = tp x ep x gtp x dp; ep ranks see different data)"},
+                        &TrainConfig::ep, 1));
     d.push_back(int_key({"gtp-cache", "N", "",
                          "GTP: gathered weights alive at once (2: the next layer's all-gather "
                          "runs while a layer computes; 1: no prefetch)"},
@@ -549,16 +553,6 @@ int64_t TrainConfig::warmup_steps() const {
   // Half of a short run: a run of 30 steps warmed up over 1 step (steps/20)
   // spiked from 3.4 to 7.5 at step 8.
   return std::min(preset_schedule(preset).max_warmup, schedule_total() / 2);
-}
-
-void apply_global_batch(TrainConfig& c, int dp) {
-  if (!c.global_batch) return;
-  const int64_t split = static_cast<int64_t>(dp) * c.grad_accum;
-  WEFT_CHECK(*c.global_batch % split == 0,
-             "--global-batch {} does not split evenly over dp {} x --grad-accum {}: use a "
-             "multiple of {}, or another --grad-accum",
-             *c.global_batch, dp, c.grad_accum, split);
-  c.micro_batch = *c.global_batch / split;
 }
 
 io::Json TrainConfig::to_json() const {

@@ -42,12 +42,15 @@ struct TrainConfig {
   // The compute type: bf16 under the bf16 recipe, f32 otherwise (the
   // quantized recipes compute in f32).
   DType compute_dtype() const { return precision.gemm_input(); }
-  // Layout: world = tp · gtp · dp ranks.
+  // Layout: world = tp · ep · gtp · dp ranks.
   int tp = 2;
   int dp = 0;  // 0: the world size / (tp · gtp) (1 on the local backend)
   // Generalized tensor parallelism: weights sharded 1/gtp over the gtp
   // group, whose ranks see different data as data-parallel ranks do.
   int gtp = 1;
+  // Expert parallelism: MoE layers' experts split over the ep group, whose
+  // ranks see different data as data-parallel ranks do.
+  int ep = 1;
   int gtp_cache = 2;                     // gathered weights alive at once (1: no prefetch)
   std::string gtp_grad_accum = "shard";  // shard | full (parallel/gtp/options.h)
   std::string gtp_plan{};                // weights left whole: "wte=replicate,h.*.mlp=replicate"
@@ -112,7 +115,7 @@ struct TrainConfig {
   int64_t warmup_steps() const;
   double min_lr_value() const { return min_lr ? *min_lr : lr_value() / 10; }
   // Global sequences per optimizer step, given the data-parallel size (the
-  // ranks that see different data: gtp · dp).
+  // ranks that see different data: ep · gtp · dp).
   int64_t sequences_per_step(int dp_size) const { return micro_batch * dp_size * grad_accum; }
 };
 
@@ -190,6 +193,7 @@ parallel::OverlapConfig overlap_config(const std::string& text);
 // run's parallel options reach the model.
 parallel::ContextPtr model_context(const TrainConfig& cfg, std::shared_ptr<comm::ProcessGroup> tp,
                                    std::shared_ptr<comm::ProcessGroup> dp = nullptr,
-                                   std::shared_ptr<comm::ProcessGroup> gtp = nullptr);
+                                   std::shared_ptr<comm::ProcessGroup> gtp = nullptr,
+                                   std::shared_ptr<comm::ProcessGroup> ep = nullptr);
 
 }  // namespace weft::train

@@ -50,10 +50,12 @@ parallel::OverlapConfig overlap_config(const std::string& text) {
 
 parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::ProcessGroup> tp,
                                    std::shared_ptr<comm::ProcessGroup> dp,
-                                   std::shared_ptr<comm::ProcessGroup> gtp) {
+                                   std::shared_ptr<comm::ProcessGroup> gtp,
+                                   std::shared_ptr<comm::ProcessGroup> ep) {
   auto pc = std::make_shared<parallel::ParallelContext>();
   pc->tp = std::move(tp);
   pc->dp = std::move(dp);
+  pc->ep = std::move(ep);
   pc->sp = c.sp;
   pc->precision = c.precision;
   pc->seed = c.seed;
@@ -72,5 +74,15 @@ parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::P
 }
 
 nn::GptConfig model_config(const TrainConfig& c) { return c.model; }
+
+void apply_global_batch(TrainConfig& c, int dp) {
+  if (!c.global_batch) return;
+  const int64_t split = static_cast<int64_t>(dp) * c.grad_accum;
+  WEFT_CHECK(*c.global_batch % split == 0,
+             "--global-batch {} does not split evenly over dp {} x --grad-accum {}: use a "
+             "multiple of {}, or another --grad-accum",
+             *c.global_batch, dp, c.grad_accum, split);
+  c.micro_batch = *c.global_batch / split;
+}
 
 }  // namespace weft::train

@@ -56,6 +56,14 @@ void validate(const TrainConfig& c) {
   } catch (const Error& e) {
     throw Error(with_option_names(e.what()), e.where());
   }
+  WEFT_CHECK(c.ep == 1 || c.model.moe_experts > 0,
+             "--ep {} splits the experts of MoE layers, and this model has none: pass "
+             "--moe-experts N (or --preset moe-tiny), or drop --ep",
+             c.ep);
+  WEFT_CHECK(c.model.moe_experts % c.ep == 0,
+             "--moe-experts {} do not split over --ep {}: choose an --ep that divides the number "
+             "of experts",
+             c.model.moe_experts, c.ep);
   WEFT_CHECK(c.lr_value() > 0, "--lr must be positive, got {}", c.lr_value());
   WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr_value(), "--min-lr {} is above --lr {}", *c.min_lr,
              c.lr_value());

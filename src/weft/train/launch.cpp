@@ -15,10 +15,11 @@ Launch plan_launch(const TrainConfig& cfg) {
   WEFT_CHECK(cfg.backend != "local" || !out.under_mpi,
              "--backend local runs the ranks as threads of one process: start weft without "
              "mpirun, or use --backend mpi");
-  // The ranks of one model replica: its TP and GTP groups.
-  const int model = cfg.tp * cfg.gtp;
-  const std::string model_text =
-      cfg.gtp > 1 ? format("--tp {} x --gtp {}", cfg.tp, cfg.gtp) : format("--tp {}", cfg.tp);
+  // The ranks of one model replica: its TP, EP and GTP groups.
+  const int model = cfg.tp * cfg.ep * cfg.gtp;
+  std::string model_text = format("--tp {}", cfg.tp);
+  if (cfg.ep > 1) model_text += format(" x --ep {}", cfg.ep);
+  if (cfg.gtp > 1) model_text += format(" x --gtp {}", cfg.gtp);
   if (out.under_mpi) {
     const int world = comm::launcher_world_size();
     WEFT_CHECK(world <= 0 || world % model == 0,
@@ -29,7 +30,7 @@ Launch plan_launch(const TrainConfig& cfg) {
                model_text, cfg.dp, model * cfg.dp, world);
     out.dp = std::max(1, world / cfg.tp);
   } else {
-    out.dp = (cfg.dp ? cfg.dp : 1) * cfg.gtp;
+    out.dp = (cfg.dp ? cfg.dp : 1) * cfg.ep * cfg.gtp;
   }
   out.local_ranks = model * (cfg.dp ? cfg.dp : 1);
   return out;

@@ -12,10 +12,10 @@ namespace weft::train {
 struct Launch {
   bool under_mpi = false;  // an MPI launcher started this process: one rank per process
   // The data-parallel size the run's global batch is computed for (before
-  // the world starts), the ranks that see different data (gtp · dp): the
-  // launcher's world / tp under MPI, else --gtp · --dp (--dp 1 when auto).
+  // the world starts), the ranks that see different data (ep · gtp · dp): the
+  // launcher's world / tp under MPI, else --ep · --gtp · --dp (--dp 1 when auto).
   int dp = 1;
-  // Ranks run as threads of this process on the local backend: tp · gtp · dp.
+  // Ranks run as threads of this process on the local backend: tp · ep · gtp · dp.
   int local_ranks = 1;
 };
 

@@ -13,6 +13,7 @@
 #include "weft/optim/grad_norm.h"
 #include "weft/parallel/gtp/runtime.h"
 #include "weft/train/generate.h"
+#include "weft/train/layout.h"
 #include "weft/train/load_model.h"
 #include "weft/train/metrics.h"
 #include "weft/train/run_start.h"
@@ -34,48 +35,40 @@ double seconds_since(Clock::time_point t) {
 Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Dataset& data)
     : cfg_(cfg), world_(world), data_(data), data_seed_(cfg.seed) {
   validate(cfg_);
-  const int model_ranks = cfg_.tp * cfg_.gtp;
+  const int model_ranks = cfg_.tp * cfg_.ep * cfg_.gtp;
   WEFT_CHECK(world.size() % model_ranks == 0,
-             "the world of {} ranks is not divisible by --tp {} x --gtp {}: start a multiple of "
-             "{} ranks",
-             world.size(), cfg_.tp, cfg_.gtp, model_ranks);
+             "the world of {} ranks is not divisible by --tp {} x --ep {} x --gtp {}: start a "
+             "multiple of {} ranks",
+             world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, model_ranks);
   const int dp = world.size() / model_ranks;
   WEFT_CHECK(cfg_.dp == 0 || cfg_.dp == dp,
-             "--dp {} does not match the world: {} ranks at --tp {} x --gtp {} make dp {}", cfg_.dp,
-             world.size(), cfg_.tp, cfg_.gtp, dp);
+             "--dp {} does not match the world: {} ranks at --tp {} x --ep {} x --gtp {} make dp "
+             "{}",
+             cfg_.dp, world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, dp);
   WEFT_CHECK(data.seq_len() == cfg_.model.seq,
              "the dataset is split for windows of {}, the model's context is {}", data.seq_len(),
              cfg_.model.seq);
   const bool gtp = cfg_.gtp > 1;
-  grid_ = gtp ? std::make_unique<comm::Grid>(world, "tp-gtp-dp",
-                                             std::vector<std::pair<std::string, int>>{
-                                                 {"tp", cfg_.tp}, {"gtp", cfg_.gtp}, {"dp", dp}})
-              : std::make_unique<comm::Grid>(
-                    world, "tp-dp",
-                    std::vector<std::pair<std::string, int>>{{"tp", cfg_.tp}, {"dp", dp}});
-  // The ranks that see different data: the gtp and dp groups together.
-  data_group_ = gtp ? world.new_subgroups_by_enumeration(
-                          grid_->layout().groups_across({"gtp", "dp"}), "gtp-dp")
-                    : grid_->group_ptr("dp");
+  grid_ = make_grid(world, cfg_, dp);
+  // The ranks that see different data: the ep, gtp and dp groups together.
+  data_group_ = group_across(world, *grid_, data_dims(grid_->layout()));
   const int tp_rank = grid_->rank_in("tp");
   rng_ = parallel::RngTracker(cfg_.seed, tp_rank);
   model_ =
       std::make_unique<nn::Gpt>(model_context(cfg_, grid_->group_ptr("tp"), grid_->group_ptr("dp"),
-                                              gtp ? grid_->group_ptr("gtp") : nullptr),
+                                              gtp ? grid_->group_ptr("gtp") : nullptr,
+                                              cfg_.ep > 1 ? grid_->group_ptr("ep") : nullptr),
                                 model_config(cfg_));
   params_ = model_->parameters();
   const auto bucket = std::max<int64_t>(static_cast<int64_t>(cfg_.bucket_mb * (1 << 20)), 1);
   // The model's execution context: optimizer and gradient sync run where it does.
   const ExecContext& ec = model_->context()->exec;
-  // GTP shards are averaged over the gtp group by their reduce-scatter and
-  // synchronized over dp once final; every other gradient over gtp and dp.
-  std::vector<nn::Parameter*> shards, replicated;
-  for (nn::Parameter* p : params_) (p->spec.rows_split() ? shards : replicated).push_back(p);
-  sync_ = std::make_unique<optim::GradSync>(replicated, data_group_, bucket, ec);
-  if (!shards.empty()) {
-    shard_sync_ = std::make_unique<optim::GradSync>(shards, grid_->group_ptr("dp"), bucket, ec);
+  // Each gradient is averaged over the data dimensions it is replicated over
+  // (train/layout.h); GTP shards once their reduce-scatter made them final.
+  syncs_ = std::make_unique<GradSyncs>(world, *grid_, data_group_, params_, bucket, ec);
+  if (gtp) {
     model_->context()->gtp_runtime->chain.set_on_gradient_final(
-        [this](nn::Parameter& p) { shard_sync_->mark_ready(&p); });
+        [this](nn::Parameter& p) { syncs_->mark_ready(&p); });
   }
   optimizer_ = std::make_unique<optim::AdamW>(
       params_, optim::AdamWOptions{.weight_decay = static_cast<float>(cfg_.weight_decay)}, ec);
@@ -110,7 +103,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
 }
 
 Trainer::~Trainer() {
-  // The chain reports to shard_sync_, which goes before the model does.
+  // The chain reports to syncs_, which go before the model does.
   if (const auto& gtp = model_->context()->gtp_runtime) gtp->chain.set_on_gradient_final({});
 }
 
@@ -134,7 +127,7 @@ StepResult Trainer::step() {
   // prefetch chain reports them (set_on_gradient_final).
   auto ready = [this](const std::vector<nn::Parameter*>& ps) {
     for (const nn::Parameter* p : ps) {
-      if (!shard_sync_ || !p->spec.rows_split()) sync_->mark_ready(p);
+      if (!p->spec.rows_split()) syncs_->mark_ready(p);
     }
   };
   parallel::gtp::Runtime* gtp = model_->context()->gtp_runtime.get();
@@ -145,8 +138,7 @@ StepResult Trainer::step() {
     // The microbatches of a step see the same weights: bf16 casts once a step.
     ctx.set_reuse_weight_casts(true);
     ctx.set_final_microbatch(m == accum - 1);
-    sync_->set_sync(m == accum - 1);
-    if (shard_sync_) shard_sync_->set_sync(m == accum - 1);
+    syncs_->set_sync(m == accum - 1);
     auto t = Clock::now();
     loss_sum += model_->forward_loss(ctx, b.inputs, b.targets);
     aux_sum += model_->aux_loss(ctx);
@@ -158,8 +150,7 @@ StepResult Trainer::step() {
     r.times.backward += seconds_since(t);
   }
   auto t = Clock::now();
-  sync_->finish();
-  if (shard_sync_) shard_sync_->finish();
+  syncs_->finish();
   // On a GPU the phases end when their kernels finish, not when they are queued.
   const ExecContext& ec = model_->context()->exec;
   ec.synchronize();
@@ -179,7 +170,9 @@ StepResult Trainer::step() {
   r.loss = loss.item(0);
   r.aux_loss = loss.item(1);
   optim::Groups groups{{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
-  if (grid_->layout().has("gtp")) groups["gtp"] = grid_->group_ptr("gtp");
+  for (const char* dim : {"ep", "gtp"}) {
+    if (grid_->layout().has(dim)) groups[dim] = grid_->group_ptr(dim);
+  }
   r.grad_norm = optim::global_grad_norm(params_, groups, ec);
   check_finite(r.loss, r.grad_norm);
   LrSchedule schedule{.lr = cfg_.lr_value(),

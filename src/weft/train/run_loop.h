@@ -45,9 +45,9 @@
 #include "weft/io/data.h"
 #include "weft/nn/gpt.h"
 #include "weft/optim/adamw.h"
-#include "weft/optim/grad_sync.h"
 #include "weft/parallel/rng.h"
 #include "weft/train/config.h"
+#include "weft/train/layout.h"
 
 namespace weft::train {
 
@@ -115,7 +115,7 @@ class Trainer {
 
   // Optimizer steps taken (counting those before a resume).
   int64_t steps_done() const { return step_; }
-  // The ranks that see different data: gtp · dp.
+  // The ranks that see different data: ep · gtp · dp.
   int dp_size() const { return data_group_->size(); }
   const TrainConfig& config() const { return cfg_; }
   const comm::Grid& grid() const { return *grid_; }
@@ -134,12 +134,11 @@ class Trainer {
   comm::ProcessGroup& world_;
   const io::Dataset& data_;
   std::unique_ptr<comm::Grid> grid_;
-  std::shared_ptr<comm::ProcessGroup> data_group_;  // gtp and dp together
+  std::shared_ptr<comm::ProcessGroup> data_group_;  // ep, gtp and dp together
   parallel::RngTracker rng_;
   std::unique_ptr<nn::Gpt> model_;
   std::vector<nn::Parameter*> params_;
-  std::unique_ptr<optim::GradSync> sync_;        // every gradient but GTP shards'
-  std::unique_ptr<optim::GradSync> shard_sync_;  // GTP shards' (null without GTP)
+  std::unique_ptr<GradSyncs> syncs_;
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<io::Sampler> sampler_;
   io::BatchSlice slice_{};

@@ -12,6 +12,15 @@ namespace weft::train {
 
 namespace {
 
+// " x ep 2 x gtp 2": the grid's dimensions between tp and dp, when present.
+std::string middle_dims(const comm::GridLayout& layout) {
+  std::string out;
+  for (const char* dim : {"ep", "gtp"}) {
+    if (layout.has(dim)) out += format(" x {} {}", dim, layout.size(dim));
+  }
+  return out;
+}
+
 // "width 128 there, 64 here; seed ..." for what makes `saved` (a checkpoint's
 // settings) another run than `run` on `data`; empty for the same run.
 std::string run_differences(const io::Json& saved, const TrainConfig& run,
@@ -165,8 +174,7 @@ std::string describe_run(Trainer& t, const io::Dataset& data) {
                                     " (GEMM operands quantized, f32 compute)"
                               : std::string(dtype_name(c.compute_dtype())),
       data.data().source, data.data().size(), data.train().size(), data.val().size(),
-      t.world().size(), t.world().backend(), g.size("tp"),
-      g.layout().has("gtp") ? format(" x gtp {}", g.size("gtp")) : std::string(), g.size("dp"),
+      t.world().size(), t.world().backend(), g.size("tp"), middle_dims(g.layout()), g.size("dp"),
       nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(t.dp_size()), c.model.seq,
       c.micro_batch, t.dp_size(), c.grad_accum, c.lr_value(), c.warmup_steps(),
       c.schedule_total() == c.steps ? std::string() : format("over {} steps ", c.schedule_total()),
