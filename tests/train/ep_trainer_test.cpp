@@ -1,6 +1,6 @@
 // The trainer with expert parallelism (--ep): a MoE model (GPT-2 blocks with
-// 4 experts, top-2, in every layer) trained at EP 2 and 4 — alone, with TP 2
-// inside the experts, with GTP 2, with data parallelism and with gradient
+// 4 experts, top-2, in every layer; Llama blocks in every other layer) trained at EP 2 and 4 —
+// alone, with TP 2 inside the experts, with GTP 2, with data parallelism and with gradient
 // accumulation — gives the losses, gradient norms (clipping included) and
 // weights of EP 1 on as many data ranks over 20 steps; checkpoints saved
 // at EP 4 resume at EP 4 bitwise and at EP 2 and 1 (and TP 2) within fp32
@@ -52,10 +52,23 @@ TEST_F(EpTrainer, EqualsEpOneOnTheSameDataRanks) {
   };
   TrainConfig accum = config(1, 2, 1, 2);
   accum.grad_accum = 2;
+  // Llama blocks (SwiGLU experts, RMSNorm, rotary, GQA), every other layer MoE.
+  TrainConfig llama = config(2, 2, 1, 4);
+  llama.model.heads = 8;
+  llama.model.kv_heads = 4;
+  llama.model.hidden = 24;
+  llama.model.norm = nn::NormKind::rms;
+  llama.model.mlp = nn::MlpKind::swiglu;
+  llama.model.positions = nn::PositionKind::rotary;
+  llama.model.bias = false;
+  llama.model.tied_head = false;
+  llama.model.moe_every = 2;
   const Layout layouts[] = {
-      {"ep 2", config(1, 2, 1, 4), 1},        {"ep 4", config(1, 4, 1, 2), 1},
-      {"tp 2 x ep 2", config(2, 2, 1, 4), 1}, {"ep 2 x gtp 2", config(1, 2, 2, 2), 1},
-      {"ep 2 x dp 2", config(1, 2, 1, 2), 2}, {"ep 2, accumulating", accum, 1}};
+      {"llama blocks, tp 2 x ep 2", llama, 1},
+
+      {"ep 2", config(1, 2, 1, 4), 1},         {"ep 4", config(1, 4, 1, 2), 1},
+      {"tp 2 x ep 2", config(2, 2, 1, 4), 1},  {"ep 2 x gtp 2", config(1, 2, 2, 2), 1},
+      {"ep 2 x dp 2", config(1, 2, 1, 2), 2},  {"ep 2, accumulating", accum, 1}};
   for (const Layout& l : layouts) {
     SCOPED_TRACE(l.what);
     TrainConfig one = l.c;

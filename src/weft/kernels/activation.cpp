@@ -36,6 +36,7 @@ void swiglu_forward(const ExecContext& ec, const Tensor& gu, Tensor& out) {
   check_swiglu(gu, out, "swiglu_forward", "out");
   // Rows of out are narrower than gu's: written in place they would overwrite
   // gate and up values other threads still read.
+  if (gu.numel() == 0) return;  // no rows (an expert without tokens)
   WEFT_CHECK(out.raw() != gu.raw(), "swiglu_forward cannot write out over gu");
   return detail::dispatch(ec, "swiglu_forward", {&gu, &out},
                           [&]<Backend B>() { return impl::swiglu_forward<B>(ec, gu, out); });
@@ -46,6 +47,7 @@ void swiglu_backward(const ExecContext& ec, const Tensor& dy, const Tensor& gu, 
   WEFT_CHECK(dgu.shape() == gu.shape() && dgu.dtype() == gu.dtype(),
              "swiglu_backward: dgu must be {} {} like gu, got {} {}", dtype_name(gu.dtype()),
              gu.shape(), dtype_name(dgu.dtype()), dgu.shape());
+  if (gu.numel() == 0) return;
   WEFT_CHECK(dgu.raw() != gu.raw() && dgu.raw() != dy.raw(),
              "swiglu_backward cannot write dgu over gu or dy");
   return detail::dispatch(ec, "swiglu_backward", {&dy, &gu, &dgu},
