@@ -20,14 +20,34 @@ namespace {
 
 struct Measured {
   std::string label;
-  int tp = 1, gtp = 1, dp = 1;
+  int tp = 1, ep = 1, gtp = 1, dp = 1;
   train::StepTimes mean{};  // rank 0's, per step
   double tokens_per_s = 0;
   double flops_per_token = 0;
   int64_t peak_bytes = 0;  // largest rank
   double llmc_flops_per_token = 0;
   std::vector<cuda::KernelTime> kernels;  // per kernel over the timed steps (--profile)
+  // MoE: tokens per expert of each MoE layer in the last step, all data ranks.
+  std::vector<std::vector<int64_t>> expert_load;
 };
+
+// The parameters a token's computation uses: a MoE layer's experts count
+// top_k / experts of theirs (its active parameters). Under expert
+// parallelism this rank holds 1/ep of every layer's experts.
+int64_t active_parameters(train::Trainer& t) {
+  const nn::GptConfig& m = t.config().model;
+  double n = 0;
+  for (const nn::Parameter* p : t.model().parameters()) {
+    const auto whole = static_cast<double>(p->spec.global_shape.numel());
+    if (p->name.find(".experts.") == std::string::npos) {
+      n += whole;
+    } else {
+      n += whole * t.config().ep * static_cast<double>(m.moe_top_k) /
+           static_cast<double>(m.moe_experts);
+    }
+  }
+  return static_cast<int64_t>(n);
+}
 
 // 6 FLOPs per parameter per token (forward 2, backward 4) for the GEMMs, plus
 // the attention scores and weighted sums (2·2·T·C per layer forward, ×3).
@@ -60,11 +80,12 @@ double gpu_peak_tflops(const std::string& description, DType dtype) {
 Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = false) {
   Measured m;
   m.tp = cfg.tp;
+  m.ep = cfg.ep;
   m.gtp = cfg.gtp;
   m.dp = cfg.dp ? cfg.dp : 1;
   const io::Dataset data = synthetic_data(cfg);
   std::mutex mu;
-  comm::run_world(m.tp * m.gtp * m.dp, [&](comm::ProcessGroup& world) {
+  comm::run_world(m.tp * m.ep * m.gtp * m.dp, [&](comm::ProcessGroup& world) {
     train::Trainer t(cfg, world, data);
     for (int i = 0; i < warmup; ++i) t.step();
     if (profile) {
@@ -80,6 +101,7 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
       sum.optimizer += r.times.optimizer;
       sum.comm += r.times.comm;
       sum.gemm += r.times.gemm;
+      sum.all_to_all += r.times.all_to_all;
       sum.total += r.times.total;
       tokens += r.tokens;
     }
@@ -88,12 +110,19 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
       m.kernels = cuda::kernel_profile();
     }
     std::vector<int64_t> peaks = t.peak_memory();
-    const int64_t params = t.model().num_parameters_global();
+    std::vector<std::vector<int64_t>> load = t.expert_load();
+    const int64_t params = active_parameters(t);
     std::lock_guard<std::mutex> lock(mu);
     if (world.rank() != 0) return;
     const double n = steps;
-    m.mean = {sum.forward / n, sum.backward / n, sum.optimizer / n,
-              sum.comm / n,    sum.gemm / n,     sum.total / n};
+    m.mean = {.forward = sum.forward / n,
+              .backward = sum.backward / n,
+              .optimizer = sum.optimizer / n,
+              .comm = sum.comm / n,
+              .gemm = sum.gemm / n,
+              .all_to_all = sum.all_to_all / n,
+              .total = sum.total / n};
+    m.expert_load = std::move(load);
     m.tokens_per_s = static_cast<double>(tokens) / sum.total;
     m.flops_per_token = flops_per_token(cfg, params);
     m.llmc_flops_per_token = llmc_flops_per_token(cfg, params);
@@ -122,6 +151,42 @@ void print_table(const std::vector<Measured>& rows, const Measured& base, double
         r.tokens_per_s * r.flops_per_token / 1e9, static_cast<double>(r.peak_bytes) / (1 << 20),
         r.tokens_per_s / base.tokens_per_s, limit, 100 * r.tokens_per_s / limit);
   }
+}
+
+// The busiest and idlest expert of any MoE layer, and the busiest against an
+// even share of its layer's tokens.
+struct LoadBalance {
+  int64_t min = 0, max = 0;
+  double max_over_even = 0;
+};
+LoadBalance load_balance(const std::vector<std::vector<int64_t>>& load) {
+  LoadBalance b{.min = INT64_MAX};
+  for (const std::vector<int64_t>& layer : load) {
+    int64_t total = 0;
+    for (int64_t c : layer) {
+      total += c;
+      b.min = std::min(b.min, c);
+      b.max = std::max(b.max, c);
+    }
+    const double even = static_cast<double>(total) / static_cast<double>(layer.size());
+    if (even > 0) b.max_over_even = std::max(b.max_over_even, static_cast<double>(b.max) / even);
+  }
+  return b;
+}
+
+// MoE models: the expert-parallel exchange's share of the step and the load.
+void print_moe_table(const std::vector<Measured>& rows) {
+  std::printf("\n%-18s %9s %9s %12s %12s %9s\n", "layout", "a2a ms", "a2a share", "tokens/exp min",
+              "tokens/exp max", "max/even");
+  for (const Measured& r : rows) {
+    const LoadBalance b = load_balance(r.expert_load);
+    std::printf("%-18s %9.2f %8.1f%% %14lld %14lld %8.2fx\n", r.label.c_str(),
+                1e3 * r.mean.all_to_all, 100 * r.mean.all_to_all / r.mean.total,
+                static_cast<long long>(b.min), static_cast<long long>(b.max), b.max_over_even);
+  }
+  std::printf(
+      "(tokens per expert: the last timed step, every MoE layer, all data ranks; a2a: the\n"
+      " all_to_all token exchange of expert parallelism, waits included)\n");
 }
 
 // On a GPU the yardstick is the data sheet's peak: MFU as llm.c reports it,
@@ -165,6 +230,15 @@ io::Json to_json(const Measured& r, const Measured& base, double gemm_gflops) {
   j["optimizer_s"] = r.mean.optimizer;
   j["comm_s"] = r.mean.comm;
   j["gemm_s"] = r.mean.gemm;
+  j["ep"] = r.ep;
+  if (!r.expert_load.empty()) {
+    const LoadBalance b = load_balance(r.expert_load);
+    j["all_to_all_s"] = r.mean.all_to_all;
+    j["all_to_all_share"] = r.mean.all_to_all / r.mean.total;
+    j["tokens_per_expert_min"] = b.min;
+    j["tokens_per_expert_max"] = b.max;
+    j["expert_max_over_even"] = b.max_over_even;
+  }
   j["gflops"] = r.tokens_per_s * r.flops_per_token / 1e9;
   j["peak_memory_bytes"] = r.peak_bytes;
   j["vs_baseline"] = r.tokens_per_s / base.tokens_per_s;
@@ -186,11 +260,16 @@ cli::Options bench_step_options() {
       "if every model FLOP (6N + attention, as llm.c counts them) ran at the direct oneDNN\n"
       "rate of the model's layer GEMMs (micro-batch x context rows, all cores), measured\n"
       "in the same run; \"util\" is tokens/s over the limit.");
-  opts.option("preset", "NAME", "tiny", "model preset: tiny, gpt2-124m, llama-tiny or llama-1b")
+  opts.option("preset", "NAME", "tiny",
+              "model preset: tiny, gpt2-124m, llama-tiny, llama-1b or moe-tiny")
       .option("tp", "N", "2", "tensor-parallel size")
       .option("gtp", "N", "1",
               "generalized tensor-parallel size (weights sharded 1/N; its ranks take their own "
               "micro-batches, as data-parallel ranks do)")
+      .option("ep", "N", "1",
+              "expert-parallel size (MoE presets: experts split over N ranks, tokens exchanged by "
+              "all_to_all; its ranks take their own micro-batches); MoE rows add the all_to_all "
+              "share of the step and the experts' load")
       .option("dp", "N", "1", "data-parallel size")
       .option("sp", "off|seq|batch", "off", "sequence parallelism")
       .option("dtype", "f32|bf16", "f32", "compute type")
@@ -227,9 +306,10 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
   io::Json s = io::Json::object();
   s["preset"] = opts.str("preset");
   for (const char* key :
-       {"tp", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers", "overlap", "device"})
+       {"tp", "ep", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers", "overlap", "device"})
     if (opts.given(key)) s[key] = opts.str(key);
-  const bool small = opts.str("preset") == "tiny" || opts.str("preset") == "llama-tiny";
+  const bool small = opts.str("preset") == "tiny" || opts.str("preset") == "llama-tiny" ||
+                     opts.str("preset") == "moe-tiny";
   s["micro-batch"] = opts.given("micro-batch") ? opts.str("micro-batch") : small ? "16" : "1";
   if (!opts.given("tp")) s["tp"] = on_gpu ? "1" : "2";
   train::apply_settings(cfg, s, "");
@@ -243,8 +323,10 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
 }
 
 std::string layout_label(const train::TrainConfig& c) {
-  std::string l = c.gtp > 1 ? format("tp {} x gtp {} x dp {}", c.tp, c.gtp, c.dp)
-                            : format("tp {} x dp {}", c.tp, c.dp);
+  std::string l = format("tp {}", c.tp);
+  if (c.ep > 1) l += format(" x ep {}", c.ep);
+  if (c.gtp > 1) l += format(" x gtp {}", c.gtp);
+  l += format(" x dp {}", c.dp);
   if (c.sp != nn::SequenceParallel::off) l += format(" sp {}", nn::sequence_parallel_name(c.sp));
   if (c.overlap != "off") l += " overlap";
   return l;
@@ -255,14 +337,15 @@ std::string layout_label(const train::TrainConfig& c) {
 std::vector<Measured> measure_rows(const train::TrainConfig& cfg, int warmup, int steps,
                                    bool no_baseline, bool profile) {
   std::vector<Measured> rows;
-  const bool is_base = cfg.tp == 1 && cfg.gtp == 1 && cfg.dp == 1;
+  const bool is_base = cfg.tp == 1 && cfg.ep == 1 && cfg.gtp == 1 && cfg.dp == 1;
   if (!is_base && !no_baseline) {
     train::TrainConfig base = cfg;
     base.tp = 1;
     base.sp = nn::SequenceParallel::off;
     base.overlap = "off";
-    base.micro_batch = cfg.micro_batch * cfg.dp * cfg.gtp;
+    base.micro_batch = cfg.micro_batch * cfg.dp * cfg.ep * cfg.gtp;
     base.dp = 1;
+    base.ep = 1;
     base.gtp = 1;
     rows.push_back(measure(base, warmup, steps));
     rows.back().label = layout_label(base) + " (base)";
@@ -315,6 +398,7 @@ void print_cpu_rows(const std::vector<Measured>& rows, const train::TrainConfig&
   const Measured& base = rows.front();
   if (!json) {
     print_table(rows, base, gemm_gflops);
+    if (!rows.back().expert_load.empty()) print_moe_table(rows);
     return;
   }
   for (const Measured& r : rows) {

@@ -190,9 +190,27 @@ StepResult Trainer::step() {
   r.tokens = cfg_.sequences_per_step(dp_size()) * cfg_.model.seq;
   const profile::Totals p1 = profile::totals();
   r.times.comm = p1.comm - p0.comm;
+  r.times.all_to_all = p1.all_to_all - p0.all_to_all;
   r.times.gemm = p1.gemm - p0.gemm;
   r.times.total = seconds_since(t0);
   return r;
+}
+
+std::vector<std::vector<int64_t>> Trainer::expert_load() {
+  std::vector<std::vector<int64_t>> load = model_->expert_load();
+  if (load.empty()) return load;
+  int64_t n = 0;
+  for (const auto& l : load) n += static_cast<int64_t>(l.size());
+  Tensor flat = Tensor::empty({n}, DType::i64);
+  int64_t* v = flat.data<int64_t>();
+  for (const auto& l : load) v = std::copy(l.begin(), l.end(), v);
+  data_group_->all_reduce(flat).wait();
+  const int64_t* sum = flat.data<int64_t>();
+  for (auto& l : load) {
+    std::copy(sum, sum + l.size(), l.begin());
+    sum += l.size();
+  }
+  return load;
 }
 
 io::BatchSlice Trainer::part(int64_t micro) const {

@@ -62,6 +62,7 @@ struct StepTimes {
   double optimizer = 0;
   double comm = 0;
   double gemm = 0;
+  double all_to_all = 0;  // MoE layers' expert-parallel token exchange (not in comm)
   double total = 0;
 };
 
@@ -113,6 +114,9 @@ class Trainer {
   };
   WorldStatus exchange_status(int stop_signal);
 
+  // MoE: the tokens each expert of each MoE layer took in the latest forward,
+  // summed over every data rank (collective). Empty for a dense model.
+  std::vector<std::vector<int64_t>> expert_load();
   // Optimizer steps taken (counting those before a resume).
   int64_t steps_done() const { return step_; }
   // The ranks that see different data: ep · gtp · dp.

@@ -90,12 +90,20 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
         note);
     s.final_loss = done.final_loss;
     s.final_val_loss = done.final_val_loss;
-    // MoE: the routers' load balance in the latest forward (the final evaluation's).
-    const std::vector<std::vector<int64_t>> load = trainer.model().expert_load();
+    // MoE: the routers' load balance in the latest forward (the final
+    // evaluation's), over every data rank; the busiest expert against an even share.
+    const std::vector<std::vector<int64_t>> load = trainer.expert_load();
     for (size_t i = 0; i < load.size(); ++i) {
       std::string counts;
-      for (int64_t c : load[i]) counts += (counts.empty() ? "" : " ") + std::to_string(c);
-      note(format("MoE layer {}: tokens per expert {}", i, counts));
+      int64_t total = 0, most = 0;
+      for (int64_t c : load[i]) {
+        counts += (counts.empty() ? "" : " ") + std::to_string(c);
+        total += c;
+        most = std::max(most, c);
+      }
+      const double even = static_cast<double>(total) / static_cast<double>(load[i].size());
+      note(format("MoE layer {}: tokens per expert {} (busiest {:.2f}x an even share)", i, counts,
+                  even > 0 ? static_cast<double>(most) / even : 0.0));
     }
     s.stop_signal = done.stop_signal;
     if (done.stop_signal) stopped_by.store(done.stop_signal);
