@@ -120,6 +120,30 @@ TEST(DelayedScaling, SnapshotRestoresExactlyAndRejectsAnotherModel) {
   ScalingRegistry c;
   c.add("x", 448.0f, 5);
   EXPECT_THROW(c.restore(a.snapshot()), Error);
+  ScalingRegistry d;
+  d.add("x", 448.0f, 5);
+  d.add("w", 448.0f, 5);
+  d.add("z", 448.0f, 5);
+  EXPECT_THROW(d.restore(a.snapshot()), Error);
+}
+
+// Under expert parallelism the state comes from a rank that held other
+// experts: experts match by name, the others start afresh.
+TEST(DelayedScaling, RestoreMatchesExpertsByName) {
+  const Precision p = delayed(AmaxAlgo::max, 1, 5);
+  ScalingRegistry a;
+  a.add("m.experts.0.input", 448.0f, 5);
+  a.add("x", 448.0f, 5);
+  a.record(0, 2.0f);
+  a.record(1, 4.0f);
+  a.end_step(p, nullptr);
+  ScalingRegistry b;
+  b.add("x", 448.0f, 5);
+  b.add("m.experts.1.input", 448.0f, 5);
+  b.restore(a.snapshot());
+  EXPECT_EQ(b.state(0).scale, a.state(1).scale);
+  EXPECT_EQ(b.state(0).amax_history, a.state(1).amax_history);
+  EXPECT_EQ(b.state(1).scale, 1.0f);
 }
 
 }  // namespace

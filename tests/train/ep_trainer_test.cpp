@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,62 @@ TEST_F(EpTrainer, ExpertsLiveOnTheirRanksOnly) {
     }
     EXPECT_EQ(experts, 2 * 2 * 2);  // 2 layers x fc1, fc2 x 2 local experts
     EXPECT_EQ(t.model().parameters_elsewhere().size(), 8u);
+  });
+}
+
+// Under GTP each expert's weight is sharded over the gtp group like any
+// other weight, its gathers running along the prefetch chain.
+TEST_F(EpTrainer, GtpShardsEachExpert) {
+  comm::run_local(4, [&](comm::ProcessGroup& world) {
+    set_num_threads(1);
+    Trainer t(config(1, 2, 2, 2), world, data_);
+    t.step();
+    int experts = 0;
+    for (nn::Parameter* p : t.model().parameters()) {
+      if (p->name.find(".experts.") == std::string::npos) continue;
+      ++experts;
+      EXPECT_EQ(p->spec.row_group, "gtp") << p->name;
+    }
+    EXPECT_EQ(experts, 8);
+  });
+}
+
+// FP8 with delayed scaling reaches the experts: each expert has its own amax
+// histories; a run at ep 2 trains, and its checkpoint resumes at ep 1, the
+// experts the saving rank 0 did not hold starting with fresh scaling state.
+TEST_F(EpTrainer, Fp8ExpertsTrainAndResumeAtAnotherEp) {
+  const weft::testing::TempDir tmp;
+  const std::string dir = tmp.path("ckpt-fp8");
+  TrainConfig c = config(1, 2, 1, 4);
+  c.precision = parallel::Precision::of(parallel::Recipe::fp8_delayed);
+  c.steps = 6;
+  std::vector<double> losses;
+  comm::run_local(2, [&](comm::ProcessGroup& world) {
+    set_num_threads(1);
+    Trainer t(c, world, data_);
+    int expert_tensors = 0;
+    for (const std::string& n : t.model().context()->scaling->snapshot().names)
+      expert_tensors += n.find(".experts.") != std::string::npos;
+    EXPECT_GT(expert_tensors, 0);
+    while (t.steps_done() < 4) {
+      const double loss = t.step().loss;
+      if (world.rank() == 0) losses.push_back(loss);
+    }
+    t.save(dir);
+  });
+  ASSERT_EQ(losses.size(), 4u);
+  EXPECT_LT(losses.back(), losses.front());
+  TrainConfig r = c;
+  r.ep = 1;
+  r.micro_batch = 8;
+  r.resume = dir;
+  comm::run_local(1, [&](comm::ProcessGroup& world) {
+    set_num_threads(1);
+    Trainer t(r, world, data_);
+    EXPECT_EQ(t.steps_done(), 4);
+    const double loss = t.step().loss;
+    EXPECT_TRUE(std::isfinite(loss));
+    EXPECT_LT(loss, losses.front());
   });
 }
 

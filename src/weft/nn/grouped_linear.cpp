@@ -3,8 +3,11 @@
 #include <numeric>
 
 #include "weft/kernels/gemm.h"
+#include "weft/nn/weight_sources.h"
 
 namespace weft::nn {
+
+using Op = parallel::GemmQuantizer::Operand;
 
 GroupedLinearConfig GroupedLinear::checked(GroupedLinearConfig cfg, int tp, int ep) {
   WEFT_CHECK(cfg.experts >= 1 && cfg.in > 0 && cfg.out > 0,
@@ -23,8 +26,12 @@ GroupedLinearConfig GroupedLinear::checked(GroupedLinearConfig cfg, int tp, int 
   return cfg;
 }
 
+std::string GroupedLinear::expert_name(int64_t global_expert) const {
+  return format("{}.experts.{}", cfg_.name, global_expert);
+}
+
 std::string GroupedLinear::weight_name(int64_t global_expert) const {
-  return format("{}.experts.{}.weight", cfg_.name, global_expert);
+  return expert_name(global_expert) + ".weight";
 }
 
 GroupedLinear::GroupedLinear(ContextPtr context, GroupedLinearConfig cfg)
@@ -33,6 +40,7 @@ GroupedLinear::GroupedLinear(ContextPtr context, GroupedLinearConfig cfg)
       cfg_(checked(std::move(cfg), pc_->tp_size(), pc_->ep_size())) {
   const int t = pc_->tp_size();
   const bool split = cfg_.mode != Parallel::none && t > 1;
+  weights_.reserve(static_cast<size_t>(local_experts()));
   for (int64_t e = first_expert(); e < first_expert() + local_experts(); ++e) {
     const std::string name = weight_name(e);
     Tensor full = parallel::normal_init({cfg_.out, cfg_.in}, pc_->seed, name, cfg_.init_std);
@@ -43,6 +51,11 @@ GroupedLinear::GroupedLinear(ContextPtr context, GroupedLinearConfig cfg)
     if (!split && t > 1) p.spec.replicated_over = parallel::replicated_groups(true);
     if (pc_->ep_size() > 1) std::erase(p.spec.replicated_over, std::string("ep"));
     weights_.push_back(std::move(p));
+    sources_.push_back(make_weight_source(pc_, weights_.back()));
+    if (pc_->precision.quantized()) {
+      quantizers_.push_back(std::make_unique<parallel::GemmQuantizer>(
+          *pc_, expert_name(e), split ? pc_->tp_group() : nullptr));
+    }
   }
 }
 
@@ -55,7 +68,7 @@ int64_t GroupedLinear::local_out() const {
 
 std::vector<Parameter*> GroupedLinear::own_parameters() {
   std::vector<Parameter*> out;
-  for (Parameter& p : weights_) out.push_back(&p);
+  for (const auto& s : sources_) out.push_back(&s->parameter());
   return out;
 }
 
@@ -83,15 +96,18 @@ Tensor GroupedLinear::forward(Ctx& ctx, const Tensor& x, std::span<const int64_t
   Saved& s = ctx.saved<Saved>(this);
   s.x = x.to(pc_->compute());
   s.counts.assign(counts.begin(), counts.end());
-  s.w.clear();
   Tensor y = ec.empty({m, local_out()}, pc_->compute(), MemoryTag::activations);
   int64_t start = 0;
-  for (int64_t e = 0; e < local_experts(); ++e) {
-    s.w.push_back(weights_[static_cast<size_t>(e)].value.to(pc_->compute()));
-    const int64_t n = counts[static_cast<size_t>(e)];
+  for (size_t e = 0; e < sources_.size(); ++e) {
+    parallel::GemmQuantizer* q = quantizers_.empty() ? nullptr : quantizers_[e].get();
+    const Tensor w =
+        q ? sources_[e]->quantized_weight(*q, false, ctx) : sources_[e]->weight_for_forward(ctx);
+    const int64_t n = counts[e];
     if (n == 0) continue;
+    Tensor xe = s.x.rows(start, n);
+    if (q) xe = q->operand(Op::input, xe, false, ctx);
     Tensor ye = y.rows(start, n);
-    kernels::gemm(ec, s.x.rows(start, n), s.w.back(), ye, {.trans_b = true});
+    kernels::gemm(ec, xe, w, ye, {.trans_b = true});
     start += n;
   }
   return y;
@@ -111,15 +127,22 @@ Tensor GroupedLinear::backward(Ctx& ctx, const Tensor& dy_in) {
   // Expert parallelism: these rows are ep_size() ranks' tokens (see the header).
   const float wgrad_scale = 1.0f / static_cast<float>(pc_->ep_size());
   int64_t start = 0;
-  for (int64_t e = 0; e < local_experts(); ++e) {
-    const int64_t n = saved.counts[static_cast<size_t>(e)];
-    if (n == 0) continue;
-    const Tensor dye = dy.rows(start, n);
-    Tensor dxe = dx.rows(start, n);
-    kernels::gemm(ec, dye, saved.w[static_cast<size_t>(e)], dxe);
-    kernels::gemm(ec, dye, saved.x.rows(start, n), weights_[static_cast<size_t>(e)].grad,
-                  {.trans_a = true, .accumulate = true, .alpha = wgrad_scale});
-    start += n;
+  for (size_t e = 0; e < sources_.size(); ++e) {
+    parallel::WeightSource& src = *sources_[e];
+    parallel::GemmQuantizer* q = quantizers_.empty() ? nullptr : quantizers_[e].get();
+    const Tensor w = q ? src.quantized_weight(*q, true, ctx) : src.weight_for_backward(ctx);
+    Tensor wgrad = src.weight_grad(ctx);
+    const int64_t n = saved.counts[e];
+    if (n > 0) {
+      const Tensor dye = dy.rows(start, n), xe = saved.x.rows(start, n);
+      Tensor dxe = dx.rows(start, n);
+      kernels::gemm(ec, q ? q->operand(Op::grad_output, dye, false, ctx) : dye, w, dxe);
+      kernels::gemm(ec, q ? q->operand(Op::grad_output, dye, true, ctx) : dye,
+                    q ? q->operand(Op::input, xe, true, ctx) : xe, wgrad,
+                    {.trans_a = true, .accumulate = true, .alpha = wgrad_scale});
+      start += n;
+    }
+    src.finalize_weight_grad(ctx, wgrad);
   }
   return dx;
 }

@@ -21,13 +21,23 @@
 // replicated weight's sum one rank's: they are scaled by 1/P, and the data
 // groups' average (gtp, dp) makes them the mean over every replica's loss.
 //
-// The GEMMs are a loop over experts of kernels::gemm on row blocks (views, no
-// copies). kernels::batched_gemm needs equal shapes: padding every expert to
-// the largest count would cost (E · max − M) rows of wasted work and two
-// copies per direction, more than the E−1 extra calls save at these sizes.
-// Experts with no rows are skipped. The weights are cast to the compute dtype
-// once per forward; quantized recipes (FP8, NVFP4) do not reach the experts
-// yet: they run in the compute dtype.
+// Each expert's weight comes from a WeightSource, as every Linear's does
+// (make_weight_source): under generalized tensor parallelism each expert's
+// weight is sharded 1/N over the gtp group and gathered just in time along
+// the prefetch chain (the next expert's gather in flight while this one's
+// GEMMs run; its gradient reduce-scattered back), and under a quantized
+// recipe each expert has its own GemmQuantizer, so every expert keeps its own
+// amax history and the step's end reduces all of them in the one collective
+// that reduces every amax (parallel/scaling.h).
+//
+// The GEMMs are a loop over the local experts: fetch the expert's weight,
+// multiply its row block (a view, no copy), release. A single grouped call
+// would need every expert's weight resident at once, which GTP exists to
+// avoid; at GPT-2-small width 8 experts run at 0.9x or more of one dense GEMM
+// of the same total size (`weft bench gemm`, the grouped row). Experts without
+// rows skip their GEMMs but still fetch their weights and finalize their
+// (zero) gradients, so that every pass asks for the same weights in the same
+// order (the prefetch chain records it).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +47,7 @@
 
 #include "weft/nn/linear.h"
 #include "weft/nn/module.h"
+#include "weft/parallel/gemm_quantizer.h"
 
 namespace weft::nn {
 
@@ -68,7 +79,8 @@ class GroupedLinear : public Module {
   int64_t local_experts() const { return cfg_.experts / pc_->ep_size(); }
   int64_t first_expert() const { return pc_->ep_rank() * local_experts(); }
   // Local expert e (global index first_expert() + e).
-  Parameter& weight(int64_t e) { return weights_[static_cast<size_t>(e)]; }
+  Parameter& weight(int64_t e) { return sources_[static_cast<size_t>(e)]->parameter(); }
+  parallel::WeightSource& source(int64_t e) { return *sources_[static_cast<size_t>(e)]; }
   int64_t local_in() const;
   int64_t local_out() const;
 
@@ -76,14 +88,18 @@ class GroupedLinear : public Module {
   struct Saved {
     Tensor x;
     std::vector<int64_t> counts;
-    std::vector<Tensor> w;  // the weights as the forward read them
   };
   static GroupedLinearConfig checked(GroupedLinearConfig cfg, int tp, int ep);
+  std::string expert_name(int64_t global_expert) const;  // "h.0.mlp.fc1.experts.3"
   std::string weight_name(int64_t global_expert) const;
 
   ContextPtr pc_;
   GroupedLinearConfig cfg_;
+  // The weights as built (a source keeps or takes over its own), reserved
+  // once: the plain sources refer to them.
   std::vector<Parameter> weights_;
+  std::vector<std::shared_ptr<parallel::WeightSource>> sources_;
+  std::vector<std::unique_ptr<parallel::GemmQuantizer>> quantizers_;  // quantized recipes only
 };
 
 }  // namespace weft::nn

@@ -2,6 +2,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <unordered_map>
 
 namespace weft::parallel {
 
@@ -65,18 +66,39 @@ ScalingRegistry::Snapshot ScalingRegistry::snapshot() const {
 }
 
 void ScalingRegistry::restore(const Snapshot& s) {
-  WEFT_CHECK(s.names == names_ && s.scales.size() == states_.size() &&
-                 s.histories.size() == states_.size(),
-             "the saved FP8 scaling state holds {} tensors, this model {}: resume with the "
-             "--precision and model shape the checkpoint was saved with",
-             s.names.size(), names_.size());
+  WEFT_CHECK(s.scales.size() == s.names.size() && s.histories.size() == s.names.size(),
+             "the saved FP8 scaling state is inconsistent: {} names, {} scales, {} histories",
+             s.names.size(), s.scales.size(), s.histories.size());
+  // By name: under expert parallelism another rank's state (another layout's
+  // rank 0) holds other experts; an expert this rank now holds that the state
+  // lacks starts afresh. Anything else missing is another model.
+  std::unordered_map<std::string, size_t> saved;
+  for (size_t j = 0; j < s.names.size(); ++j) saved.emplace(s.names[j], j);
+  std::vector<size_t> from(states_.size(), SIZE_MAX);
   for (size_t i = 0; i < states_.size(); ++i) {
-    WEFT_CHECK(s.histories[i].size() == states_[i].amax_history.size(),
+    if (const auto it = saved.find(names_[i]); it != saved.end()) from[i] = it->second;
+    WEFT_CHECK(from[i] != SIZE_MAX || names_[i].find(".experts.") != std::string::npos,
+               "the saved FP8 scaling state has no {} (it holds {} tensors, this model {}): "
+               "resume with the --precision and model shape the checkpoint was saved with",
+               names_[i], s.names.size(), names_.size());
+  }
+  std::vector<bool> used(s.names.size(), false);
+  for (size_t f : from)
+    if (f != SIZE_MAX) used[f] = true;
+  for (size_t j = 0; j < s.names.size(); ++j) {
+    WEFT_CHECK(used[j] || s.names[j].find(".experts.") != std::string::npos,
+               "the saved FP8 scaling state holds {}, which this model lacks: resume with the "
+               "--precision and model shape the checkpoint was saved with",
+               s.names[j]);
+  }
+  for (size_t i = 0; i < states_.size(); ++i) {
+    if (from[i] == SIZE_MAX) continue;
+    WEFT_CHECK(s.histories[from[i]].size() == states_[i].amax_history.size(),
                "the saved amax history of {} has {} entries, this run {}: resume with the same "
                "--amax-history",
-               names_[i], s.histories[i].size(), states_[i].amax_history.size());
-    states_[i].scale = s.scales[i];
-    states_[i].amax_history = s.histories[i];
+               names_[i], s.histories[from[i]].size(), states_[i].amax_history.size());
+    states_[i].scale = s.scales[from[i]];
+    states_[i].amax_history = s.histories[from[i]];
   }
   steps_ = s.steps;
   streams_ = 0;

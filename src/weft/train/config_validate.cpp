@@ -64,6 +64,13 @@ void validate(const TrainConfig& c) {
              "--moe-experts {} do not split over --ep {}: choose an --ep that divides the number "
              "of experts",
              c.model.moe_experts, c.ep);
+  // Delayed scaling's world-wide reduction adds each rank's amaxes entry by
+  // entry: under EP the ranks hold different experts, so their entries differ.
+  WEFT_CHECK(
+      c.ep == 1 || !c.precision.quantized() || c.precision.amax_group != parallel::AmaxGroup::tp_dp,
+      "--amax-group tp-dp reduces every rank's amaxes entry by entry, and under --ep {} "
+      "the ranks hold different experts: use --amax-group tp",
+      c.ep);
   WEFT_CHECK(c.lr_value() > 0, "--lr must be positive, got {}", c.lr_value());
   WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr_value(), "--min-lr {} is above --lr {}", *c.min_lr,
              c.lr_value());
