@@ -1,7 +1,7 @@
 // The whole model, GPT-2 and Llama, at TP 2 and 4 with and without sequence
 // parallelism equals TP=1: the loss, and every parameter's gradient through
-// its ShardSpec. The MoE family (Llama with 4 experts, top-2, in every other
-// layer, with the z-loss on) runs without SP, which MoE layers lack.
+// its ShardSpec. The MoE family is Llama with 4 experts, top-2, in every
+// other layer, with the z-loss on.
 #include <gtest/gtest.h>
 
 #include "contexts.h"
@@ -101,9 +101,11 @@ std::vector<TpCase> gpt_cases() {
       {"", SequenceParallel::off},
       {"_sp_seq", SequenceParallel::seq},
       {"_sp_batch", SequenceParallel::batch}};
-  std::vector<TpCase> cases{{"moe", [](comm::ProcessGroup& w, int t) {
-                               check_model(w, t, SequenceParallel::off, moe_config());
-                             }}};
+  std::vector<TpCase> cases;
+  for (const auto& [suffix, sp] : layouts) {
+    cases.push_back({std::string("moe") + suffix,
+                     [sp](comm::ProcessGroup& w, int t) { check_model(w, t, sp, moe_config()); }});
+  }
   for (const auto& [family, cfg] : families) {
     for (const auto& [suffix, sp] : layouts) {
       cases.push_back({std::string(family) + suffix,

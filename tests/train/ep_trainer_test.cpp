@@ -1,6 +1,7 @@
 // The trainer with expert parallelism (--ep): a MoE model (GPT-2 blocks with
 // 4 experts, top-2, in every layer; Llama blocks in every other layer) trained at EP 2 and 4 —
-// alone, with TP 2 inside the experts, with GTP 2, with data parallelism and with gradient
+// alone, with TP 2 inside the experts (sequence parallelism off, seq and
+// batch), with GTP 2, with data parallelism and with gradient
 // accumulation — gives the losses, gradient norms (clipping included) and
 // weights of EP 1 on as many data ranks over 20 steps; checkpoints saved
 // at EP 4 resume at EP 4 bitwise and at EP 2 and 1 (and TP 2) within fp32
@@ -64,8 +65,12 @@ TEST_F(EpTrainer, EqualsEpOneOnTheSameDataRanks) {
   llama.model.bias = false;
   llama.model.tied_head = false;
   llama.model.moe_every = 2;
+  TrainConfig seq = config(2, 2, 1, 4), batch = config(2, 2, 1, 4);
+  seq.sp = nn::SequenceParallel::seq;
+  batch.sp = nn::SequenceParallel::batch;
   const Layout layouts[] = {
-      {"llama blocks, tp 2 x ep 2", llama, 1},
+      {"llama blocks, tp 2 x ep 2", llama, 1}, {"tp 2 x ep 2, sp seq", seq, 1},
+      {"tp 2 x ep 2, sp batch", batch, 1},
 
       {"ep 2", config(1, 2, 1, 4), 1},         {"ep 4", config(1, 4, 1, 2), 1},
       {"tp 2 x ep 2", config(2, 2, 1, 4), 1},  {"ep 2 x gtp 2", config(1, 2, 2, 2), 1},

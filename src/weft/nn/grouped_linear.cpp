@@ -48,7 +48,11 @@ GroupedLinear::GroupedLinear(ContextPtr context, GroupedLinearConfig cfg)
                                     split ? pc_->tp_rank() : 0, split ? t : 1, cfg_.groups, true,
                                     pc_->exec.device());
     // An unpartitioned layer inside a TP group: every rank holds it whole.
-    if (!split && t > 1) p.spec.replicated_over = parallel::replicated_groups(true);
+    if (!split && t > 1) {
+      p.spec.replicated_over = parallel::replicated_groups(true);
+      // Under SP each rank feeds it different tokens: partial gradients.
+      if (pc_->sequence_parallel()) p.grad_sum_group = pc_->tp;
+    }
     if (pc_->ep_size() > 1) std::erase(p.spec.replicated_over, std::string("ep"));
     weights_.push_back(std::move(p));
     sources_.push_back(make_weight_source(pc_, weights_.back()));

@@ -13,8 +13,7 @@ MoeMLPConfig MoeMLP::checked(MoeMLPConfig cfg, const ParallelContext& pc) {
   if (cfg.hidden == 0) cfg.hidden = 4 * cfg.width;
   WEFT_CHECK(cfg.layers >= 1, "{}: layers (for the fc2 init scale) must be >= 1, got {}", cfg.name,
              cfg.layers);
-  WEFT_CHECK(!pc.sequence_parallel(),
-             "{}: MoE layers do not support sequence parallelism yet: run with --sp off", cfg.name);
+  (void)pc;
   return cfg;
 }
 
@@ -43,7 +42,21 @@ MoeMLP::MoeMLP(ContextPtr context, MoeMLPConfig cfg)
                  .in = cfg_.hidden,
                  .out = cfg_.width,
                  .mode = cfg_.partition == Partition::tensor ? Parallel::row : Parallel::none,
-                 .init_std = cfg_.init_std / std::sqrt(2.0f * static_cast<float>(cfg_.layers))}) {}
+                 .init_std = cfg_.init_std / std::sqrt(2.0f * static_cast<float>(cfg_.layers))}) {
+  // Partitioned experts: the router sees every token of the TP group on
+  // every rank (under SP too, after the gather), so its gradient is whole on
+  // each, not a partial sum. Replicated experts under SP route this rank's
+  // rows only: the router's and the experts' gradients are partial sums.
+  if (group()) router_.linear().weight().grad_sum_group = nullptr;
+}
+
+parallel::Mapping MoeMLP::entry() const {
+  return pc_->sequence_parallel() ? Mapping::gather_from_sp : Mapping::copy_to_tp;
+}
+
+parallel::Mapping MoeMLP::exit() const {
+  return pc_->sequence_parallel() ? Mapping::reduce_scatter_to_sp : Mapping::reduce_from_tp;
+}
 
 comm::ProcessGroup* MoeMLP::expert_group() const {
   return pc_->ep_size() > 1 ? pc_->ep.get() : nullptr;
@@ -59,9 +72,12 @@ Tensor MoeMLP::forward(Ctx& ctx, const Tensor& x) {
   s.shape = x.shape();
   Tensor n = norm_.forward(ctx, x);
   n = n.reshape({n.numel() / cfg_.width, cfg_.width});
+  // Under SP: every token of the TP group, gathered (the backward
+  // reduce-scatters); without it the identity (the backward all-reduces).
+  n = parallel::forward(ec, entry(), group(), n);
   router_.forward(ctx, n);
   const Routing& r = router_.routing(ctx);
-  Tensor xp = dispatch_tokens(ec, parallel::forward(ec, Mapping::copy_to_tp, group(), n), r);
+  Tensor xp = dispatch_tokens(ec, n, r);
   comm::ProcessGroup* ep = expert_group();
   std::span<const int64_t> counts = r.counts;
   if (ep) {
@@ -79,7 +95,7 @@ Tensor MoeMLP::forward(Ctx& ctx, const Tensor& x) {
   s.o = fc2_.forward(ctx, a, counts);
   if (ep) s.o = exchange_back(ec, *ep, s.plan, s.o);
   Tensor y = combine_tokens(ec, s.o, r, pc_->compute());
-  return parallel::forward(ec, Mapping::reduce_from_tp, group(), y).reshape(s.shape);
+  return parallel::forward(ec, exit(), group(), y).reshape(s.shape);
 }
 
 Tensor MoeMLP::backward(Ctx& ctx, const Tensor& dy_in) {
@@ -90,8 +106,8 @@ Tensor MoeMLP::backward(Ctx& ctx, const Tensor& dy_in) {
   const ExecContext& ec = pc_->exec;
   comm::ProcessGroup* g = group();
   const Routing& r = router_.routing(ctx);
-  Tensor dy = parallel::backward(ec, Mapping::reduce_from_tp, g, dy_in);
-  dy = dy.reshape({dy.numel() / cfg_.width, cfg_.width});
+  Tensor dy = dy_in.reshape({dy_in.numel() / cfg_.width, cfg_.width});
+  dy = parallel::backward(ec, exit(), group(), dy);
   CombineGrads dc = combine_backward(ec, dy, saved.o, r);
   Tensor dgate = Tensor::from({r.tokens, r.top_k}, dc.dgate).to(ec.device());
   // Each rank's dot products are with its partial sums of o.
@@ -108,9 +124,13 @@ Tensor MoeMLP::backward(Ctx& ctx, const Tensor& dy_in) {
   Tensor dxp = fc1_.backward(ctx, dh);
   if (ep) dxp = exchange_back(ec, *ep, saved.plan, dxp);
   Tensor dn = dispatch_backward(ec, dxp, r);
-  dn = parallel::backward(ec, Mapping::copy_to_tp, g, dn);
-  // The router's gradient is whole on every rank: it joins after the reduction.
+  dn = parallel::backward(ec, entry(), group(), dn);
+  // The router's gradient is whole on every rank: it joins after the
+  // reduction (under SP, this rank's rows of it).
   Tensor dn_router = router_.backward(ctx, dgate);
+  if (pc_->sequence_parallel() && g) {
+    dn_router = parallel::forward(ec, Mapping::scatter_to_sp, g, dn_router);
+  }
   Tensor sum = ec.empty(dn.shape(), dn.dtype(), MemoryTag::activations);
   kernels::add(ec, dn, dn_router.to(dn.dtype()), sum);
   return norm_.backward(ctx, sum.reshape(saved.shape));

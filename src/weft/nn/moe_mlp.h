@@ -32,7 +32,14 @@
 // Collectives (TP > 1, partitioned): forward 1 all_reduce (N, C); backward 1
 // all_reduce (N·k) + 1 all_reduce (N, C). EP > 1 adds, per direction, two
 // all_to_all of rows (variable chunks) and, in forward, one of the E counts.
-// Sequence parallelism is not supported yet (an error).
+// Sequence parallelism: the block's input and output are this rank's rows
+// (with replicated experts each rank then routes and computes its own rows);
+// the normalized tokens are all-gathered over TP before routing (every rank
+// routes every token of the group, as without SP) and the combined output
+// reduce-scattered back to rows (in place of the all-reduce). Dropless
+// routing is independent of the token order; with a capacity factor the
+// order decides which slots are dropped, and under --sp seq the tokens are
+// sequence-major (parallel/context.h), so drops can differ from --sp off.
 #pragma once
 
 #include <string>
@@ -92,6 +99,10 @@ class MoeMLP : public Module {
   comm::ProcessGroup* group() const;
   // The expert-parallel group when it has more than one rank, else null.
   comm::ProcessGroup* expert_group() const;
+  // Into and out of the block: copy_to_tp / reduce_from_tp, or under
+  // sequence parallelism gather_from_sp / reduce_scatter_to_sp.
+  parallel::Mapping entry() const;
+  parallel::Mapping exit() const;
 
   ContextPtr pc_;
   MoeMLPConfig cfg_;
