@@ -12,6 +12,7 @@
 #include "../cli.h"
 #include "direct_cublaslt.h"
 #include "direct_gemm.h"
+#include "grouped_gemm.h"
 #include "timing.h"
 #include "weft/core/cuda.h"
 #include "weft/core/exec_context.h"
@@ -148,6 +149,31 @@ Timing time_cuda_row(const Settings& st, const ExecContext& ec, const Row& r, DT
 }
 #endif
 
+// The grouped row (CPU): a MoE fc1 of `experts` experts, forward + backward,
+// against the dense GEMMs of the same total size.
+void print_grouped_row(const Settings& st, DType dt, int64_t tokens, int64_t width,
+                       int64_t experts) {
+  const bench::GroupedTiming t =
+      bench::time_grouped_fc1(dt, tokens, width, experts, st.rounds, st.min_time);
+  const double g = t.flops / t.grouped / 1e9, d = t.flops / t.dense / 1e9;
+  const std::string name = format("fc1 x{}", experts);
+  if (st.json) {
+    std::printf(
+        "{\"layer\":\"moe\",\"op\":\"grouped\",\"experts\":%lld,\"m\":%lld,\"n\":%lld,"
+        "\"k\":%lld,\"dtype\":\"%s\",\"device\":\"cpu\",\"ms\":%.4f,\"gflops\":%.1f,"
+        "\"dense_gflops\":%.1f,\"ratio\":%.3f}\n",
+        static_cast<long long>(experts), static_cast<long long>(tokens),
+        static_cast<long long>(4 * width), static_cast<long long>(width),
+        std::string(dtype_name(dt)).c_str(), t.grouped * 1e3, g, d, g / d);
+  } else {
+    std::printf("%-5s %-6s %6lld %6lld %6lld %-5s %-8s %10.3f %10.1f %10.1f %7.3f\n", "moe",
+                name.c_str(), static_cast<long long>(tokens), static_cast<long long>(4 * width),
+                static_cast<long long>(width), std::string(dtype_name(dt)).c_str(), "grouped",
+                t.grouped * 1e3, g, d, g / d);
+  }
+  std::fflush(stdout);
+}
+
 cli::Options run_options() {
   cli::Options opts("weft bench gemm [options]",
                     "Times the GEMMs of one GPT-2-small transformer layer (QKV, attention\n"
@@ -163,12 +189,17 @@ cli::Options run_options() {
                     "With --device cuda the rows run on cuda:0 against a cublasLtMatmul called\n"
                     "directly with the same types (f32 accumulation, no TF32); each round is a\n"
                     "batch of calls (at least 10, after warm-up) timed with CUDA events, and\n"
-                    "the median round of each is compared, in TFLOP/s.");
+                    "the median round of each is compared, in TFLOP/s.\n"
+                    "The last row per dtype (CPU) is a Mixture-of-Experts fc1: nn::GroupedLinear\n"
+                    "with --experts experts of tokens/experts rows each, forward + backward (3\n"
+                    "GEMMs per expert), against the 3 dense GEMMs of the same total size; its\n"
+                    "`direct` column is the dense GFLOP/s and ms is per forward + backward.");
   opts.option("device", "cpu|cuda", "cpu", "where the GEMMs run (cuda: GPU 0, cuBLASLt)")
       .option("dtype", "f32|bf16|both", "both", "input type")
       .option("tokens", "N", "2048", "tokens (batch x sequence) per GEMM")
       .option("width", "C", "768", "model width")
       .option("threads", "N", "0", "threads per call (0: all cores, or WEFT_NUM_THREADS)")
+      .option("experts", "E", "8", "experts of the grouped (MoE) row; 0: no grouped row")
       .option("rounds", "N", "30",
               "timing rounds per row, weft and direct alternating (the best of each is reported;"
               " on cuda the median)")
@@ -187,6 +218,8 @@ int run(const std::vector<std::string>& args) {
   WEFT_CHECK(tokens >= 1 && width >= 1, "--tokens and --width must be positive");
   const int threads = static_cast<int>(opts.integer("threads"));
   WEFT_CHECK(threads >= 0, "--threads must be >= 0");
+  const int64_t experts = opts.integer("experts");
+  WEFT_CHECK(experts >= 0, "--experts must be >= 0");
   set_num_threads(threads);
   Settings st;
   st.rounds = static_cast<int>(std::max<int64_t>(1, opts.integer("rounds")));
@@ -221,6 +254,7 @@ int run(const std::vector<std::string>& args) {
 #endif
       print_row(st, r, dt, time_cpu_row(st, r, dt));
     }
+    if (!st.cuda && experts > 0) print_grouped_row(st, dt, tokens, width, experts);
   }
   return 0;
 }
