@@ -261,7 +261,7 @@ cli::Options bench_step_options() {
       "rate of the model's layer GEMMs (micro-batch x context rows, all cores), measured\n"
       "in the same run; \"util\" is tokens/s over the limit.");
   opts.option("preset", "NAME", "tiny",
-              "model preset: tiny, gpt2-124m, llama-tiny, llama-1b or moe-tiny")
+              "model preset: tiny, gpt2-124m, gpt2-350m, llama-tiny, llama-1b or moe-tiny")
       .option("tp", "N", "2", "tensor-parallel size")
       .option("gtp", "N", "1",
               "generalized tensor-parallel size (weights sharded 1/N; its ranks take their own "

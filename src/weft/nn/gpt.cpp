@@ -44,14 +44,15 @@ GptConfig shape(int64_t vocab, int64_t seq, int64_t layers, int64_t width, int64
 }  // namespace
 
 const std::vector<std::string>& gpt_preset_names() {
-  static const std::vector<std::string> names{"tiny", "gpt2-124m", "llama-tiny", "llama-1b",
-                                              "moe-tiny"};
+  static const std::vector<std::string> names{"tiny",       "gpt2-124m", "gpt2-350m",
+                                              "llama-tiny", "llama-1b",  "moe-tiny"};
   return names;
 }
 
 GptConfig gpt_preset(const std::string& name) {
   if (name == "tiny") return shape(256, 128, 4, 128, 4);
   if (name == "gpt2-124m") return shape(50257, 1024, 12, 768, 12);
+  if (name == "gpt2-350m") return shape(50257, 1024, 24, 1024, 16);
   // SwiGLU's hidden size about 8/3 of the width (Llama's rule), a multiple of 32.
   if (name == "llama-tiny") return llama(shape(256, 128, 4, 128, 8), 4, 352);
   if (name == "llama-1b") return llama(shape(32000, 2048, 22, 2048, 32), 4, 5632);
@@ -60,7 +61,8 @@ GptConfig gpt_preset(const std::string& name) {
     c.moe_experts = 4;
     return c;
   }
-  WEFT_FAIL("unknown preset '{}': use tiny, gpt2-124m, llama-tiny, llama-1b or moe-tiny", name);
+  WEFT_FAIL("unknown preset '{}': use tiny, gpt2-124m, gpt2-350m, llama-tiny, llama-1b or moe-tiny",
+            name);
 }
 
 namespace {

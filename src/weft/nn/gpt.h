@@ -82,7 +82,8 @@ struct GptConfig {
 
 // "tiny" (4 layers, width 128, 4 heads, context 128, byte vocabulary: trains
 // visibly in minutes on two cores), "gpt2-124m" (12 layers, width 768, 12
-// heads, context 1024, vocabulary 50257), "llama-tiny" (tiny's size as a
+// heads, context 1024, vocabulary 50257), "gpt2-350m" (GPT-2 medium: 24
+// layers, width 1024, 16 heads), "llama-tiny" (tiny's size as a
 // Llama: RMSNorm, SwiGLU with hidden 352, rotary positions, 8 heads sharing 4
 // KV heads, no biases, untied head) and "llama-1b" (TinyLlama-1.1B's shape:
 // 22 layers, width 2048, 32 heads, 4 KV heads, MLP 5632, vocabulary 32000,

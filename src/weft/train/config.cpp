@@ -100,7 +100,8 @@ struct PresetSchedule {
 
 PresetSchedule preset_schedule(const std::string& preset) {
   if (preset == "gpt2-124m") return {6e-4, 700};
-  if (preset == "llama-1b") return {4e-4, 700};  // TinyLlama's peak rate
+  if (preset == "gpt2-350m") return {3e-4, 700};  // GPT-3 Medium's peak rate
+  if (preset == "llama-1b") return {4e-4, 700};   // TinyLlama's peak rate
   return {6e-3, 100};
 }
 
@@ -281,7 +282,8 @@ const std::vector<KeyDef>& key_defs() {
     std::vector<KeyDef> d;
     d.push_back(
         {{"preset", "NAME", "tiny",
-          "model preset: tiny (GPT-2 shape, 4 layers, width 128), gpt2-124m, llama-tiny (tiny's "
+          "model preset: tiny (GPT-2 shape, 4 layers, width 128), gpt2-124m, gpt2-350m (24 layers, "
+          "width 1024, 16 heads), llama-tiny (tiny's "
           "size as a Llama: RMSNorm, SwiGLU, rotary positions, 4 KV heads, no biases, untied "
           "head), llama-1b (TinyLlama-1.1B's shape) or moe-tiny (llama-tiny with 4 experts, "
           "top-2); shape and architecture options override "
