@@ -76,7 +76,7 @@ def main():
                     nn.init.normal_(w, std=std)
 
         def forward(self, idx, targets):
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
             for b in self.blocks:
                 x = b(x)
             logits = F.linear(self.ln_f(x), self.wte.weight)

@@ -43,7 +43,8 @@ def build(torch, nn, F, cfg):
 
     def rope(x):  # (B, heads, T, D)
         x1, x2 = x[..., : D // 2], x[..., D // 2:]
-        return x * cos[: x.shape[2]] + torch.cat([-x2, x1], dim=-1) * sin[: x.shape[2]]
+        c, s = cos[: x.shape[2]].to(x.device), sin[: x.shape[2]].to(x.device)
+        return x * c + torch.cat([-x2, x1], dim=-1) * s
 
     class Block(nn.Module):
         def __init__(self):
