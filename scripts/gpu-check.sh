@@ -282,6 +282,52 @@ sys.exit(0 if abs(a - b) <= 1e-4 * abs(a) else 1)' "$ecpu" "$egpu" 2>&1); then
   fi
 fi
 
+# Mixture of experts with expert parallelism: two rank threads share the GPU
+# (local backend), the tokens exchanged by all_to_all on GPU tensors.
+log=$OUT/bench_step_moe_ep2.log
+if "$WEFT" bench step --device cuda --preset moe-tiny --tp 1 --ep 2 --steps 5 --warmup 1 \
+  >"$log" 2>&1 && grep -q '^tp 1 x ep 2' "$log"; then
+  row "bench step moe-tiny --ep 2" INFO "$(grep '^tp 1 x ep 2' "$log" | head -1 | tr -s ' ')"
+else
+  row "bench step moe-tiny --ep 2" FAIL "rc $? ($log)"
+  tail -n 3 "$log"
+fi
+cat "$log"
+
+# GPT-2 medium (gpt2-350m), bf16 against fp8-delayed: the FP8 speed check
+# (where GEMMs weigh more than at 124M).
+for p in bf16 fp8-delayed; do
+  log=$OUT/bench_step_350m_$p.log
+  if "$WEFT" bench step --device cuda --preset gpt2-350m --precision "$p" --micro-batch 8 \
+    --steps 5 --warmup 1 --no-baseline >"$log" 2>&1; then
+    row "bench step gpt2-350m $p B=8" INFO "$(grep '^tp ' "$log" | head -1 | tr -s ' ')"
+  else
+    row "bench step gpt2-350m $p B=8" FAIL "rc $? ($log)"
+    tail -n 3 "$log"
+  fi
+done
+
+# The PyTorch peers on the same shapes as `bench step gpt2-124m bf16` (bf16
+# autocast, SDPA, fused AdamW; eager and torch.compile), where PyTorch with
+# CUDA is installed (GPU_CHECK_PEERS=0 skips them).
+if [ "${GPU_CHECK_PEERS:-1}" != 0 ] &&
+  python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  for mode in eager compile; do
+    log=$OUT/pytorch_gpt2_$mode.log
+    flag=()
+    [ "$mode" = compile ] && flag=(--compile)
+    if python3 scripts/pytorch_gpt2_bench.py --device cuda --preset gpt2-124m --dtype bf16 \
+      --batch "$BATCH" --steps 10 --warmup 3 "${flag[@]}" >"$log" 2>&1; then
+      row "pytorch gpt2-124m bf16 $mode" INFO "$(tail -n 1 "$log" | sed 's/^.*: //')"
+    else
+      row "pytorch gpt2-124m bf16 $mode" FAIL "rc $? ($log)"
+      tail -n 3 "$log"
+    fi
+  done
+else
+  row "pytorch peers" INFO "skipped (GPU_CHECK_PEERS=0 or no PyTorch with CUDA)"
+fi
+
 echo
 echo "== gpu-check summary"
 printf '%s\n' "${rows[@]}"
