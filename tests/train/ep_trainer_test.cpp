@@ -73,6 +73,7 @@ TEST_F(EpTrainer, EqualsEpOneOnTheSameDataRanks) {
       {"tp 2 x ep 2, sp batch", batch, 1},
 
       {"ep 2", config(1, 2, 1, 4), 1},         {"ep 4", config(1, 4, 1, 2), 1},
+      {"tp 2 x ep 4", config(2, 4, 1, 2), 1},  {"ep 4 x gtp 2", config(1, 4, 2, 1), 1},
       {"tp 2 x ep 2", config(2, 2, 1, 4), 1},  {"ep 2 x gtp 2", config(1, 2, 2, 2), 1},
       {"ep 2 x dp 2", config(1, 2, 1, 2), 2},  {"ep 2, accumulating", accum, 1}};
   for (const Layout& l : layouts) {
