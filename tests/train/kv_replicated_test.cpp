@@ -55,8 +55,24 @@ TEST_F(KvReplication, TrainingEqualsOneRank) {
       c.tp = tp;
       c.sp = sp;
       expect_close(reference, run(c, data_, 1), one.lr_value());
+      if (sp != nn::SequenceParallel::seq) continue;
+      // Comm-GEMM overlap (ring exchange) over the qkv GEMM's shared rows.
+      c.overlap = "on";
+      expect_close(reference, run(c, data_, 1), one.lr_value());
     }
   }
+}
+
+// Data parallelism beside the share groups: gradients averaged over dp,
+// then the k and v rows summed over their share group.
+TEST_F(KvReplication, WithDataParallelismEqualsOneRank) {
+  TrainConfig one = llama_config(1);
+  one.micro_batch = 8;
+  TrainConfig grid = llama_config(1);
+  grid.tp = 2;
+  grid.micro_batch = 4;
+  grid.bucket_mb = 0.01;  // several buckets, issued during backward
+  expect_close(run(one, data_, 1), run(grid, data_, 2), one.lr_value());
 }
 
 // Every rank of a share group holds the same k and v rows, and after
@@ -91,11 +107,13 @@ TEST_F(KvReplication, ReplicasStayBitwiseIdentical) {
   });
 }
 
-// Every tensor of `a` (parameters and optimizer moments) equals b's to the bit.
-void expect_same_tensors(const std::string& a, const std::string& b) {
+// Every tensor of `a` (parameters, and optimizer moments unless
+// `weights_only`) equals b's to the bit.
+void expect_same_tensors(const std::string& a, const std::string& b, bool weights_only = false) {
   io::CheckpointReader ca(a), cb(b);
   ASSERT_EQ(ca.tensors().size(), cb.tensors().size());
   for (const auto* list : {&ca.tensors(), &ca.optimizer_tensors()}) {
+    if (weights_only && list == &ca.optimizer_tensors()) continue;
     for (const io::SavedTensor& t : *list) {
       const io::SavedTensor* u =
           list == &ca.tensors() ? cb.find(t.name) : cb.find_optimizer(t.name);
@@ -164,7 +182,8 @@ TEST_F(KvReplication, CheckpointsReshardBitwise) {
 
 // The Hugging Face export of a TP 4 checkpoint (2 KV heads) holds k_proj and
 // v_proj as the k and v blocks of the full qkv weight, and equals the export
-// of the same weights saved at TP 1.
+// of the same weights saved at TP 1; a TP 4 run started from it (--init)
+// holds the weights it was exported from.
 TEST_F(KvReplication, HuggingFaceExportHoldsTheKeyValueWeights) {
   const weft::testing::TempDir tmp;
   TrainConfig c = llama_config(2);
@@ -198,6 +217,14 @@ TEST_F(KvReplication, HuggingFaceExportHoldsTheKeyValueWeights) {
           << at << proj;
     }
   }
+  TrainConfig from_hf = c;
+  from_hf.tp = 4;
+  from_hf.init = tmp.path("hf4");
+  comm::run_local(4, [&](comm::ProcessGroup& world) {
+    set_num_threads(1);
+    Trainer(from_hf, world, data_).save(tmp.path("from-hf"));
+  });
+  expect_same_tensors(tmp.path("tp4"), tmp.path("from-hf"), true);
 }
 
 std::string validation_error(const TrainConfig& c) {
