@@ -96,8 +96,8 @@ void validate(const GptConfig& c, int tp) {
              "heads)",
              kv, c.heads);
   WEFT_CHECK(kv % tp == 0 || tp % kv == 0,
-             "kv_heads {} does not fit tp {}: each rank holds whole key/value heads, so tp must "
-             "divide kv_heads (kv_heads/tp heads per rank) or be a multiple of it (each head "
+             "kv_heads {} does not fit tp {}: tp must divide kv_heads (each rank then holds "
+             "kv_heads/tp of them) or be a multiple of kv_heads (each key/value head then "
              "replicated on tp/kv_heads ranks); choose such a tp or kv_heads",
              kv, tp);
   WEFT_CHECK(c.mlp_hidden() >= 1 && c.mlp_hidden() % tp == 0,
