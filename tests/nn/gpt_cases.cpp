@@ -1,4 +1,5 @@
-// The whole model, GPT-2 and Llama, at TP 2 and 4 with and without sequence
+// The whole model, GPT-2 and Llama (with 4, 2 and 1 KV heads: replicated
+// over TP ranks beyond their count), at TP 2 and 4 with and without sequence
 // parallelism equals TP=1: the loss, and every parameter's gradient through
 // its ShardSpec. The MoE family is Llama with 4 experts, top-2, in every
 // other layer, with the z-loss on.
@@ -51,6 +52,22 @@ GptConfig llama_config() {
   return c;
 }
 
+// The Llama with fewer key/value heads than TP ranks at TP 4 (2 heads) or
+// at TP 2 and 4 (1 head): each KV head replicated on TP/kv_heads ranks.
+GptConfig llama_kv_config(int64_t kv_heads) {
+  GptConfig c = llama_config();
+  c.kv_heads = kv_heads;
+  return c;
+}
+
+// GPT-2's blocks (biases: the qkv bias is shared like the weight's rows)
+// over one KV head.
+GptConfig gpt_kv1_config() {
+  GptConfig c = small_config();
+  c.kv_heads = 1;
+  return c;
+}
+
 GptConfig moe_config() {
   GptConfig c = llama_config();
   c.layers = 3;
@@ -96,7 +113,10 @@ void check_model(comm::ProcessGroup& world, int tp_size, SequenceParallel sp,
 
 std::vector<TpCase> gpt_cases() {
   const std::pair<const char*, GptConfig> families[] = {{"gpt", small_config()},
-                                                        {"llama", llama_config()}};
+                                                        {"llama", llama_config()},
+                                                        {"llama_kv2", llama_kv_config(2)},
+                                                        {"llama_kv1", llama_kv_config(1)},
+                                                        {"gpt_kv1", gpt_kv1_config()}};
   const std::pair<const char*, SequenceParallel> layouts[] = {
       {"", SequenceParallel::off},
       {"_sp_seq", SequenceParallel::seq},

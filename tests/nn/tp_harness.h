@@ -9,6 +9,7 @@
 #include "weft/kernels/transpose.h"
 #include "weft/nn/linear.h"
 #include "weft/nn/module.h"
+#include "weft/optim/grad_sync.h"
 #include "weft/parallel/mappings.h"
 
 namespace weft::nn::testing {
@@ -41,10 +42,13 @@ inline Tensor local_tokens(const Tensor& full, SequenceParallel sp, comm::Proces
 }
 
 // Compares every parameter's value and gradient with the TP=1 module's,
-// through the parameter's ShardSpec.
+// through the parameter's ShardSpec. The gradients of shared slices' common
+// rows (replicated key/value heads) are summed over their share groups
+// first, in place, as gradient sync does.
 inline void expect_same_parameters(Module& tp_module, Module& reference) {
   std::vector<Parameter*> mine = tp_module.parameters(), ref = reference.parameters();
   ASSERT_EQ(mine.size(), ref.size());
+  optim::sum_shared_gradients(mine);
   for (size_t i = 0; i < mine.size(); ++i) {
     SCOPED_TRACE(mine[i]->name);
     ASSERT_EQ(mine[i]->name, ref[i]->name);

@@ -83,9 +83,11 @@ inline void place(const nn::Parameter& p, FullParam& full) {
   const int d = p.spec.split_dim;
   const int64_t cols = g.rank() == 2 ? g[1] : 1;
   const int64_t block = g[d] / p.spec.blocks;
-  const int64_t local_cols = d == 1 ? p.spec.blocks * p.spec.length : cols;
+  // The blocks it holds (all of them unless a shared slice's, ShardSpec::shared).
+  const std::vector<int64_t> held = p.spec.held_blocks();
+  const int64_t local_cols = d == 1 ? static_cast<int64_t>(held.size()) * p.spec.length : cols;
   auto global_index = [&](int64_t i) {  // local index along d -> global
-    return (i / p.spec.length) * block + p.spec.offset + i % p.spec.length;
+    return held[static_cast<size_t>(i / p.spec.length)] * block + p.spec.offset + i % p.spec.length;
   };
   const int64_t local_rows = static_cast<int64_t>(local.size()) / local_cols;
   for (int64_t r = 0; r < local_rows; ++r) {

@@ -151,9 +151,11 @@ Setup setup_of(const cli::Options& opts, int tp, nn::SequenceParallel sp) {
   WEFT_CHECK(s.batch >= 1 && s.seq >= 1 && s.threads >= 1 && s.iters >= 1 && s.warmup >= 0,
              "--batch, --seq, --threads and --iters must be positive");
   WEFT_CHECK(s.heads % tp == 0, "--heads {} is not divisible by --tp {}", s.heads, tp);
-  WEFT_CHECK(s.kv_heads >= 1 && s.heads % s.kv_heads == 0 && s.kv_heads % tp == 0,
-             "--kv-heads {} must divide --heads {} and be divisible by --tp {}", s.kv_heads,
-             s.heads, tp);
+  WEFT_CHECK(s.kv_heads >= 1 && s.heads % s.kv_heads == 0 &&
+                 (s.kv_heads % tp == 0 || tp % s.kv_heads == 0),
+             "--kv-heads {} must divide --heads {} and be a multiple of --tp {} or divide it "
+             "(each key/value head replicated on tp/kv-heads ranks)",
+             s.kv_heads, s.heads, tp);
   WEFT_CHECK(s.hidden >= 1 && s.hidden % tp == 0, "--hidden {} is not divisible by --tp {}",
              s.hidden, tp);
   if (sp != nn::SequenceParallel::off) {

@@ -159,6 +159,29 @@ bool owns(const nn::ShardSpec& spec, const comm::Grid& grid) {
   return true;
 }
 
+// What this rank saves of `local` (p's value or one of its moments) and the
+// spec it is saved at: its slice, from the host; or, for a shared slice
+// (replicated key/value heads), the whole slice gathered from the ranks that
+// share it (collective over p.share_group), saved by shared rank 0 only.
+struct SavedSlice {
+  Tensor data;
+  nn::ShardSpec spec;
+  bool save = true;
+};
+
+SavedSlice saved_slice(const nn::Parameter& p, const Tensor& local) {
+  if (!p.spec.is_shared()) return {nn::unpadded(p.spec, local).to(Device::cpu()), p.spec, true};
+  WEFT_CHECK(p.share_group && p.share_group->size() == p.spec.shared,
+             "cannot save {}: its slice is shared by {} ranks, but it has no group of them", p.name,
+             p.spec.shared);
+  Shape all = local.shape();
+  all[0] *= p.spec.shared;
+  Tensor gathered = Tensor::empty(all, local.dtype(), local.device());
+  p.share_group->all_gather(gathered, local).wait();
+  return {nn::joined_slice(p.spec, gathered).to(Device::cpu()), p.spec.shared_slice(),
+          p.spec.shared_rank == 0};
+}
+
 std::string file_name(const char* kind, int rank) {
   return format("{}-rank{}.safetensors", kind, rank);
 }
@@ -177,12 +200,14 @@ void write_rank_files(const fs::path& tmp, int rank, const comm::Grid& grid, nn:
   const auto writes = [&](const nn::ShardSpec& spec) {
     return owns(spec, grid) && (!spec.rows_split() || spec.row_length > 0);
   };
+  // Every tensor is gathered (shared slices) before any file is written.
   for (nn::Parameter* p : model.parameters()) {
     if (!writes(p->spec)) continue;
     // Written from the host: a model on a GPU is copied out first.
-    const Tensor data = nn::unpadded(p->spec, p->value).to(Device::cpu());
-    params.push_back({p->name, data});
-    pmeta[p->name] = slice_json(p->spec, data).dump();
+    const SavedSlice s = saved_slice(*p, p->value);
+    if (!s.save) continue;
+    params.push_back({p->name, s.data});
+    pmeta[p->name] = slice_json(s.spec, s.data).dump();
   }
   if (optimizer) {
     const auto& ps = optimizer->parameters();
@@ -190,9 +215,10 @@ void write_rank_files(const fs::path& tmp, int rank, const comm::Grid& grid, nn:
       if (!writes(ps[i]->spec)) continue;
       for (const auto& [suffix, t] : {std::pair{".exp_avg", optimizer->first_moments()[i]},
                                       std::pair{".exp_avg_sq", optimizer->second_moments()[i]}}) {
-        const Tensor data = nn::unpadded(ps[i]->spec, t).to(Device::cpu());
-        moments.push_back({ps[i]->name + suffix, data});
-        mmeta[ps[i]->name + suffix] = slice_json(ps[i]->spec, data).dump();
+        const SavedSlice s = saved_slice(*ps[i], t);
+        if (!s.save) continue;
+        moments.push_back({ps[i]->name + suffix, s.data});
+        mmeta[ps[i]->name + suffix] = slice_json(s.spec, s.data).dump();
       }
     }
   }

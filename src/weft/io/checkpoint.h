@@ -13,7 +13,10 @@
 //
 // Ownership: a rank writes a parameter only when its coordinate is 0 along
 // every group the parameter is replicated over (ShardSpec::replicated_over),
-// so data-parallel replicas and TP-replicated layers are written once. Each
+// so data-parallel replicas and TP-replicated layers are written once. A
+// slice shared by several TP ranks (replicated key/value heads,
+// ShardSpec::shared) is gathered over its share group and written whole by
+// its shared rank 0, as the slice of a layout without the replication. Each
 // tensor's safetensors metadata records its global shape, split dimension,
 // blocks, offset and length (the ShardSpec), so a file describes itself.
 //

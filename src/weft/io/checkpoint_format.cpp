@@ -490,6 +490,8 @@ Tensor CheckpointReader::read(const SavedTensor& t, const nn::ShardSpec& target)
              t.name, t.global_shape, target.global_shape);
   // A row split (generalized tensor parallelism) takes its rows of the TP-level slice.
   if (target.rows_split()) return nn::row_shard_of(target, read(t, target.tp_level()));
+  // A shared slice (replicated key/value heads) takes its blocks of the slice.
+  if (target.is_shared()) return nn::held_part(target, read(t, target.shared_slice()));
   const Shape& g = t.global_shape;
   if (target.is_split() && t.split_dim >= 0 && target.split_dim != t.split_dim) {
     return nn::shard_of(target, read_full(t));

@@ -114,7 +114,8 @@ class CheckpointReader {
 
   // The part of `t` that `target` describes (a spec of t's global shape:
   // a rank's slice, or the whole tensor when not split), as f32. Reads only
-  // the overlapping parts of the shards.
+  // the overlapping parts of the shards. A shared target (ShardSpec::shared)
+  // is its blocks of the shared slice.
   Tensor read(const SavedTensor& t, const nn::ShardSpec& target) const;
   // The whole tensor.
   Tensor read_full(const SavedTensor& t) const;

@@ -1,5 +1,7 @@
 #include "weft/nn/attention.h"
 
+#include <algorithm>
+
 #include "weft/parallel/mappings.h"
 
 namespace weft::nn {
@@ -18,10 +20,13 @@ MultiheadAttentionConfig MultiheadAttention::checked(MultiheadAttentionConfig cf
   WEFT_CHECK(cfg.kv_heads > 0 && cfg.heads % cfg.kv_heads == 0,
              "{}: {} key/value heads cannot serve {} query heads: kv_heads must divide heads",
              cfg.name, cfg.kv_heads, cfg.heads);
-  WEFT_CHECK(cfg.partition == Partition::replicate || cfg.kv_heads % t == 0,
-             "{}: {} key/value heads cannot be split over tensor-parallel size {}: each rank "
-             "needs whole key/value heads, so kv_heads must be divisible by the TP size",
-             cfg.name, cfg.kv_heads, t);
+  WEFT_CHECK(
+      cfg.partition == Partition::replicate || cfg.kv_heads % t == 0 || t % cfg.kv_heads == 0,
+      "{}: {} key/value heads cannot be split over tensor-parallel size {}: each rank "
+      "needs whole key/value heads, so kv_heads must be divisible by the TP size "
+      "(kv_heads/TP heads per rank) or divide it (each head replicated on TP/kv_heads "
+      "ranks)",
+      cfg.name, cfg.kv_heads, t);
   WEFT_CHECK(!cfg.rotary || ((cfg.width / cfg.heads) % 2 == 0 && cfg.max_positions > 0),
              "{}: rotary positions need an even head size and a positive position count (head "
              "size {}, {} positions)",
@@ -33,13 +38,32 @@ MultiheadAttentionConfig MultiheadAttention::checked(MultiheadAttentionConfig cf
   return cfg;
 }
 
+std::shared_ptr<comm::ProcessGroup> kv_share_group(const ParallelContext& pc, int64_t kv_heads) {
+  const int t = pc.tp_size();
+  if (t <= kv_heads || kv_heads < 1 || t % kv_heads != 0) return nullptr;
+  std::vector<std::vector<int>> lists(static_cast<size_t>(kv_heads));
+  for (int r = 0; r < t; ++r) lists[static_cast<size_t>(r % kv_heads)].push_back(r);
+  return pc.tp->new_subgroups_by_enumeration(lists, "tp-kv");
+}
+
 MultiheadAttention::MultiheadAttention(ContextPtr context, MultiheadAttentionConfig cfg)
     : Module(cfg.name),
       pc_(std::move(context)),
       cfg_(checked(std::move(cfg), pc_->tp_size())),
-      proj_(pc_, residual_projection(cfg_.partition == Partition::tensor, cfg_.name + ".proj",
-                                     cfg_.width, cfg_.width, cfg_.init_std, cfg_.layers, "proj",
-                                     cfg_.bias, cfg_.heads / cfg_.kv_heads)) {
+      // The query heads' blocks: H/Hkv, or H/T when KV heads are replicated
+      // (rank r's heads r, r + T, ...; see the header).
+      proj_(pc_, residual_projection(
+                     cfg_.partition == Partition::tensor, cfg_.name + ".proj", cfg_.width,
+                     cfg_.width, cfg_.init_std, cfg_.layers, "proj", cfg_.bias,
+                     cfg_.heads / std::max<int64_t>(cfg_.kv_heads, pc_->tp_size()))) {
+  if (kv_replicas() > 1) {
+    WEFT_CHECK(!pc_->gtp_runtime,
+               "{}: {} key/value heads over tensor-parallel size {} replicate each head on {} "
+               "ranks, which generalized tensor parallelism does not support: use --gtp 1, or "
+               "--kv-heads a multiple of --tp",
+               cfg_.name, cfg_.kv_heads, tp_size(), kv_replicas());
+    if (!cfg_.kv_group) cfg_.kv_group = kv_share_group(*pc_, cfg_.kv_heads);
+  }
   build_qkv();
   if (cfg_.rotary) {
     rope_table_ = kernels::rope_table(pc_->exec, cfg_.max_positions, cfg_.width / cfg_.heads,
@@ -53,6 +77,12 @@ void MultiheadAttention::build_qkv() {
   // H/Hkv query blocks, k and v: equal blocks of Hkv·D rows (see the header).
   const int64_t blocks = cfg_.heads / cfg_.kv_heads + 2;
   const int64_t out = blocks * cfg_.kv_heads * d;
+  // Replicated KV heads: Hkv positions, the query blocks dealt among the
+  // ranks that share a position, k and v common to them.
+  const bool shared = kv_replicas() > 1;
+  const int positions = shared ? static_cast<int>(cfg_.kv_heads) : 0;
+  const int64_t dealt = shared ? blocks - 2 : 0;
+  auto group = shared ? cfg_.kv_group : nullptr;
   if (!cfg_.input_norm.empty()) {
     auto lnl = std::make_unique<LayerNormLinear>(
         pc_, LayerNormLinearConfig{.name = cfg_.name + ".qkv",
@@ -65,6 +95,9 @@ void MultiheadAttention::build_qkv() {
                                    .eps = cfg_.eps,
                                    .init_std = cfg_.init_std,
                                    .groups = blocks,
+                                   .positions = positions,
+                                   .dealt_groups = dealt,
+                                   .share_group = group,
                                    .return_layernorm_output = false,
                                    .overlap_name = "qkv"});
     qkv_linear_ = &lnl->linear();
@@ -79,6 +112,9 @@ void MultiheadAttention::build_qkv() {
                                                           .input_is_parallel = true,
                                                           .init_std = cfg_.init_std,
                                                           .groups = blocks,
+                                                          .positions = positions,
+                                                          .dealt_groups = dealt,
+                                                          .share_group = group,
                                                           .overlap_name = "qkv"});
     qkv_linear_ = lin.get();
     qkv_ = std::move(lin);
@@ -92,7 +128,11 @@ int64_t MultiheadAttention::local_heads() const {
 }
 
 int64_t MultiheadAttention::local_kv_heads() const {
-  return partitioned() ? cfg_.kv_heads / tp_size() : cfg_.kv_heads;
+  return partitioned() ? std::max<int64_t>(cfg_.kv_heads / tp_size(), 1) : cfg_.kv_heads;
+}
+
+int64_t MultiheadAttention::kv_replicas() const {
+  return partitioned() && tp_size() > cfg_.kv_heads ? tp_size() / cfg_.kv_heads : 1;
 }
 
 kernels::RopeConfig MultiheadAttention::rope_config(bool sequence_major) const {

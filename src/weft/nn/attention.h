@@ -21,7 +21,24 @@
 // proj's input columns follow the query heads, so its row-parallel split is
 // by the same H/Hkv blocks: each rank's columns are its query heads'.
 // The io/ layer permutes q rows and proj columns to and from Hugging Face's
-// head order. Whole heads live on one rank: H and Hkv divisible by T.
+// head order. Whole heads live on one rank: H divisible by T, and Hkv
+// divisible by T or dividing it.
+//
+// Replicated key/value heads (T > Hkv, Megatron's rule for TP beyond the
+// KV heads): each KV head is held by R = T/Hkv ranks. Rank r holds KV head
+// g = r mod Hkv (its k and v rows, the same on the R ranks r ≡ g mod Hkv,
+// its share group) and the H/T query heads of query blocks b ≡ r/Hkv
+// (mod R) for that g, all of which read KV head g. In the qkv weight's
+// spec (parallel::shared_split_spec) the blocks are split at Hkv positions
+// of D rows, the query blocks dealt round-robin among the R sharing ranks
+// and k and v common to them: locally [q: H/T heads | k | v], one KV head.
+// That choice makes proj's columns a plain split: the query heads of rank r
+// are [q]-order heads r, r + T, r + 2T, ... (query head b·Hkv + g), which is
+// proj's input split into H/T blocks over T ranks. Each rank's k and v
+// gradients are its own query heads' part: they are summed over the share
+// group (optim::GradSync), and checkpoints save the k and v rows once. The
+// share group is built collectively over the TP group (kv_share_group);
+// Gpt builds one for all its layers. Not with GTP (refused by name).
 // proj is a residual output projection (std init_std/√(2·layers), GPT-2).
 //
 // Rotary positions (rotary): q and k rotated in place after the qkv GEMM by
@@ -69,6 +86,9 @@ struct MultiheadAttentionConfig {
   int64_t width = 0;     // C
   int64_t heads = 0;     // H, C % H == 0
   int64_t kv_heads = 0;  // Hkv, H % Hkv == 0; 0: H
+  // T > Hkv: the ranks that share this rank's KV head (kv_share_group);
+  // null: the module builds it (collectively over the TP group).
+  std::shared_ptr<comm::ProcessGroup> kv_group{};
   float dropout = 0.0f;  // attention-probability dropout
   NormKind norm = NormKind::layer;
   float eps = 1e-5f;
@@ -80,6 +100,12 @@ struct MultiheadAttentionConfig {
   float init_std = 0.02f;
   int64_t layers = 1;  // proj's std is init_std/√(2·layers)
 };
+
+// The ranks of the TP group that hold this rank's key/value head when the TP
+// size exceeds `kv_heads` (ranks g, g + kv_heads, g + 2·kv_heads, ... share
+// KV head g); null when no head is replicated (or without TP). Collective
+// over the TP group: every rank of it calls it.
+std::shared_ptr<comm::ProcessGroup> kv_share_group(const ParallelContext& pc, int64_t kv_heads);
 
 class MultiheadAttention : public Module {
  public:
@@ -97,6 +123,8 @@ class MultiheadAttention : public Module {
   bool partitioned() const;
   int64_t local_heads() const;
   int64_t local_kv_heads() const;
+  // Ranks holding each KV head: T/Hkv when TP exceeds the KV heads, else 1.
+  int64_t kv_replicas() const;
   Linear& qkv() { return *qkv_linear_; }
   Linear& proj() { return proj_; }
   // The attention-probability dropout mask of the forward saved in ctx:

@@ -97,9 +97,10 @@ void validate(const GptConfig& c, int tp) {
              "kv_heads {} must divide heads {} (each key/value head serves heads/kv_heads query "
              "heads)",
              kv, c.heads);
-  WEFT_CHECK(kv % tp == 0,
-             "kv_heads {} is not divisible by tp {}: each rank needs whole key/value heads; "
-             "choose a tp that divides kv_heads",
+  WEFT_CHECK(kv % tp == 0 || tp % kv == 0,
+             "kv_heads {} does not fit tp {}: tp must divide kv_heads (each rank then holds "
+             "kv_heads/tp of them) or be a multiple of kv_heads (each key/value head then "
+             "replicated on tp/kv_heads ranks); choose such a tp or kv_heads",
              kv, tp);
   WEFT_CHECK(c.mlp_hidden() >= 1 && c.mlp_hidden() % tp == 0,
              "the MLP hidden size {} is not divisible by tp {}: set hidden to a multiple of {}",
@@ -132,12 +133,15 @@ Gpt::Gpt(ContextPtr context, GptConfig cfg)
                        .learned_positions = cfg_.positions == PositionKind::learned}),
       ln_f_(cfg_.norm, pc_, {.name = "ln_f", .width = cfg_.width, .eps = cfg_.norm_eps}),
       head_(embedding_, cfg_.tied_head) {
+  // One share group for every layer's replicated KV heads (TP > kv_heads).
+  const auto kv_group = kv_share_group(*pc_, cfg_.kv_head_count());
   for (int64_t i = 0; i < cfg_.layers; ++i) {
     layers_.push_back(std::make_unique<TransformerLayer>(
         pc_, TransformerLayerConfig{.name = format("h.{}", i),
                                     .width = cfg_.width,
                                     .heads = cfg_.heads,
                                     .kv_heads = cfg_.kv_head_count(),
+                                    .kv_group = kv_group,
                                     .hidden = cfg_.mlp_hidden(),
                                     .layers = cfg_.layers,
                                     .attention_dropout = cfg_.dropout,

@@ -29,6 +29,9 @@ LayerNormLinear::LayerNormLinear(ContextPtr context, LayerNormLinearConfig cfg)
                         .input_is_parallel = true,
                         .init_std = cfg_.init_std,
                         .groups = cfg_.groups,
+                        .positions = cfg_.positions,
+                        .dealt_groups = cfg_.dealt_groups,
+                        .share_group = cfg_.share_group,
                         .overlap_name = cfg_.overlap_name}) {}
 
 LayerNormLinear::Outputs LayerNormLinear::forward_both(Ctx& ctx, const Tensor& x) {

@@ -39,6 +39,10 @@ struct LayerNormLinearConfig {
   float eps = 1e-5f;
   float init_std = 0.02f;
   int64_t groups = 1;  // fused QKV: 3
+  // Output rows shared by several TP ranks (LinearConfig's fields).
+  int positions = 0;
+  int64_t dealt_groups = 0;
+  std::shared_ptr<comm::ProcessGroup> share_group{};
   bool return_layernorm_output = false;
   std::string overlap_name{};  // the linear's name in the overlap configuration
 };

@@ -51,9 +51,11 @@ void Linear::init(bool own_weight) {
              "{}: gather_output cannot be combined with sequence parallelism; follow the "
              "column-parallel layer with a row-parallel one instead",
              cfg_.name);
-  WEFT_CHECK(cfg_.mode != Parallel::column || cfg_.out % (t * cfg_.groups) == 0,
-             "{}: column-parallel output size {} is not divisible by tp size {}{}", cfg_.name,
-             cfg_.out, t, cfg_.groups > 1 ? format(" x {} groups", cfg_.groups) : "");
+  const int positions = shares_rows() ? cfg_.positions : t;
+  WEFT_CHECK(cfg_.mode != Parallel::column || cfg_.out % (positions * cfg_.groups) == 0,
+             "{}: column-parallel output size {} is not divisible by {} {}{}", cfg_.name, cfg_.out,
+             shares_rows() ? "its positions" : "tp size", positions,
+             cfg_.groups > 1 ? format(" x {} groups", cfg_.groups) : "");
   WEFT_CHECK(cfg_.mode != Parallel::row || cfg_.in % (t * cfg_.groups) == 0,
              "{}: row-parallel input size {} is not divisible by tp size {}{}", cfg_.name, cfg_.in,
              t, cfg_.groups > 1 ? format(" x {} groups", cfg_.groups) : "");
@@ -62,16 +64,20 @@ void Linear::init(bool own_weight) {
   if (own_weight) {
     Tensor full =
         parallel::normal_init({cfg_.out, cfg_.in}, pc_->seed, cfg_.name + ".weight", cfg_.init_std);
-    weight_ =
-        sharded_parameter(cfg_.name + ".weight", full, cfg_.mode == Parallel::row ? 1 : 0,
-                          split ? r : 0, split ? t : 1, cfg_.groups, true, pc_->exec.device());
+    weight_ = shares_rows()
+                  ? shared_parameter(cfg_.name + ".weight", full, true)
+                  : sharded_parameter(cfg_.name + ".weight", full,
+                                      cfg_.mode == Parallel::row ? 1 : 0, split ? r : 0,
+                                      split ? t : 1, cfg_.groups, true, pc_->exec.device());
   }
   if (cfg_.bias) {
     Tensor zeros = Tensor::zeros({cfg_.out});
     const bool split_bias = split && cfg_.mode == Parallel::column;
-    bias_ = sharded_parameter(cfg_.name + ".bias", zeros, 0, split_bias ? r : 0, split_bias ? t : 1,
-                              cfg_.mode == Parallel::column ? cfg_.groups : 1, false,
-                              pc_->exec.device());
+    bias_ = shares_rows()
+                ? shared_parameter(cfg_.name + ".bias", zeros, false)
+                : sharded_parameter(
+                      cfg_.name + ".bias", zeros, 0, split_bias ? r : 0, split_bias ? t : 1,
+                      cfg_.mode == Parallel::column ? cfg_.groups : 1, false, pc_->exec.device());
   }
   std::vector<Parameter*> mine;
   if (own_weight) mine.push_back(&weight_);
@@ -100,6 +106,30 @@ void Linear::init(bool own_weight) {
   owns_source_ = own_weight;
 }
 
+bool Linear::shares_rows() const {
+  return cfg_.mode == Parallel::column && cfg_.positions > 0 && cfg_.positions < tp_size();
+}
+
+Parameter Linear::shared_parameter(const std::string& name, const Tensor& full, bool decay) const {
+  WEFT_CHECK(cfg_.share_group && cfg_.share_group->size() == tp_size() / cfg_.positions,
+             "{}: output rows at {} positions over {} TP ranks need the group of the {} ranks "
+             "that share each slice",
+             cfg_.name, cfg_.positions, tp_size(), tp_size() / std::max(cfg_.positions, 1));
+  WEFT_CHECK(!pc_->gtp_runtime,
+             "{}: output rows shared by several TP ranks cannot be sharded over the gtp group as "
+             "well",
+             cfg_.name);
+  const ShardSpec spec =
+      parallel::shared_split_spec(full.shape(), "tp", pc_->tp_rank(), tp_size(), cfg_.positions,
+                                  cfg_.groups, cfg_.dealt_groups);
+  WEFT_CHECK(spec.shared_rank == cfg_.share_group->rank(),
+             "{}: TP rank {} is shared rank {} of its output rows, but rank {} of the share group",
+             cfg_.name, pc_->tp_rank(), spec.shared_rank, cfg_.share_group->rank());
+  Parameter p = make_parameter(name, shard_of(spec, full), spec, decay, pc_->exec.device());
+  p.share_group = cfg_.share_group;
+  return p;
+}
+
 parallel::OverlapChoice Linear::overlap(const char* pass) const {
   if (cfg_.overlap_name.empty()) return {};
   return pc_->overlap.choice(gemm_name(pass));
@@ -113,6 +143,12 @@ int64_t Linear::local_in() const {
   return cfg_.mode == Parallel::row ? cfg_.in / tp_size() : cfg_.in;
 }
 int64_t Linear::local_out() const {
+  if (shares_rows()) {
+    // Its dealt groups and the common ones, each out / groups / positions rows.
+    const int64_t held =
+        cfg_.dealt_groups / (tp_size() / cfg_.positions) + (cfg_.groups - cfg_.dealt_groups);
+    return held * (cfg_.out / cfg_.groups / cfg_.positions);
+  }
   return cfg_.mode == Parallel::column ? cfg_.out / tp_size() : cfg_.out;
 }
 

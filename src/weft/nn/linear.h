@@ -78,6 +78,15 @@ struct LinearConfig {
   bool input_is_parallel = true;  // row: input holds this rank's in/T features
   float init_std = 0.02f;
   int64_t groups = 1;
+  // Column-parallel over fewer output positions than TP ranks (grouped-query
+  // attention's qkv when TP exceeds the key/value heads, nn/attention.h): the
+  // output rows are split at `positions` positions (0: the TP size), each
+  // slice shared by TP/positions ranks (`share_group`, rank r at position
+  // r mod positions), and of its `groups` blocks the first `dealt_groups`
+  // are dealt among them (parallel::shared_split_spec).
+  int positions = 0;
+  int64_t dealt_groups = 0;
+  std::shared_ptr<comm::ProcessGroup> share_group{};
   // The layer's name in the comm-GEMM overlap configuration (qkv, proj, fc1,
   // fc2; see parallel/overlap/config.h); empty: never overlapped beyond
   // Megatron's backward order.
@@ -118,6 +127,10 @@ class Linear : public Module {
   Tensor backward_column(Ctx& ctx, const parallel::Pending& xs, const Grads& d, const Tensor& w,
                          const parallel::overlap::BulkBackward& bulk, bool regather);
   void init(bool own_weight);
+  // Column-parallel with its output rows at fewer positions than TP ranks.
+  bool shares_rows() const;
+  // The weight and bias parameters of a layer that shares rows.
+  Parameter shared_parameter(const std::string& name, const Tensor& full, bool decay) const;
   // The TP group this layer communicates over: null when unpartitioned.
   comm::ProcessGroup* group() const;
   // The overlap choice for this layer's `pass` GEMM ("fprop", "dgrad", "wgrad").

@@ -6,6 +6,10 @@
 
 namespace weft::nn {
 
+using parallel::common_rows;
+using parallel::counted_part;
+using parallel::held_part;
+using parallel::joined_slice;
 using parallel::make_parameter;
 using parallel::Parameter;
 using parallel::row_shard_of;

@@ -117,6 +117,10 @@ void load_full_parameters(Module& sharded, Module& full) {
                s.spec.global_shape, d.spec.global_shape);
     WEFT_CHECK(!s.spec.rows_split(), "cannot re-shard {}: its source's rows are split over '{}'",
                s.name, s.spec.row_group);
+    WEFT_CHECK(!s.spec.is_shared() && !d.spec.is_shared(),
+               "cannot re-shard {}: its slice is shared by several TP ranks (replicated key/value "
+               "heads)",
+               s.name);
     if (s.spec.is_split()) {
       // Split at the TP level already: only the rows may be split further.
       const ShardSpec t = d.spec.tp_level();

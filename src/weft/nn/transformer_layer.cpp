@@ -25,6 +25,7 @@ TransformerLayer::TransformerLayer(ContextPtr context, TransformerLayerConfig cf
                   .width = cfg_.width,
                   .heads = cfg_.heads,
                   .kv_heads = cfg_.kv_heads,
+                  .kv_group = cfg_.kv_group,
                   .dropout = cfg_.attention_dropout,
                   .norm = cfg_.norm,
                   .eps = cfg_.eps,

@@ -39,8 +39,11 @@ struct TransformerLayerConfig {
   int64_t width = 0;     // C
   int64_t heads = 0;     // H
   int64_t kv_heads = 0;  // key/value heads (grouped-query attention); 0: H
-  int64_t hidden = 0;    // MLP hidden size; 0: 4·C
-  int64_t layers = 1;    // layers of the model: residual projections get std/√(2·layers)
+  // TP > kv_heads: the ranks sharing this rank's KV head (kv_share_group);
+  // null: the attention builds it.
+  std::shared_ptr<comm::ProcessGroup> kv_group{};
+  int64_t hidden = 0;  // MLP hidden size; 0: 4·C
+  int64_t layers = 1;  // layers of the model: residual projections get std/√(2·layers)
   float attention_dropout = 0.0f;  // on attention probabilities
   float hidden_dropout = 0.0f;     // on each residual branch
   NormKind norm = NormKind::layer;

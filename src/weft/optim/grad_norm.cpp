@@ -16,8 +16,9 @@ double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups&
       auto it = groups.find(name);
       if (it != groups.end() && it->second && it->second->rank() != 0) owner = false;
     }
-    // Row padding (generalized tensor parallelism) is no element of the model.
-    if (owner) local += kernels::sum_of_squares(ec, nn::unpadded(p->spec, p->grad));
+    // Row padding (generalized tensor parallelism) is no element of the
+    // model; a shared slice's common rows count on one of its ranks.
+    if (owner) local += kernels::sum_of_squares(ec, nn::counted_part(p->spec, p->grad));
   }
   // One f64 per group: each rank's partial sum keeps all its bits.
   Tensor t = Tensor::empty({1}, DType::f64);

@@ -9,6 +9,21 @@ namespace {
 bool active(const std::shared_ptr<comm::ProcessGroup>& g) { return g && g->size() > 1; }
 }  // namespace
 
+void sum_shared_gradients(const std::vector<nn::Parameter*>& params) {
+  std::vector<std::pair<comm::ProcessGroup*, std::vector<Tensor>>> partial;
+  for (nn::Parameter* p : params) {
+    const Tensor rows = nn::common_rows(p->spec, p->grad);
+    if (!rows.defined() || !active(p->share_group)) continue;
+    auto it = std::find_if(partial.begin(), partial.end(),
+                           [&](const auto& e) { return e.first == p->share_group.get(); });
+    if (it == partial.end()) it = partial.insert(partial.end(), {p->share_group.get(), {}});
+    it->second.push_back(rows);
+  }
+  std::vector<comm::Work> works;
+  for (auto& [group, grads] : partial) works.push_back(group->all_reduce_coalesced(grads));
+  comm::wait_all(works);
+}
+
 GradSync::GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<comm::ProcessGroup> dp,
                    int64_t bucket_bytes, const ExecContext& ec)
     : params_(std::move(params)), dp_(std::move(dp)) {
@@ -94,6 +109,7 @@ void GradSync::finish() {
   works.clear();
   for (auto& [group, grads] : partial) works.push_back(group->all_reduce_coalesced(grads));
   comm::wait_all(works);
+  sum_shared_gradients(params_);
   last_issued_early_ = issued_early_;
   issued_early_ = 0;
 }

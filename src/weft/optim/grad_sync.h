@@ -15,7 +15,9 @@
 // (Parameter::grad_sum_group: replicated parameters under sequence
 // parallelism) are summed over that group in finish(), one coalesced
 // all-reduce per group; buckets still pending at finish() go as one
-// coalesced all-reduce too.
+// coalesced all-reduce too. Last, the common rows of shared slices (key/value
+// heads replicated over TP ranks, ShardSpec::shared) are summed over their
+// share groups (sum_shared_gradients).
 #pragma once
 
 #include <memory>
@@ -27,6 +29,12 @@
 #include "weft/nn/parameter.h"
 
 namespace weft::optim {
+
+// Sums the gradients of the shared slices' common rows (ShardSpec::shared:
+// each sharing rank computed its own part) over Parameter::share_group, one
+// coalesced all-reduce per group; the other parameters are left alone.
+// Collective over every share group among `params`.
+void sum_shared_gradients(const std::vector<nn::Parameter*>& params);
 
 class GradSync {
  public:

@@ -7,7 +7,27 @@ namespace weft::parallel {
 
 int64_t ShardSpec::tp_rows() const {
   WEFT_CHECK(global_shape.rank() >= 1, "a tensor of shape {} has no rows", global_shape);
-  return split_dim == 0 ? blocks * length : global_shape[0];
+  if (split_dim != 0) return global_shape[0];
+  const int64_t held = is_shared() ? dealt_blocks / shared + (blocks - dealt_blocks) : blocks;
+  return held * length;
+}
+
+std::vector<int64_t> ShardSpec::held_blocks() const {
+  std::vector<int64_t> out;
+  for (int64_t b = is_shared() ? shared_rank : 0; b < (is_shared() ? dealt_blocks : 0);
+       b += shared) {
+    out.push_back(b);
+  }
+  for (int64_t b = is_shared() ? dealt_blocks : 0; b < blocks; ++b) out.push_back(b);
+  return out;
+}
+
+ShardSpec ShardSpec::shared_slice() const {
+  ShardSpec s = *this;
+  s.shared = 1;
+  s.shared_rank = 0;
+  s.dealt_blocks = 0;
+  return s;
 }
 
 ShardSpec ShardSpec::tp_level() const {
@@ -58,10 +78,90 @@ ShardSpec split_spec(const Shape& global, int dim, const std::string& group_name
   return spec;
 }
 
+ShardSpec shared_split_spec(const Shape& global, const std::string& group_name, int rank,
+                            int group_size, int positions, int64_t blocks, int64_t dealt_blocks) {
+  WEFT_CHECK(positions >= 1 && group_size % positions == 0 && rank >= 0 && rank < group_size,
+             "cannot share a split of {} positions over rank {} of {}", positions, rank,
+             group_size);
+  const int shared = group_size / positions;
+  WEFT_CHECK(global.rank() >= 1 && blocks >= 1 && global[0] % (blocks * positions) == 0,
+             "dimension 0 of {} cannot be split into {} x {} equal parts", global, blocks,
+             positions);
+  WEFT_CHECK(dealt_blocks >= 0 && dealt_blocks <= blocks && dealt_blocks % shared == 0,
+             "{} of {} blocks cannot be dealt among {} ranks", dealt_blocks, blocks, shared);
+  ShardSpec spec;
+  spec.global_shape = global;
+  spec.replicated_over = replicated_groups(false);
+  spec.split_dim = 0;
+  spec.split_group = group_name;
+  spec.blocks = blocks;
+  spec.length = global[0] / blocks / positions;
+  spec.offset = (rank % positions) * spec.length;
+  if (shared > 1) {
+    spec.shared = shared;
+    spec.shared_rank = rank / positions;
+    spec.dealt_blocks = dealt_blocks;
+  }
+  return spec;
+}
+
+Tensor held_part(const ShardSpec& spec, const Tensor& slice) {
+  if (!spec.is_shared()) return slice;
+  WEFT_CHECK(slice.dim() >= 1 && slice.size(0) == spec.blocks * spec.length,
+             "held_part: a slice of {} rows, the shared slice has {}", slice.shape(),
+             spec.blocks * spec.length);
+  Shape s = slice.shape();
+  s[0] = spec.tp_rows();
+  Tensor out = Tensor::empty(s, slice.dtype(), slice.device());
+  const std::vector<int64_t> held = spec.held_blocks();
+  for (size_t i = 0; i < held.size(); ++i) {
+    out.narrow(static_cast<int64_t>(i) * spec.length, spec.length)
+        .copy_from(slice.narrow(held[i] * spec.length, spec.length));
+  }
+  return out;
+}
+
+Tensor joined_slice(const ShardSpec& spec, const Tensor& gathered) {
+  if (!spec.is_shared()) return gathered;
+  const int64_t rows = spec.tp_rows(), dealt = spec.dealt_blocks / spec.shared;
+  WEFT_CHECK(gathered.dim() >= 1 && gathered.size(0) == spec.shared * rows,
+             "joined_slice: {} gathered rows, {} ranks share {} rows each", gathered.shape(),
+             spec.shared, rows);
+  Shape s = gathered.shape();
+  s[0] = spec.blocks * spec.length;
+  Tensor out = Tensor::empty(s, gathered.dtype(), gathered.device());
+  for (int64_t b = 0; b < spec.blocks; ++b) {
+    // A dealt block from its rank, a common one from shared rank 0.
+    const bool is_dealt = b < spec.dealt_blocks;
+    const int64_t from = is_dealt ? b % spec.shared : 0;
+    const int64_t index = is_dealt ? b / spec.shared : dealt + (b - spec.dealt_blocks);
+    out.narrow(b * spec.length, spec.length)
+        .copy_from(gathered.narrow(from * rows + index * spec.length, spec.length));
+  }
+  return out;
+}
+
+Tensor common_rows(const ShardSpec& spec, const Tensor& local) {
+  if (!spec.is_shared() || spec.dealt_blocks == spec.blocks) return Tensor();
+  WEFT_CHECK(local.dim() >= 1 && local.size(0) == spec.tp_rows(),
+             "common_rows: a tensor of {} rows, the shared spec's has {}", local.shape(),
+             spec.tp_rows());
+  return local.narrow(spec.dealt_blocks / spec.shared * spec.length,
+                      (spec.blocks - spec.dealt_blocks) * spec.length);
+}
+
+Tensor counted_part(const ShardSpec& spec, const Tensor& local) {
+  if (!spec.is_shared() || spec.shared_rank == 0) return unpadded(spec, local);
+  return local.narrow(0, spec.dealt_blocks / spec.shared * spec.length);
+}
+
 ShardSpec row_split_spec(ShardSpec spec, const std::string& group_name, int rank, int group_size,
                          int64_t alignment) {
   WEFT_CHECK(!spec.rows_split(), "the rows of this slice are already split over '{}'",
              spec.row_group);
+  WEFT_CHECK(!spec.is_shared(),
+             "the rows of a slice shared by {} ranks cannot be split over '{}' as well",
+             spec.shared, group_name);
   WEFT_CHECK(group_size >= 1 && rank >= 0 && rank < group_size && alignment >= 1,
              "cannot split rows over rank {} of {} with alignment {}", rank, group_size, alignment);
   const int64_t rows = spec.tp_rows();
@@ -99,6 +199,7 @@ Tensor shard_of(const ShardSpec& spec, const Tensor& full) {
              "shard_of: tensor {} does not have the global shape {}", full.shape(),
              spec.global_shape);
   if (spec.rows_split()) return row_shard_of(spec, shard_of(spec.tp_level(), full));
+  if (spec.is_shared()) return held_part(spec, shard_of(spec.shared_slice(), full));
   if (!spec.is_split()) return full;
   // The slicing below copies through host pointers; a full tensor on a GPU
   // (a test comparing shards with a module there) is sliced on the host.

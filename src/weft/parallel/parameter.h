@@ -46,13 +46,33 @@ struct ShardSpec {
   int64_t row_offset = 0;
   int64_t row_length = 0;
   int64_t row_padding = 0;
+  // A shared slice (grouped-query attention with more TP ranks than key/value
+  // heads, nn/attention.h): the split above has fewer positions than its
+  // group has ranks, and `shared` ranks hold the slice at one position
+  // together (this rank is `shared_rank` of them). Of the slice's blocks, the
+  // first `dealt_blocks` are dealt round-robin among those ranks (block b to
+  // shared rank b mod shared); the remaining, common blocks are held by all
+  // of them. This rank holds its dealt blocks, then the common ones, in block
+  // order. The common blocks' gradients are partial sums over the sharing
+  // ranks (Parameter::share_group); checkpoints save the slice once, whole,
+  // and norms count the common blocks once (shared rank 0's). Dimension 0
+  // only, without a row split. 1: not shared.
+  int shared = 1;
+  int shared_rank = 0;
+  int64_t dealt_blocks = 0;
 
   bool is_split() const { return split_dim >= 0; }
   bool rows_split() const { return !row_group.empty(); }
+  bool is_shared() const { return shared > 1; }
   // Rows (dimension 0) of this rank's slice at the TP level.
   int64_t tp_rows() const;
   // The same spec without the row split: the TP-level slice.
   ShardSpec tp_level() const;
+  // The blocks of the split dimension this rank holds, in its local order:
+  // every block, or a shared slice's dealt and common blocks.
+  std::vector<int64_t> held_blocks() const;
+  // The slice the sharing ranks hold together: this spec without sharing.
+  ShardSpec shared_slice() const;
 };
 
 // What ShardSpec::replicated_over holds for a parameter that nothing but
@@ -71,6 +91,10 @@ struct Parameter {
   // Under sequence parallelism a replicated parameter's gradient holds only
   // this rank's tokens' share: it must be summed over this group before use.
   std::shared_ptr<comm::ProcessGroup> grad_sum_group;
+  // A shared slice's sharing ranks (ShardSpec::shared), by shared rank: the
+  // gradient of its common rows (common_rows) must be summed over this group
+  // before use, and a checkpoint gathers the slice over it.
+  std::shared_ptr<comm::ProcessGroup> share_group;
   // Incremented by whatever writes `value` in place during training (the
   // optimizer step, checkpoint loading): a weight source reuses a cast of the
   // value only while the version is unchanged.
@@ -87,6 +111,20 @@ Tensor row_shard_of(const ShardSpec& spec, const Tensor& tp_slice);
 // data: `local` without its row padding (a view).
 Tensor unpadded(const ShardSpec& spec, const Tensor& local);
 
+// Shared slices (ShardSpec::shared), dimension 0:
+// This rank's blocks of `slice` (a tensor of spec.shared_slice()'s shape).
+Tensor held_part(const ShardSpec& spec, const Tensor& slice);
+// The whole shared slice from `gathered`: every sharing rank's local tensor,
+// concatenated along dimension 0 by shared rank (an all-gather over the
+// share group).
+Tensor joined_slice(const ShardSpec& spec, const Tensor& gathered);
+// The rows of `local` (this rank's tensor under `spec`) in common blocks: a
+// view, undefined when the spec has none (or is not shared).
+Tensor common_rows(const ShardSpec& spec, const Tensor& local);
+// The part of `local` a global norm counts on this rank: without row padding,
+// and without the common rows on any sharing rank but shared rank 0 (a view).
+Tensor counted_part(const ShardSpec& spec, const Tensor& local);
+
 // `tp_spec` (a TP-level spec) with its rows split over the `group_size` ranks
 // of `group_name`, this rank at `rank`: the rows are padded at the tail to a
 // multiple of alignment · group_size, so each rank holds the same number of
@@ -98,6 +136,15 @@ ShardSpec row_split_spec(ShardSpec tp_spec, const std::string& group_name, int r
 // ranks of group `group_name`, this rank at `rank`, in `blocks` equal blocks.
 ShardSpec split_spec(const Shape& global, int dim, const std::string& group_name, int rank,
                      int group_size, int64_t blocks = 1);
+
+// The spec of `global` split along dimension 0 over the `group_size` ranks
+// of `group_name` at only `positions` positions (dividing group_size), in
+// `blocks` equal blocks: rank r holds the slice at position r mod positions,
+// which group_size / positions ranks share (rank r is shared rank
+// r / positions); the first `dealt_blocks` blocks are dealt among them
+// (ShardSpec::shared). positions == group_size is split_spec's split.
+ShardSpec shared_split_spec(const Shape& global, const std::string& group_name, int rank,
+                            int group_size, int positions, int64_t blocks, int64_t dealt_blocks);
 
 // A new parameter with a zeroed gradient, tagged for memory accounting: a
 // copy of `value` on `device` (the model's, its context's device), or on

@@ -229,8 +229,9 @@ KeyDef model_switch_key(ConfigKey key, bool nn::GptConfig::*m) {
 // The architecture options: what makes a model GPT-2 or Llama beyond its shape.
 void add_architecture_keys(std::vector<KeyDef>& d) {
   d.push_back(int_key({"kv-heads", "N", "preset",
-                       "key/value heads (grouped-query attention): a divisor of --heads and a "
-                       "multiple of --tp; 0: --heads"},
+                       "key/value heads (grouped-query attention): a divisor of --heads, and a "
+                       "multiple of --tp or a divisor of it (each head replicated on "
+                       "tp/kv-heads ranks, not with --gtp); 0: --heads"},
                       model_field(&nn::GptConfig::kv_heads), 0));
   d.push_back(int_key({"hidden", "N", "preset", "MLP hidden size; 0: 4 x --width"},
                       model_field(&nn::GptConfig::hidden), 0));

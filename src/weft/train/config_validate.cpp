@@ -21,7 +21,7 @@ std::string with_option_names(const std::string& message) {
   static constexpr std::pair<std::string_view, std::string_view> kOptions[] = {
       {"vocab_pad", "--vocab-pad"}, {"vocab", "--vocab"}, {"seq", "--seq"},
       {"layers", "--layers"},       {"width", "--width"}, {"heads", "--heads"},
-      {"dropout", "--dropout"},     {"tp", "--tp"}};
+      {"dropout", "--dropout"},     {"tp", "--tp"},       {"kv_heads", "--kv-heads"}};
   auto word_char = [](char ch) {
     return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
   };
@@ -71,6 +71,10 @@ void validate(const TrainConfig& c) {
       "--amax-group tp-dp reduces every rank's amaxes entry by entry, and under --ep {} "
       "the ranks hold different experts: use --amax-group tp",
       c.ep);
+  WEFT_CHECK(c.gtp == 1 || c.tp <= c.model.kv_head_count(),
+             "--kv-heads {} below --tp {} replicates each key/value head on {} TP ranks, which "
+             "--gtp {} does not support: use --gtp 1, or --kv-heads a multiple of --tp",
+             c.model.kv_head_count(), c.tp, c.tp / c.model.kv_head_count(), c.gtp);
   WEFT_CHECK(c.lr_value() > 0, "--lr must be positive, got {}", c.lr_value());
   WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr_value(), "--min-lr {} is above --lr {}", *c.min_lr,
              c.lr_value());
