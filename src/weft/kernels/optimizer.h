@@ -1,12 +1,19 @@
 // AdamW on fp32 master weights, and the squared norm of a gradient for
-// global gradient-norm clipping.
+// global gradient-norm clipping; each over one tensor or over a list of
+// tensors in one threaded pass (the multi-tensor forms, which the optimizer
+// and the gradient norm use: the work is split across threads by elements,
+// so many small parameters run as fast as one large one).
 //
-// Both are bitwise the same for any thread count: adamw_step is element-wise,
-// and sum_of_squares reduces fixed blocks whose partial sums are added in
-// block order, however many threads computed them.
+// All are bitwise the same for any thread count and any grouping into lists:
+// AdamW is element-wise, and a sum of squares reduces fixed blocks of its
+// tensor whose partial sums are added in block order, however many threads
+// computed them. A multi-tensor call gives each tensor exactly the result of
+// the single-tensor call.
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
@@ -37,7 +44,28 @@ struct AdamWConfig {
 void adamw_step(const ExecContext& ec, Tensor& params, const Tensor& grads, Tensor& m, Tensor& v,
                 const AdamWConfig& cfg);
 
+// One tensor of a multi-tensor AdamW step: a parameter's value, its gradient
+// and its two moments (f32, the same number of elements, any shapes), and
+// whether weight decay applies to it.
+struct AdamWSegment {
+  Tensor* params = nullptr;
+  const Tensor* grads = nullptr;
+  Tensor* m = nullptr;
+  Tensor* v = nullptr;
+  bool decay = false;
+};
+
+// adamw_step over every segment in one threaded pass, cfg.weight_decay applied
+// to the segments marked `decay` (0 to the others): each element is updated
+// bit for bit as adamw_step updates it.
+void adamw_step_multi(const ExecContext& ec, std::span<const AdamWSegment> segments,
+                      const AdamWConfig& cfg);
+
 // x (any shape) f32 -> Σ x², each square and sum in f64.
 double sum_of_squares(const ExecContext& ec, const Tensor& x);
+
+// xs: f32 tensors (any shapes) -> Σ x² of each, in their order, in one
+// threaded pass; element i is bit for bit sum_of_squares(ec, xs[i]).
+std::vector<double> sum_of_squares_multi(const ExecContext& ec, std::span<const Tensor> xs);
 
 }  // namespace weft::kernels

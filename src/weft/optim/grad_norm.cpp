@@ -9,7 +9,9 @@ namespace weft::optim {
 
 double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups& groups,
                         const ExecContext& ec) {
-  double local = 0;
+  // The gradients this rank counts, summed in one multi-tensor pass.
+  std::vector<Tensor> counted;
+  counted.reserve(params.size());
   for (const nn::Parameter* p : params) {
     bool owner = true;
     for (const std::string& name : p->spec.replicated_over) {
@@ -18,8 +20,11 @@ double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups&
     }
     // Row padding (generalized tensor parallelism) is no element of the
     // model; a shared slice's common rows count on one of its ranks.
-    if (owner) local += kernels::sum_of_squares(ec, nn::counted_part(p->spec, p->grad));
+    if (owner) counted.push_back(nn::counted_part(p->spec, p->grad));
   }
+  // Added in parameter order: the same bits for any thread count.
+  double local = 0;
+  for (double s : kernels::sum_of_squares_multi(ec, counted)) local += s;
   // One f64 per group: each rank's partial sum keeps all its bits.
   Tensor t = Tensor::empty({1}, DType::f64);
   *t.data<double>() = local;

@@ -1,8 +1,9 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "weft/kernels/cuda/common.cuh"
-#include "weft/kernels/cuda/grid_stride.cuh"
 #include "weft/kernels/impl/optimizer.h"
 
 namespace weft::kernels::impl {
@@ -12,25 +13,100 @@ using namespace cuda;
 
 namespace {
 
-// Blocks of the first pass of sum_of_squares: a fixed number for a given
-// size (not one tied to the device), so the sum is the same on every GPU.
-constexpr int kSumBlocks = 1024;
+// The multi-tensor launches (as Apex's multi_tensor_apply): the tensors are
+// cut into chunks, each block of a launch takes one chunk of one tensor, and
+// a launch carries its tensors' pointers and its blocks' (tensor, chunk)
+// table by value in its arguments — no table to copy to the device, nothing
+// for the host to wait on, so a step stays capturable in a CUDA graph. Lists
+// longer than a launch holds go in several launches.
+constexpr int kMaxTensors = 36;
+constexpr int kMaxBlocks = 320;
+
+constexpr int64_t kAdamWChunk = 1 << 16;
+constexpr int kAdamWThreads = 512;
+// Smaller chunks for the sums: more blocks for a lone large gradient.
+constexpr int64_t kSumChunk = 1 << 14;
 constexpr int kSumThreads = 256;
 
-// p, g, m, v (n): one AdamW step. The CPU's formula with every operation rounded on its own (_rn
-// intrinsics: no FMA contraction, which the CPU loop does not have either), so each element is
+// The blocks of one launch: block b works on chunk chunk[b] of the launch's
+// tensor slot tensor[b].
+struct ChunkTable {
+  uint8_t tensor[kMaxBlocks];
+  int32_t chunk[kMaxBlocks];
+};
+
+struct AdamWLaunch {
+  float* p[kMaxTensors];
+  const float* g[kMaxTensors];
+  float* m[kMaxTensors];
+  float* v[kMaxTensors];
+  int64_t n[kMaxTensors];
+  float decay[kMaxTensors];
+  ChunkTable blocks;
+};
+
+struct SumLaunch {
+  const float* x[kMaxTensors];
+  int64_t n[kMaxTensors];
+  ChunkTable blocks;
+};
+
+// Kernel arguments are limited to 4 KiB.
+static_assert(sizeof(AdamWLaunch) <= 4000 && sizeof(SumLaunch) <= 4000);
+static_assert(kMaxTensors <= 255);
+
+// Walks the chunks (of `chunk` elements) of tensors 0..count-1 of sizes
+// size_of(i), filling launch tables (set_slot(L, slot, i) puts tensor i in
+// slot `slot` of L) and calling launch(L, blocks) whenever one is full, in
+// tensor and chunk order. A tensor cut between two launches takes slot 0 of
+// the second.
+template <typename Launch, typename SizeOf, typename SetSlot, typename Run>
+void for_each_launch(size_t count, int64_t chunk, SizeOf&& size_of, SetSlot&& set_slot,
+                     Run&& launch) {
+  Launch table{};
+  int slot = 0, blocks = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t chunks = (size_of(i) + chunk - 1) / chunk;
+    if (chunks == 0) continue;
+    set_slot(table, slot, i);
+    for (int64_t c = 0; c < chunks; ++c) {
+      table.blocks.tensor[blocks] = static_cast<uint8_t>(slot);
+      table.blocks.chunk[blocks] = static_cast<int32_t>(c);
+      ++blocks;
+      const bool last = c == chunks - 1;
+      if (blocks == kMaxBlocks || (last && slot == kMaxTensors - 1)) {
+        launch(table, blocks);
+        blocks = 0;
+        slot = last ? -1 : 0;
+        if (!last) set_slot(table, 0, i);
+      }
+    }
+    ++slot;
+  }
+  if (blocks > 0) launch(table, blocks);
+}
+
+// Each launch's tensors, chunk by chunk: the update of kernels/optimizer.h
+// with every operation rounded on its own (_rn intrinsics: no FMA
+// contraction, which the CPU loop does not have either), so each element is
 // updated bit for bit as on the CPU.
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, float scale,
-                             float b1, float a1, float b2, float a2, float decay, float step_size,
-                             float inv_sqrt_bias2, float eps) {
-  for (int64_t i = grid_start(); i < n; i += grid_stride()) {
-    const float gi = __fmul_rn(g[i], scale);
-    const float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(a1, gi));
-    const float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(a2, gi), gi));
+__global__ void adamw_multi_kernel(AdamWLaunch L, AdamWConstants c) {
+  const int t = L.blocks.tensor[blockIdx.x];
+  const int64_t begin = static_cast<int64_t>(L.blocks.chunk[blockIdx.x]) * kAdamWChunk;
+  const int64_t end = min(L.n[t], begin + kAdamWChunk);
+  float* p = L.p[t];
+  const float* g = L.g[t];
+  float* m = L.m[t];
+  float* v = L.v[t];
+  const float decay = L.decay[t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const float gi = __fmul_rn(g[i], c.scale);
+    const float mi = __fadd_rn(__fmul_rn(c.b1, m[i]), __fmul_rn(c.a1, gi));
+    const float vi = __fadd_rn(__fmul_rn(c.b2, v[i]), __fmul_rn(__fmul_rn(c.a2, gi), gi));
     m[i] = mi;
     v[i] = vi;
-    const float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), inv_sqrt_bias2), eps);
-    p[i] = __fsub_rn(__fmul_rn(p[i], decay), __fdiv_rn(__fmul_rn(step_size, mi), denom));
+    const float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(vi), c.inv_sqrt_bias2), c.eps);
+    p[i] = __fsub_rn(__fmul_rn(p[i], decay), __fdiv_rn(__fmul_rn(c.step_size, mi), denom));
   }
 }
 
@@ -46,12 +122,16 @@ __device__ double block_sum_f64(double v, double* shared) {
   return shared[0];
 }
 
-// x (n) -> partial (gridDim.x): partial[block] = Σ x² over the elements of the block's grid-stride
-// walk, squares and sums in f64 (a square of an f32 is exact in f64).
-__global__ void sum_of_squares_kernel(const float* x, int64_t n, double* partial) {
+// partial[b] = Σ x² over the chunk of block b, squares and sums in f64 (a
+// square of an f32 is exact in f64).
+__global__ void sum_of_squares_multi_kernel(SumLaunch L, double* partial) {
   __shared__ double shared[kSumThreads];
+  const int t = L.blocks.tensor[blockIdx.x];
+  const int64_t begin = static_cast<int64_t>(L.blocks.chunk[blockIdx.x]) * kSumChunk;
+  const int64_t end = min(L.n[t], begin + kSumChunk);
+  const float* x = L.x[t];
   double acc = 0.0;
-  for (int64_t i = grid_start(); i < n; i += grid_stride()) {
+  for (int64_t i = begin + threadIdx.x; i < end; i += kSumThreads) {
     const double xi = x[i];
     acc += xi * xi;
   }
@@ -59,53 +139,89 @@ __global__ void sum_of_squares_kernel(const float* x, int64_t n, double* partial
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
-// partial (count) -> out (1) = Σ partial
-__global__ void sum_partials_kernel(const double* partial, int count, double* out) {
-  __shared__ double shared[kSumThreads];
-  double acc = 0.0;
-  for (int i = static_cast<int>(threadIdx.x); i < count; i += kSumThreads) acc += partial[i];
-  const double total = block_sum_f64(acc, shared);
-  if (threadIdx.x == 0) *out = total;
+// The chunks of up to kSumsPerLaunch tensors: tensor `base + j` owns the
+// chunk sums [first[j], first[j + 1]) of `partial`.
+constexpr int kSumsPerLaunch = 512;
+struct ChunkRanges {
+  int32_t first[kSumsPerLaunch + 1];
+};
+
+// sums[base + j] = the chunk sums of tensor base + j added in chunk order,
+// one thread per tensor.
+__global__ void tensor_sums_kernel(const double* partial, ChunkRanges r, int count, double* sums) {
+  const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (j >= count) return;
+  double total = 0.0;
+  for (int32_t b = r.first[j]; b < r.first[j + 1]; ++b) total += partial[b];
+  sums[j] = total;
 }
 
 }  // namespace
 
 template <>
-void adamw_step<Backend::cuda>(const ExecContext& ec, Tensor& params, const Tensor& grads,
-                               Tensor& m, Tensor& v, const AdamWConfig& cfg) {
-  const int64_t n = params.numel();
-  if (n == 0) return;
-  // The per-step constants exactly as the CPU computes them: f64 on the host,
-  // rounded once to f32.
-  const double bias1 = 1.0 - std::pow(static_cast<double>(cfg.beta1), cfg.step);
-  const double bias2 = 1.0 - std::pow(static_cast<double>(cfg.beta2), cfg.step);
-  const float decay = static_cast<float>(1.0 - static_cast<double>(cfg.lr) * cfg.weight_decay);
-  const float step_size = static_cast<float>(cfg.lr / bias1);
-  const float inv_sqrt_bias2 = static_cast<float>(1.0 / std::sqrt(bias2));
-  adamw_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(
-      dptr<float>(params), dptr<const float>(grads), dptr<float>(m), dptr<float>(v), n,
-      cfg.grad_scale, cfg.beta1, 1.0f - cfg.beta1, cfg.beta2, 1.0f - cfg.beta2, decay, step_size,
-      inv_sqrt_bias2, cfg.eps);
-  check_launch("adamw_step");
+void adamw_step_multi<Backend::cuda>(const ExecContext& ec, std::span<const AdamWSegment> segments,
+                                     const AdamWConfig& cfg) {
+  // The per-step constants exactly as the CPU computes them.
+  const AdamWConstants c = adamw_constants(cfg);
+  for_each_launch<AdamWLaunch>(
+      segments.size(), kAdamWChunk, [&](size_t i) { return segments[i].params->numel(); },
+      [&](AdamWLaunch& L, int slot, size_t i) {
+        const AdamWSegment& s = segments[i];
+        L.p[slot] = dptr<float>(*s.params);
+        L.g[slot] = dptr<const float>(*s.grads);
+        L.m[slot] = dptr<float>(*s.m);
+        L.v[slot] = dptr<float>(*s.v);
+        L.n[slot] = s.params->numel();
+        L.decay[slot] = s.decay ? c.decay : 1.0f;
+      },
+      [&](const AdamWLaunch& L, int blocks) {
+        adamw_multi_kernel<<<blocks, kAdamWThreads, 0, stream_of(ec)>>>(L, c);
+        check_launch("adamw_step_multi");
+      });
 }
 
 template <>
-double sum_of_squares<Backend::cuda>(const ExecContext& ec, const Tensor& x) {
-  const int64_t n = x.numel();
-  if (n == 0) return 0.0;
-  const int blocks =
-      static_cast<int>(std::min<int64_t>(kSumBlocks, (n + kSumThreads - 1) / kSumThreads));
-  Tensor partial = ec.empty({blocks + 1}, DType::f64);
-  double* parts = dptr<double>(partial);
-  sum_of_squares_kernel<<<blocks, kSumThreads, 0, stream_of(ec)>>>(dptr<const float>(x), n, parts);
-  check_launch("sum_of_squares");
-  sum_partials_kernel<<<1, kSumThreads, 0, stream_of(ec)>>>(parts, blocks, parts + blocks);
-  check_launch("sum_of_squares (block sums)");
-  double total = 0.0;
-  WEFT_CUDA_CHECK(cudaMemcpyAsync(&total, parts + blocks, sizeof(double), cudaMemcpyDeviceToHost,
-                                  stream_of(ec)));
+std::vector<double> sum_of_squares_multi<Backend::cuda>(const ExecContext& ec,
+                                                        std::span<const Tensor> xs) {
+  const size_t count = xs.size();
+  std::vector<int32_t> first(count + 1, 0);
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t chunks = (xs[i].numel() + kSumChunk - 1) / kSumChunk;
+    WEFT_CHECK(first[i] + chunks < INT32_MAX, "sum_of_squares_multi: {} elements are too many",
+               xs[i].numel());
+    first[i + 1] = static_cast<int32_t>(first[i] + chunks);
+  }
+  std::vector<double> sums(count, 0.0);
+  if (first.back() == 0) return sums;
+  // The chunk sums (in tensor and chunk order), then the tensors' sums.
+  Tensor scratch =
+      ec.empty({static_cast<int64_t>(first.back()) + static_cast<int64_t>(count)}, DType::f64);
+  double* partial = dptr<double>(scratch);
+  double* tensor_sums = partial + first.back();
+  int64_t done = 0;
+  for_each_launch<SumLaunch>(
+      count, kSumChunk, [&](size_t i) { return xs[i].numel(); },
+      [&](SumLaunch& L, int slot, size_t i) {
+        L.x[slot] = dptr<const float>(xs[i]);
+        L.n[slot] = xs[i].numel();
+      },
+      [&](const SumLaunch& L, int blocks) {
+        sum_of_squares_multi_kernel<<<blocks, kSumThreads, 0, stream_of(ec)>>>(L, partial + done);
+        check_launch("sum_of_squares_multi");
+        done += blocks;
+      });
+  for (size_t base = 0; base < count; base += kSumsPerLaunch) {
+    const int n = static_cast<int>(std::min<size_t>(kSumsPerLaunch, count - base));
+    ChunkRanges r{};
+    for (int j = 0; j <= n; ++j) r.first[j] = first[base + static_cast<size_t>(j)];
+    tensor_sums_kernel<<<(n + kSumThreads - 1) / kSumThreads, kSumThreads, 0, stream_of(ec)>>>(
+        partial, r, n, tensor_sums + base);
+    check_launch("sum_of_squares_multi (tensor sums)");
+  }
+  WEFT_CUDA_CHECK(cudaMemcpyAsync(sums.data(), tensor_sums, count * sizeof(double),
+                                  cudaMemcpyDeviceToHost, stream_of(ec)));
   WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ec)));
-  return total;
+  return sums;
 }
 
 }  // namespace weft::kernels::impl
