@@ -62,8 +62,9 @@ struct AdamWRun {
 };
 
 // Elements [first, last) of one segment: the update of kernels/optimizer.h,
-// each operation rounded on its own (no FMA contraction in ISO C++ mode),
-// so vector widths give the bits of the scalar loop.
+// each operation rounded on its own (this file is compiled without FMA
+// contraction, see CMakeLists.txt), so every vector width and every
+// processor gives the bits of the scalar loop.
 inline void adamw_elements(const AdamWRun& r, int64_t first, int64_t last,
                            const AdamWConstants& c) {
   float* p = r.p;
@@ -173,7 +174,10 @@ std::vector<double> sum_of_squares_multi<Backend::cpu>(const ExecContext& ec,
   }
   const std::vector<int64_t> starts = starts_of(sizes);
   std::vector<double> partial(blocks.size());
-  block_sums(blocks, starts, partial, parts_for(ec, starts.back()));
+  // No more threads than blocks: a block is one thread's work.
+  const int parts = static_cast<int>(
+      std::min<int64_t>(parts_for(ec, starts.back()), std::max<int64_t>(1, blocks.size())));
+  block_sums(blocks, starts, partial, parts);
   std::vector<double> sums(xs.size(), 0.0);
   for (size_t i = 0; i < xs.size(); ++i) {
     double total = 0.0;
