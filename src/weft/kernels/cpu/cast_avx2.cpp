@@ -1,0 +1,162 @@
+// The cast kernels of cast_simd.h for AVX2: this file alone gets the -m flags
+// (see CMakeLists.txt). Only <immintrin.h>, <stdint.h> and cast_simd.inc, in
+// an unnamed namespace: nothing another file could pick up compiled for a
+// processor it may not run on.
+#include "weft/kernels/cpu/cast_simd.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <stdint.h>
+
+#define WEFT_SIMD_INLINE [[gnu::always_inline]] inline
+
+namespace weft::kernels::cpu::cast_simd {
+namespace {
+
+constexpr const char* kIsaName = "avx2";
+
+struct F2 {
+  __m256 lo, hi;
+};
+struct U2 {
+  __m256i lo, hi;
+};
+
+// 16 lanes: two registers, lanes 0-7 in lo.
+struct V {
+  using F = F2;
+  using U = U2;
+  using M = U2;  // all ones in a lane where true
+  WEFT_SIMD_INLINE static U u(uint32_t v) {
+    const __m256i x = _mm256_set1_epi32(static_cast<int>(v));
+    return {x, x};
+  }
+  WEFT_SIMD_INLINE static F f(float v) {
+    const __m256 x = _mm256_set1_ps(v);
+    return {x, x};
+  }
+  WEFT_SIMD_INLINE static F loadf(const float* p) {
+    return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
+  }
+  WEFT_SIMD_INLINE static void storef(float* p, F v) {
+    _mm256_storeu_ps(p, v.lo);
+    _mm256_storeu_ps(p + 8, v.hi);
+  }
+  WEFT_SIMD_INLINE static U load32(const uint32_t* p) {
+    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8))};
+  }
+  WEFT_SIMD_INLINE static U bits(F v) { return {_mm256_castps_si256(v.lo), _mm256_castps_si256(v.hi)}; }
+  WEFT_SIMD_INLINE static F fl(U v) { return {_mm256_castsi256_ps(v.lo), _mm256_castsi256_ps(v.hi)}; }
+  WEFT_SIMD_INLINE static U add(U a, U b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static U sub(U a, U b) { return {_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static U band(U a, U b) { return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static U bor(U a, U b) { return {_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static U bxor(U a, U b) { return {_mm256_xor_si256(a.lo, b.lo), _mm256_xor_si256(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static U xor3(U a, U b, U c) { return bxor(bxor(a, b), c); }
+  template <int N>
+  WEFT_SIMD_INLINE static U shr(U a) {
+    return {_mm256_srli_epi32(a.lo, N), _mm256_srli_epi32(a.hi, N)};
+  }
+  template <int N>
+  WEFT_SIMD_INLINE static U shl(U a) {
+    return {_mm256_slli_epi32(a.lo, N), _mm256_slli_epi32(a.hi, N)};
+  }
+  WEFT_SIMD_INLINE static U minu(U a, U b) { return {_mm256_min_epu32(a.lo, b.lo), _mm256_min_epu32(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static U maxu(U a, U b) { return {_mm256_max_epu32(a.lo, b.lo), _mm256_max_epu32(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static M gts(U a, U b) { return {_mm256_cmpgt_epi32(a.lo, b.lo), _mm256_cmpgt_epi32(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static M eq(U a, U b) { return {_mm256_cmpeq_epi32(a.lo, b.lo), _mm256_cmpeq_epi32(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static M mand(M a, M b) { return band(a, b); }
+  WEFT_SIMD_INLINE static M mnot(M a) { return bxor(a, u(0xffffffffu)); }
+  WEFT_SIMD_INLINE static U sel(M m, U a, U b) {
+    return {_mm256_blendv_epi8(b.lo, a.lo, m.lo), _mm256_blendv_epi8(b.hi, a.hi, m.hi)};
+  }
+  WEFT_SIMD_INLINE static F fadd(F a, F b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static F fsub(F a, F b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static F fmul(F a, F b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static F fdiv(F a, F b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static F cvt(U a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
+  WEFT_SIMD_INLINE static U cvtt(F a) { return {_mm256_cvttps_epi32(a.lo), _mm256_cvttps_epi32(a.hi)}; }
+  WEFT_SIMD_INLINE static F gather(const float* table, U idx) {
+    return {_mm256_i32gather_ps(table, idx.lo, 4), _mm256_i32gather_ps(table, idx.hi, 4)};
+  }
+  WEFT_SIMD_INLINE static uint32_t hmax(U a) {
+    __m256i m = _mm256_max_epu32(a.lo, a.hi);
+    m = _mm256_max_epu32(m, _mm256_permute2x128_si256(m, m, 1));
+    m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, 0x4e));
+    m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, 0xb1));
+    return static_cast<uint32_t>(_mm_cvtsi128_si32(_mm256_castsi256_si128(m)));
+  }
+
+  // Bytes: 16 lanes' low bytes (each below 256) as one xmm, and back.
+  WEFT_SIMD_INLINE static __m128i narrow(U a) {
+    const __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(a.lo, a.hi), 0xd8);
+    return _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+  }
+  WEFT_SIMD_INLINE static U widen(__m128i b) {
+    return {_mm256_cvtepu8_epi32(b), _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8))};
+  }
+  WEFT_SIMD_INLINE static __m128i load128(const uint8_t* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  }
+  WEFT_SIMD_INLINE static void store128(uint8_t* p, __m128i v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+  }
+  WEFT_SIMD_INLINE static __m128i load64(const uint8_t* p) {
+    return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  }
+  WEFT_SIMD_INLINE static void store64(uint8_t* p, __m128i v) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), v);
+  }
+  WEFT_SIMD_INLINE static void store8(uint8_t* p, U a) { store128(p, narrow(a)); }
+  // 16 nibbles (lanes < 16), two a byte, the even lane low.
+  WEFT_SIMD_INLINE static void store4(uint8_t* p, U a) {
+    const __m128i b = narrow(a);
+    const __m128i w = _mm_and_si128(_mm_or_si128(b, _mm_srli_epi16(b, 4)), _mm_set1_epi16(0xff));
+    store64(p, _mm_packus_epi16(w, w));
+  }
+
+  // hi, lo: the halves of each lane's a · m (64 bits).
+  WEFT_SIMD_INLINE static void mul_wide(U a, uint32_t m, U& hi, U& lo) {
+    const __m256i mv = _mm256_set1_epi32(static_cast<int>(m));
+    const __m256i* halves[2] = {&a.lo, &a.hi};
+    __m256i* his[2] = {&hi.lo, &hi.hi};
+    __m256i* los[2] = {&lo.lo, &lo.hi};
+    for (int h = 0; h < 2; ++h) {
+      const __m256i x = *halves[h];
+      const __m256i even = _mm256_mul_epu32(x, mv);
+      const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), mv);
+      *his[h] = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xaa);
+      *los[h] = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa);
+    }
+  }
+  // Within each 128-bit lane, the 4x4 transpose of (c0, c1, c2, c3); out[16k ..]
+  // gets the k-th result.
+  WEFT_SIMD_INLINE static void interleave4(U c0, U c1, U c2, U c3, uint32_t* out) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i a = h ? c0.hi : c0.lo, b = h ? c1.hi : c1.lo;
+      const __m256i c = h ? c2.hi : c2.lo, d = h ? c3.hi : c3.lo;
+      const __m256i t0 = _mm256_unpacklo_epi32(a, b), t1 = _mm256_unpackhi_epi32(a, b);
+      const __m256i t2 = _mm256_unpacklo_epi32(c, d), t3 = _mm256_unpackhi_epi32(c, d);
+      auto* o = reinterpret_cast<__m256i*>(out + 8 * h);
+      _mm256_storeu_si256(o, _mm256_unpacklo_epi64(t0, t2));
+      _mm256_storeu_si256(o + 2, _mm256_unpackhi_epi64(t0, t2));
+      _mm256_storeu_si256(o + 4, _mm256_unpacklo_epi64(t1, t3));
+      _mm256_storeu_si256(o + 6, _mm256_unpackhi_epi64(t1, t3));
+    }
+  }
+};
+
+#include "weft/kernels/cpu/cast_simd.inc"
+
+}  // namespace
+
+const Kernels* avx2_kernels() { return &kKernels; }
+
+}  // namespace weft::kernels::cpu::cast_simd
+
+#else
+namespace weft::kernels::cpu::cast_simd {
+const Kernels* avx2_kernels() { return nullptr; }
+}  // namespace weft::kernels::cpu::cast_simd
+#endif

@@ -1,0 +1,113 @@
+// The cast kernels of cast_simd.h for AVX-512 (F, BW, VL, DQ): this file
+// alone gets the -m flags (see CMakeLists.txt). Only <immintrin.h>,
+// <stdint.h> and cast_simd.inc, in an unnamed namespace: nothing another
+// file could pick up compiled for a processor it may not run on.
+#include "weft/kernels/cpu/cast_simd.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <stdint.h>
+
+#define WEFT_SIMD_INLINE [[gnu::always_inline]] inline
+
+namespace weft::kernels::cpu::cast_simd {
+namespace {
+
+constexpr const char* kIsaName = "avx512";
+
+// 16 lanes: one register.
+struct V {
+  using F = __m512;
+  using U = __m512i;
+  using M = __mmask16;
+  WEFT_SIMD_INLINE static U u(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+  WEFT_SIMD_INLINE static F f(float v) { return _mm512_set1_ps(v); }
+  WEFT_SIMD_INLINE static F loadf(const float* p) { return _mm512_loadu_ps(p); }
+  WEFT_SIMD_INLINE static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
+  WEFT_SIMD_INLINE static U load32(const uint32_t* p) { return _mm512_loadu_si512(p); }
+  WEFT_SIMD_INLINE static U bits(F v) { return _mm512_castps_si512(v); }
+  WEFT_SIMD_INLINE static F fl(U v) { return _mm512_castsi512_ps(v); }
+  WEFT_SIMD_INLINE static U add(U a, U b) { return _mm512_add_epi32(a, b); }
+  WEFT_SIMD_INLINE static U sub(U a, U b) { return _mm512_sub_epi32(a, b); }
+  WEFT_SIMD_INLINE static U band(U a, U b) { return _mm512_and_si512(a, b); }
+  WEFT_SIMD_INLINE static U bor(U a, U b) { return _mm512_or_si512(a, b); }
+  WEFT_SIMD_INLINE static U xor3(U a, U b, U c) { return _mm512_ternarylogic_epi32(a, b, c, 0x96); }
+  template <int N>
+  WEFT_SIMD_INLINE static U shr(U a) {
+    return _mm512_srli_epi32(a, N);
+  }
+  template <int N>
+  WEFT_SIMD_INLINE static U shl(U a) {
+    return _mm512_slli_epi32(a, N);
+  }
+  WEFT_SIMD_INLINE static U minu(U a, U b) { return _mm512_min_epu32(a, b); }
+  WEFT_SIMD_INLINE static U maxu(U a, U b) { return _mm512_max_epu32(a, b); }
+  WEFT_SIMD_INLINE static M gts(U a, U b) { return _mm512_cmpgt_epi32_mask(a, b); }
+  WEFT_SIMD_INLINE static M eq(U a, U b) { return _mm512_cmpeq_epi32_mask(a, b); }
+  WEFT_SIMD_INLINE static M mand(M a, M b) { return _kand_mask16(a, b); }
+  WEFT_SIMD_INLINE static M mnot(M a) { return _knot_mask16(a); }
+  WEFT_SIMD_INLINE static U sel(M m, U a, U b) { return _mm512_mask_blend_epi32(m, b, a); }
+  WEFT_SIMD_INLINE static F fadd(F a, F b) { return _mm512_add_ps(a, b); }
+  WEFT_SIMD_INLINE static F fsub(F a, F b) { return _mm512_sub_ps(a, b); }
+  WEFT_SIMD_INLINE static F fmul(F a, F b) { return _mm512_mul_ps(a, b); }
+  WEFT_SIMD_INLINE static F fdiv(F a, F b) { return _mm512_div_ps(a, b); }
+  WEFT_SIMD_INLINE static F cvt(U a) { return _mm512_cvtepi32_ps(a); }
+  WEFT_SIMD_INLINE static U cvtt(F a) { return _mm512_cvttps_epi32(a); }
+  WEFT_SIMD_INLINE static F gather(const float* table, U idx) {
+    return _mm512_i32gather_ps(idx, table, 4);
+  }
+  WEFT_SIMD_INLINE static uint32_t hmax(U a) { return _mm512_reduce_max_epu32(a); }
+
+  // Bytes: 16 lanes' low bytes as one xmm, and back.
+  WEFT_SIMD_INLINE static __m128i narrow(U a) { return _mm512_cvtepi32_epi8(a); }
+  WEFT_SIMD_INLINE static U widen(__m128i b) { return _mm512_cvtepu8_epi32(b); }
+  WEFT_SIMD_INLINE static __m128i load128(const uint8_t* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  }
+  WEFT_SIMD_INLINE static void store128(uint8_t* p, __m128i v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+  }
+  WEFT_SIMD_INLINE static __m128i load64(const uint8_t* p) {
+    return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  }
+  WEFT_SIMD_INLINE static void store64(uint8_t* p, __m128i v) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), v);
+  }
+  WEFT_SIMD_INLINE static void store8(uint8_t* p, U a) { store128(p, narrow(a)); }
+  // 16 nibbles (lanes < 16), two a byte, the even lane low.
+  WEFT_SIMD_INLINE static void store4(uint8_t* p, U a) {
+    store64(p, _mm512_cvtepi64_epi8(_mm512_or_si512(a, _mm512_srli_epi64(a, 28))));
+  }
+
+  // hi, lo: the halves of each lane's a · m (64 bits).
+  WEFT_SIMD_INLINE static void mul_wide(U a, uint32_t m, U& hi, U& lo) {
+    const U mv = u(m);
+    const U even = _mm512_mul_epu32(a, mv), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), mv);
+    hi = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64(even, 32), odd);
+    lo = _mm512_mask_blend_epi32(0xaaaa, even, _mm512_slli_epi64(odd, 32));
+  }
+  // Within each 128-bit lane, the 4x4 transpose of (c0, c1, c2, c3); out[16k ..]
+  // gets the k-th result.
+  WEFT_SIMD_INLINE static void interleave4(U c0, U c1, U c2, U c3, uint32_t* out) {
+    const U t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
+    const U t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
+    _mm512_storeu_si512(out, _mm512_unpacklo_epi64(t0, t2));
+    _mm512_storeu_si512(out + 16, _mm512_unpackhi_epi64(t0, t2));
+    _mm512_storeu_si512(out + 32, _mm512_unpacklo_epi64(t1, t3));
+    _mm512_storeu_si512(out + 48, _mm512_unpackhi_epi64(t1, t3));
+  }
+};
+
+#include "weft/kernels/cpu/cast_simd.inc"
+
+}  // namespace
+
+const Kernels* avx512_kernels() { return &kKernels; }
+
+}  // namespace weft::kernels::cpu::cast_simd
+
+#else
+namespace weft::kernels::cpu::cast_simd {
+const Kernels* avx512_kernels() { return nullptr; }
+}  // namespace weft::kernels::cpu::cast_simd
+#endif

@@ -1,0 +1,182 @@
+// The column-wise pass of the CPU quantize kernel (cast_passes.h): the
+// quantized transpose. The vector kernels take strips of 16 columns of x in
+// bands of rows, block scales down the columns, codes transposed as bytes;
+// the baseline code transposes tiles of f32 and quantizes their rows as
+// segments of rows of xᵀ — for everything where there are no vector kernels,
+// for stochastic rounding, bf16 inputs and the edges the strips leave.
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "weft/kernels/cpu/cast_passes.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace weft::kernels::cpu {
+
+namespace {
+
+// Rows of the source taken per column-wise tile: a multiple of every block
+// length, so a tile's segments of xᵀ start at block boundaries.
+constexpr int64_t kTileRows = 128;
+constexpr int64_t kTileCols = 32;
+
+#if defined(__x86_64__)
+// A full tile, transposed: t[c · kTileRows + r] = src[r · ld + c], by 8x8
+// blocks in registers.
+[[gnu::target("avx2")]] void transpose_tile_avx2(const float* src, int64_t ld, float* t) {
+  for (int64_t rb = 0; rb < kTileRows; rb += 8) {
+    for (int64_t cb = 0; cb < kTileCols; cb += 8) {
+      __m256 v[8], w[8];
+      for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(src + (rb + i) * ld + cb);
+      for (int i = 0; i < 8; i += 2) {
+        w[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+        w[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        v[i] = _mm256_shuffle_ps(w[i], w[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        v[i + 1] = _mm256_shuffle_ps(w[i], w[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        v[i + 2] = _mm256_shuffle_ps(w[i + 1], w[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        v[i + 3] = _mm256_shuffle_ps(w[i + 1], w[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      // v[0..3]: columns 0,1,2,3 (low lanes) / 4,5,6,7 (high) of rows 0-3; v[4..7] rows 4-7.
+      for (int j = 0; j < 4; ++j) {
+        float* lo = t + (cb + j) * kTileRows + rb;
+        float* hi = t + (cb + j + 4) * kTileRows + rb;
+        _mm256_storeu_ps(lo, _mm256_permute2f128_ps(v[j], v[j + 4], 0x20));
+        _mm256_storeu_ps(hi, _mm256_permute2f128_ps(v[j], v[j + 4], 0x31));
+      }
+    }
+  }
+}
+#else
+void transpose_tile_avx2(const float*, int64_t, float*) {}
+#endif
+
+float load(const Tensor& x, int64_t i) {
+  return x.dtype() == DType::f32 ? x.data<float>()[i] : bf16_to_f32(x.bf16_data()[i]);
+}
+
+// Where the column-wise copy goes.
+struct ColumnsOut {
+  uint8_t* data;  // q.col_data (cols, rows)
+  uint8_t* sc;    // q.col_scale_inv
+  int64_t scale_cols;
+};
+
+// Rows [r_begin, r_end) x columns [c_begin, c_end) of x by the baseline
+// tiles (r_begin a multiple of the block length).
+void baseline_columns(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                      const SegmentParams& p, const std::vector<uint8_t>& tiles_t,
+                      const ColumnsOut& o, int64_t r_begin, int64_t r_end, int64_t c_begin,
+                      int64_t c_end) {
+  const int64_t rows = x.numel() / x.shape().last(), cols = x.shape().last();
+  const int64_t tr = (rows + 15) / 16;
+  const int64_t elem_stride = cfg.stochastic ? 1 : 0;
+  const int64_t row_tiles = (r_end - r_begin + kTileRows - 1) / kTileRows;
+  const int64_t col_tiles = (c_end - c_begin + kTileCols - 1) / kTileCols;
+  const uint64_t col_stream = cfg.offset + static_cast<uint64_t>(rows * cols);
+#if defined(__x86_64__)
+  const bool avx2 = __builtin_cpu_supports("avx2");
+#else
+  const bool avx2 = false;
+#endif
+#pragma omp parallel for num_threads(ec.threads()) schedule(static) collapse(2)
+  for (int64_t ct = 0; ct < col_tiles; ++ct) {
+    for (int64_t rt = 0; rt < row_tiles; ++rt) {
+      const int64_t r0 = r_begin + rt * kTileRows, nr = std::min(kTileRows, r_end - r0);
+      const int64_t c0 = c_begin + ct * kTileCols, nc = std::min(kTileCols, c_end - c0);
+      std::array<float, kTileRows * kTileCols> t{};
+      if (x.dtype() == DType::f32 && nr == kTileRows && nc == kTileCols && avx2) {
+        transpose_tile_avx2(x.data<float>() + r0 * cols + c0, cols, t.data());
+      } else {
+        for (int64_t r = 0; r < nr; ++r) {
+          for (int64_t c = 0; c < nc; ++c)
+            t[static_cast<size_t>(c * kTileRows + r)] = load(x, (r0 + r) * cols + c0 + c);
+        }
+      }
+      for (int64_t c = 0; c < nc; ++c) {
+        const int64_t xc = c0 + c;  // the row of xᵀ
+        uint8_t* row_scales = cfg.mode == ScalingMode::tensor ? nullptr : o.sc + xc * o.scale_cols;
+        const uint8_t* tile_row = nullptr;
+        if (cfg.mode == ScalingMode::block_16x16) {
+          row_scales = nullptr;  // written below
+          tile_row = tiles_t.data() + (xc / 16) * tr;
+        }
+        quantize_segment(p, t.data() + c * kTileRows, nr, r0, o.data, xc * rows + r0, row_scales,
+                         tile_row, col_stream + static_cast<uint64_t>((xc * rows + r0) * elem_stride));
+      }
+    }
+  }
+}
+
+// Rows [0, nr) x columns [0, nc) of x (f32) by the vector strips: nc a
+// multiple of 16, nr of the block length. Bands of kBand rows, each a pass
+// over all the strips, so that the rows being read stay in cache.
+void simd_columns(const ExecContext& ec, const cast_simd::Kernels& k, const Tensor& x,
+                  const QuantizeConfig& cfg, const SegmentParams& p,
+                  const std::vector<uint8_t>& tiles_t, const ColumnsOut& o, int64_t nr,
+                  int64_t nc) {
+  constexpr int64_t kBand = 64;
+  const int64_t rows = x.numel() / x.shape().last(), cols = x.shape().last();
+  const int64_t tr = (rows + 15) / 16, bands = (nr + kBand - 1) / kBand;
+  const float* src = x.data<float>();
+  const int fmt = simd_format(cfg.dtype);
+  const float inv_max = cfg.dtype == DType::e2m1 ? 1.0f : 1.0f / dtype_max(cfg.dtype);
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+  for (int64_t b = 0; b < bands; ++b) {
+    const int64_t r0 = b * kBand, n = std::min(kBand, nr - r0);
+    for (int64_t c0 = 0; c0 < nc; c0 += 16) {
+      const float* xs = src + r0 * cols + c0;
+      switch (cfg.mode) {
+        case ScalingMode::tensor:
+          k.tensor_cols(fmt, xs, cols, n, p.scale, o.data + c0 * rows + r0, rows);
+          break;
+        case ScalingMode::block_1x32:
+          k.mx_cols(fmt, xs, cols, n, inv_max, o.data + c0 * rows + r0, rows,
+                    o.sc + c0 * o.scale_cols + r0 / 32, o.scale_cols);
+          break;
+        default: {
+          const bool tiled = cfg.mode == ScalingMode::block_16x16;
+          k.nv_cols(xs, cols, n, p.s_enc, p.enc_scale,
+                    tiled ? tiles_t.data() + (c0 / 16) * tr + r0 / 16 : nullptr,
+                    o.data + (c0 * rows + r0) / 2, rows / 2,
+                    tiled ? nullptr : o.sc + c0 * o.scale_cols + r0 / 16, o.scale_cols);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_columns(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                      const SegmentParams& p, const std::vector<uint8_t>& tiles_t,
+                      QuantizedTensor& q) {
+  const int64_t rows = q.rows, cols = q.cols;
+  reuse(q.col_data, {cols, rows}, cfg.dtype);
+  reuse(q.col_scale_inv, scale_shape(cfg.mode, cols, rows), scale_dtype(cfg.mode));
+  if (cfg.mode == ScalingMode::tensor) q.col_scale_inv.data<float>()[0] = q.tensor_scale_inv;
+  const ColumnsOut o{static_cast<uint8_t*>(q.col_data.raw()),
+                     static_cast<uint8_t*>(q.col_scale_inv.raw()), q.col_scale_inv.shape().last()};
+  if (cfg.mode == ScalingMode::block_16x16) std::memcpy(o.sc, tiles_t.data(), tiles_t.size());
+  const cast_simd::Kernels* k = p.k;
+  if (k != nullptr && cfg.mode == ScalingMode::tensor && cfg.rowwise) {
+    // One scale for both copies: the column-wise codes are the row-wise ones, transposed.
+    k->transpose_bytes(static_cast<const uint8_t*>(q.data.raw()), rows, cols, o.data);
+    return;
+  }
+  if (k == nullptr || cfg.stochastic || x.dtype() != DType::f32) {
+    baseline_columns(ec, x, cfg, p, tiles_t, o, 0, rows, 0, cols);
+    return;
+  }
+  const int64_t block = cfg.mode == ScalingMode::block_1x32 ? 32 : 16;
+  const int64_t nr = rows / block * block, nc = cols / 16 * 16;
+  simd_columns(ec, *k, x, cfg, p, tiles_t, o, nr, nc);
+  if (nc < cols) baseline_columns(ec, x, cfg, p, tiles_t, o, 0, rows, nc, cols);
+  if (nr < rows && nc > 0) baseline_columns(ec, x, cfg, p, tiles_t, o, nr, rows, 0, nc);
+}
+
+}  // namespace weft::kernels::cpu
