@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "weft/core/error.h"
-
 #include "weft/kernels/cpu/onednn.h"
 
 namespace weft::kernels {
@@ -148,8 +147,8 @@ std::string describe_cpu_support() {
   out << "AVX2: " << yn(s.avx2) << ", AVX-512: " << yn(s.avx512)
       << ", AVX-512-BF16: " << yn(s.avx512_bf16) << ", AMX: " << yn(s.amx) << "; oneDNN "
       << s.onednn_version << " uses " << s.onednn_isa << "; weft's vector kernels "
-      << vector_isa_name(s.vector_isa) << "; f32 " << gemm_path(DType::f32)
-      << ", bf16 " << gemm_path(DType::bf16);
+      << vector_isa_name(s.vector_isa) << "; f32 " << gemm_path(DType::f32) << ", bf16 "
+      << gemm_path(DType::bf16);
   return out.str();
 }
 

@@ -342,8 +342,8 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
   q.amax = amax_first ? amax<Backend::cpu>(ec, x) : 0.0f;
 
-  SegmentParams p{cfg.mode,   cfg.dtype, cfg.scale, 1.0f,         1.0f,
-                  cfg.stochastic, cfg.seed, nullptr, cast_kernels()};
+  SegmentParams p{cfg.mode,       cfg.dtype, cfg.scale, 1.0f,          1.0f,
+                  cfg.stochastic, cfg.seed,  nullptr,   cast_kernels()};
   std::array<float, 256> enc_scale{};
   q.tensor_scale_inv = 1.0f;
   if (cfg.mode == ScalingMode::tensor) q.tensor_scale_inv = 1.0f / cfg.scale;

@@ -46,13 +46,27 @@ struct V {
     return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8))};
   }
-  WEFT_SIMD_INLINE static U bits(F v) { return {_mm256_castps_si256(v.lo), _mm256_castps_si256(v.hi)}; }
-  WEFT_SIMD_INLINE static F fl(U v) { return {_mm256_castsi256_ps(v.lo), _mm256_castsi256_ps(v.hi)}; }
-  WEFT_SIMD_INLINE static U add(U a, U b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
-  WEFT_SIMD_INLINE static U sub(U a, U b) { return {_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)}; }
-  WEFT_SIMD_INLINE static U band(U a, U b) { return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)}; }
-  WEFT_SIMD_INLINE static U bor(U a, U b) { return {_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)}; }
-  WEFT_SIMD_INLINE static U bxor(U a, U b) { return {_mm256_xor_si256(a.lo, b.lo), _mm256_xor_si256(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static U bits(F v) {
+    return {_mm256_castps_si256(v.lo), _mm256_castps_si256(v.hi)};
+  }
+  WEFT_SIMD_INLINE static F fl(U v) {
+    return {_mm256_castsi256_ps(v.lo), _mm256_castsi256_ps(v.hi)};
+  }
+  WEFT_SIMD_INLINE static U add(U a, U b) {
+    return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static U sub(U a, U b) {
+    return {_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static U band(U a, U b) {
+    return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static U bor(U a, U b) {
+    return {_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static U bxor(U a, U b) {
+    return {_mm256_xor_si256(a.lo, b.lo), _mm256_xor_si256(a.hi, b.hi)};
+  }
   WEFT_SIMD_INLINE static U xor3(U a, U b, U c) { return bxor(bxor(a, b), c); }
   template <int N>
   WEFT_SIMD_INLINE static U shr(U a) {
@@ -62,21 +76,47 @@ struct V {
   WEFT_SIMD_INLINE static U shl(U a) {
     return {_mm256_slli_epi32(a.lo, N), _mm256_slli_epi32(a.hi, N)};
   }
-  WEFT_SIMD_INLINE static U minu(U a, U b) { return {_mm256_min_epu32(a.lo, b.lo), _mm256_min_epu32(a.hi, b.hi)}; }
-  WEFT_SIMD_INLINE static U maxu(U a, U b) { return {_mm256_max_epu32(a.lo, b.lo), _mm256_max_epu32(a.hi, b.hi)}; }
-  WEFT_SIMD_INLINE static M gts(U a, U b) { return {_mm256_cmpgt_epi32(a.lo, b.lo), _mm256_cmpgt_epi32(a.hi, b.hi)}; }
-  WEFT_SIMD_INLINE static M eq(U a, U b) { return {_mm256_cmpeq_epi32(a.lo, b.lo), _mm256_cmpeq_epi32(a.hi, b.hi)}; }
+  WEFT_SIMD_INLINE static U minu(U a, U b) {
+    return {_mm256_min_epu32(a.lo, b.lo), _mm256_min_epu32(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static U maxu(U a, U b) {
+    return {_mm256_max_epu32(a.lo, b.lo), _mm256_max_epu32(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static M gts(U a, U b) {
+    return {_mm256_cmpgt_epi32(a.lo, b.lo), _mm256_cmpgt_epi32(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static M eq(U a, U b) {
+    return {_mm256_cmpeq_epi32(a.lo, b.lo), _mm256_cmpeq_epi32(a.hi, b.hi)};
+  }
   WEFT_SIMD_INLINE static M mand(M a, M b) { return band(a, b); }
   WEFT_SIMD_INLINE static M mnot(M a) { return bxor(a, u(0xffffffffu)); }
   WEFT_SIMD_INLINE static U sel(M m, U a, U b) {
     return {_mm256_blendv_epi8(b.lo, a.lo, m.lo), _mm256_blendv_epi8(b.hi, a.hi, m.hi)};
   }
-  WEFT_SIMD_INLINE static F fadd(F a, F b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
-  WEFT_SIMD_INLINE static F fsub(F a, F b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
-  WEFT_SIMD_INLINE static F fmul(F a, F b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
-  WEFT_SIMD_INLINE static F fdiv(F a, F b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
-  WEFT_SIMD_INLINE static F cvt(U a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
-  WEFT_SIMD_INLINE static U cvtt(F a) { return {_mm256_cvttps_epi32(a.lo), _mm256_cvttps_epi32(a.hi)}; }
+  WEFT_SIMD_INLINE static F fadd(F a, F b) {
+    return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static F fsub(F a, F b) {
+    return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)};
+  }
+  // a · b with a as the first source, whose NaN the product keeps when both
+  // are NaN (as the baseline's scalar value · scale does): an intrinsic
+  // would let the compiler swap the operands.
+  WEFT_SIMD_INLINE static F fmul(F a, F b) {
+    F r;
+    asm("vmulps %2, %1, %0" : "=x"(r.lo) : "x"(a.lo), "x"(b.lo));
+    asm("vmulps %2, %1, %0" : "=x"(r.hi) : "x"(a.hi), "x"(b.hi));
+    return r;
+  }
+  WEFT_SIMD_INLINE static F fdiv(F a, F b) {
+    return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static F cvt(U a) {
+    return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)};
+  }
+  WEFT_SIMD_INLINE static U cvtt(F a) {
+    return {_mm256_cvttps_epi32(a.lo), _mm256_cvttps_epi32(a.hi)};
+  }
   WEFT_SIMD_INLINE static F gather(const float* table, U idx) {
     return {_mm256_i32gather_ps(table, idx.lo, 4), _mm256_i32gather_ps(table, idx.hi, 4)};
   }

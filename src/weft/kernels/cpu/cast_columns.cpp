@@ -106,7 +106,8 @@ void baseline_columns(const ExecContext& ec, const Tensor& x, const QuantizeConf
           tile_row = tiles_t.data() + (xc / 16) * tr;
         }
         quantize_segment(p, t.data() + c * kTileRows, nr, r0, o.data, xc * rows + r0, row_scales,
-                         tile_row, col_stream + static_cast<uint64_t>((xc * rows + r0) * elem_stride));
+                         tile_row,
+                         col_stream + static_cast<uint64_t>((xc * rows + r0) * elem_stride));
       }
     }
   }

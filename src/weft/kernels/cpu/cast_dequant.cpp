@@ -129,8 +129,8 @@ void baseline_row(const Dequant& z, int64_t r, int64_t done) {
 
 // The column-wise copy's rows [0, nj) (nj a multiple of 16), elements [0,
 // ni) of each (ni a multiple of 16), by the vector kernels' strips.
-void simd_columns(const ExecContext& ec, const Dequant& z, const cast_simd::Kernels& k,
-                  int64_t nj, int64_t ni) {
+void simd_columns(const ExecContext& ec, const Dequant& z, const cast_simd::Kernels& k, int64_t nj,
+                  int64_t ni) {
   const int fmt = simd_format(z.q.dtype);
   const bool tensor = z.q.mode == ScalingMode::tensor, fp4 = z.q.dtype == DType::e2m1;
   const int bc = tensor ? 16 : static_cast<int>(z.bc);

@@ -42,8 +42,8 @@ struct SegmentParams {
   float s_dec;      // NVFP4: 1 / S
   bool stochastic;  // e2m1 only
   uint64_t seed;
-  const float* enc_scale;        // NVFP4: nvfp4_encode_scale of each scale code
-  const cast_simd::Kernels* k;   // the vector kernels, or null
+  const float* enc_scale;       // NVFP4: nvfp4_encode_scale of each scale code
+  const cast_simd::Kernels* k;  // the vector kernels, or null
 };
 
 // cast_simd's name for an element type.

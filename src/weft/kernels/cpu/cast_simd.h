@@ -53,8 +53,7 @@ struct Kernels {
   // tile_scales: the 16x16 tiles' scale codes down the strip (one per 16
   // rows), else null and the scales are computed and written to cs.
   void (*nv_cols)(const float* x, int64_t ld, int64_t nr, float s_enc, const float* enc_scale,
-                  const uint8_t* tile_scales, uint8_t* cd, int64_t ldc, uint8_t* cs,
-                  int64_t lds);
+                  const uint8_t* tile_scales, uint8_t* cd, int64_t ldc, uint8_t* cs, int64_t lds);
   // dst (cols, rows) = src (rows, cols)ᵀ, bytes.
   void (*transpose_bytes)(const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst);
 
