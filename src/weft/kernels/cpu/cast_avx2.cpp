@@ -128,6 +128,30 @@ struct V {
     return static_cast<uint32_t>(_mm_cvtsi128_si32(_mm256_castsi256_si128(m)));
   }
 
+  // Lane b: the largest lane of a[b] (unsigned), by halving steps that pair
+  // the vectors up; they leave vector a[b'] in lane b, b' running 0, 2, 4,
+  // 6, 1, 3, 5, 7 and again from 8, so the inputs are taken in the inverse order.
+  WEFT_SIMD_INLINE static U reduce_max16(const U* a) {
+    static constexpr int kOrder[16] = {0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15};
+    __m256i m[16], p[8], q[4], r[2];
+    for (int b = 0; b < 16; ++b) m[b] = _mm256_max_epu32(a[kOrder[b]].lo, a[kOrder[b]].hi);
+    for (int k = 0; k < 8; ++k) {
+      const __m256i x = m[2 * k], y = m[2 * k + 1];
+      p[k] = _mm256_max_epu32(_mm256_permute2x128_si256(x, y, 0x20),
+                              _mm256_permute2x128_si256(x, y, 0x31));
+    }
+    for (int k = 0; k < 4; ++k) {
+      const __m256i x = p[2 * k], y = p[2 * k + 1];
+      q[k] = _mm256_max_epu32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y));
+    }
+    for (int k = 0; k < 2; ++k) {
+      const __m256 x = _mm256_castsi256_ps(q[2 * k]), y = _mm256_castsi256_ps(q[2 * k + 1]);
+      r[k] = _mm256_max_epu32(_mm256_castps_si256(_mm256_shuffle_ps(x, y, 0x88)),
+                              _mm256_castps_si256(_mm256_shuffle_ps(x, y, 0xdd)));
+    }
+    return {r[0], r[1]};
+  }
+
   // Bytes: 16 lanes' low bytes (each below 256) as one xmm, and back.
   WEFT_SIMD_INLINE static __m128i narrow(U a) {
     const __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(a.lo, a.hi), 0xd8);
@@ -188,6 +212,7 @@ struct V {
 };
 
 #include "weft/kernels/cpu/cast_simd.inc"
+#include "weft/kernels/cpu/cast_simd_tiles.inc"
 
 }  // namespace
 

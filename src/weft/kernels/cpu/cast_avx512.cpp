@@ -15,6 +15,9 @@ namespace {
 
 constexpr const char* kIsaName = "avx512";
 
+// 4 (b mod 4) + b / 4: the transpose of a 4x4 grid of lanes (its own inverse).
+constexpr int kTranspose4[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+
 // 16 lanes: one register.
 struct V {
   using F = __m512;
@@ -64,6 +67,27 @@ struct V {
     return _mm512_i32gather_ps(idx, table, 4);
   }
   WEFT_SIMD_INLINE static uint32_t hmax(U a) { return _mm512_reduce_max_epu32(a); }
+  // Lane b: the largest lane of a[b] (unsigned), by halving steps that pair
+  // the vectors up; they leave vector a[4 (b mod 4) + b / 4] in lane b, so
+  // the inputs are taken in that order.
+  WEFT_SIMD_INLINE static U reduce_max16(const U* a) {
+    U c[8], d[4], e[2];
+    for (int k = 0; k < 8; ++k) {
+      const U x = a[kTranspose4[2 * k]], y = a[kTranspose4[2 * k + 1]];
+      c[k] = _mm512_max_epu32(_mm512_shuffle_i64x2(x, y, 0x44), _mm512_shuffle_i64x2(x, y, 0xee));
+    }
+    for (int k = 0; k < 4; ++k) {
+      const U x = c[2 * k], y = c[2 * k + 1];
+      d[k] = _mm512_max_epu32(_mm512_shuffle_i64x2(x, y, 0x88), _mm512_shuffle_i64x2(x, y, 0xdd));
+    }
+    for (int k = 0; k < 2; ++k) {
+      const U x = d[2 * k], y = d[2 * k + 1];
+      e[k] = _mm512_max_epu32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y));
+    }
+    const __m512 x = _mm512_castsi512_ps(e[0]), y = _mm512_castsi512_ps(e[1]);
+    return _mm512_max_epu32(_mm512_castps_si512(_mm512_shuffle_ps(x, y, 0x88)),
+                            _mm512_castps_si512(_mm512_shuffle_ps(x, y, 0xdd)));
+  }
 
   // Bytes: 16 lanes' low bytes as one xmm, and back.
   WEFT_SIMD_INLINE static __m128i narrow(U a) { return _mm512_cvtepi32_epi8(a); }
@@ -106,6 +130,7 @@ struct V {
 };
 
 #include "weft/kernels/cpu/cast_simd.inc"
+#include "weft/kernels/cpu/cast_simd_tiles.inc"
 
 }  // namespace
 

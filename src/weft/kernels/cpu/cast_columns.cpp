@@ -113,40 +113,39 @@ void baseline_columns(const ExecContext& ec, const Tensor& x, const QuantizeConf
   }
 }
 
-// Rows [0, nr) x columns [0, nc) of x (f32) by the vector strips: nc a
-// multiple of 16, nr of the block length. Bands of kBand rows, each a pass
-// over all the strips, so that the rows being read stay in cache.
+// Rows [0, nr) x columns [0, nc) of x (f32) by the vector kernels: nc a
+// multiple of 16, nr of the block length; bands of 64 rows (128 for e2m1,
+// whose codes take half the bytes), so that each row of the copy gets whole
+// cache lines.
 void simd_columns(const ExecContext& ec, const cast_simd::Kernels& k, const Tensor& x,
                   const QuantizeConfig& cfg, const SegmentParams& p,
                   const std::vector<uint8_t>& tiles_t, const ColumnsOut& o, int64_t nr,
                   int64_t nc) {
-  constexpr int64_t kBand = 64;
+  const bool fp4 = cfg.dtype == DType::e2m1;
+  const int64_t band = fp4 ? 128 : 64;
   const int64_t rows = x.numel() / x.shape().last(), cols = x.shape().last();
-  const int64_t tr = (rows + 15) / 16, bands = (nr + kBand - 1) / kBand;
-  const float* src = x.data<float>();
+  const int64_t tr = (rows + 15) / 16, bands = (nr + band - 1) / band;
   const int fmt = simd_format(cfg.dtype);
-  const float inv_max = cfg.dtype == DType::e2m1 ? 1.0f : 1.0f / dtype_max(cfg.dtype);
 #pragma omp parallel for num_threads(ec.threads()) schedule(static)
   for (int64_t b = 0; b < bands; ++b) {
-    const int64_t r0 = b * kBand, n = std::min(kBand, nr - r0);
-    for (int64_t c0 = 0; c0 < nc; c0 += 16) {
-      const float* xs = src + r0 * cols + c0;
-      switch (cfg.mode) {
-        case ScalingMode::tensor:
-          k.tensor_cols(fmt, xs, cols, n, p.scale, o.data + c0 * rows + r0, rows);
-          break;
-        case ScalingMode::block_1x32:
-          k.mx_cols(fmt, xs, cols, n, inv_max, o.data + c0 * rows + r0, rows,
-                    o.sc + c0 * o.scale_cols + r0 / 32, o.scale_cols);
-          break;
-        default: {
-          const bool tiled = cfg.mode == ScalingMode::block_16x16;
-          k.nv_cols(xs, cols, n, p.s_enc, p.enc_scale,
-                    tiled ? tiles_t.data() + (c0 / 16) * tr + r0 / 16 : nullptr,
-                    o.data + (c0 * rows + r0) / 2, rows / 2,
-                    tiled ? nullptr : o.sc + c0 * o.scale_cols + r0 / 16, o.scale_cols);
-        }
-      }
+    const int64_t r0 = b * band;
+    const int64_t block = cfg.mode == ScalingMode::block_1x32 ? 32 : 16;
+    cast_simd::ColumnBand cb{.x = x.data<float>() + r0 * cols,
+                             .ld = cols,
+                             .nr = std::min(band, nr - r0),
+                             .nc = nc,
+                             .cd = o.data + (fp4 ? r0 / 2 : r0),
+                             .ldc = fp4 ? rows / 2 : rows,
+                             .cs = nullptr,
+                             .lds = o.scale_cols};
+    if (cfg.mode == ScalingMode::block_1x32 || cfg.mode == ScalingMode::block_1x16) {
+      cb.cs = o.sc + r0 / block;
+    }
+    switch (cfg.mode) {
+      case ScalingMode::tensor: k.tensor_cols(fmt, cb, p.scale); break;
+      case ScalingMode::block_1x32: k.mx_cols(fmt, cb, 1.0f / dtype_max(cfg.dtype)); break;
+      case ScalingMode::block_1x16: k.nv_cols(cb, p.s_enc, p.enc_scale, nullptr, 0); break;
+      default: k.nv_cols(cb, p.s_enc, p.enc_scale, tiles_t.data() + r0 / 16, tr);
     }
   }
 }

@@ -19,6 +19,18 @@ namespace weft::kernels::cpu::cast_simd {
 // Element formats, as the kernels' `fmt` arguments.
 enum Fmt : int { kE4M3 = 0, kE5M2 = 1, kE2M1 = 2 };
 
+// A band of rows of x for the column-wise encoders.
+struct ColumnBand {
+  const float* x;  // element (r0, 0) of x
+  int64_t ld;      // x's row length
+  int64_t nr;      // rows: at most 64 (fp8) or 128 (e2m1), a multiple of 16 and the block
+  int64_t nc;      // columns, a multiple of 16
+  uint8_t* cd;     // the byte of element (0, r0) of the column-wise copy
+  int64_t ldc;     // bytes from one of its rows to the next
+  uint8_t* cs;     // the scale of (0, r0)'s block in its scales (null where none are written)
+  int64_t lds;     // scales from one of its rows to the next
+};
+
 struct Kernels {
   const char* isa;  // "avx2", "avx512"
 
@@ -39,21 +51,16 @@ struct Kernels {
   // u[i] = uniform_at(seed, stream, i) for i < n (any n).
   void (*uniforms)(uint64_t seed, uint64_t stream, int64_t n, float* u);
 
-  // ---- column-wise encoders: one strip of 16 columns -------------------------
-  // x points at element (r0, c0) of the row-major source (leading dimension
-  // ld); nr rows (a multiple of the block length, and of 16). The codes go to
-  // rows c0 .. c0 + 15 of the column-wise copy, `cd` pointing at byte
-  // (c0, r0) (for e2m1 the byte of element r0, r0 even) and ldc bytes apart;
-  // the scales to `cs` (the scale of column c0's first block), lds apart.
+  // ---- column-wise encoders: a band of rows of x -----------------------------
+  // The band's codes go to the column-wise copy (its rows are x's columns).
 
-  void (*tensor_cols)(int fmt, const float* x, int64_t ld, int64_t nr, float s, uint8_t* cd,
-                      int64_t ldc);
-  void (*mx_cols)(int fmt, const float* x, int64_t ld, int64_t nr, float inv_max, uint8_t* cd,
-                  int64_t ldc, uint8_t* cs, int64_t lds);
-  // tile_scales: the 16x16 tiles' scale codes down the strip (one per 16
-  // rows), else null and the scales are computed and written to cs.
-  void (*nv_cols)(const float* x, int64_t ld, int64_t nr, float s_enc, const float* enc_scale,
-                  const uint8_t* tile_scales, uint8_t* cd, int64_t ldc, uint8_t* cs, int64_t lds);
+  void (*tensor_cols)(int fmt, const ColumnBand& band, float s);
+  void (*mx_cols)(int fmt, const ColumnBand& band, float inv_max);
+  // tile_scales: the 16x16 tiles' scale codes of column 0's tiles down the
+  // band (one per 16 rows), tile_ld apart from one 16 columns to the next;
+  // else null and the scales are computed and written to band.cs.
+  void (*nv_cols)(const ColumnBand& band, float s_enc, const float* enc_scale,
+                  const uint8_t* tile_scales, int64_t tile_ld);
   // dst (cols, rows) = src (rows, cols)ᵀ, bytes.
   void (*transpose_bytes)(const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst);
 
