@@ -205,35 +205,72 @@ void nvfp4_tile_scales(const ExecContext& ec, const Tensor& x, int64_t rows, int
   }
 }
 
-// The row-wise copy into q.data and q.scale_inv; returns the bits of x's
-// largest magnitude (NaN above every number), a by-product of the pass.
+// Where the row-wise copy goes: q.data, q.scale_inv, made ready.
+struct RowsOut {
+  uint8_t* data;
+  uint8_t* sc;
+  int64_t scale_cols;
+};
+
+RowsOut prepare_rows(const QuantizeConfig& cfg, const std::vector<uint8_t>& tiles,
+                     QuantizedTensor& q) {
+  reuse(q.data, {q.rows, q.cols}, cfg.dtype);
+  reuse(q.scale_inv, scale_shape(cfg.mode, q.rows, q.cols), scale_dtype(cfg.mode));
+  if (cfg.mode == ScalingMode::tensor) q.scale_inv.data<float>()[0] = q.tensor_scale_inv;
+  auto* sc = static_cast<uint8_t*>(q.scale_inv.raw());
+  if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles.data(), tiles.size());
+  return {static_cast<uint8_t*>(q.data.raw()), sc, q.scale_inv.shape().last()};
+}
+
+// Row r of the row-wise copy; returns the bits of the row's largest magnitude
+// (NaN above every number).
+uint32_t quantize_row(const Tensor& x, const QuantizeConfig& cfg, const SegmentParams& p,
+                      const std::vector<uint8_t>& tiles, const RowsOut& o, int64_t r) {
+  const int64_t cols = x.shape().last(), tc = (cols + 15) / 16;
+  thread_local std::vector<float> buf;
+  const float* xr = f32_row(x, r, cols, buf);
+  // 16x16 scales are all written already.
+  uint8_t* row_scales = cfg.mode == ScalingMode::tensor || cfg.mode == ScalingMode::block_16x16
+                            ? nullptr
+                            : o.sc + r * o.scale_cols;
+  const uint8_t* tile_row =
+      cfg.mode == ScalingMode::block_16x16 ? tiles.data() + (r / 16) * tc : nullptr;
+  const uint64_t stream = cfg.offset + static_cast<uint64_t>(cfg.stochastic ? r * cols : 0);
+  return quantize_segment(p, xr, cols, 0, o.data, r * cols, row_scales, tile_row, stream);
+}
+
+// The row-wise copy; returns the bits of x's largest magnitude, a by-product.
 uint32_t quantize_rows(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
                        const SegmentParams& p, const std::vector<uint8_t>& tiles,
                        QuantizedTensor& q) {
-  const int64_t rows = q.rows, cols = q.cols, tc = (cols + 15) / 16;
-  const int64_t elem_stride = cfg.stochastic ? 1 : 0;
-  reuse(q.data, {rows, cols}, cfg.dtype);
-  reuse(q.scale_inv, scale_shape(cfg.mode, rows, cols), scale_dtype(cfg.mode));
-  if (cfg.mode == ScalingMode::tensor) q.scale_inv.data<float>()[0] = q.tensor_scale_inv;
-  auto* data = static_cast<uint8_t*>(q.data.raw());
-  auto* sc = static_cast<uint8_t*>(q.scale_inv.raw());
-  const int64_t scale_cols = q.scale_inv.shape().last();
+  const RowsOut o = prepare_rows(cfg, tiles, q);
   uint32_t amax_bits = 0;
 #pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : amax_bits)
-  for (int64_t r = 0; r < rows; ++r) {
-    std::vector<float> buf;
-    const float* xr = f32_row(x, r, cols, buf);
-    // 16x16 scales are written below, all at once.
-    uint8_t* row_scales = cfg.mode == ScalingMode::tensor || cfg.mode == ScalingMode::block_16x16
-                              ? nullptr
-                              : sc + r * scale_cols;
-    const uint8_t* tile_row =
-        cfg.mode == ScalingMode::block_16x16 ? tiles.data() + (r / 16) * tc : nullptr;
-    const uint32_t m = quantize_segment(p, xr, cols, 0, data, r * cols, row_scales, tile_row,
-                                        cfg.offset + static_cast<uint64_t>(r * cols * elem_stride));
-    amax_bits = std::max(amax_bits, m);
+  for (int64_t r = 0; r < q.rows; ++r) {
+    amax_bits = std::max(amax_bits, quantize_row(x, cfg, p, tiles, o, r));
   }
-  if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles.data(), tiles.size());
+  return amax_bits;
+}
+
+// Both copies in one pass over bands of x's rows: each band's rows, then
+// its share of the column-wise copy while the band is still in cache.
+uint32_t quantize_both(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                       const SegmentParams& p, const std::vector<uint8_t>& tiles,
+                       const std::vector<uint8_t>& tiles_t, const ColumnPlan& plan,
+                       QuantizedTensor& q) {
+  const RowsOut o = prepare_rows(cfg, tiles, q);
+  const ColumnsOut oc = prepare_columns(cfg, tiles_t, q);
+  const int64_t bands = (q.rows + plan.band - 1) / plan.band;
+  uint32_t amax_bits = 0;
+#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : amax_bits)
+  for (int64_t b = 0; b < bands; ++b) {
+    const int64_t r0 = b * plan.band, r1 = std::min(q.rows, r0 + plan.band);
+    for (int64_t r = r0; r < r1; ++r) {
+      amax_bits = std::max(amax_bits, quantize_row(x, cfg, p, tiles, o, r));
+    }
+    if (r0 < plan.nr) column_band(x, cfg, p, tiles_t, q, oc, plan, r0, std::min(r1, plan.nr) - r0);
+  }
+  column_rest(ec, x, cfg, p, tiles_t, oc, plan);
   return amax_bits;
 }
 
@@ -362,8 +399,10 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   // 16x16: the tile scales first, shared by both copies.
   std::vector<uint8_t> tiles, tiles_t;
   if (cfg.mode == ScalingMode::block_16x16) nvfp4_tile_scales(ec, x, rows, cols, p, tiles, tiles_t);
+  const ColumnPlan plan = cfg.columnwise ? plan_columns(x, cfg, p) : ColumnPlan{};
   if (cfg.rowwise) {
-    const uint32_t amax_bits = quantize_rows(ec, x, cfg, p, tiles, q);
+    const uint32_t amax_bits = plan.band > 0 ? quantize_both(ec, x, cfg, p, tiles, tiles_t, plan, q)
+                                             : quantize_rows(ec, x, cfg, p, tiles, q);
     if (!amax_first) q.amax = float_of_bits(amax_bits);
   } else {
     q.data = Tensor();
@@ -372,9 +411,9 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   if (!cfg.columnwise) {
     q.col_data = Tensor();
     q.col_scale_inv = Tensor();
-    return;
+  } else if (!cfg.rowwise || plan.band == 0) {
+    quantize_columns(ec, x, cfg, p, tiles_t, q);
   }
-  quantize_columns(ec, x, cfg, p, tiles_t, q);
 }
 
 template <>

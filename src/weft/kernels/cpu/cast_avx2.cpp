@@ -172,6 +172,10 @@ struct V {
   WEFT_SIMD_INLINE static void store64(uint8_t* p, __m128i v) {
     _mm_storel_epi64(reinterpret_cast<__m128i*>(p), v);
   }
+  WEFT_SIMD_INLINE static void stream64(uint8_t* p, const uint8_t* src) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), _mm256_load_si256(reinterpret_cast<const __m256i*>(src)));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p + 32), _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32)));
+  }
   WEFT_SIMD_INLINE static void store8(uint8_t* p, U a) { store128(p, narrow(a)); }
   // 16 nibbles (lanes < 16), two a byte, the even lane low.
   WEFT_SIMD_INLINE static void store4(uint8_t* p, U a) {

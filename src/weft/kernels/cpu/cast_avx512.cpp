@@ -104,6 +104,9 @@ struct V {
   WEFT_SIMD_INLINE static void store64(uint8_t* p, __m128i v) {
     _mm_storel_epi64(reinterpret_cast<__m128i*>(p), v);
   }
+  WEFT_SIMD_INLINE static void stream64(uint8_t* p, const uint8_t* src) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), _mm512_load_si512(src));
+  }
   WEFT_SIMD_INLINE static void store8(uint8_t* p, U a) { store128(p, narrow(a)); }
   // 16 nibbles (lanes < 16), two a byte, the even lane low.
   WEFT_SIMD_INLINE static void store4(uint8_t* p, U a) {

@@ -59,13 +59,6 @@ float load(const Tensor& x, int64_t i) {
   return x.dtype() == DType::f32 ? x.data<float>()[i] : bf16_to_f32(x.bf16_data()[i]);
 }
 
-// Where the column-wise copy goes.
-struct ColumnsOut {
-  uint8_t* data;  // q.col_data (cols, rows)
-  uint8_t* sc;    // q.col_scale_inv
-  int64_t scale_cols;
-};
-
 // Rows [r_begin, r_end) x columns [c_begin, c_end) of x by the baseline
 // tiles (r_begin a multiple of the block length).
 void baseline_columns(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
@@ -113,70 +106,95 @@ void baseline_columns(const ExecContext& ec, const Tensor& x, const QuantizeConf
   }
 }
 
-// Rows [0, nr) x columns [0, nc) of x (f32) by the vector kernels: nc a
-// multiple of 16, nr of the block length; bands of 64 rows (128 for e2m1,
-// whose codes take half the bytes), so that each row of the copy gets whole
-// cache lines.
-void simd_columns(const ExecContext& ec, const cast_simd::Kernels& k, const Tensor& x,
-                  const QuantizeConfig& cfg, const SegmentParams& p,
-                  const std::vector<uint8_t>& tiles_t, const ColumnsOut& o, int64_t nr,
-                  int64_t nc) {
+// Writing this many bytes of codes bypasses the caches (non-temporal stores).
+constexpr int64_t kStreamBytes = int64_t{4} << 20;
+
+}  // namespace
+
+ColumnsOut prepare_columns(const QuantizeConfig& cfg, const std::vector<uint8_t>& tiles_t,
+                           QuantizedTensor& q) {
+  reuse(q.col_data, {q.cols, q.rows}, cfg.dtype);
+  reuse(q.col_scale_inv, scale_shape(cfg.mode, q.cols, q.rows), scale_dtype(cfg.mode));
+  if (cfg.mode == ScalingMode::tensor) q.col_scale_inv.data<float>()[0] = q.tensor_scale_inv;
+  const ColumnsOut o{static_cast<uint8_t*>(q.col_data.raw()),
+                     static_cast<uint8_t*>(q.col_scale_inv.raw()), q.col_scale_inv.shape().last(),
+                     q.col_data.nbytes() >= kStreamBytes};
+  if (cfg.mode == ScalingMode::block_16x16) std::memcpy(o.sc, tiles_t.data(), tiles_t.size());
+  return o;
+}
+
+ColumnPlan plan_columns(const Tensor& x, const QuantizeConfig& cfg, const SegmentParams& p) {
+  const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
+  if (p.k == nullptr) return {};
+  if (cfg.mode == ScalingMode::tensor && cfg.rowwise) return {64, rows, cols, true};
+  if (cfg.stochastic || x.dtype() != DType::f32) return {};
+  const int64_t block = cfg.mode == ScalingMode::block_1x32 ? 32 : 16;
+  // Bands whose codes make whole cache lines of the copy's rows: 64 bytes.
+  const int64_t band = cfg.dtype == DType::e2m1 ? 128 : 64;
+  return {band, rows / block * block, cols / 16 * 16, false};
+}
+
+void column_band(const Tensor& x, const QuantizeConfig& cfg, const SegmentParams& p,
+                 const std::vector<uint8_t>& tiles_t, const QuantizedTensor& q,
+                 const ColumnsOut& o, const ColumnPlan& plan, int64_t r0, int64_t n) {
+  const cast_simd::Kernels& k = *p.k;
+  const int64_t rows = q.rows, cols = q.cols;
+  if (plan.from_codes) {
+    // One scale for both copies: the column-wise codes are the row-wise ones, transposed.
+    k.transpose_bytes(static_cast<const uint8_t*>(q.data.raw()) + r0 * cols, n, cols,
+                      o.data + r0, rows, o.stream);
+    return;
+  }
   const bool fp4 = cfg.dtype == DType::e2m1;
-  const int64_t band = fp4 ? 128 : 64;
-  const int64_t rows = x.numel() / x.shape().last(), cols = x.shape().last();
-  const int64_t tr = (rows + 15) / 16, bands = (nr + band - 1) / band;
+  const int64_t block = cfg.mode == ScalingMode::block_1x32 ? 32 : 16;
+  cast_simd::ColumnBand cb{.x = x.data<float>() + r0 * cols,
+                           .ld = cols,
+                           .nr = n,
+                           .nc = plan.nc,
+                           .cd = o.data + (fp4 ? r0 / 2 : r0),
+                           .ldc = fp4 ? rows / 2 : rows,
+                           .cs = nullptr,
+                           .lds = o.scale_cols,
+                           .stream = o.stream};
+  if (cfg.mode == ScalingMode::block_1x32 || cfg.mode == ScalingMode::block_1x16) {
+    cb.cs = o.sc + r0 / block;
+  }
   const int fmt = simd_format(cfg.dtype);
-#pragma omp parallel for num_threads(ec.threads()) schedule(static)
-  for (int64_t b = 0; b < bands; ++b) {
-    const int64_t r0 = b * band;
-    const int64_t block = cfg.mode == ScalingMode::block_1x32 ? 32 : 16;
-    cast_simd::ColumnBand cb{.x = x.data<float>() + r0 * cols,
-                             .ld = cols,
-                             .nr = std::min(band, nr - r0),
-                             .nc = nc,
-                             .cd = o.data + (fp4 ? r0 / 2 : r0),
-                             .ldc = fp4 ? rows / 2 : rows,
-                             .cs = nullptr,
-                             .lds = o.scale_cols};
-    if (cfg.mode == ScalingMode::block_1x32 || cfg.mode == ScalingMode::block_1x16) {
-      cb.cs = o.sc + r0 / block;
-    }
-    switch (cfg.mode) {
-      case ScalingMode::tensor: k.tensor_cols(fmt, cb, p.scale); break;
-      case ScalingMode::block_1x32: k.mx_cols(fmt, cb, 1.0f / dtype_max(cfg.dtype)); break;
-      case ScalingMode::block_1x16: k.nv_cols(cb, p.s_enc, p.enc_scale, nullptr, 0); break;
-      default: k.nv_cols(cb, p.s_enc, p.enc_scale, tiles_t.data() + r0 / 16, tr);
-    }
+  switch (cfg.mode) {
+    case ScalingMode::tensor: k.tensor_cols(fmt, cb, p.scale); break;
+    case ScalingMode::block_1x32: k.mx_cols(fmt, cb, 1.0f / dtype_max(cfg.dtype)); break;
+    case ScalingMode::block_1x16: k.nv_cols(cb, p.s_enc, p.enc_scale, nullptr, 0); break;
+    default: k.nv_cols(cb, p.s_enc, p.enc_scale, tiles_t.data() + r0 / 16, (rows + 15) / 16);
   }
 }
 
-}  // namespace
+void column_rest(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                 const SegmentParams& p, const std::vector<uint8_t>& tiles_t,
+                 const ColumnsOut& o, const ColumnPlan& plan) {
+  const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
+  if (plan.band == 0) {
+    baseline_columns(ec, x, cfg, p, tiles_t, o, 0, rows, 0, cols);
+    return;
+  }
+  if (plan.from_codes) return;
+  if (plan.nc < cols) baseline_columns(ec, x, cfg, p, tiles_t, o, 0, rows, plan.nc, cols);
+  if (plan.nr < rows && plan.nc > 0) {
+    baseline_columns(ec, x, cfg, p, tiles_t, o, plan.nr, rows, 0, plan.nc);
+  }
+}
 
 void quantize_columns(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
                       const SegmentParams& p, const std::vector<uint8_t>& tiles_t,
                       QuantizedTensor& q) {
-  const int64_t rows = q.rows, cols = q.cols;
-  reuse(q.col_data, {cols, rows}, cfg.dtype);
-  reuse(q.col_scale_inv, scale_shape(cfg.mode, cols, rows), scale_dtype(cfg.mode));
-  if (cfg.mode == ScalingMode::tensor) q.col_scale_inv.data<float>()[0] = q.tensor_scale_inv;
-  const ColumnsOut o{static_cast<uint8_t*>(q.col_data.raw()),
-                     static_cast<uint8_t*>(q.col_scale_inv.raw()), q.col_scale_inv.shape().last()};
-  if (cfg.mode == ScalingMode::block_16x16) std::memcpy(o.sc, tiles_t.data(), tiles_t.size());
-  const cast_simd::Kernels* k = p.k;
-  if (k != nullptr && cfg.mode == ScalingMode::tensor && cfg.rowwise) {
-    // One scale for both copies: the column-wise codes are the row-wise ones, transposed.
-    k->transpose_bytes(static_cast<const uint8_t*>(q.data.raw()), rows, cols, o.data);
-    return;
+  const ColumnsOut o = prepare_columns(cfg, tiles_t, q);
+  const ColumnPlan plan = plan_columns(x, cfg, p);
+  const int64_t bands = plan.band == 0 ? 0 : (plan.nr + plan.band - 1) / plan.band;
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+  for (int64_t b = 0; b < bands; ++b) {
+    const int64_t r0 = b * plan.band;
+    column_band(x, cfg, p, tiles_t, q, o, plan, r0, std::min(plan.band, plan.nr - r0));
   }
-  if (k == nullptr || cfg.stochastic || x.dtype() != DType::f32) {
-    baseline_columns(ec, x, cfg, p, tiles_t, o, 0, rows, 0, cols);
-    return;
-  }
-  const int64_t block = cfg.mode == ScalingMode::block_1x32 ? 32 : 16;
-  const int64_t nr = rows / block * block, nc = cols / 16 * 16;
-  simd_columns(ec, *k, x, cfg, p, tiles_t, o, nr, nc);
-  if (nc < cols) baseline_columns(ec, x, cfg, p, tiles_t, o, 0, rows, nc, cols);
-  if (nr < rows && nc > 0) baseline_columns(ec, x, cfg, p, tiles_t, o, nr, rows, 0, nc);
+  column_rest(ec, x, cfg, p, tiles_t, o, plan);
 }
 
 }  // namespace weft::kernels::cpu

@@ -71,8 +71,40 @@ const float* f32_row(const Tensor& x, int64_t r, int64_t cols, std::vector<float
 // `slot` made (shape, dtype), reusing its buffer when it fits.
 void reuse(Tensor& slot, const Shape& shape, DType dtype);
 
-// The column-wise copy into q.col_data and q.col_scale_inv (cast_columns.cpp);
-// tiles_t: the 16x16 scale codes of the transposed grid.
+// ---- the column-wise copy (cast_columns.cpp) -----------------------------------
+
+// Where it goes: q.col_data, q.col_scale_inv.
+struct ColumnsOut {
+  uint8_t* data;
+  uint8_t* sc;
+  int64_t scale_cols;
+  bool stream;  // large enough to be written past the caches
+};
+
+// q.col_data and q.col_scale_inv made (16x16: the scales copied from tiles_t).
+ColumnsOut prepare_columns(const QuantizeConfig& cfg, const std::vector<uint8_t>& tiles_t,
+                           QuantizedTensor& q);
+
+// The share of the vector kernels: bands of `band` rows of x over rows
+// [0, nr) and columns [0, nc), the rest by the baseline code (band 0: all).
+// Per-tensor scaling with a row-wise copy transposes its codes instead.
+struct ColumnPlan {
+  int64_t band = 0, nr = 0, nc = 0;
+  bool from_codes = false;
+};
+ColumnPlan plan_columns(const Tensor& x, const QuantizeConfig& cfg, const SegmentParams& p);
+
+// Rows [r0, r0 + n) of the plan's share (r0 a multiple of plan.band).
+void column_band(const Tensor& x, const QuantizeConfig& cfg, const SegmentParams& p,
+                 const std::vector<uint8_t>& tiles_t, const QuantizedTensor& q,
+                 const ColumnsOut& o, const ColumnPlan& plan, int64_t r0, int64_t n);
+
+// What the plan leaves to the baseline code.
+void column_rest(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                 const SegmentParams& p, const std::vector<uint8_t>& tiles_t,
+                 const ColumnsOut& o, const ColumnPlan& plan);
+
+// The whole column-wise copy, on its own pass over x.
 void quantize_columns(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
                       const SegmentParams& p, const std::vector<uint8_t>& tiles_t,
                       QuantizedTensor& q);

@@ -29,6 +29,7 @@ struct ColumnBand {
   int64_t ldc;     // bytes from one of its rows to the next
   uint8_t* cs;     // the scale of (0, r0)'s block in its scales (null where none are written)
   int64_t lds;     // scales from one of its rows to the next
+  bool stream;     // write the codes past the caches (a copy too large to stay in them)
 };
 
 struct Kernels {
@@ -61,8 +62,10 @@ struct Kernels {
   // else null and the scales are computed and written to band.cs.
   void (*nv_cols)(const ColumnBand& band, float s_enc, const float* enc_scale,
                   const uint8_t* tile_scales, int64_t tile_ld);
-  // dst (cols, rows) = src (rows, cols)ᵀ, bytes.
-  void (*transpose_bytes)(const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst);
+  // dst (cols, rows) = src (rows, cols)ᵀ, bytes, dst's rows ldd apart
+  // (written past the caches where `stream`).
+  void (*transpose_bytes)(const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst,
+                          int64_t ldd, bool stream);
 
   // ---- decoders ----------------------------------------------------------------
   // out[i] = value(code i) · t (n a multiple of 16; e2m1 packed).
