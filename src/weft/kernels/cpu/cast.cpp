@@ -177,29 +177,44 @@ float load(const Tensor& x, int64_t i) {
   return x.dtype() == DType::f32 ? x.data<float>()[i] : bf16_to_f32(x.bf16_data()[i]);
 }
 
-// NVFP4 16x16: one e4m3 scale code per tile, into tiles (tr, tc) and the
-// transposed grid tiles_t (tc, tr) for the column-wise copy.
-void nvfp4_tile_scales(const ExecContext& ec, const Tensor& x, int64_t rows, int64_t cols,
+// NVFP4 16x16: the largest magnitude of each tile (tr, tc), as f32 bits.
+std::vector<uint32_t> nvfp4_tile_amax(const ExecContext& ec, const Tensor& x, int64_t rows,
+                                      int64_t cols, const cast_simd::Kernels* k) {
+  const int64_t tr = (rows + 15) / 16, tc = (cols + 15) / 16, full = cols / 16;
+  std::vector<uint32_t> m(static_cast<size_t>(tr * tc), 0);
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+  for (int64_t bi = 0; bi < tr; ++bi) {
+    std::vector<float> buf;
+    uint32_t* mrow = m.data() + bi * tc;
+    for (int64_t r = bi * 16; r < std::min(rows, bi * 16 + 16); ++r) {
+      const float* xr = f32_row(x, r, cols, buf);
+      int64_t bj = 0;
+      if (k != nullptr) {
+        k->block_amax(xr, full, mrow);
+        bj = full;
+      }
+      for (; bj < tc; ++bj) {
+        const int64_t c0 = bj * 16, len = std::min<int64_t>(16, cols - c0);
+        mrow[bj] = std::max(mrow[bj], abs_max_bits(xr + c0, len));
+      }
+    }
+  }
+  return m;
+}
+
+// Their e4m3 scale codes, into tiles (tr, tc) and the transposed grid
+// tiles_t (tc, tr) for the column-wise copy.
+void nvfp4_tile_scales(const std::vector<uint32_t>& tile_amax, int64_t rows, int64_t cols,
                        const SegmentParams& p, std::vector<uint8_t>& tiles,
                        std::vector<uint8_t>& tiles_t) {
   const int64_t tr = (rows + 15) / 16, tc = (cols + 15) / 16;
   tiles.assign(static_cast<size_t>(tr * tc), 0);
   tiles_t.assign(tiles.size(), 0);
-#pragma omp parallel for num_threads(ec.threads()) schedule(static)
   for (int64_t bi = 0; bi < tr; ++bi) {
-    std::vector<float> buf;
-    std::vector<uint32_t> m(static_cast<size_t>(tc), 0);
-    for (int64_t r = bi * 16; r < std::min(rows, bi * 16 + 16); ++r) {
-      const float* xr = f32_row(x, r, cols, buf);
-      for (int64_t bj = 0; bj < tc; ++bj) {
-        const int64_t c0 = bj * 16, len = std::min<int64_t>(16, cols - c0);
-        auto j = static_cast<size_t>(bj);
-        m[j] = std::max(m[j], abs_max_bits(p.k, xr + c0, len));
-      }
-    }
     for (int64_t bj = 0; bj < tc; ++bj) {
-      const uint8_t code = nvfp4_block_scale(float_of_bits(m[static_cast<size_t>(bj)]), p);
-      tiles[static_cast<size_t>(bi * tc + bj)] = code;
+      const auto i = static_cast<size_t>(bi * tc + bj);
+      const uint8_t code = nvfp4_block_scale(float_of_bits(tile_amax[i]), p);
+      tiles[i] = code;
       tiles_t[static_cast<size_t>(bj * tr + bi)] = code;
     }
   }
@@ -375,9 +390,17 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   q.rows = rows;
   q.cols = cols;
   // The amax: a by-product of the row-wise pass, else a pass of its own.
-  // NVFP4 needs it first when it derives its per-tensor scale from it.
+  // NVFP4 needs it first when it derives its per-tensor scale from it; 16x16
+  // tiles have it from their own amaxes, which come first.
+  const bool tiled = cfg.mode == ScalingMode::block_16x16;
+  std::vector<uint32_t> tile_amax;
+  if (tiled) tile_amax = nvfp4_tile_amax(ec, x, rows, cols, cast_kernels());
   const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
-  q.amax = amax_first ? amax<Backend::cpu>(ec, x) : 0.0f;
+  if (tiled) {
+    q.amax = float_of_bits(*std::max_element(tile_amax.begin(), tile_amax.end()));
+  } else {
+    q.amax = amax_first ? amax<Backend::cpu>(ec, x) : 0.0f;
+  }
 
   SegmentParams p{cfg.mode,       cfg.dtype, cfg.scale, 1.0f,          1.0f,
                   cfg.stochastic, cfg.seed,  nullptr,   cast_kernels()};
@@ -398,12 +421,12 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   }
   // 16x16: the tile scales first, shared by both copies.
   std::vector<uint8_t> tiles, tiles_t;
-  if (cfg.mode == ScalingMode::block_16x16) nvfp4_tile_scales(ec, x, rows, cols, p, tiles, tiles_t);
+  if (tiled) nvfp4_tile_scales(tile_amax, rows, cols, p, tiles, tiles_t);
   const ColumnPlan plan = cfg.columnwise ? plan_columns(x, cfg, p) : ColumnPlan{};
   if (cfg.rowwise) {
     const uint32_t amax_bits = plan.band > 0 ? quantize_both(ec, x, cfg, p, tiles, tiles_t, plan, q)
                                              : quantize_rows(ec, x, cfg, p, tiles, q);
-    if (!amax_first) q.amax = float_of_bits(amax_bits);
+    if (!amax_first && !tiled) q.amax = float_of_bits(amax_bits);
   } else {
     q.data = Tensor();
     q.scale_inv = Tensor();

@@ -31,6 +31,8 @@ struct V {
     const __m256i x = _mm256_set1_epi32(static_cast<int>(v));
     return {x, x};
   }
+  // x made opaque: the compiler keeps it where it is instead of rebuilding it.
+  WEFT_SIMD_INLINE static void hold(U& x) { asm("" : "+x"(x.lo), "+x"(x.hi)); }
   WEFT_SIMD_INLINE static F f(float v) {
     const __m256 x = _mm256_set1_ps(v);
     return {x, x};
@@ -45,6 +47,10 @@ struct V {
   WEFT_SIMD_INLINE static U load32(const uint32_t* p) {
     return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8))};
+  }
+  WEFT_SIMD_INLINE static void store32(uint32_t* p, U v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v.lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 8), v.hi);
   }
   WEFT_SIMD_INLINE static U bits(F v) {
     return {_mm256_castps_si256(v.lo), _mm256_castps_si256(v.hi)};
@@ -173,8 +179,10 @@ struct V {
     _mm_storel_epi64(reinterpret_cast<__m128i*>(p), v);
   }
   WEFT_SIMD_INLINE static void stream64(uint8_t* p, const uint8_t* src) {
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), _mm256_load_si256(reinterpret_cast<const __m256i*>(src)));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(p + 32), _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32)));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p),
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(src)));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p + 32),
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32)));
   }
   WEFT_SIMD_INLINE static void store8(uint8_t* p, U a) { store128(p, narrow(a)); }
   // 16 nibbles (lanes < 16), two a byte, the even lane low.
@@ -182,6 +190,14 @@ struct V {
     const __m128i b = narrow(a);
     const __m128i w = _mm_and_si128(_mm_or_si128(b, _mm_srli_epi16(b, 4)), _mm_set1_epi16(0xff));
     store64(p, _mm_packus_epi16(w, w));
+  }
+
+  // Two blocks of 16 nibbles, 16 bytes: a's, then b's.
+  WEFT_SIMD_INLINE static void store4x2(uint8_t* p, U a, U b) {
+    const __m128i ba = narrow(a), bb = narrow(b), low = _mm_set1_epi16(0xff);
+    const __m128i wa = _mm_and_si128(_mm_or_si128(ba, _mm_srli_epi16(ba, 4)), low);
+    const __m128i wb = _mm_and_si128(_mm_or_si128(bb, _mm_srli_epi16(bb, 4)), low);
+    store128(p, _mm_packus_epi16(wa, wb));
   }
 
   // hi, lo: the halves of each lane's a · m (64 bits).

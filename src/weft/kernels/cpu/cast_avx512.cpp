@@ -24,10 +24,13 @@ struct V {
   using U = __m512i;
   using M = __mmask16;
   WEFT_SIMD_INLINE static U u(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+  // x made opaque: the compiler keeps it where it is instead of rebuilding it.
+  WEFT_SIMD_INLINE static void hold(U& x) { asm("" : "+v"(x)); }
   WEFT_SIMD_INLINE static F f(float v) { return _mm512_set1_ps(v); }
   WEFT_SIMD_INLINE static F loadf(const float* p) { return _mm512_loadu_ps(p); }
   WEFT_SIMD_INLINE static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
   WEFT_SIMD_INLINE static U load32(const uint32_t* p) { return _mm512_loadu_si512(p); }
+  WEFT_SIMD_INLINE static void store32(uint32_t* p, U v) { _mm512_storeu_si512(p, v); }
   WEFT_SIMD_INLINE static U bits(F v) { return _mm512_castps_si512(v); }
   WEFT_SIMD_INLINE static F fl(U v) { return _mm512_castsi512_ps(v); }
   WEFT_SIMD_INLINE static U add(U a, U b) { return _mm512_add_epi32(a, b); }
@@ -111,6 +114,15 @@ struct V {
   // 16 nibbles (lanes < 16), two a byte, the even lane low.
   WEFT_SIMD_INLINE static void store4(uint8_t* p, U a) {
     store64(p, _mm512_cvtepi64_epi8(_mm512_or_si512(a, _mm512_srli_epi64(a, 28))));
+  }
+
+  // Two blocks of 16 nibbles, 16 bytes: a's, then b's.
+  WEFT_SIMD_INLINE static void store4x2(uint8_t* p, U a, U b) {
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const U xa = _mm512_or_si512(a, _mm512_srli_epi64(a, 28));
+    const U xb = _mm512_or_si512(b, _mm512_srli_epi64(b, 28));
+    store128(p, _mm512_cvtepi32_epi8(_mm512_permutex2var_epi32(xa, even, xb)));
   }
 
   // hi, lo: the halves of each lane's a · m (64 bits).

@@ -135,14 +135,14 @@ ColumnPlan plan_columns(const Tensor& x, const QuantizeConfig& cfg, const Segmen
 }
 
 void column_band(const Tensor& x, const QuantizeConfig& cfg, const SegmentParams& p,
-                 const std::vector<uint8_t>& tiles_t, const QuantizedTensor& q,
-                 const ColumnsOut& o, const ColumnPlan& plan, int64_t r0, int64_t n) {
+                 const std::vector<uint8_t>& tiles_t, const QuantizedTensor& q, const ColumnsOut& o,
+                 const ColumnPlan& plan, int64_t r0, int64_t n) {
   const cast_simd::Kernels& k = *p.k;
   const int64_t rows = q.rows, cols = q.cols;
   if (plan.from_codes) {
     // One scale for both copies: the column-wise codes are the row-wise ones, transposed.
-    k.transpose_bytes(static_cast<const uint8_t*>(q.data.raw()) + r0 * cols, n, cols,
-                      o.data + r0, rows, o.stream);
+    k.transpose_bytes(static_cast<const uint8_t*>(q.data.raw()) + r0 * cols, n, cols, o.data + r0,
+                      rows, o.stream);
     return;
   }
   const bool fp4 = cfg.dtype == DType::e2m1;
@@ -169,8 +169,8 @@ void column_band(const Tensor& x, const QuantizeConfig& cfg, const SegmentParams
 }
 
 void column_rest(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
-                 const SegmentParams& p, const std::vector<uint8_t>& tiles_t,
-                 const ColumnsOut& o, const ColumnPlan& plan) {
+                 const SegmentParams& p, const std::vector<uint8_t>& tiles_t, const ColumnsOut& o,
+                 const ColumnPlan& plan) {
   const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
   if (plan.band == 0) {
     baseline_columns(ec, x, cfg, p, tiles_t, o, 0, rows, 0, cols);

@@ -96,13 +96,13 @@ ColumnPlan plan_columns(const Tensor& x, const QuantizeConfig& cfg, const Segmen
 
 // Rows [r0, r0 + n) of the plan's share (r0 a multiple of plan.band).
 void column_band(const Tensor& x, const QuantizeConfig& cfg, const SegmentParams& p,
-                 const std::vector<uint8_t>& tiles_t, const QuantizedTensor& q,
-                 const ColumnsOut& o, const ColumnPlan& plan, int64_t r0, int64_t n);
+                 const std::vector<uint8_t>& tiles_t, const QuantizedTensor& q, const ColumnsOut& o,
+                 const ColumnPlan& plan, int64_t r0, int64_t n);
 
 // What the plan leaves to the baseline code.
 void column_rest(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
-                 const SegmentParams& p, const std::vector<uint8_t>& tiles_t,
-                 const ColumnsOut& o, const ColumnPlan& plan);
+                 const SegmentParams& p, const std::vector<uint8_t>& tiles_t, const ColumnsOut& o,
+                 const ColumnPlan& plan);
 
 // The whole column-wise copy, on its own pass over x.
 void quantize_columns(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,

@@ -39,6 +39,8 @@ struct Kernels {
   // Each returns the largest |x| among its inputs as f32 bits (NaN above Inf).
 
   uint32_t (*abs_max)(const float* x, int64_t n);
+  // m[b] = max(m[b], the largest |x| of block b) over blocks of 16 (as bits).
+  void (*block_amax)(const float* x, int64_t blocks, uint32_t* m);
   // out[i] = encode(x[i] · s), fp8 (fmt e4m3 or e5m2).
   uint32_t (*encode_tensor)(int fmt, const float* x, float s, int64_t n, uint8_t* out);
   // MXFP8 blocks of 32: e8m0 scales[b], codes one a byte (cast_blocks.h mx_blocks).
@@ -64,8 +66,8 @@ struct Kernels {
                   const uint8_t* tile_scales, int64_t tile_ld);
   // dst (cols, rows) = src (rows, cols)ᵀ, bytes, dst's rows ldd apart
   // (written past the caches where `stream`).
-  void (*transpose_bytes)(const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst,
-                          int64_t ldd, bool stream);
+  void (*transpose_bytes)(const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst, int64_t ldd,
+                          bool stream);
 
   // ---- decoders ----------------------------------------------------------------
   // out[i] = value(code i) · t (n a multiple of 16; e2m1 packed).
