@@ -200,6 +200,36 @@ struct V {
     store128(p, _mm_packus_epi16(wa, wb));
   }
 
+  // 16 lines of 64 bytes: in each 128-bit lane, the 16x16 transpose of the
+  // lines' 16-byte parts (four perfect shuffles); line j of the result to
+  // dst + j · ldd, past the caches where `stream` and dst is aligned.
+  WEFT_SIMD_INLINE static void transpose_lines(const uint8_t* src, uint8_t* dst, int64_t ldd,
+                                               bool stream) {
+    const bool nt = stream && ((reinterpret_cast<uintptr_t>(dst) | ldd) & 63) == 0;
+    for (int h = 0; h < 2; ++h) {
+      __m256i t[16];
+      for (int i = 0; i < 16; ++i) {
+        t[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 64 * i + 32 * h));
+      }
+      for (int pass = 0; pass < 4; ++pass) {
+        __m256i o[16];
+        for (int i = 0; i < 8; ++i) {
+          o[2 * i] = _mm256_unpacklo_epi8(t[i], t[i + 8]);
+          o[2 * i + 1] = _mm256_unpackhi_epi8(t[i], t[i + 8]);
+        }
+        for (int i = 0; i < 16; ++i) t[i] = o[i];
+      }
+      for (int j = 0; j < 16; ++j) {
+        auto* d = reinterpret_cast<__m256i*>(dst + j * ldd + 32 * h);
+        if (nt) {
+          _mm256_stream_si256(d, t[j]);
+        } else {
+          _mm256_storeu_si256(d, t[j]);
+        }
+      }
+    }
+  }
+
   // hi, lo: the halves of each lane's a · m (64 bits).
   WEFT_SIMD_INLINE static void mul_wide(U a, uint32_t m, U& hi, U& lo) {
     const __m256i mv = _mm256_set1_epi32(static_cast<int>(m));

@@ -125,6 +125,31 @@ struct V {
     store128(p, _mm512_cvtepi32_epi8(_mm512_permutex2var_epi32(xa, even, xb)));
   }
 
+  // 16 lines of 64 bytes: in each 128-bit lane, the 16x16 transpose of the
+  // lines' 16-byte parts (four perfect shuffles); line j of the result to
+  // dst + j · ldd, past the caches where `stream` and dst is aligned.
+  WEFT_SIMD_INLINE static void transpose_lines(const uint8_t* src, uint8_t* dst, int64_t ldd,
+                                               bool stream) {
+    U t[16];
+    for (int i = 0; i < 16; ++i) t[i] = _mm512_loadu_si512(src + 64 * i);
+    for (int pass = 0; pass < 4; ++pass) {
+      U o[16];
+      for (int i = 0; i < 8; ++i) {
+        o[2 * i] = _mm512_unpacklo_epi8(t[i], t[i + 8]);
+        o[2 * i + 1] = _mm512_unpackhi_epi8(t[i], t[i + 8]);
+      }
+      for (int i = 0; i < 16; ++i) t[i] = o[i];
+    }
+    const bool nt = stream && ((reinterpret_cast<uintptr_t>(dst) | ldd) & 63) == 0;
+    for (int j = 0; j < 16; ++j) {
+      if (nt) {
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + j * ldd), t[j]);
+      } else {
+        _mm512_storeu_si512(dst + j * ldd, t[j]);
+      }
+    }
+  }
+
   // hi, lo: the halves of each lane's a · m (64 bits).
   WEFT_SIMD_INLINE static void mul_wide(U a, uint32_t m, U& hi, U& lo) {
     const U mv = u(m);
