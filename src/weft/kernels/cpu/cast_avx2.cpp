@@ -241,7 +241,7 @@ struct V {
       const __m256i even = _mm256_mul_epu32(x, mv);
       const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), mv);
       *his[h] = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xaa);
-      *los[h] = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa);
+      *los[h] = _mm256_mullo_epi32(x, mv);
     }
   }
   // Within each 128-bit lane, the 4x4 transpose of (c0, c1, c2, c3); out[16k ..]

@@ -155,7 +155,7 @@ struct V {
     const U mv = u(m);
     const U even = _mm512_mul_epu32(a, mv), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), mv);
     hi = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64(even, 32), odd);
-    lo = _mm512_mask_blend_epi32(0xaaaa, even, _mm512_slli_epi64(odd, 32));
+    lo = _mm512_mullo_epi32(a, mv);
   }
   // Within each 128-bit lane, the 4x4 transpose of (c0, c1, c2, c3); out[16k ..]
   // gets the k-th result.
