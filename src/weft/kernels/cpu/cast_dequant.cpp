@@ -4,6 +4,7 @@
 // and the baseline code of cast_blocks.h for the rest.
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "weft/kernels/cpu/cast_blocks.h"
 #include "weft/kernels/cpu/cast_passes.h"
@@ -75,6 +76,10 @@ int64_t simd_row(const Dequant& z, const cast_simd::Kernels& k, int64_t r) {
   return blocks * z.bc;
 }
 
+// A block whose scale is NaN (it held a NaN when it was quantized) decodes to
+// that NaN throughout: a NaN element's product with it would keep the sign of
+// either factor, as the compiler happens to order the multiplication.
+//
 // Stored row r from element `done` on by the baseline code (all of it when
 // there are no vector kernels).
 void baseline_row(const Dequant& z, int64_t r, int64_t done) {
@@ -113,6 +118,10 @@ void baseline_row(const Dequant& z, int64_t r, int64_t done) {
     const bool mx = q.mode == ScalingMode::block_1x32;
     const float scale = mx ? e8m0_to_f32(srow[c0 / z.bc]) : e4m3_to_f32(srow[c0 / z.bc]);
     const float second = mx ? 1.0f : z.t;
+    if (std::isnan(scale)) {
+      for (int64_t c = 0; c < len; ++c) orow[(c0 + c) * z.out_col] = scale;
+      continue;
+    }
     const int64_t i0 = r * z.cols + c0;
     if (q.dtype == DType::e2m1) {
       for (int64_t c = 0; c < len; ++c) {
