@@ -105,14 +105,8 @@ struct V {
   WEFT_SIMD_INLINE static F fsub(F a, F b) {
     return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)};
   }
-  // a · b with a as the first source, whose NaN the product keeps when both
-  // are NaN (as the baseline's scalar value · scale does): an intrinsic
-  // would let the compiler swap the operands.
   WEFT_SIMD_INLINE static F fmul(F a, F b) {
-    F r;
-    asm("vmulps %2, %1, %0" : "=x"(r.lo) : "x"(a.lo), "x"(b.lo));
-    asm("vmulps %2, %1, %0" : "=x"(r.hi) : "x"(a.hi), "x"(b.hi));
-    return r;
+    return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
   }
   WEFT_SIMD_INLINE static F fdiv(F a, F b) {
     return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)};

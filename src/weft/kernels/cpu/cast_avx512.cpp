@@ -55,14 +55,7 @@ struct V {
   WEFT_SIMD_INLINE static U sel(M m, U a, U b) { return _mm512_mask_blend_epi32(m, b, a); }
   WEFT_SIMD_INLINE static F fadd(F a, F b) { return _mm512_add_ps(a, b); }
   WEFT_SIMD_INLINE static F fsub(F a, F b) { return _mm512_sub_ps(a, b); }
-  // a · b with a as the first source, whose NaN the product keeps when both
-  // are NaN (as the baseline's scalar value · scale does): an intrinsic
-  // would let the compiler swap the operands.
-  WEFT_SIMD_INLINE static F fmul(F a, F b) {
-    F r;
-    asm("vmulps %2, %1, %0" : "=v"(r) : "v"(a), "v"(b));
-    return r;
-  }
+  WEFT_SIMD_INLINE static F fmul(F a, F b) { return _mm512_mul_ps(a, b); }
   WEFT_SIMD_INLINE static F fdiv(F a, F b) { return _mm512_div_ps(a, b); }
   WEFT_SIMD_INLINE static F cvt(U a) { return _mm512_cvtepi32_ps(a); }
   WEFT_SIMD_INLINE static U cvtt(F a) { return _mm512_cvttps_epi32(a); }
