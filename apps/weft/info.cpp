@@ -33,7 +33,9 @@ std::string openmp_wait() {
 cli::Options info_options() {
   cli::Options opts("weft info [options]",
                     "Prints the CPU features weft found, the instruction set oneDNN uses\n"
-                    "(ONEDNN_MAX_CPU_ISA caps it), whether f32 and bf16 GEMMs run natively or\n"
+                    "(ONEDNN_MAX_CPU_ISA caps it), the one weft's own vector kernels use (the\n"
+                    "FP8/MXFP8/NVFP4 casts; WEFT_MAX_CPU_ISA=avx512|avx2|baseline caps it),\n"
+                    "whether f32 and bf16 GEMMs run natively or\n"
                     "are emulated (bf16 values on f32 kernels: exact bf16 semantics, f32 speed,\n"
                     "on CPUs without AVX-512), the threads each rank's kernels use\n"
                     "(WEFT_NUM_THREADS, else OMP_NUM_THREADS, else the cores divided among the\n"
@@ -65,7 +67,8 @@ int info(const std::vector<std::string>& args) {
               << ",\"avx512\":" << tf(s.avx512) << ",\"avx512_bf16\":" << tf(s.avx512_bf16)
               << ",\"amx\":" << tf(s.amx) << ",\"onednn\":\"" << s.onednn_version
               << "\",\"onednn_isa\":\"" << s.onednn_isa << "\",\"bf16\":\""
-              << (s.native_bf16 ? "native" : "emulated") << "\",\"threads\":" << num_threads()
+              << (s.native_bf16 ? "native" : "emulated") << "\",\"vector_isa\":\""
+              << kernels::vector_isa_name(s.vector_isa) << "\",\"threads\":" << num_threads()
               << ",\"cores\":" << available_cores() << ",\"openmp_wait\":\"" << openmp_wait()
               << "\",\"backends\":[\"local\"" << (mpi ? ",\"mpi\"" : "")
               << (nccl ? ",\"nccl\"" : "") << "],\"cuda\":" << tf(cuda::built()) << ",\"gpus\":[";
@@ -77,6 +80,8 @@ int info(const std::vector<std::string>& args) {
             << "cpu:      AVX2 " << yn(s.avx2) << ", AVX-512 " << yn(s.avx512) << ", AVX-512-BF16 "
             << yn(s.avx512_bf16) << ", AMX " << yn(s.amx) << "\n"
             << "oneDNN:   " << s.onednn_version << ", uses " << s.onednn_isa << "\n"
+            << "vectors:  " << kernels::vector_isa_name(s.vector_isa)
+            << " (weft's own kernels: the casts)\n"
             << "f32 GEMM: " << kernels::gemm_path(DType::f32) << "\n"
             << "bf16 GEMM: " << kernels::gemm_path(DType::bf16) << "\n"
             << "threads:  " << num_threads() << " per rank (" << available_cores()

@@ -26,7 +26,10 @@ cli::Options run_options() {
                     "memcpy of the f32 input on the same thread. Rounds alternate cast and\n"
                     "memcpy; the medians are compared. Bandwidth counts the bytes a kernel must\n"
                     "move: the f32 input read plus the data and scales written (memcpy: read\n"
-                    "plus write); `ratio` is the cast's bandwidth over memcpy's.");
+                    "plus write); `ratio` is the cast's bandwidth over memcpy's. The first line\n"
+                    "names the instruction set the casts run on (\"weft's vector kernels\"):\n"
+                    "the widest this processor has, or WEFT_MAX_CPU_ISA=avx512|avx2|baseline\n"
+                    "(baseline: the compiler-vectorized code the vector kernels replace).");
   opts.option("tokens", "N", "8192", "rows of the tensor")
       .option("width", "C", "1024", "columns of the tensor")
       .option("rounds", "N", "7", "timing rounds per row (the median is reported)")

@@ -1,5 +1,7 @@
 #include "weft/kernels/cast.h"
 
+#include <cmath>
+
 #include "weft/kernels/dispatch.h"
 #include "weft/kernels/impl/cast.h"
 
@@ -34,6 +36,10 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
              dtype_name(cfg.dtype));
   WEFT_CHECK(cfg.rowwise || cfg.columnwise, "quantize: neither row-wise nor column-wise asked for");
   WEFT_CHECK(!cfg.stochastic || fp4, "stochastic rounding is implemented for fp4_e2m1 only");
+  WEFT_CHECK(cfg.mode != ScalingMode::tensor || (std::isfinite(cfg.scale) && cfg.scale > 0.0f),
+             "quantize: the per-tensor scale must be a finite positive number, got {} (the "
+             "recipes derive it from an amax: check the amax history)",
+             cfg.scale);
   detail::dispatch(ec, "quantize", {&x}, [&]<Backend B>() { impl::quantize<B>(ec, x, cfg, q); });
 }
 

@@ -1,8 +1,12 @@
 #include "weft/kernels/cpu_support.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "weft/core/error.h"
 #include "weft/kernels/cpu/onednn.h"
 
 namespace weft::kernels {
@@ -73,10 +77,57 @@ CpuSupport detect() {
       std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   s.onednn_isa = isa_name(dnnl::get_effective_cpu_isa());
   s.native_bf16 = probe_native_bf16();
+  s.vector_isa = vector_isa();
   return s;
 }
 
+VectorIsa capped_isa() {
+  VectorIsa isa = VectorIsa::baseline;
+  if (processor_runs(VectorIsa::avx512)) {
+    isa = VectorIsa::avx512;
+  } else if (processor_runs(VectorIsa::avx2)) {
+    isa = VectorIsa::avx2;
+  }
+  const char* env = std::getenv("WEFT_MAX_CPU_ISA");
+  if (env == nullptr || *env == '\0') return isa;
+  std::string cap(env);
+  std::transform(cap.begin(), cap.end(), cap.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (VectorIsa v : {VectorIsa::baseline, VectorIsa::avx2, VectorIsa::avx512}) {
+    if (cap == vector_isa_name(v)) return std::min(isa, v);
+  }
+  WEFT_FAIL("WEFT_MAX_CPU_ISA is '{}': set it to avx512, avx2 or baseline, or unset it", env);
+}
+
 }  // namespace
+
+const char* vector_isa_name(VectorIsa isa) {
+  switch (isa) {
+    case VectorIsa::avx512: return "avx512";
+    case VectorIsa::avx2: return "avx2";
+    default: return "baseline";
+  }
+}
+
+bool processor_runs(VectorIsa isa) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  switch (isa) {
+    case VectorIsa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    case VectorIsa::avx2: return __builtin_cpu_supports("avx2");
+    default: return true;
+  }
+#else
+  return isa == VectorIsa::baseline;
+#endif
+}
+
+VectorIsa vector_isa() {
+  static const VectorIsa isa = capped_isa();
+  return isa;
+}
 
 const CpuSupport& cpu_support() {
   static const CpuSupport s = detect();
@@ -95,8 +146,9 @@ std::string describe_cpu_support() {
   std::ostringstream out;
   out << "AVX2: " << yn(s.avx2) << ", AVX-512: " << yn(s.avx512)
       << ", AVX-512-BF16: " << yn(s.avx512_bf16) << ", AMX: " << yn(s.amx) << "; oneDNN "
-      << s.onednn_version << " uses " << s.onednn_isa << "; f32 " << gemm_path(DType::f32)
-      << ", bf16 " << gemm_path(DType::bf16);
+      << s.onednn_version << " uses " << s.onednn_isa << "; weft's vector kernels "
+      << vector_isa_name(s.vector_isa) << "; f32 " << gemm_path(DType::f32) << ", bf16 "
+      << gemm_path(DType::bf16);
   return out.str();
 }
 

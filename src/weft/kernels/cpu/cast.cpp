@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -9,18 +10,26 @@
 #include <vector>
 
 #include "weft/kernels/cpu/cast_blocks.h"
+#include "weft/kernels/cpu/cast_passes.h"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+namespace weft::kernels {
 
-#include "weft/kernels/random.h"
+namespace cpu {
 
-namespace weft::kernels::impl {
+using namespace cast_detail;
 
 namespace {
 
-using namespace cpu::cast_detail;
+// -1: vector_isa() decides; else the VectorIsa a ScopedCastIsa forced.
+std::atomic<int> forced_isa{-1};
+
+const cast_simd::Kernels* kernels_of(VectorIsa isa) {
+  switch (isa) {
+    case VectorIsa::avx512: return cast_simd::avx512_kernels();
+    case VectorIsa::avx2: return cast_simd::avx2_kernels();
+    default: return nullptr;
+  }
+}
 
 // out[i] = encode(x[i] · s).
 template <int Man, int Bias, uint32_t MaxCode, int SignShift, uint32_t NanCode>
@@ -49,44 +58,43 @@ WEFT_CAST_CLONES uint32_t abs_max_bits(const float* x, int64_t n) {
   return m;
 }
 
-// The block's amax, NaN when an element is NaN.
-inline float block_amax(const float* x, int64_t n) {
-  const uint32_t m = abs_max_bits(x, n);
+// The same through the vector kernel k where there is one (whole vectors).
+uint32_t abs_max_bits(const cast_simd::Kernels* k, const float* x, int64_t n) {
+  if (k == nullptr) return abs_max_bits(x, n);
+  const int64_t n16 = n & ~int64_t{15};
+  return std::max(k->abs_max(x, n16), abs_max_bits(x + n16, n - n16));
+}
+
+float float_of_bits(uint32_t m) {
   return m > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(m);
 }
 
-// ---- one segment of a row --------------------------------------------------
+// The block's amax, NaN when an element is NaN.
+inline float block_amax(const float* x, int64_t n) { return float_of_bits(abs_max_bits(x, n)); }
 
-struct SegmentParams {
-  ScalingMode mode;
-  DType dtype;
-  float scale;      // tensor: the encode scale
-  float s_enc;      // NVFP4: the per-tensor encode scale S
-  float s_dec;      // NVFP4: 1 / S
-  bool stochastic;  // e2m1 only
-  uint64_t seed;
-  const float* enc_scale;  // NVFP4: nvfp4_encode_scale of each scale code
-};
-
-// NVFP4's block decode scale (an e4m3 code) for a block amax.
-uint8_t nvfp4_block_scale(float block_amax, const SegmentParams& p) {
-  return f32_to_e4m3(block_amax / 6.0f * p.s_enc);
+// Writes n codes at element index `at` of a data buffer (packed for e2m1,
+// `at` and n even).
+void store_codes(DType t, const uint8_t* codes, int64_t n, uint8_t* data, int64_t at) {
+  if (t != DType::e2m1) {
+    std::memcpy(data + at, codes, static_cast<size_t>(n));
+    return;
+  }
+  pack_e2m1(codes, n, data + at / 2);
 }
 
-float nvfp4_encode_scale(uint8_t block_scale, const SegmentParams& p) {
-  return std::min(1.0f / (e4m3_to_f32(block_scale) * p.s_dec), FLT_MAX);
-}
-
-// Quantizes x[0, n), the elements at columns [c0, c0 + n) of one output row
-// (c0 a multiple of the block size), into codes[0, n) (one byte each) and
-// the row's block scales `scales` (indexed by block: c0 / block + j). 16x16
-// tiles take their scale codes from `tile_scales` (the same indexing).
-// `stream` is the random-stream index of x[0]; consecutive elements follow.
-void quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0, uint8_t* codes,
-                      uint8_t* scales, const uint8_t* tile_scales, uint64_t stream) {
+// quantize_segment in the baseline code: whole blocks by cast_blocks.h's
+// loops, a ragged tail block element by element; one-byte codes, packed at
+// the end for e2m1.
+uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0,
+                          uint8_t* data, int64_t at, uint8_t* scales, const uint8_t* tile_scales,
+                          uint64_t stream) {
+  thread_local std::vector<uint8_t> buf;
+  buf.resize(static_cast<size_t>(n));
+  uint8_t* codes = p.dtype == DType::e2m1 ? buf.data() : data + at;
+  const uint32_t m = abs_max_bits(x, n);
   if (p.mode == ScalingMode::tensor) {
     encode_rne(p.dtype, x, p.scale, codes, n);
-    return;
+    return m;
   }
   const int64_t bc = scaling_block_cols(p.mode);
   // Stochastic rounding: the segment's uniforms first, all at once.
@@ -133,19 +141,194 @@ void quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t
       encode_rne(p.dtype, x + b0, s, codes + b0, len);
     }
   }
+  if (p.dtype == DType::e2m1) store_codes(p.dtype, codes, n, data, at);
+  return m;
 }
 
-// Writes n codes at element index `at` of a data buffer (packed for e2m1,
-// `at` and n even).
-void store_codes(DType t, const uint8_t* codes, int64_t n, uint8_t* data, int64_t at) {
-  if (t != DType::e2m1) {
-    std::memcpy(data + at, codes, static_cast<size_t>(n));
-    return;
+// quantize_segment through the vector kernels: whole vectors or blocks, then
+// the rest by the baseline code.
+uint32_t simd_segment(const cast_simd::Kernels& k, const SegmentParams& p, const float* x,
+                      int64_t n, int64_t c0, uint8_t* data, int64_t at, uint8_t* scales,
+                      const uint8_t* tile_scales, uint64_t stream) {
+  const int64_t bc = p.mode == ScalingMode::tensor ? 16 : scaling_block_cols(p.mode);
+  const int64_t full = n / bc, done = full * bc, first = c0 / bc;
+  uint32_t m = 0;
+  if (p.mode == ScalingMode::tensor) {
+    m = k.encode_tensor(simd_format(p.dtype), x, p.scale, done, data + at);
+  } else if (p.mode == ScalingMode::block_1x32) {
+    m = k.mx_blocks(simd_format(p.dtype), x, full, 1.0f / dtype_max(p.dtype), data + at,
+                    scales + first);
+  } else {
+    thread_local std::vector<float> uniform;
+    if (p.stochastic) {
+      uniform.resize(static_cast<size_t>(done));
+      k.uniforms(p.seed, stream, done, uniform.data());
+    }
+    m = k.nv_blocks(x, full, p.s_enc, p.enc_scale, tile_scales ? tile_scales + first : nullptr,
+                    p.stochastic ? uniform.data() : nullptr, data + at / 2,
+                    scales ? scales + first : nullptr);
   }
-  pack_e2m1(codes, n, data + at / 2);
+  if (done == n) return m;
+  return std::max(m, baseline_segment(p, x + done, n - done, c0 + done, data, at + done, scales,
+                                      tile_scales, stream + static_cast<uint64_t>(done)));
 }
 
-// Row `r` of x as f32: the row itself, or converted into `buf`.
+float load(const Tensor& x, int64_t i) {
+  return x.dtype() == DType::f32 ? x.data<float>()[i] : bf16_to_f32(x.bf16_data()[i]);
+}
+
+// NVFP4 16x16: the largest magnitude of each tile (tr, tc), as f32 bits.
+std::vector<uint32_t> nvfp4_tile_amax(const ExecContext& ec, const Tensor& x, int64_t rows,
+                                      int64_t cols, const cast_simd::Kernels* k) {
+  const int64_t tr = (rows + 15) / 16, tc = (cols + 15) / 16, full = cols / 16;
+  std::vector<uint32_t> m(static_cast<size_t>(tr * tc), 0);
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+  for (int64_t bi = 0; bi < tr; ++bi) {
+    std::vector<float> buf;
+    uint32_t* mrow = m.data() + bi * tc;
+    for (int64_t r = bi * 16; r < std::min(rows, bi * 16 + 16); ++r) {
+      const float* xr = f32_row(x, r, cols, buf);
+      int64_t bj = 0;
+      if (k != nullptr) {
+        k->block_amax(xr, full, mrow);
+        bj = full;
+      }
+      for (; bj < tc; ++bj) {
+        const int64_t c0 = bj * 16, len = std::min<int64_t>(16, cols - c0);
+        mrow[bj] = std::max(mrow[bj], abs_max_bits(xr + c0, len));
+      }
+    }
+  }
+  return m;
+}
+
+// Their e4m3 scale codes, into tiles (tr, tc) and the transposed grid
+// tiles_t (tc, tr) for the column-wise copy.
+void nvfp4_tile_scales(const std::vector<uint32_t>& tile_amax, int64_t rows, int64_t cols,
+                       const SegmentParams& p, std::vector<uint8_t>& tiles,
+                       std::vector<uint8_t>& tiles_t) {
+  const int64_t tr = (rows + 15) / 16, tc = (cols + 15) / 16;
+  tiles.assign(static_cast<size_t>(tr * tc), 0);
+  tiles_t.assign(tiles.size(), 0);
+  for (int64_t bi = 0; bi < tr; ++bi) {
+    for (int64_t bj = 0; bj < tc; ++bj) {
+      const auto i = static_cast<size_t>(bi * tc + bj);
+      const uint8_t code = nvfp4_block_scale(float_of_bits(tile_amax[i]), p);
+      tiles[i] = code;
+      tiles_t[static_cast<size_t>(bj * tr + bi)] = code;
+    }
+  }
+}
+
+// Where the row-wise copy goes: q.data, q.scale_inv, made ready.
+struct RowsOut {
+  uint8_t* data;
+  uint8_t* sc;
+  int64_t scale_cols;
+};
+
+RowsOut prepare_rows(const QuantizeConfig& cfg, const std::vector<uint8_t>& tiles,
+                     QuantizedTensor& q) {
+  reuse(q.data, {q.rows, q.cols}, cfg.dtype);
+  reuse(q.scale_inv, scale_shape(cfg.mode, q.rows, q.cols), scale_dtype(cfg.mode));
+  if (cfg.mode == ScalingMode::tensor) q.scale_inv.data<float>()[0] = q.tensor_scale_inv;
+  auto* sc = static_cast<uint8_t*>(q.scale_inv.raw());
+  if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles.data(), tiles.size());
+  return {static_cast<uint8_t*>(q.data.raw()), sc, q.scale_inv.shape().last()};
+}
+
+// Row r of the row-wise copy; returns the bits of the row's largest magnitude
+// (NaN above every number).
+uint32_t quantize_row(const Tensor& x, const QuantizeConfig& cfg, const SegmentParams& p,
+                      const std::vector<uint8_t>& tiles, const RowsOut& o, int64_t r) {
+  const int64_t cols = x.shape().last(), tc = (cols + 15) / 16;
+  thread_local std::vector<float> buf;
+  const float* xr = f32_row(x, r, cols, buf);
+  // 16x16 scales are all written already.
+  uint8_t* row_scales = cfg.mode == ScalingMode::tensor || cfg.mode == ScalingMode::block_16x16
+                            ? nullptr
+                            : o.sc + r * o.scale_cols;
+  const uint8_t* tile_row =
+      cfg.mode == ScalingMode::block_16x16 ? tiles.data() + (r / 16) * tc : nullptr;
+  const uint64_t stream = cfg.offset + static_cast<uint64_t>(cfg.stochastic ? r * cols : 0);
+  return quantize_segment(p, xr, cols, 0, o.data, r * cols, row_scales, tile_row, stream);
+}
+
+// The row-wise copy; returns the bits of x's largest magnitude, a by-product.
+uint32_t quantize_rows(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                       const SegmentParams& p, const std::vector<uint8_t>& tiles,
+                       QuantizedTensor& q) {
+  const RowsOut o = prepare_rows(cfg, tiles, q);
+  uint32_t amax_bits = 0;
+#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : amax_bits)
+  for (int64_t r = 0; r < q.rows; ++r) {
+    amax_bits = std::max(amax_bits, quantize_row(x, cfg, p, tiles, o, r));
+  }
+  return amax_bits;
+}
+
+// Both copies in one pass over bands of x's rows: each band's rows, then
+// its share of the column-wise copy while the band is still in cache.
+uint32_t quantize_both(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                       const SegmentParams& p, const std::vector<uint8_t>& tiles,
+                       const std::vector<uint8_t>& tiles_t, const ColumnPlan& plan,
+                       QuantizedTensor& q) {
+  const RowsOut o = prepare_rows(cfg, tiles, q);
+  const ColumnsOut oc = prepare_columns(cfg, tiles_t, q);
+  const int64_t bands = (q.rows + plan.band - 1) / plan.band;
+  uint32_t amax_bits = 0;
+#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : amax_bits)
+  for (int64_t b = 0; b < bands; ++b) {
+    const int64_t r0 = b * plan.band, r1 = std::min(q.rows, r0 + plan.band);
+    for (int64_t r = r0; r < r1; ++r) {
+      amax_bits = std::max(amax_bits, quantize_row(x, cfg, p, tiles, o, r));
+    }
+    if (r0 < plan.nr) column_band(x, cfg, p, tiles_t, q, oc, plan, r0, std::min(r1, plan.nr) - r0);
+  }
+  column_rest(ec, x, cfg, p, tiles_t, oc, plan);
+  return amax_bits;
+}
+
+}  // namespace
+
+const cast_simd::Kernels* cast_kernels() {
+  const int forced = forced_isa.load(std::memory_order_relaxed);
+  if (forced >= 0) return kernels_of(static_cast<VectorIsa>(forced));
+  static const cast_simd::Kernels* const k = kernels_of(vector_isa());
+  return k;
+}
+
+ScopedCastIsa::ScopedCastIsa(VectorIsa isa) : previous_(forced_isa.load()) {
+  WEFT_CHECK(processor_runs(isa), "this processor does not run the {} cast kernels",
+             vector_isa_name(isa));
+  forced_isa.store(static_cast<int>(isa));
+}
+
+ScopedCastIsa::~ScopedCastIsa() { forced_isa.store(previous_); }
+
+int simd_format(DType t) {
+  switch (t) {
+    case DType::e4m3: return cast_simd::kE4M3;
+    case DType::e5m2: return cast_simd::kE5M2;
+    default: return cast_simd::kE2M1;
+  }
+}
+
+uint8_t nvfp4_block_scale(float block_amax, const SegmentParams& p) {
+  return f32_to_e4m3(block_amax / 6.0f * p.s_enc);
+}
+
+float nvfp4_encode_scale(uint8_t block_scale, const SegmentParams& p) {
+  return std::min(1.0f / (e4m3_to_f32(block_scale) * p.s_dec), FLT_MAX);
+}
+
+uint32_t quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0,
+                          uint8_t* data, int64_t at, uint8_t* scales, const uint8_t* tile_scales,
+                          uint64_t stream) {
+  if (p.k == nullptr) return baseline_segment(p, x, n, c0, data, at, scales, tile_scales, stream);
+  return simd_segment(*p.k, p, x, n, c0, data, at, scales, tile_scales, stream);
+}
+
 const float* f32_row(const Tensor& x, int64_t r, int64_t cols, std::vector<float>& buf) {
   if (x.dtype() == DType::f32) return x.data<float>() + r * cols;
   buf.resize(static_cast<size_t>(cols));
@@ -154,195 +337,27 @@ const float* f32_row(const Tensor& x, int64_t r, int64_t cols, std::vector<float
   return buf.data();
 }
 
-float load(const Tensor& x, int64_t i) {
-  return x.dtype() == DType::f32 ? x.data<float>()[i] : bf16_to_f32(x.bf16_data()[i]);
-}
-
 void reuse(Tensor& slot, const Shape& shape, DType dtype) {
   if (!slot.defined() || !(slot.shape() == shape) || slot.dtype() != dtype || !slot.sole_owner()) {
     slot = Tensor::empty(shape, dtype);
   }
 }
 
-// Rows of the source taken per column-wise tile: a multiple of every block
-// length, so a tile's segments of xᵀ start at block boundaries.
-constexpr int64_t kTileRows = 128;
-constexpr int64_t kTileCols = 32;
+}  // namespace cpu
 
-#if defined(__x86_64__)
-// A full tile, transposed: t[c · kTileRows + r] = src[r · ld + c], by 8x8
-// blocks in registers.
-[[gnu::target("avx2")]] void transpose_tile_avx2(const float* src, int64_t ld, float* t) {
-  for (int64_t rb = 0; rb < kTileRows; rb += 8) {
-    for (int64_t cb = 0; cb < kTileCols; cb += 8) {
-      __m256 v[8], w[8];
-      for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(src + (rb + i) * ld + cb);
-      for (int i = 0; i < 8; i += 2) {
-        w[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
-        w[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
-      }
-      for (int i = 0; i < 8; i += 4) {
-        v[i] = _mm256_shuffle_ps(w[i], w[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        v[i + 1] = _mm256_shuffle_ps(w[i], w[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        v[i + 2] = _mm256_shuffle_ps(w[i + 1], w[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        v[i + 3] = _mm256_shuffle_ps(w[i + 1], w[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-      }
-      // v[0..3]: columns 0,1,2,3 (low lanes) / 4,5,6,7 (high) of rows 0-3; v[4..7] rows 4-7.
-      for (int j = 0; j < 4; ++j) {
-        float* lo = t + (cb + j) * kTileRows + rb;
-        float* hi = t + (cb + j + 4) * kTileRows + rb;
-        _mm256_storeu_ps(lo, _mm256_permute2f128_ps(v[j], v[j + 4], 0x20));
-        _mm256_storeu_ps(hi, _mm256_permute2f128_ps(v[j], v[j + 4], 0x31));
-      }
-    }
-  }
-}
-#else
-void transpose_tile_avx2(const float*, int64_t, float*) {}
-#endif
+namespace impl {
 
-// NVFP4 16x16: one e4m3 scale code per tile, into tiles (tr, tc) and the
-// transposed grid tiles_t (tc, tr) for the column-wise copy.
-void nvfp4_tile_scales(const ExecContext& ec, const Tensor& x, int64_t rows, int64_t cols,
-                       const SegmentParams& p, std::vector<uint8_t>& tiles,
-                       std::vector<uint8_t>& tiles_t) {
-  const int64_t tr = (rows + 15) / 16, tc = (cols + 15) / 16;
-  tiles.assign(static_cast<size_t>(tr * tc), 0);
-  tiles_t.assign(tiles.size(), 0);
-#pragma omp parallel for num_threads(ec.threads()) schedule(static)
-  for (int64_t bi = 0; bi < tr; ++bi) {
-    std::vector<float> buf;
-    std::vector<float> m(static_cast<size_t>(tc), 0.0f);
-    std::vector<char> nan(static_cast<size_t>(tc), 0);
-    for (int64_t r = bi * 16; r < std::min(rows, bi * 16 + 16); ++r) {
-      const float* xr = f32_row(x, r, cols, buf);
-      for (int64_t bj = 0; bj < tc; ++bj) {
-        const int64_t c0 = bj * 16, len = std::min<int64_t>(16, cols - c0);
-        const float a = block_amax(xr + c0, len);
-        auto j = static_cast<size_t>(bj);
-        if (std::isnan(a)) nan[j] = 1;
-        m[j] = std::max(m[j], a);
-      }
-    }
-    for (int64_t bj = 0; bj < tc; ++bj) {
-      auto j = static_cast<size_t>(bj);
-      const float a = nan[j] ? std::numeric_limits<float>::quiet_NaN() : m[j];
-      const uint8_t code = nvfp4_block_scale(a, p);
-      tiles[static_cast<size_t>(bi * tc + bj)] = code;
-      tiles_t[static_cast<size_t>(bj * tr + bi)] = code;
-    }
-  }
-}
-
-// The row-wise copy into q.data and q.scale_inv; returns the bits of x's
-// largest magnitude (NaN above every number), a by-product of the pass.
-uint32_t quantize_rows(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
-                       const SegmentParams& p, const std::vector<uint8_t>& tiles,
-                       QuantizedTensor& q) {
-  const int64_t rows = q.rows, cols = q.cols, tc = (cols + 15) / 16;
-  const bool fp4 = cfg.dtype == DType::e2m1;
-  const int64_t elem_stride = cfg.stochastic ? 1 : 0;
-  reuse(q.data, {rows, cols}, cfg.dtype);
-  reuse(q.scale_inv, scale_shape(cfg.mode, rows, cols), scale_dtype(cfg.mode));
-  if (cfg.mode == ScalingMode::tensor) q.scale_inv.data<float>()[0] = q.tensor_scale_inv;
-  auto* data = static_cast<uint8_t*>(q.data.raw());
-  auto* sc = static_cast<uint8_t*>(q.scale_inv.raw());
-  const int64_t scale_cols = q.scale_inv.shape().last();
-  uint32_t amax_bits = 0;
-#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : amax_bits)
-  for (int64_t r = 0; r < rows; ++r) {
-    std::vector<float> buf;
-    thread_local std::vector<uint8_t> codes;
-    codes.resize(static_cast<size_t>(cols));
-    const float* xr = f32_row(x, r, cols, buf);
-    amax_bits = std::max(amax_bits, abs_max_bits(xr, cols));
-    uint8_t* row_scales = cfg.mode == ScalingMode::tensor ? nullptr : sc + r * scale_cols;
-    const uint8_t* tile_row =
-        cfg.mode == ScalingMode::block_16x16 ? tiles.data() + (r / 16) * tc : nullptr;
-    if (cfg.mode == ScalingMode::block_16x16) row_scales = nullptr;  // written below
-    // fp8 codes go straight to the row; fp4 ones are packed from `codes`.
-    uint8_t* out = fp4 ? codes.data() : data + r * cols;
-    quantize_segment(p, xr, cols, 0, out, row_scales, tile_row,
-                     cfg.offset + static_cast<uint64_t>(r * cols * elem_stride));
-    if (fp4) store_codes(cfg.dtype, codes.data(), cols, data, r * cols);
-  }
-  if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles.data(), tiles.size());
-  return amax_bits;
-}
-
-// The column-wise copy into q.col_data and q.col_scale_inv: tiles of
-// kTileRows x kTileCols transposed into a buffer, each of its rows a segment
-// of a row of xᵀ.
-void quantize_columns(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
-                      const SegmentParams& p, const std::vector<uint8_t>& tiles_t,
-                      QuantizedTensor& q) {
-  const int64_t rows = q.rows, cols = q.cols, tr = (rows + 15) / 16;
-  const int64_t elem_stride = cfg.stochastic ? 1 : 0;
-  reuse(q.col_data, {cols, rows}, cfg.dtype);
-  reuse(q.col_scale_inv, scale_shape(cfg.mode, cols, rows), scale_dtype(cfg.mode));
-  if (cfg.mode == ScalingMode::tensor) q.col_scale_inv.data<float>()[0] = q.tensor_scale_inv;
-  auto* data = static_cast<uint8_t*>(q.col_data.raw());
-  auto* sc = static_cast<uint8_t*>(q.col_scale_inv.raw());
-  const int64_t scale_cols = q.col_scale_inv.shape().last();
-  const int64_t row_tiles = (rows + kTileRows - 1) / kTileRows;
-  const int64_t col_tiles = (cols + kTileCols - 1) / kTileCols;
-  const uint64_t col_stream = cfg.offset + static_cast<uint64_t>(rows * cols);
-#if defined(__x86_64__)
-  const bool avx2 = __builtin_cpu_supports("avx2");
-#else
-  const bool avx2 = false;
-#endif
-#pragma omp parallel for num_threads(ec.threads()) schedule(static) collapse(2)
-  for (int64_t ct = 0; ct < col_tiles; ++ct) {
-    for (int64_t rt = 0; rt < row_tiles; ++rt) {
-      const int64_t r0 = rt * kTileRows, nr = std::min(kTileRows, rows - r0);
-      const int64_t c0 = ct * kTileCols, nc = std::min(kTileCols, cols - c0);
-      std::array<float, kTileRows * kTileCols> t{};
-      if (x.dtype() == DType::f32 && nr == kTileRows && nc == kTileCols && avx2) {
-        transpose_tile_avx2(x.data<float>() + r0 * cols + c0, cols, t.data());
-      } else if (x.dtype() == DType::f32) {
-        const float* src = x.data<float>() + r0 * cols + c0;
-        for (int64_t r = 0; r < nr; ++r) {
-          for (int64_t c = 0; c < nc; ++c)
-            t[static_cast<size_t>(c * kTileRows + r)] = src[r * cols + c];
-        }
-      } else {
-        for (int64_t r = 0; r < nr; ++r) {
-          for (int64_t c = 0; c < nc; ++c)
-            t[static_cast<size_t>(c * kTileRows + r)] = load(x, (r0 + r) * cols + c0 + c);
-        }
-      }
-      std::array<uint8_t, kTileRows> codes{};
-      for (int64_t c = 0; c < nc; ++c) {
-        const int64_t xc = c0 + c;  // the row of xᵀ
-        uint8_t* row_scales = cfg.mode == ScalingMode::tensor ? nullptr : sc + xc * scale_cols;
-        const uint8_t* tile_row = nullptr;
-        if (cfg.mode == ScalingMode::block_16x16) {
-          row_scales = nullptr;  // written below
-          tile_row = tiles_t.data() + (xc / 16) * tr;
-        }
-        quantize_segment(p, t.data() + c * kTileRows, nr, r0, codes.data(), row_scales, tile_row,
-                         col_stream + static_cast<uint64_t>((xc * rows + r0) * elem_stride));
-        store_codes(cfg.dtype, codes.data(), nr, data, xc * rows + r0);
-      }
-    }
-  }
-  if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles_t.data(), tiles_t.size());
-}
-
-}  // namespace
+using namespace cpu;
+using namespace cpu::cast_detail;
 
 template <>
 float amax<Backend::cpu>(const ExecContext& ec, const Tensor& x) {
   const int64_t n = x.numel();
   constexpr int64_t kSegment = 1 << 14;
   const int64_t chunks = (n + kSegment - 1) / kSegment;
-  float m = 0.0f;
-  bool nan = false;
-#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max  \
-                                                                              : m) \
-    reduction(||                                                                   \
-              : nan)
+  const cast_simd::Kernels* k = cast_kernels();
+  uint32_t m = 0;
+#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : m)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kSegment, len = std::min(kSegment, n - begin);
     std::vector<float> buf;
@@ -354,11 +369,9 @@ float amax<Backend::cpu>(const ExecContext& ec, const Tensor& x) {
       for (int64_t i = 0; i < len; ++i) buf[static_cast<size_t>(i)] = load(x, begin + i);
       p = buf.data();
     }
-    const float a = block_amax(p, len);
-    if (std::isnan(a)) nan = true;
-    m = std::max(m, std::isnan(a) ? 0.0f : a);
+    m = std::max(m, abs_max_bits(k, p, len));
   }
-  return nan ? std::numeric_limits<float>::quiet_NaN() : m;
+  return float_of_bits(m);
 }
 
 template <>
@@ -377,11 +390,20 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   q.rows = rows;
   q.cols = cols;
   // The amax: a by-product of the row-wise pass, else a pass of its own.
-  // NVFP4 needs it first when it derives its per-tensor scale from it.
+  // NVFP4 needs it first when it derives its per-tensor scale from it; 16x16
+  // tiles have it from their own amaxes, which come first.
+  const bool tiled = cfg.mode == ScalingMode::block_16x16;
+  std::vector<uint32_t> tile_amax;
+  if (tiled) tile_amax = nvfp4_tile_amax(ec, x, rows, cols, cast_kernels());
   const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
-  q.amax = amax_first ? amax<Backend::cpu>(ec, x) : 0.0f;
+  if (tiled) {
+    q.amax = float_of_bits(*std::max_element(tile_amax.begin(), tile_amax.end()));
+  } else {
+    q.amax = amax_first ? amax<Backend::cpu>(ec, x) : 0.0f;
+  }
 
-  SegmentParams p{cfg.mode, cfg.dtype, cfg.scale, 1.0f, 1.0f, cfg.stochastic, cfg.seed, nullptr};
+  SegmentParams p{cfg.mode,       cfg.dtype, cfg.scale, 1.0f,          1.0f,
+                  cfg.stochastic, cfg.seed,  nullptr,   cast_kernels()};
   std::array<float, 256> enc_scale{};
   q.tensor_scale_inv = 1.0f;
   if (cfg.mode == ScalingMode::tensor) q.tensor_scale_inv = 1.0f / cfg.scale;
@@ -399,13 +421,12 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   }
   // 16x16: the tile scales first, shared by both copies.
   std::vector<uint8_t> tiles, tiles_t;
-  if (cfg.mode == ScalingMode::block_16x16) nvfp4_tile_scales(ec, x, rows, cols, p, tiles, tiles_t);
+  if (tiled) nvfp4_tile_scales(tile_amax, rows, cols, p, tiles, tiles_t);
+  const ColumnPlan plan = cfg.columnwise ? plan_columns(x, cfg, p) : ColumnPlan{};
   if (cfg.rowwise) {
-    const uint32_t amax_bits = quantize_rows(ec, x, cfg, p, tiles, q);
-    if (!amax_first) {
-      q.amax = amax_bits > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN()
-                                       : std::bit_cast<float>(amax_bits);
-    }
+    const uint32_t amax_bits = plan.band > 0 ? quantize_both(ec, x, cfg, p, tiles, tiles_t, plan, q)
+                                             : quantize_rows(ec, x, cfg, p, tiles, q);
+    if (!amax_first && !tiled) q.amax = float_of_bits(amax_bits);
   } else {
     q.data = Tensor();
     q.scale_inv = Tensor();
@@ -413,89 +434,8 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   if (!cfg.columnwise) {
     q.col_data = Tensor();
     q.col_scale_inv = Tensor();
-    return;
-  }
-  quantize_columns(ec, x, cfg, p, tiles_t, q);
-}
-
-template <>
-void dequantize<Backend::cpu>(const ExecContext& ec, const QuantizedTensor& q, bool columnwise,
-                              Tensor& out) {
-  const Tensor& data = columnwise ? q.col_data : q.data;
-  const Tensor& sc = columnwise ? q.col_scale_inv : q.scale_inv;
-  std::array<float, 256> table{};
-  for (int v = 0; v < 256; ++v) {
-    const auto b = static_cast<uint8_t>(v);
-    table[static_cast<size_t>(v)] = q.dtype == DType::e4m3   ? e4m3_to_f32(b)
-                                    : q.dtype == DType::e5m2 ? e5m2_to_f32(b)
-                                                             : e2m1_to_f32(b);
-  }
-  // The decoded block scales: e8m0 (MXFP8) or e4m3 (NVFP4) codes.
-  std::array<float, 256> block_scale{};
-  for (int v = 0; v < 256; ++v) {
-    const auto b = static_cast<uint8_t>(v);
-    block_scale[static_cast<size_t>(v)] =
-        q.mode == ScalingMode::block_1x32 ? e8m0_to_f32(b) : e4m3_to_f32(b);
-  }
-  // The stored matrix: (rows, cols) row-wise, (cols, rows) column-wise; its
-  // element (i, j) goes to out (i, j), or to out (j, i) for the column-wise copy.
-  const int64_t rows = columnwise ? q.cols : q.rows, cols = columnwise ? q.rows : q.cols;
-  const int64_t out_row = columnwise ? 1 : cols, out_col = columnwise ? q.cols : 1;
-  const auto* d = static_cast<const uint8_t*>(data.raw());
-  const auto* s = static_cast<const uint8_t*>(sc.raw());
-  float* o = out.data<float>();
-  const int64_t bc = scaling_block_cols(q.mode), br = scaling_block_rows(q.mode);
-  const int64_t scale_cols = sc.shape().last();
-  const float t = q.tensor_scale_inv;
-#pragma omp parallel for num_threads(ec.threads()) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    float* orow = o + r * out_row;
-    if (q.mode == ScalingMode::tensor) {
-      const uint8_t* drow = d + r * cols;
-      if (columnwise) {
-        for (int64_t c = 0; c < cols; ++c) orow[c * out_col] = table[drow[c]] * t;
-      } else {
-        dequant_tensor(drow, table.data(), t, cols, orow);
-      }
-      continue;
-    }
-    // Block by block: one decoded scale per block; whole blocks of a
-    // row-wise copy by the vectorized loop.
-    const uint8_t* srow = s + (r / br) * scale_cols;
-    int64_t done = 0;
-    if (!columnwise) {
-      const int64_t blocks = cols / bc;
-      const float second = q.mode == ScalingMode::block_1x32 ? 1.0f : t;
-      if (q.mode == ScalingMode::block_1x32) {
-        dequant_blocks<32, false>(d, r * cols, table.data(), block_scale.data(), srow, second,
-                                  blocks, orow);
-      } else if (q.dtype == DType::e2m1) {
-        dequant_blocks<16, true>(d, r * cols, table.data(), block_scale.data(), srow, second,
-                                 blocks, orow);
-      } else {
-        dequant_blocks<16, false>(d, r * cols, table.data(), block_scale.data(), srow, second,
-                                  blocks, orow);
-      }
-      done = blocks * bc;
-    }
-    for (int64_t c0 = done; c0 < cols; c0 += bc) {
-      const int64_t len = std::min(bc, cols - c0);
-      // NVFP4 decodes (q · s_block) · (1/S), in that order (q · s_block is exact).
-      const bool mx = q.mode == ScalingMode::block_1x32;
-      const float scale = mx ? e8m0_to_f32(srow[c0 / bc]) : e4m3_to_f32(srow[c0 / bc]);
-      const float second = mx ? 1.0f : t;
-      const int64_t i0 = r * cols + c0;
-      if (q.dtype == DType::e2m1) {
-        for (int64_t c = 0; c < len; ++c) {
-          const int64_t i = i0 + c;
-          orow[(c0 + c) * out_col] = table[(d[i / 2] >> ((i % 2) * 4)) & 0xfu] * scale * second;
-        }
-      } else {
-        for (int64_t c = 0; c < len; ++c) {
-          orow[(c0 + c) * out_col] = table[d[i0 + c]] * scale * second;
-        }
-      }
-    }
+  } else if (!cfg.rowwise || plan.band == 0) {
+    quantize_columns(ec, x, cfg, p, tiles_t, q);
   }
 }
 
@@ -534,4 +474,5 @@ void hadamard16_transpose<Backend::cpu>(const ExecContext& ec, const Tensor& x, 
   }
 }
 
-}  // namespace weft::kernels::impl
+}  // namespace impl
+}  // namespace weft::kernels

@@ -249,7 +249,7 @@ WEFT_CAST_CLONES inline void pack_e2m1(const uint8_t* codes, int64_t n, uint8_t*
 }
 
 // Decodes `blocks` full blocks of BC elements of a row: out[i] =
-// table[code_i] · block_scale[srow[block]] · second, codes one a byte, or
+// table[code_i] · block_scale[srow[block]] · second (a NaN scale: itself), codes one a byte, or
 // two a byte (e2m1, low nibble first) from element index i0 (even) of d.
 template <int BC, bool Fp4>
 WEFT_CAST_CLONES void dequant_blocks(const uint8_t* d, int64_t i0, const float* table,
@@ -258,6 +258,10 @@ WEFT_CAST_CLONES void dequant_blocks(const uint8_t* d, int64_t i0, const float* 
   for (int64_t b = 0; b < blocks; ++b) {
     const float scale = block_scale[srow[b]];
     float* ob = out + b * BC;
+    if (std::isnan(scale)) {  // see dequantize_nan_block in cast_dequant.cpp
+      for (int c = 0; c < BC; ++c) ob[c] = scale;
+      continue;
+    }
     if constexpr (Fp4) {
       const uint8_t* db = d + (i0 + b * BC) / 2;
       for (int k = 0; k < BC / 2; ++k) {

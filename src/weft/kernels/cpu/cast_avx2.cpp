@@ -1,0 +1,271 @@
+// The cast kernels of cast_simd.h for AVX2: this file alone gets the -m flags
+// (see CMakeLists.txt). Only <immintrin.h>, <stdint.h> and cast_simd.inc, in
+// an unnamed namespace: nothing another file could pick up compiled for a
+// processor it may not run on.
+#include "weft/kernels/cpu/cast_simd.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <stdint.h>
+
+#define WEFT_SIMD_INLINE [[gnu::always_inline]] inline
+
+namespace weft::kernels::cpu::cast_simd {
+namespace {
+
+constexpr const char* kIsaName = "avx2";
+
+struct F2 {
+  __m256 lo, hi;
+};
+struct U2 {
+  __m256i lo, hi;
+};
+
+// 16 lanes: two registers, lanes 0-7 in lo.
+struct V {
+  using F = F2;
+  using U = U2;
+  using M = U2;  // all ones in a lane where true
+  WEFT_SIMD_INLINE static U u(uint32_t v) {
+    const __m256i x = _mm256_set1_epi32(static_cast<int>(v));
+    return {x, x};
+  }
+  // x made opaque: the compiler keeps it where it is instead of rebuilding it.
+  WEFT_SIMD_INLINE static void hold(U& x) { asm("" : "+x"(x.lo), "+x"(x.hi)); }
+  WEFT_SIMD_INLINE static F f(float v) {
+    const __m256 x = _mm256_set1_ps(v);
+    return {x, x};
+  }
+  WEFT_SIMD_INLINE static F loadf(const float* p) {
+    return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
+  }
+  WEFT_SIMD_INLINE static void storef(float* p, F v) {
+    _mm256_storeu_ps(p, v.lo);
+    _mm256_storeu_ps(p + 8, v.hi);
+  }
+  WEFT_SIMD_INLINE static U load32(const uint32_t* p) {
+    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8))};
+  }
+  WEFT_SIMD_INLINE static void store32(uint32_t* p, U v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v.lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 8), v.hi);
+  }
+  WEFT_SIMD_INLINE static U bits(F v) {
+    return {_mm256_castps_si256(v.lo), _mm256_castps_si256(v.hi)};
+  }
+  WEFT_SIMD_INLINE static F fl(U v) {
+    return {_mm256_castsi256_ps(v.lo), _mm256_castsi256_ps(v.hi)};
+  }
+  WEFT_SIMD_INLINE static U add(U a, U b) {
+    return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static U sub(U a, U b) {
+    return {_mm256_sub_epi32(a.lo, b.lo), _mm256_sub_epi32(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static U band(U a, U b) {
+    return {_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static U bor(U a, U b) {
+    return {_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static U bxor(U a, U b) {
+    return {_mm256_xor_si256(a.lo, b.lo), _mm256_xor_si256(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static U xor3(U a, U b, U c) { return bxor(bxor(a, b), c); }
+  template <int N>
+  WEFT_SIMD_INLINE static U shr(U a) {
+    return {_mm256_srli_epi32(a.lo, N), _mm256_srli_epi32(a.hi, N)};
+  }
+  template <int N>
+  WEFT_SIMD_INLINE static U shl(U a) {
+    return {_mm256_slli_epi32(a.lo, N), _mm256_slli_epi32(a.hi, N)};
+  }
+  WEFT_SIMD_INLINE static U minu(U a, U b) {
+    return {_mm256_min_epu32(a.lo, b.lo), _mm256_min_epu32(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static U maxu(U a, U b) {
+    return {_mm256_max_epu32(a.lo, b.lo), _mm256_max_epu32(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static M gts(U a, U b) {
+    return {_mm256_cmpgt_epi32(a.lo, b.lo), _mm256_cmpgt_epi32(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static M eq(U a, U b) {
+    return {_mm256_cmpeq_epi32(a.lo, b.lo), _mm256_cmpeq_epi32(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static M mand(M a, M b) { return band(a, b); }
+  WEFT_SIMD_INLINE static M mnot(M a) { return bxor(a, u(0xffffffffu)); }
+  WEFT_SIMD_INLINE static U sel(M m, U a, U b) {
+    return {_mm256_blendv_epi8(b.lo, a.lo, m.lo), _mm256_blendv_epi8(b.hi, a.hi, m.hi)};
+  }
+  WEFT_SIMD_INLINE static F fadd(F a, F b) {
+    return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static F fsub(F a, F b) {
+    return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static F fmul(F a, F b) {
+    return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static F fdiv(F a, F b) {
+    return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)};
+  }
+  WEFT_SIMD_INLINE static F cvt(U a) {
+    return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)};
+  }
+  WEFT_SIMD_INLINE static U cvtt(F a) {
+    return {_mm256_cvttps_epi32(a.lo), _mm256_cvttps_epi32(a.hi)};
+  }
+  WEFT_SIMD_INLINE static F gather(const float* table, U idx) {
+    return {_mm256_i32gather_ps(table, idx.lo, 4), _mm256_i32gather_ps(table, idx.hi, 4)};
+  }
+  WEFT_SIMD_INLINE static uint32_t hmax(U a) {
+    __m256i m = _mm256_max_epu32(a.lo, a.hi);
+    m = _mm256_max_epu32(m, _mm256_permute2x128_si256(m, m, 1));
+    m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, 0x4e));
+    m = _mm256_max_epu32(m, _mm256_shuffle_epi32(m, 0xb1));
+    return static_cast<uint32_t>(_mm_cvtsi128_si32(_mm256_castsi256_si128(m)));
+  }
+
+  // Lane b: the largest lane of a[b] (unsigned), by halving steps that pair
+  // the vectors up; they leave vector a[b'] in lane b, b' running 0, 2, 4,
+  // 6, 1, 3, 5, 7 and again from 8, so the inputs are taken in the inverse order.
+  WEFT_SIMD_INLINE static U reduce_max16(const U* a) {
+    static constexpr int kOrder[16] = {0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15};
+    __m256i m[16], p[8], q[4], r[2];
+    for (int b = 0; b < 16; ++b) m[b] = _mm256_max_epu32(a[kOrder[b]].lo, a[kOrder[b]].hi);
+    for (int k = 0; k < 8; ++k) {
+      const __m256i x = m[2 * k], y = m[2 * k + 1];
+      p[k] = _mm256_max_epu32(_mm256_permute2x128_si256(x, y, 0x20),
+                              _mm256_permute2x128_si256(x, y, 0x31));
+    }
+    for (int k = 0; k < 4; ++k) {
+      const __m256i x = p[2 * k], y = p[2 * k + 1];
+      q[k] = _mm256_max_epu32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y));
+    }
+    for (int k = 0; k < 2; ++k) {
+      const __m256 x = _mm256_castsi256_ps(q[2 * k]), y = _mm256_castsi256_ps(q[2 * k + 1]);
+      r[k] = _mm256_max_epu32(_mm256_castps_si256(_mm256_shuffle_ps(x, y, 0x88)),
+                              _mm256_castps_si256(_mm256_shuffle_ps(x, y, 0xdd)));
+    }
+    return {r[0], r[1]};
+  }
+
+  // Bytes: 16 lanes' low bytes (each below 256) as one xmm, and back.
+  WEFT_SIMD_INLINE static __m128i narrow(U a) {
+    const __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(a.lo, a.hi), 0xd8);
+    return _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+  }
+  WEFT_SIMD_INLINE static U widen(__m128i b) {
+    return {_mm256_cvtepu8_epi32(b), _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8))};
+  }
+  WEFT_SIMD_INLINE static __m128i load128(const uint8_t* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  }
+  WEFT_SIMD_INLINE static void store128(uint8_t* p, __m128i v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+  }
+  WEFT_SIMD_INLINE static __m128i load64(const uint8_t* p) {
+    return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  }
+  WEFT_SIMD_INLINE static void store64(uint8_t* p, __m128i v) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), v);
+  }
+  WEFT_SIMD_INLINE static void stream64(uint8_t* p, const uint8_t* src) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p),
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(src)));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p + 32),
+                        _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32)));
+  }
+  WEFT_SIMD_INLINE static void store8(uint8_t* p, U a) { store128(p, narrow(a)); }
+  // 16 nibbles (lanes < 16), two a byte, the even lane low.
+  WEFT_SIMD_INLINE static void store4(uint8_t* p, U a) {
+    const __m128i b = narrow(a);
+    const __m128i w = _mm_and_si128(_mm_or_si128(b, _mm_srli_epi16(b, 4)), _mm_set1_epi16(0xff));
+    store64(p, _mm_packus_epi16(w, w));
+  }
+
+  // Two blocks of 16 nibbles, 16 bytes: a's, then b's.
+  WEFT_SIMD_INLINE static void store4x2(uint8_t* p, U a, U b) {
+    const __m128i ba = narrow(a), bb = narrow(b), low = _mm_set1_epi16(0xff);
+    const __m128i wa = _mm_and_si128(_mm_or_si128(ba, _mm_srli_epi16(ba, 4)), low);
+    const __m128i wb = _mm_and_si128(_mm_or_si128(bb, _mm_srli_epi16(bb, 4)), low);
+    store128(p, _mm_packus_epi16(wa, wb));
+  }
+
+  // 16 lines of 64 bytes: in each 128-bit lane, the 16x16 transpose of the
+  // lines' 16-byte parts (four perfect shuffles); line j of the result to
+  // dst + j · ldd, past the caches where `stream` and dst is aligned.
+  WEFT_SIMD_INLINE static void transpose_lines(const uint8_t* src, uint8_t* dst, int64_t ldd,
+                                               bool stream) {
+    const bool nt = stream && ((reinterpret_cast<uintptr_t>(dst) | ldd) & 63) == 0;
+    for (int h = 0; h < 2; ++h) {
+      __m256i t[16];
+      for (int i = 0; i < 16; ++i) {
+        t[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 64 * i + 32 * h));
+      }
+      for (int pass = 0; pass < 4; ++pass) {
+        __m256i o[16];
+        for (int i = 0; i < 8; ++i) {
+          o[2 * i] = _mm256_unpacklo_epi8(t[i], t[i + 8]);
+          o[2 * i + 1] = _mm256_unpackhi_epi8(t[i], t[i + 8]);
+        }
+        for (int i = 0; i < 16; ++i) t[i] = o[i];
+      }
+      for (int j = 0; j < 16; ++j) {
+        auto* d = reinterpret_cast<__m256i*>(dst + j * ldd + 32 * h);
+        if (nt) {
+          _mm256_stream_si256(d, t[j]);
+        } else {
+          _mm256_storeu_si256(d, t[j]);
+        }
+      }
+    }
+  }
+
+  // hi, lo: the halves of each lane's a · m (64 bits).
+  WEFT_SIMD_INLINE static void mul_wide(U a, uint32_t m, U& hi, U& lo) {
+    const __m256i mv = _mm256_set1_epi32(static_cast<int>(m));
+    const __m256i* halves[2] = {&a.lo, &a.hi};
+    __m256i* his[2] = {&hi.lo, &hi.hi};
+    __m256i* los[2] = {&lo.lo, &lo.hi};
+    for (int h = 0; h < 2; ++h) {
+      const __m256i x = *halves[h];
+      const __m256i even = _mm256_mul_epu32(x, mv);
+      const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), mv);
+      *his[h] = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xaa);
+      *los[h] = _mm256_mullo_epi32(x, mv);
+    }
+  }
+  // Within each 128-bit lane, the 4x4 transpose of (c0, c1, c2, c3); out[16k ..]
+  // gets the k-th result.
+  WEFT_SIMD_INLINE static void interleave4(U c0, U c1, U c2, U c3, uint32_t* out) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i a = h ? c0.hi : c0.lo, b = h ? c1.hi : c1.lo;
+      const __m256i c = h ? c2.hi : c2.lo, d = h ? c3.hi : c3.lo;
+      const __m256i t0 = _mm256_unpacklo_epi32(a, b), t1 = _mm256_unpackhi_epi32(a, b);
+      const __m256i t2 = _mm256_unpacklo_epi32(c, d), t3 = _mm256_unpackhi_epi32(c, d);
+      auto* o = reinterpret_cast<__m256i*>(out + 8 * h);
+      _mm256_storeu_si256(o, _mm256_unpacklo_epi64(t0, t2));
+      _mm256_storeu_si256(o + 2, _mm256_unpackhi_epi64(t0, t2));
+      _mm256_storeu_si256(o + 4, _mm256_unpacklo_epi64(t1, t3));
+      _mm256_storeu_si256(o + 6, _mm256_unpackhi_epi64(t1, t3));
+    }
+  }
+};
+
+#include "weft/kernels/cpu/cast_simd.inc"
+#include "weft/kernels/cpu/cast_simd_tiles.inc"
+
+}  // namespace
+
+const Kernels* avx2_kernels() { return &kKernels; }
+
+}  // namespace weft::kernels::cpu::cast_simd
+
+#else
+namespace weft::kernels::cpu::cast_simd {
+const Kernels* avx2_kernels() { return nullptr; }
+}  // namespace weft::kernels::cpu::cast_simd
+#endif

@@ -1,0 +1,178 @@
+// The cast kernels of cast_simd.h for AVX-512 (F, BW, VL, DQ): this file
+// alone gets the -m flags (see CMakeLists.txt). Only <immintrin.h>,
+// <stdint.h> and cast_simd.inc, in an unnamed namespace: nothing another
+// file could pick up compiled for a processor it may not run on.
+#include "weft/kernels/cpu/cast_simd.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <stdint.h>
+
+#define WEFT_SIMD_INLINE [[gnu::always_inline]] inline
+
+namespace weft::kernels::cpu::cast_simd {
+namespace {
+
+constexpr const char* kIsaName = "avx512";
+
+// 4 (b mod 4) + b / 4: the transpose of a 4x4 grid of lanes (its own inverse).
+constexpr int kTranspose4[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+
+// 16 lanes: one register.
+struct V {
+  using F = __m512;
+  using U = __m512i;
+  using M = __mmask16;
+  WEFT_SIMD_INLINE static U u(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+  // x made opaque: the compiler keeps it where it is instead of rebuilding it.
+  WEFT_SIMD_INLINE static void hold(U& x) { asm("" : "+v"(x)); }
+  WEFT_SIMD_INLINE static F f(float v) { return _mm512_set1_ps(v); }
+  WEFT_SIMD_INLINE static F loadf(const float* p) { return _mm512_loadu_ps(p); }
+  WEFT_SIMD_INLINE static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
+  WEFT_SIMD_INLINE static U load32(const uint32_t* p) { return _mm512_loadu_si512(p); }
+  WEFT_SIMD_INLINE static void store32(uint32_t* p, U v) { _mm512_storeu_si512(p, v); }
+  WEFT_SIMD_INLINE static U bits(F v) { return _mm512_castps_si512(v); }
+  WEFT_SIMD_INLINE static F fl(U v) { return _mm512_castsi512_ps(v); }
+  WEFT_SIMD_INLINE static U add(U a, U b) { return _mm512_add_epi32(a, b); }
+  WEFT_SIMD_INLINE static U sub(U a, U b) { return _mm512_sub_epi32(a, b); }
+  WEFT_SIMD_INLINE static U band(U a, U b) { return _mm512_and_si512(a, b); }
+  WEFT_SIMD_INLINE static U bor(U a, U b) { return _mm512_or_si512(a, b); }
+  WEFT_SIMD_INLINE static U xor3(U a, U b, U c) { return _mm512_ternarylogic_epi32(a, b, c, 0x96); }
+  template <int N>
+  WEFT_SIMD_INLINE static U shr(U a) {
+    return _mm512_srli_epi32(a, N);
+  }
+  template <int N>
+  WEFT_SIMD_INLINE static U shl(U a) {
+    return _mm512_slli_epi32(a, N);
+  }
+  WEFT_SIMD_INLINE static U minu(U a, U b) { return _mm512_min_epu32(a, b); }
+  WEFT_SIMD_INLINE static U maxu(U a, U b) { return _mm512_max_epu32(a, b); }
+  WEFT_SIMD_INLINE static M gts(U a, U b) { return _mm512_cmpgt_epi32_mask(a, b); }
+  WEFT_SIMD_INLINE static M eq(U a, U b) { return _mm512_cmpeq_epi32_mask(a, b); }
+  WEFT_SIMD_INLINE static M mand(M a, M b) { return _kand_mask16(a, b); }
+  WEFT_SIMD_INLINE static M mnot(M a) { return _knot_mask16(a); }
+  WEFT_SIMD_INLINE static U sel(M m, U a, U b) { return _mm512_mask_blend_epi32(m, b, a); }
+  WEFT_SIMD_INLINE static F fadd(F a, F b) { return _mm512_add_ps(a, b); }
+  WEFT_SIMD_INLINE static F fsub(F a, F b) { return _mm512_sub_ps(a, b); }
+  WEFT_SIMD_INLINE static F fmul(F a, F b) { return _mm512_mul_ps(a, b); }
+  WEFT_SIMD_INLINE static F fdiv(F a, F b) { return _mm512_div_ps(a, b); }
+  WEFT_SIMD_INLINE static F cvt(U a) { return _mm512_cvtepi32_ps(a); }
+  WEFT_SIMD_INLINE static U cvtt(F a) { return _mm512_cvttps_epi32(a); }
+  WEFT_SIMD_INLINE static F gather(const float* table, U idx) {
+    return _mm512_i32gather_ps(idx, table, 4);
+  }
+  WEFT_SIMD_INLINE static uint32_t hmax(U a) { return _mm512_reduce_max_epu32(a); }
+  // Lane b: the largest lane of a[b] (unsigned), by halving steps that pair
+  // the vectors up; they leave vector a[4 (b mod 4) + b / 4] in lane b, so
+  // the inputs are taken in that order.
+  WEFT_SIMD_INLINE static U reduce_max16(const U* a) {
+    U c[8], d[4], e[2];
+    for (int k = 0; k < 8; ++k) {
+      const U x = a[kTranspose4[2 * k]], y = a[kTranspose4[2 * k + 1]];
+      c[k] = _mm512_max_epu32(_mm512_shuffle_i64x2(x, y, 0x44), _mm512_shuffle_i64x2(x, y, 0xee));
+    }
+    for (int k = 0; k < 4; ++k) {
+      const U x = c[2 * k], y = c[2 * k + 1];
+      d[k] = _mm512_max_epu32(_mm512_shuffle_i64x2(x, y, 0x88), _mm512_shuffle_i64x2(x, y, 0xdd));
+    }
+    for (int k = 0; k < 2; ++k) {
+      const U x = d[2 * k], y = d[2 * k + 1];
+      e[k] = _mm512_max_epu32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y));
+    }
+    const __m512 x = _mm512_castsi512_ps(e[0]), y = _mm512_castsi512_ps(e[1]);
+    return _mm512_max_epu32(_mm512_castps_si512(_mm512_shuffle_ps(x, y, 0x88)),
+                            _mm512_castps_si512(_mm512_shuffle_ps(x, y, 0xdd)));
+  }
+
+  // Bytes: 16 lanes' low bytes as one xmm, and back.
+  WEFT_SIMD_INLINE static __m128i narrow(U a) { return _mm512_cvtepi32_epi8(a); }
+  WEFT_SIMD_INLINE static U widen(__m128i b) { return _mm512_cvtepu8_epi32(b); }
+  WEFT_SIMD_INLINE static __m128i load128(const uint8_t* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  }
+  WEFT_SIMD_INLINE static void store128(uint8_t* p, __m128i v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v);
+  }
+  WEFT_SIMD_INLINE static __m128i load64(const uint8_t* p) {
+    return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  }
+  WEFT_SIMD_INLINE static void store64(uint8_t* p, __m128i v) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), v);
+  }
+  WEFT_SIMD_INLINE static void stream64(uint8_t* p, const uint8_t* src) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), _mm512_load_si512(src));
+  }
+  WEFT_SIMD_INLINE static void store8(uint8_t* p, U a) { store128(p, narrow(a)); }
+  // 16 nibbles (lanes < 16), two a byte, the even lane low.
+  WEFT_SIMD_INLINE static void store4(uint8_t* p, U a) {
+    store64(p, _mm512_cvtepi64_epi8(_mm512_or_si512(a, _mm512_srli_epi64(a, 28))));
+  }
+
+  // Two blocks of 16 nibbles, 16 bytes: a's, then b's.
+  WEFT_SIMD_INLINE static void store4x2(uint8_t* p, U a, U b) {
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const U xa = _mm512_or_si512(a, _mm512_srli_epi64(a, 28));
+    const U xb = _mm512_or_si512(b, _mm512_srli_epi64(b, 28));
+    store128(p, _mm512_cvtepi32_epi8(_mm512_permutex2var_epi32(xa, even, xb)));
+  }
+
+  // 16 lines of 64 bytes: in each 128-bit lane, the 16x16 transpose of the
+  // lines' 16-byte parts (four perfect shuffles); line j of the result to
+  // dst + j · ldd, past the caches where `stream` and dst is aligned.
+  WEFT_SIMD_INLINE static void transpose_lines(const uint8_t* src, uint8_t* dst, int64_t ldd,
+                                               bool stream) {
+    U t[16];
+    for (int i = 0; i < 16; ++i) t[i] = _mm512_loadu_si512(src + 64 * i);
+    for (int pass = 0; pass < 4; ++pass) {
+      U o[16];
+      for (int i = 0; i < 8; ++i) {
+        o[2 * i] = _mm512_unpacklo_epi8(t[i], t[i + 8]);
+        o[2 * i + 1] = _mm512_unpackhi_epi8(t[i], t[i + 8]);
+      }
+      for (int i = 0; i < 16; ++i) t[i] = o[i];
+    }
+    const bool nt = stream && ((reinterpret_cast<uintptr_t>(dst) | ldd) & 63) == 0;
+    for (int j = 0; j < 16; ++j) {
+      if (nt) {
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + j * ldd), t[j]);
+      } else {
+        _mm512_storeu_si512(dst + j * ldd, t[j]);
+      }
+    }
+  }
+
+  // hi, lo: the halves of each lane's a · m (64 bits).
+  WEFT_SIMD_INLINE static void mul_wide(U a, uint32_t m, U& hi, U& lo) {
+    const U mv = u(m);
+    const U even = _mm512_mul_epu32(a, mv), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), mv);
+    hi = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64(even, 32), odd);
+    lo = _mm512_mullo_epi32(a, mv);
+  }
+  // Within each 128-bit lane, the 4x4 transpose of (c0, c1, c2, c3); out[16k ..]
+  // gets the k-th result.
+  WEFT_SIMD_INLINE static void interleave4(U c0, U c1, U c2, U c3, uint32_t* out) {
+    const U t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
+    const U t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
+    _mm512_storeu_si512(out, _mm512_unpacklo_epi64(t0, t2));
+    _mm512_storeu_si512(out + 16, _mm512_unpackhi_epi64(t0, t2));
+    _mm512_storeu_si512(out + 32, _mm512_unpacklo_epi64(t1, t3));
+    _mm512_storeu_si512(out + 48, _mm512_unpackhi_epi64(t1, t3));
+  }
+};
+
+#include "weft/kernels/cpu/cast_simd.inc"
+#include "weft/kernels/cpu/cast_simd_tiles.inc"
+
+}  // namespace
+
+const Kernels* avx512_kernels() { return &kKernels; }
+
+}  // namespace weft::kernels::cpu::cast_simd
+
+#else
+namespace weft::kernels::cpu::cast_simd {
+const Kernels* avx512_kernels() { return nullptr; }
+}  // namespace weft::kernels::cpu::cast_simd
+#endif
