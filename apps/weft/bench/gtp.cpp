@@ -273,10 +273,11 @@ SpeedTable compare_speed(const train::TrainConfig& cfg, int n, int warmup, int s
   gtp_cfg.gtp = n;
   gtp_cfg.steps = dp_cfg.steps = warmup + steps;
   dp_cfg.dp = n;
-  SpeedTable t{.ranks = n,
-               .rounds = rounds,
-               .steps = steps,
-               .recipe = parallel::recipe_name(cfg.precision.recipe)};
+  SpeedTable t;
+  t.ranks = n;
+  t.rounds = rounds;
+  t.steps = steps;
+  t.recipe = parallel::recipe_name(cfg.precision.recipe);
   std::vector<double> gtp_steps, dp_steps;
   auto dp = [&] {
     const SpeedRun d = measure_speed(dp_cfg, n, warmup, steps);

@@ -48,12 +48,13 @@ bool QuantizedShard::update(GemmQuantizer& quantizer, comm::ProcessGroup& group,
   auto* p = static_cast<uint8_t*>(packed_.raw());
   std::memcpy(p, data.raw(), static_cast<size_t>(data.nbytes()));
   if (blocks) std::memcpy(p + data.nbytes(), scales.raw(), static_cast<size_t>(scales.nbytes()));
-  meta_ = QuantizedTensor{.mode = q.mode,
-                          .dtype = q.dtype,
-                          .rows = q.rows,
-                          .cols = q.cols,
-                          .tensor_scale_inv = q.tensor_scale_inv,
-                          .amax = q.amax};
+  meta_ = QuantizedTensor();
+  meta_.mode = q.mode;
+  meta_.dtype = q.dtype;
+  meta_.rows = q.rows;
+  meta_.cols = q.cols;
+  meta_.tensor_scale_inv = q.tensor_scale_inv;
+  meta_.amax = q.amax;
   data_shape_ = data.shape();
   data_bytes_ = data.nbytes();
   scale_shape_ = scales.shape();

@@ -65,7 +65,7 @@ comm::Work ShardedWeightSource::gather(Use use, const PassContext& pass) {
 comm::Work ShardedWeightSource::gather_quantized(Use use, const PassContext& pass) {
   const Parameter& p = weight_.parameter();
   QuantizedShard& shard = quantized_shard(use);
-  shard.update(*quantizer_, *group_, p.value, p.version, columnwise(use), pass);
+  shard.update(*quantizer_, *group_, p.value, p.version, reads_columnwise(use), pass);
   WeightCache::Ticket& t = use == Use::forward ? quantized_forward_ : quantized_backward_;
   const int64_t bytes = shard.packed().nbytes() * group_->size();
   if (t < 0) t = runtime_->cache.reserve({bytes}, DType::u8, use);

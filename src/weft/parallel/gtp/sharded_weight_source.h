@@ -93,12 +93,12 @@ class ShardedWeightSource final : public WeightSource {
   WeightCache::Ticket ticket(Use use) const;
   comm::Work gather_quantized(Use use, const PassContext& pass);
   // The backward reads the column-wise copy only where it differs (MXFP8).
-  bool columnwise(Use use) const {
+  bool reads_columnwise(Use use) const {
     return use == Use::backward && quantizer_->weight_columnwise_differs();
   }
-  QuantizedShard& quantized_shard(Use use) { return columnwise(use) ? columnwise_ : rowwise_; }
+  QuantizedShard& quantized_shard(Use use) { return reads_columnwise(use) ? columnwise_ : rowwise_; }
   const QuantizedShard& quantized_shard(Use use) const {
-    return columnwise(use) ? columnwise_ : rowwise_;
+    return reads_columnwise(use) ? columnwise_ : rowwise_;
   }
   // The full-size f32 gradient the wgrad GEMM accumulates into (padded).
   Tensor full_gradient();
