@@ -124,8 +124,20 @@ namespace {
 // scaling's end_step, which moves the scales) agree within 1e-5 relative
 // (the gradient's reduce-scatter averages in another order). At TP 2 x GTP 2
 // the TP slices are sharded over gtp and every amax is reduced over tp and
-// gtp; NVFP4 runs there with stochastic rounding off (its draws are indexed
-// by element, and a TP slice's elements are not the whole tensor's).
+// gtp. There the model's Linear slices align to the recipes' blocks (width
+// 64, MLP 128: a row-parallel slice's 32 or 64 columns and a column-parallel
+// slice's rows hold whole 16x16 and 1x32 blocks), so that TP 2 quantizes as
+// TP 1 does — at width 24 NVFP4's blocks of a 12-column slice are not the
+// whole weight's — and NVFP4 runs with stochastic rounding off (its draws
+// are indexed by element, and a TP slice's elements are not the whole
+// tensor's). The qkv slice's 96 rows are still padded under MXFP8 (to 128).
+GptConfig block_aligned_config(int tp) {
+  GptConfig c = unaligned_config(tp);
+  c.width = 64;
+  c.hidden = 128;
+  return c;
+}
+
 struct QuantizedLayout {
   parallel::Recipe recipe;
   int tp, gtp;
@@ -137,7 +149,7 @@ TEST_P(GtpQuantized, TrainsAsTp1WithoutGtp) {
   const QuantizedLayout l = GetParam();
   parallel::Precision precision = parallel::Precision::of(l.recipe);
   precision.stochastic_rounding = l.tp == 1;
-  const GptConfig cfg = unaligned_config(l.tp);
+  const GptConfig cfg = l.tp == 1 ? unaligned_config(1) : block_aligned_config(l.tp);
   const Tensor tokens = testing::random_tokens({2, 8}, cfg.vocab, 1),
                targets = testing::random_tokens({2, 8}, cfg.vocab, 2);
   // Two optimizer steps of two microbatches each (the second reuses the

@@ -159,9 +159,11 @@ TEST_F(GtpTrainer, ResumesAtOtherGtpAndTpSizes) {
 // Delayed scaling reduces every amax over tp and gtp together (one model
 // replica): every rank ends with the same scales and amax histories as the
 // others. TP 2 x GTP 2 gives the losses of TP 1 x GTP 2 (each gtp rank the
-// same samples) within 1e-5 relative, for each recipe; NVFP4 runs with
-// stochastic rounding off (its draws are indexed by element, and a TP
-// slice's elements are not the whole tensor's).
+// same samples) within 1e-5 relative, for each recipe: the TP slices hold
+// whole blocks of the recipes (width 64, MLP 128; at width 24 NVFP4's
+// 16-wide blocks of a 12-column slice are not the whole weight's), and
+// NVFP4 runs with stochastic rounding off (its draws are indexed by
+// element, and a TP slice's elements are not the whole tensor's).
 struct QuantizedRun {
   std::vector<double> losses;
   bool same_scaling = true;  // every rank's delayed-scaling state equals rank 0's
@@ -208,6 +210,8 @@ TEST_F(GtpTrainer, QuantizedRecipesAtTp2AndOneScalePerReplica) {
     c.precision = parallel::Precision::of(r);
     c.precision.amax_history = 2;
     c.precision.stochastic_rounding = false;
+    c.model.width = 64;
+    c.model.hidden = 128;
     TrainConfig tp2 = c;
     tp2.tp = 2;
     const QuantizedRun one = run_quantized(c, data_), two = run_quantized(tp2, data_);
