@@ -143,7 +143,8 @@ cli::Options bench_gtp_options() {
       "Speed: the step time at --gtp N against --dp N on the same N ranks with the same\n"
       "global batch, alternating rounds (medians), and the exposed all-gather time (the\n"
       "waits of materializations) over the total all-gather time (from the gtp group's\n"
-      "operation events).");
+      "operation events), and the bytes rank 0 sent per weight element in its gathers\n"
+      "(all of them, and under a quantized --precision the quantized ones: data and scales).");
   opts.option("preset", "NAME", "gpt2-124m", "model preset: tiny or gpt2-124m")
       .option("seq", "T", "256", "context length")
       .option("dtype", "f32|bf16", "f32", "compute type")
