@@ -74,9 +74,9 @@ class GemmQuantizer {
                                    comm::ProcessGroup* shard_group = nullptr);
   // The same, dequantized to f32 in x's layout: what the CPU multiplies.
   Tensor operand(Operand which, const Tensor& x, bool columnwise, PassContext& pass);
-  // What the CPU multiplies for a quantized tensor made elsewhere (a weight
-  // gathered in its quantized form): its values in (q.rows, q.cols) f32,
-  // from the column-wise copy when asked for and present.
+  // What the CPU multiplies for a quantized tensor made elsewhere (kept
+  // from an earlier quantized() call): its values in (q.rows, q.cols) f32 in
+  // a new tensor, from the column-wise copy when asked for and present.
   Tensor operand_of(const QuantizedTensor& q, bool columnwise) const;
 
   // A weight quantized once and reused (GTP's quantized shards, once per
