@@ -1,7 +1,8 @@
 // Generalized tensor parallelism on the whole GPT, local backend
 // (gtp_cases.cpp): GTP 2 and 4 at TP 1 and 2, SP off/seq/batch, DP 1 and 2
 // equal TP=1 without GTP; a partition plan leaves weights out; one call
-// shards a built model.
+// shards a built model; the quantized recipes (weights gathered quantized)
+// at GTP 2 and 4 and at TP 2 x GTP 2 train as TP=1 without GTP.
 #include <gtest/gtest.h>
 
 #include "contexts.h"
