@@ -8,7 +8,10 @@
 // of the all-gather time was exposed: the time materializations waited for
 // an all-gather over the time the all-gathers ran (each from its start on
 // the gtp group's worker, after the operation before it, to its completion;
-// observed with the group's CommObserver).
+// observed with the group's CommObserver). Under --precision R the bytes a
+// rank sends per weight element in its gathers (the prefetch chain's
+// counts): the quantized Linear weights' (data and scales) and all of them
+// (the embedding is gathered in high precision).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -97,6 +100,7 @@ class GatherClock {
 struct SpeedRun {
   std::vector<double> step_s;  // rank 0's timed steps
   double exposed_s = 0, gather_s = 0;
+  parallel::gtp::PrefetchChain::Stats chain{};  // rank 0's, over the timed steps
 };
 
 SpeedRun measure_speed(const train::TrainConfig& cfg, int world_size, int warmup, int steps) {
@@ -121,6 +125,7 @@ SpeedRun measure_speed(const train::TrainConfig& cfg, int world_size, int warmup
     if (rt) {
       out.exposed_s = rt->chain.stats().exposed_gather_s;
       out.gather_s = clock.take_seconds();
+      out.chain = rt->chain.stats();
     }
   });
   return out;
@@ -138,10 +143,15 @@ cli::Options bench_gtp_options() {
       "Speed: the step time at --gtp N against --dp N on the same N ranks with the same\n"
       "global batch, alternating rounds (medians), and the exposed all-gather time (the\n"
       "waits of materializations) over the total all-gather time (from the gtp group's\n"
-      "operation events).");
+      "operation events), and the bytes rank 0 sent per weight element in its gathers\n"
+      "(all of them, and under a quantized --precision the quantized ones: data and scales).");
   opts.option("preset", "NAME", "gpt2-124m", "model preset: tiny or gpt2-124m")
       .option("seq", "T", "256", "context length")
       .option("dtype", "f32|bf16", "f32", "compute type")
+      .option("precision", "RECIPE", "f32",
+              "f32, bf16, fp8-delayed, fp8-current, mxfp8 or nvfp4 (as weft train --precision): "
+              "under a quantized recipe the Linear weights are gathered quantized, and the speed "
+              "table adds the bytes sent per weight element")
       .option("sizes", "LIST", "1,2,4", "GTP sizes of the memory table")
       .option("gtp", "N", "2", "GTP size of the speed comparison (against --dp N)")
       .option("micro-batch", "B", "1", "sequences per rank")
@@ -179,7 +189,7 @@ void print_memory(const std::vector<MemoryRow>& rows, const train::TrainConfig& 
   }
   if (!json) {
     std::printf("%s, %s, context %lld, micro-batch %lld per rank, cache of %s gathered weights\n",
-                cfg.preset.c_str(), std::string(dtype_name(cfg.compute_dtype())).c_str(),
+                cfg.preset.c_str(), parallel::recipe_name(cfg.precision.recipe),
                 static_cast<long long>(cfg.model.seq), static_cast<long long>(cfg.micro_batch),
                 cache.c_str());
     std::printf("%-5s %11s %11s %11s %11s %9s %11s %11s %6s\n", "gtp", "params MiB", "grads MiB",
@@ -212,16 +222,64 @@ void print_memory(const std::vector<MemoryRow>& rows, const train::TrainConfig& 
   }
 }
 
+// The speed comparison's result: medians, all-gather totals and what the
+// gathers moved.
+struct SpeedTable {
+  int ranks = 0, rounds = 0, steps = 0;
+  std::string recipe;
+  double dp_s = 0, gtp_s = 0, exposed_s = 0, gather_s = 0;
+  parallel::gtp::PrefetchChain::Stats chain{};
+  double share() const { return gather_s > 0 ? exposed_s / gather_s : 0; }
+};
+
+void print_speed(const SpeedTable& t, bool json) {
+  const double quantized = t.chain.quantized_bytes_per_element();
+  if (json) {
+    io::Json j = io::Json::object();
+    j["table"] = "speed";
+    j["ranks"] = t.ranks;
+    j["precision"] = t.recipe;
+    j["dp_step_s"] = t.dp_s;
+    j["gtp_step_s"] = t.gtp_s;
+    j["gtp_vs_dp"] = t.gtp_s / t.dp_s;
+    j["exposed_all_gather_s"] = t.exposed_s;
+    j["all_gather_s"] = t.gather_s;
+    j["exposed_share"] = t.share();
+    j["gather_bytes_per_element"] = t.chain.bytes_per_element();
+    if (t.chain.quantized_elements > 0) j["quantized_gather_bytes_per_element"] = quantized;
+    bench::print_json(j);
+    return;
+  }
+  std::printf("\n%d ranks, %s, %d rounds x %d steps (medians)\n%-12s %10s %8s %16s %16s %9s\n",
+              t.ranks, t.recipe.c_str(), t.rounds, t.steps, "layout", "step ms", "vs dp",
+              "exposed AG ms", "all-gather ms", "exposed");
+  std::printf("%-12s %10.1f %7.2fx %16s %16s %9s\n", format("dp {}", t.ranks).c_str(), 1e3 * t.dp_s,
+              1.0, "-", "-", "-");
+  std::printf("%-12s %10.1f %7.2fx %16.1f %16.1f %8.1f%%\n", format("gtp {}", t.ranks).c_str(),
+              1e3 * t.gtp_s, t.gtp_s / t.dp_s, 1e3 * t.exposed_s, 1e3 * t.gather_s,
+              100 * t.share());
+  // Bytes a rank sent per weight element of its shards, per gather.
+  std::printf("gathered bytes per element: %.4f over all gathers", t.chain.bytes_per_element());
+  if (t.chain.quantized_elements > 0) {
+    std::printf(", %.4f over the quantized ones (%.1f of %.1f MiB sent)", quantized,
+                mib(t.chain.quantized_bytes), mib(t.chain.gathered_bytes));
+  }
+  std::printf("\n");
+}
+
 // The speed comparison: --gtp N against --dp N, alternating rounds, the
 // median step of each.
-void compare_speed(const train::TrainConfig& cfg, int n, int warmup, int steps, int rounds,
-                   bool json) {
+SpeedTable compare_speed(const train::TrainConfig& cfg, int n, int warmup, int steps, int rounds) {
   train::TrainConfig gtp_cfg = cfg, dp_cfg = cfg;
   gtp_cfg.gtp = n;
   gtp_cfg.steps = dp_cfg.steps = warmup + steps;
   dp_cfg.dp = n;
+  SpeedTable t;
+  t.ranks = n;
+  t.rounds = rounds;
+  t.steps = steps;
+  t.recipe = parallel::recipe_name(cfg.precision.recipe);
   std::vector<double> gtp_steps, dp_steps;
-  double exposed = 0, gathered = 0;
   auto dp = [&] {
     const SpeedRun d = measure_speed(dp_cfg, n, warmup, steps);
     dp_steps.insert(dp_steps.end(), d.step_s.begin(), d.step_s.end());
@@ -229,32 +287,18 @@ void compare_speed(const train::TrainConfig& cfg, int n, int warmup, int steps, 
   auto gtp = [&] {
     const SpeedRun g = measure_speed(gtp_cfg, n, warmup, steps);
     gtp_steps.insert(gtp_steps.end(), g.step_s.begin(), g.step_s.end());
-    exposed += g.exposed_s;
-    gathered += g.gather_s;
+    t.exposed_s += g.exposed_s;
+    t.gather_s += g.gather_s;
+    t.chain.gathers += g.chain.gathers;
+    t.chain.gathered_bytes += g.chain.gathered_bytes;
+    t.chain.gathered_elements += g.chain.gathered_elements;
+    t.chain.quantized_bytes += g.chain.quantized_bytes;
+    t.chain.quantized_elements += g.chain.quantized_elements;
   };
   bench::in_rounds(rounds, {dp, gtp});
-  const double t_dp = bench::upper_median(dp_steps), t_gtp = bench::upper_median(gtp_steps);
-  const double share = gathered > 0 ? exposed / gathered : 0;
-  if (json) {
-    io::Json j = io::Json::object();
-    j["table"] = "speed";
-    j["ranks"] = n;
-    j["dp_step_s"] = t_dp;
-    j["gtp_step_s"] = t_gtp;
-    j["gtp_vs_dp"] = t_gtp / t_dp;
-    j["exposed_all_gather_s"] = exposed;
-    j["all_gather_s"] = gathered;
-    j["exposed_share"] = share;
-    bench::print_json(j);
-  } else {
-    std::printf("\n%d ranks, %d rounds x %d steps (medians)\n%-12s %10s %8s %16s %16s %9s\n", n,
-                rounds, steps, "layout", "step ms", "vs dp", "exposed AG ms", "all-gather ms",
-                "exposed");
-    std::printf("%-12s %10.1f %7.2fx %16s %16s %9s\n", format("dp {}", n).c_str(), 1e3 * t_dp, 1.0,
-                "-", "-", "-");
-    std::printf("%-12s %10.1f %7.2fx %16.1f %16.1f %8.1f%%\n", format("gtp {}", n).c_str(),
-                1e3 * t_gtp, t_gtp / t_dp, 1e3 * exposed, 1e3 * gathered, 100 * share);
-  }
+  t.dp_s = bench::upper_median(dp_steps);
+  t.gtp_s = bench::upper_median(gtp_steps);
+  return t;
 }
 
 int bench_gtp(const std::vector<std::string>& args) {
@@ -267,6 +311,7 @@ int bench_gtp(const std::vector<std::string>& args) {
   s["preset"] = opts.str("preset");
   s["seq"] = opts.str("seq");
   s["dtype"] = opts.str("dtype");
+  if (opts.given("precision")) s["precision"] = opts.str("precision");
   s["micro-batch"] = opts.str("micro-batch");
   s["gtp-cache"] = opts.str("cache");
   s["tp"] = "1";
@@ -288,7 +333,7 @@ int bench_gtp(const std::vector<std::string>& args) {
   for (int g : sizes) rows.push_back(measure_memory(cfg, g));
   print_memory(rows, cfg, opts.str("cache"), json);
   if (opts.flag_set("no-speed")) return 0;
-  compare_speed(cfg, n, warmup, steps, rounds, json);
+  print_speed(compare_speed(cfg, n, warmup, steps, rounds), json);
   return 0;
 }
 

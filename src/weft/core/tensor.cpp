@@ -146,6 +146,18 @@ Tensor Tensor::rows(int64_t start, int64_t length) const {
   return reshape({shape_.rows(), shape_.last()}).narrow(start, length);
 }
 
+Tensor Tensor::view_as(DType dtype, const Shape& shape, int64_t byte_offset) const {
+  const int64_t bytes = dtype_storage_bytes(dtype, shape.numel());
+  WEFT_CHECK(byte_offset >= 0 && byte_offset + bytes <= nbytes(),
+             "a view of {} {} at byte {} needs {} bytes; the tensor holds {}", shape,
+             dtype_name(dtype), byte_offset, bytes, nbytes());
+  Tensor t = *this;
+  t.offset_ += byte_offset;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  return t;
+}
+
 Tensor Tensor::clone(MemoryTag tag) const {
   Tensor t = empty(shape_, dtype_, device(), tag);
   t.copy_from(*this);

@@ -131,6 +131,10 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   // Rows [start, start+length) of the 2-D view (rows x last dim).
   Tensor rows(int64_t start, int64_t length) const;
+  // `shape` elements of `dtype` starting `byte_offset` bytes into this
+  // tensor's bytes, which must hold them: the parts of a packed byte buffer
+  // (a quantized weight's data and scales gathered in one collective).
+  Tensor view_as(DType dtype, const Shape& shape, int64_t byte_offset = 0) const;
 
   // Copies.
   Tensor clone(MemoryTag tag = current_memory_tag()) const;

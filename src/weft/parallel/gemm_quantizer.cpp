@@ -86,7 +86,7 @@ float GemmQuantizer::reduced_amax(float amax, comm::ProcessGroup* shard_group) c
 }
 
 const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, bool columnwise,
-                                                PassContext& pass,
+                                                const PassContext& pass,
                                                 comm::ProcessGroup* shard_group) {
   const ExecContext& ec = pc_.exec;
   const bool grad = which == Operand::grad_output;
@@ -101,13 +101,8 @@ const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, 
       cfg.dtype = fp8;
       cfg.scale = registry_.state(id).scale;
       kernels::quantize(ec, x, cfg, q);
-      // A shard records the whole tensor's amax (not reduced over TP here:
-      // the registry reduces every amax over its group once per step).
-      if (shard_group && shard_group->size() > 1) {
-        Tensor t = Tensor::from({1}, std::vector<float>{q.amax});
-        shard_group->all_reduce(t, comm::ReduceOp::max).wait();
-        q.amax = t.item(0);
-      }
+      // Not reduced over TP or a shard's group here: the registry reduces
+      // every amax over its group once per step.
       if (pass.training()) registry_.record(id, q.amax);
       return q;
     }
@@ -167,6 +162,24 @@ const QuantizedTensor& GemmQuantizer::quantized_nvfp4(Operand which, const Tenso
   cfg.columnwise = columnwise;
   kernels::quantize(ec, x, cfg, q);
   return q;
+}
+
+bool GemmQuantizer::weight_columnwise_differs() const { return precision_.recipe == Recipe::mxfp8; }
+
+float GemmQuantizer::weight_key() const {
+  if (precision_.recipe != Recipe::fp8_delayed) return 0.0f;
+  return registry_.state(ids_[static_cast<size_t>(Operand::weight)]).scale;
+}
+
+void GemmQuantizer::record_weight_amax(float amax, const PassContext& pass) {
+  if (precision_.recipe == Recipe::fp8_delayed && pass.training()) {
+    registry_.record(ids_[static_cast<size_t>(Operand::weight)], amax);
+  }
+}
+
+Tensor GemmQuantizer::weight_operand_buffer(bool columnwise, const Shape& shape) {
+  return pc_.exec.reuse(pc_.workspace->quantize.dequantized[index(Operand::weight, columnwise)],
+                        shape, DType::f32, MemoryTag::weight_cache);
 }
 
 Tensor GemmQuantizer::operand(Operand which, const Tensor& x, bool columnwise, PassContext& pass) {

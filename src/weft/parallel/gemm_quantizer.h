@@ -61,21 +61,43 @@ class GemmQuantizer {
 
   // x quantized for its GEMM (columnwise: the copy the backward reads).
   // `shard_group`: x is this rank's shard of the tensor over that group
-  // (rows of a GTP weight): the amaxes that set per-tensor scales (and the
-  // one fp8-delayed records) are reduced (max) over it as well as over the TP
-  // group, so that every rank quantizes its shard with the scale of the
-  // whole tensor, and the shards' quantized data concatenated equal the whole
-  // tensor quantized (block scales too, when the shards align to the blocks
-  // and the padding is zero).
+  // (rows of a GTP weight): the amaxes that set current per-tensor scales
+  // (fp8-current, NVFP4's second level) are reduced (max) over it as well as
+  // over the TP group, so that every rank quantizes its shard with the scale
+  // of the whole tensor, and the shards' quantized data concatenated equal
+  // the whole tensor quantized (block scales too, when the shards align to
+  // the blocks and the padding is zero). Delayed scaling records the shard's
+  // own amax: the registry's end_step reduces it over a group that spans the
+  // gtp group (the trainer's does), which makes it the whole weight's.
   const QuantizedTensor& quantized(Operand which, const Tensor& x, bool columnwise,
-                                   PassContext& pass, comm::ProcessGroup* shard_group = nullptr);
+                                   const PassContext& pass,
+                                   comm::ProcessGroup* shard_group = nullptr);
   // The same, dequantized to f32 in x's layout: what the CPU multiplies.
   Tensor operand(Operand which, const Tensor& x, bool columnwise, PassContext& pass);
-  // What the CPU multiplies for a quantized tensor made elsewhere (a weight
-  // gathered in its quantized form): its values in (q.rows, q.cols) f32,
-  // from the column-wise copy when asked for and present.
+  // What the CPU multiplies for a quantized tensor made elsewhere (kept
+  // from an earlier quantized() call): its values in (q.rows, q.cols) f32 in
+  // a new tensor, from the column-wise copy when asked for and present.
   Tensor operand_of(const QuantizedTensor& q, bool columnwise) const;
 
+  // A weight quantized once and reused (GTP's quantized shards, once per
+  // step): what its quantization depends on besides its values — delayed
+  // scaling's current scale of the weight; 0 under the other recipes, whose
+  // weight scales derive from the values. A cached quantization is current
+  // while the values and this key are unchanged.
+  float weight_key() const;
+  // A training pass that reuses such a weight records its amax again
+  // (delayed scaling: history[0] is a running max, so every pass recording
+  // the same amax is what quantizing it every pass would record).
+  void record_weight_amax(float amax, const PassContext& pass);
+  // The f32 buffer (the context's Workspace slot of the weight operand in
+  // this direction) a weight gathered in its quantized form is dequantized
+  // into, for the CPU's GEMM: valid until the next weight operand of the
+  // direction, as operand()'s.
+  Tensor weight_operand_buffer(bool columnwise, const Shape& shape);
+
+  // Whether a weight's column-wise copy can differ from its row-wise one
+  // (MXFP8 only: NVFP4 quantizes weights in 16x16 tiles, which serve both).
+  bool weight_columnwise_differs() const;
   // Whether the column-wise copy can differ from the row-wise one (block
   // scaling along the other direction): then the backward quantizes the
   // high-precision tensors again.

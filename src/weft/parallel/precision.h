@@ -46,7 +46,10 @@ Recipe parse_recipe(const std::string& name);
 enum class Fp8Format : uint8_t { hybrid, e4m3 };
 // How delayed scaling turns the amax history into the amax it scales by.
 enum class AmaxAlgo : uint8_t { max, most_recent };
-// The group delayed scaling reduces amaxes over: TP, or TP x DP (the world).
+// The group delayed scaling reduces amaxes over: TP (under generalized
+// tensor parallelism TP x GTP, the ranks of one model replica: a GTP shard
+// records its rows' amax only, and gtp ranks see different data), or the
+// world.
 enum class AmaxGroup : uint8_t { tp, tp_dp };
 
 struct Precision {

@@ -51,6 +51,8 @@ class ScalingRegistry {
   // The end of an optimizer step (collective over `group` when it is not
   // null and has more than one rank): the reduction, scale update and roll
   // above under `precision`'s algo and margin; then the step counter moves on.
+  // Under generalized tensor parallelism `group` must span the gtp group as
+  // well as TP: a GTP weight's shard records the amax of its rows only.
   void end_step(const Precision& precision, comm::ProcessGroup* group);
 
   // Optimizer steps ended so far, and a number unique within the step for

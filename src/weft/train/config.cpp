@@ -350,8 +350,8 @@ const std::vector<KeyDef>& key_defs() {
         {"fp8-margin", "N", "0", "fp8-delayed: scale = fp8_max / amax / 2^N (headroom for growth)"},
         [](auto& c) -> auto& { return c.precision.margin; }, 0));
     d.push_back(enum_key({"amax-group", "tp|tp-dp", "tp",
-                          "fp8-delayed: reduce the amaxes over the TP group or over TP x DP (all "
-                          "ranks), once per step"},
+                          "fp8-delayed: reduce the amaxes over the TP group (with --gtp, TP x "
+                          "GTP: one model replica) or over all ranks, once per step"},
                          &parallel::Precision::amax_group,
                          {{"tp", parallel::AmaxGroup::tp}, {"tp-dp", parallel::AmaxGroup::tp_dp}}));
     d.push_back(int_key({"tp", "N", "", "tensor-parallel size"}, &TrainConfig::tp, 1));

@@ -52,6 +52,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
   grid_ = make_grid(world, cfg_, dp);
   // The ranks that see different data: the ep, gtp and dp groups together.
   data_group_ = group_across(world, *grid_, data_dims(grid_->layout()));
+  replica_group_ = gtp && cfg_.precision.quantized() ? group_across(world, *grid_, {"tp", "gtp"})
+                                                     : grid_->group_ptr("tp");
   const int tp_rank = grid_->rank_in("tp");
   rng_ = parallel::RngTracker(cfg_.seed, tp_rank);
   model_ =
@@ -160,7 +162,7 @@ StepResult Trainer::step() {
   const parallel::ParallelContext& pc = *model_->context();
   if (pc.precision.quantized()) {
     const bool world_group = pc.precision.amax_group == parallel::AmaxGroup::tp_dp;
-    pc.scaling->end_step(pc.precision, world_group ? &world_ : grid_->group_ptr("tp").get());
+    pc.scaling->end_step(pc.precision, world_group ? &world_ : replica_group_.get());
   }
 
   t = Clock::now();

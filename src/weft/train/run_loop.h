@@ -139,6 +139,10 @@ class Trainer {
   const io::Dataset& data_;
   std::unique_ptr<comm::Grid> grid_;
   std::shared_ptr<comm::ProcessGroup> data_group_;  // ep, gtp and dp together
+  // Delayed scaling's amax group under --amax-group tp: the ranks of one
+  // model replica, tp and gtp together (the tp group without GTP), so that
+  // every rank of a gtp group holds the same scales.
+  std::shared_ptr<comm::ProcessGroup> replica_group_;
   parallel::RngTracker rng_;
   std::unique_ptr<nn::Gpt> model_;
   std::vector<nn::Parameter*> params_;

@@ -71,8 +71,8 @@ Tensor PrefetchChain::materialize(ShardedWeightSource& source, Use use, const Pa
     work = in_flight_.front().work;
     in_flight_.pop_front();
   } else {
-    work = source.gather(use);
-    ++stats_.gathers;
+    work = source.gather(use, pass);
+    count(source, use);
   }
   held_.push_back(e);
   if (on_chain) prefetch(pass);
@@ -100,9 +100,20 @@ void PrefetchChain::prefetch(const PassContext& pass) {
         std::find_if(in_flight_.begin(), in_flight_.end(), same) != in_flight_.end()) {
       return;
     }
-    in_flight_.push_back({next, e, e.source->gather(e.use)});
-    ++stats_.gathers;
+    in_flight_.push_back({next, e, e.source->gather(e.use, pass)});
+    count(*e.source, e.use);
     ++stats_.prefetched;
+  }
+}
+
+void PrefetchChain::count(const ShardedWeightSource& source, Use use) {
+  ++stats_.gathers;
+  const int64_t bytes = source.gather_bytes(use), elements = source.shard_elements();
+  stats_.gathered_bytes += bytes;
+  stats_.gathered_elements += elements;
+  if (source.quantized()) {
+    stats_.quantized_bytes += bytes;
+    stats_.quantized_elements += elements;
   }
 }
 

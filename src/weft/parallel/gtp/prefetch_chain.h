@@ -79,6 +79,21 @@ class PrefetchChain {
     int64_t prefetched = 0;       // of them, issued ahead of their use
     int64_t reductions = 0;       // reduce-scatters issued
     double exposed_gather_s = 0;  // time materializations waited for all-gathers
+    // What this rank sent in its all-gathers (data and scales; quantized
+    // gathers count their per-tensor scale) and the elements of its shards,
+    // over all gathers and over the quantized ones (the Linear weights under
+    // a quantized recipe; the embedding stays in high precision): their
+    // ratio is the bytes moved per weight element (f32 4, bf16 2, FP8 ≈ 1,
+    // MXFP8 ≈ 1 + 1/32, NVFP4 ≈ 0.5 + 1/256).
+    int64_t gathered_bytes = 0, gathered_elements = 0;
+    int64_t quantized_bytes = 0, quantized_elements = 0;
+    double bytes_per_element() const { return ratio(gathered_bytes, gathered_elements); }
+    double quantized_bytes_per_element() const {
+      return ratio(quantized_bytes, quantized_elements);
+    }
+    static double ratio(int64_t bytes, int64_t elements) {
+      return elements > 0 ? static_cast<double>(bytes) / static_cast<double>(elements) : 0.0;
+    }
   };
   const Stats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
@@ -104,6 +119,7 @@ class PrefetchChain {
   bool advance(const Event& e);
   void freeze();
   void prefetch(const PassContext& pass);
+  void count(const ShardedWeightSource& source, Use use);
   void wait_gathers();
   void release_held();
   void report(ShardedWeightSource& source);

@@ -3,7 +3,6 @@
 #include <numeric>
 
 #include "weft/kernels/activation.h"
-#include "weft/parallel/gtp/quantized_gather.h"
 #include "weft/parallel/gtp/runtime.h"
 
 namespace weft::parallel::gtp {
@@ -16,11 +15,11 @@ ShardedWeightSource::ShardedWeightSource(const Parameter& local,
               std::lcm(runtime->options.alignment, quantized_row_alignment(precision.recipe))),
       group_(std::move(group)),
       runtime_(std::move(runtime)),
-      exec_(exec) {
+      exec_(exec),
+      gather_dtype_(precision.gemm_input()) {
   const Shape gathered = weight_.gathered_shape();
-  const DType dt = precision.gemm_input();
-  forward_ = runtime_->cache.reserve(gathered, dt, Use::forward);
-  backward_ = runtime_->cache.reserve(gathered, dt, Use::backward);
+  forward_ = runtime_->cache.reserve(gathered, gather_dtype_, Use::forward);
+  backward_ = runtime_->cache.reserve(gathered, gather_dtype_, Use::backward);
   gradient_ = runtime_->cache.reserve(gathered, DType::f32, Use::gradient);
 }
 
@@ -28,8 +27,8 @@ ShardedWeightSource::~ShardedWeightSource() { runtime_->chain.forget(*this); }
 
 WeightCache::Ticket ShardedWeightSource::ticket(Use use) const {
   switch (use) {
-    case Use::forward: return forward_;
-    case Use::backward: return backward_;
+    case Use::forward: return quantizer_ ? quantized_forward_ : forward_;
+    case Use::backward: return quantizer_ ? quantized_backward_ : backward_;
     case Use::gradient: return gradient_;
   }
   return gradient_;
@@ -45,14 +44,15 @@ Tensor ShardedWeightSource::weight_for_backward(PassContext& pass) {
 
 Tensor ShardedWeightSource::quantized_weight(GemmQuantizer& quantizer, bool columnwise,
                                              PassContext& pass) {
-  const QuantizedGather g = gather_quantized(quantizer, *group_, weight_.parameter().value,
-                                             weight_.rows(), columnwise, pass);
-  quantized_bytes_ += g.bytes_sent;
-  quantized_elements_ += g.elements;
-  return quantizer.operand_of(g.weight, columnwise);
+  WEFT_CHECK(!quantizer_ || quantizer_ == &quantizer,
+             "{}: a GTP weight quantized by two quantizers; each Linear keeps its own source",
+             weight_.parameter().name);
+  quantizer_ = &quantizer;
+  return runtime_->chain.materialize(*this, columnwise ? Use::backward : Use::forward, pass);
 }
 
-comm::Work ShardedWeightSource::gather(Use use) {
+comm::Work ShardedWeightSource::gather(Use use, const PassContext& pass) {
+  if (quantizer_) return gather_quantized(use, pass);
   Tensor buffer = runtime_->cache.get(ticket(use));
   const Tensor& shard = weight_.parameter().value;
   if (buffer.dtype() == shard.dtype()) return group_->all_gather(buffer, shard);
@@ -62,8 +62,30 @@ comm::Work ShardedWeightSource::gather(Use use) {
   return group_->all_gather(buffer, own);
 }
 
+comm::Work ShardedWeightSource::gather_quantized(Use use, const PassContext& pass) {
+  const Parameter& p = weight_.parameter();
+  QuantizedShard& shard = quantized_shard(use);
+  shard.update(*quantizer_, *group_, p.value, p.version, reads_columnwise(use), pass);
+  WeightCache::Ticket& t = use == Use::forward ? quantized_forward_ : quantized_backward_;
+  const int64_t bytes = shard.packed().nbytes() * group_->size();
+  if (t < 0) t = runtime_->cache.reserve({bytes}, DType::u8, use);
+  Tensor buffer = runtime_->cache.get(t);
+  WEFT_CHECK(buffer.nbytes() == bytes, "{}: the gathered quantized weight holds {} bytes, not {}",
+             p.name, buffer.nbytes(), bytes);
+  return group_->all_gather(buffer, shard.packed());
+}
+
+int64_t ShardedWeightSource::gather_bytes(Use use) const {
+  if (quantizer_) return quantized_shard(use).bytes_moved();
+  return dtype_storage_bytes(gather_dtype_, shard_elements());
+}
+
 Tensor ShardedWeightSource::gathered(Use use) {
-  return runtime_->cache.get(ticket(use)).narrow(0, weight_.rows());
+  Tensor buffer = runtime_->cache.get(ticket(use));
+  if (!quantizer_) return buffer.narrow(0, weight_.rows());
+  Tensor out = quantizer_->weight_operand_buffer(use == Use::backward, weight_.gathered_shape());
+  quantized_shard(use).dequantize(exec_, buffer, weight_.rows(), out);
+  return out.narrow(0, weight_.rows());
 }
 
 void ShardedWeightSource::release(Use use) { runtime_->cache.release(ticket(use)); }

@@ -16,15 +16,22 @@
 //                                    backward, waits for it and adds it in
 // The weights stay valid until the next weight of the chain is materialized
 // (the GEMMs that read them are done by then), not until the end of the
-// pass. Under a quantized recipe (FP8, MXFP8, NVFP4) the shard is quantized
-// and gathered in that format instead (quantized_weight, quantized_gather.h).
-// Under bf16 the shard is cast into its place in the gathered buffer
+// pass. Under bf16 the shard is cast into its place in the gathered buffer
 // and gathered in place: half the bytes of an f32 gather.
+//
+// Under a quantized recipe (FP8, MXFP8, NVFP4) a Linear asks for
+// quantized_weight instead, and the shard travels in that format
+// (quantized_gather.h): quantized once per step and direction (kept while
+// the parameter's version and the quantizer's weight key are unchanged),
+// gathered along the same prefetch chain into weight-cache buffers (the
+// packed shards), and decoded into the quantizer's weight-operand buffer
+// when the chain materializes it.
 #pragma once
 
 #include <memory>
 
 #include "weft/comm/process_group.h"
+#include "weft/parallel/gtp/quantized_gather.h"
 #include "weft/parallel/gtp/sharded_parameter.h"
 #include "weft/parallel/gtp/weight_cache.h"
 #include "weft/parallel/weight_source.h"
@@ -49,20 +56,28 @@ class ShardedWeightSource final : public WeightSource {
   Tensor weight_grad(PassContext& pass) override;
   void finalize_weight_grad(PassContext& pass, const Tensor& wgrad) override;
   Parameter& parameter() override { return weight_.parameter(); }
-  // Quantized recipes: the shard quantized and gathered in the quantized
-  // format (quantized_gather.h), outside the prefetch chain (synchronous).
+  // Quantized recipes: the weight gathered in the quantized format along the
+  // prefetch chain (forward: row-wise; backward: the column-wise copy where
+  // it differs), decoded into `quantizer`'s weight-operand buffer. A source
+  // serves one quantizer (its Linear's).
   Tensor quantized_weight(GemmQuantizer& quantizer, bool columnwise, PassContext& pass) override;
-  // Bytes and elements this rank sent in quantized gathers so far.
-  int64_t quantized_bytes_sent() const { return quantized_bytes_; }
-  int64_t quantized_elements_sent() const { return quantized_elements_; }
+  // Whether the weight is gathered quantized (a Linear asked for
+  // quantized_weight), and the times its shard was quantized, both
+  // directions (tests: once per step).
+  bool quantized() const { return quantizer_ != nullptr; }
+  int64_t quantizations() const { return rowwise_.quantizations() + columnwise_.quantizations(); }
 
   const ShardedParameter& sharded() const { return weight_; }
   comm::ProcessGroup& group() const { return *group_; }
 
   // ---- the prefetch chain's side (prefetch_chain.h) ----
   // Issues the all-gather of the shard into the buffer of `use` (forward or
-  // backward).
-  comm::Work gather(Use use);
+  // backward) for `pass`; quantized, the shard quantized first unless current.
+  comm::Work gather(Use use, const PassContext& pass);
+  // Bytes this rank sent in its latest gather of `use`, and the elements
+  // of its shard (padding included).
+  int64_t gather_bytes(Use use) const;
+  int64_t shard_elements() const { return weight_.parameter().value.numel(); }
   // The gathered weight of `use` (after its all-gather completed).
   Tensor gathered(Use use);
   void release(Use use);
@@ -76,6 +91,15 @@ class ShardedWeightSource final : public WeightSource {
 
  private:
   WeightCache::Ticket ticket(Use use) const;
+  comm::Work gather_quantized(Use use, const PassContext& pass);
+  // The backward reads the column-wise copy only where it differs (MXFP8).
+  bool reads_columnwise(Use use) const {
+    return use == Use::backward && quantizer_->weight_columnwise_differs();
+  }
+  QuantizedShard& quantized_shard(Use use) { return reads_columnwise(use) ? columnwise_ : rowwise_; }
+  const QuantizedShard& quantized_shard(Use use) const {
+    return reads_columnwise(use) ? columnwise_ : rowwise_;
+  }
   // The full-size f32 gradient the wgrad GEMM accumulates into (padded).
   Tensor full_gradient();
 
@@ -83,10 +107,17 @@ class ShardedWeightSource final : public WeightSource {
   std::shared_ptr<comm::ProcessGroup> group_;
   std::shared_ptr<Runtime> runtime_;
   ExecContext exec_;
+  DType gather_dtype_;
   WeightCache::Ticket forward_ = 0, backward_ = 0, gradient_ = 0;
   // Full-gradient accumulation: the step's full gradient (tag grads).
   Tensor accumulated_;
-  int64_t quantized_bytes_ = 0, quantized_elements_ = 0;
+  // Quantized recipes (set by the first quantized_weight): the Linear's
+  // quantizer, the shard quantized for each use (the backward's copy is
+  // the column-wise one where it differs) and the tickets of the packed
+  // gathered buffers (reserved at the first gather, when their size is known).
+  GemmQuantizer* quantizer_ = nullptr;
+  QuantizedShard rowwise_, columnwise_;
+  WeightCache::Ticket quantized_forward_ = -1, quantized_backward_ = -1;
 };
 
 }  // namespace weft::parallel::gtp
