@@ -1,6 +1,6 @@
-// The whole model, GPT-2 and Llama, at TP 2 and 4 with and without sequence
-// parallelism equals TP=1: the loss, and every parameter's gradient through
-// its ShardSpec. The MoE family (Llama with 4 experts, top-2, in every other
+// The whole model, GPT-2 and Llama (and GPT-2 with replicated attention), at
+// TP 2 and 4 with and without sequence parallelism equals TP=1: the loss, and every parameter's
+// gradient through its ShardSpec. The MoE family (Llama with 4 experts, top-2, in every other
 // layer, with the z-loss on) runs without SP, which MoE layers lack.
 #include <gtest/gtest.h>
 
@@ -51,6 +51,14 @@ GptConfig llama_config() {
   return c;
 }
 
+// Replicated attention: under sequence SP it gathers its input before its
+// norm, so the layer before cannot run that norm (no fusion across layers).
+GptConfig replicated_attention_config() {
+  GptConfig c = small_config();
+  c.plan = PartitionPlan::parse("h.*.attn=replicate");
+  return c;
+}
+
 GptConfig moe_config() {
   GptConfig c = llama_config();
   c.layers = 3;
@@ -95,8 +103,10 @@ void check_model(comm::ProcessGroup& world, int tp_size, SequenceParallel sp,
 }  // namespace
 
 std::vector<TpCase> gpt_cases() {
-  const std::pair<const char*, GptConfig> families[] = {{"gpt", small_config()},
-                                                        {"llama", llama_config()}};
+  const std::pair<const char*, GptConfig> families[] = {
+      {"gpt", small_config()},
+      {"llama", llama_config()},
+      {"gpt_attention_replicated", replicated_attention_config()}};
   const std::pair<const char*, SequenceParallel> layouts[] = {
       {"", SequenceParallel::off},
       {"_sp_seq", SequenceParallel::seq},
