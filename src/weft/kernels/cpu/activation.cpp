@@ -207,6 +207,21 @@ void bias_add<Backend::cpu>(const ExecContext& ec, Tensor& y, const Tensor& bias
   });
 }
 
+namespace {
+
+// acc[0..n) += row, column by column (the bias gradient's block sums, in row
+// order: vectorizing across columns keeps each column's order).
+WEFT_ROW_CLONES void add_row_into(const float* row, float* acc, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
+}
+WEFT_ROW_CLONES void add_row_into(const BF16* row, float* acc, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) acc[j] += to_f32(row[j]);
+}
+
+}  // namespace
+
 template <>
 void bias_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, Tensor& dbias) {
   const int64_t n = dy.shape().rows(), c = dy.shape().last();
@@ -221,7 +236,7 @@ void bias_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, Tensor
       float* pb = partial + b * c;
       for (int64_t j = 0; j < c; ++j) pb[j] = 0.f;
       for (int64_t r = b * kBlockRows; r < std::min(n, (b + 1) * kBlockRows); ++r)
-        for (int64_t j = 0; j < c; ++j) pb[j] += to_f32(dp[r * c + j]);
+        add_row_into(dp + r * c, pb, c);
     }
   });
   float* db = dbias.data<float>();

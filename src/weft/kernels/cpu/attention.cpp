@@ -55,7 +55,6 @@ struct ForwardArgs {
   const Tensor& qkv;
   Tensor& out;
   float* lse;
-  float* probs;          // (B, H, T, T) on the short path, else null
   const char* dense[3];  // dense copies of q, k, v (bf16) or null
 };
 
@@ -73,18 +72,6 @@ inline float exp_visible(float* sr, int64_t seen, int64_t n, float* max) {
   const float sum = exp_row_online(sr, n, max);
   std::fill(sr + seen, sr + n, 0.0f);
   return sum;
-}
-
-// The short path: rows q0 .. q0+m-1 of the probabilities P = e^(s - max)/sum
-// of head bh (one key block held all n keys they see) into a.probs.
-void store_probabilities(const ForwardArgs& a, const ForwardScratch& s, int64_t bh, int64_t q0,
-                         int64_t m, int64_t n) {
-  const int64_t T = a.d.T;
-  for (int64_t r = 0; r < m; ++r) {
-    float* pr = a.probs + (bh * T + q0 + r) * T;
-    scaled_row(s.s + r * n, 1.0f / s.sum[r], pr, n);
-    std::fill(pr + n, pr + T, 0.0f);
-  }
 }
 
 // Rows q0 .. q0+m-1 of head (b, h).
@@ -136,8 +123,6 @@ void forward_block(const ForwardArgs& a, int64_t b, int64_t h, int64_t q0, int64
     product(separate ? matrix(s.w, a.dt, m, n, n) : matrix(s.s, DType::f32, m, n, n),
             rows_of(v, a.dt, k0, n, d.D), matrix(s.acc, DType::f32, m, d.D, d.D), 1.0f, true);
   }
-  // The short path has seen every key in one block (k0 = 0).
-  if (a.probs) store_probabilities(a, s, bh, q0, m, keys_seen(cfg, q0, m, 0, d.T));
   const Head o = head(a.out, d, 0, nullptr, b, h);
   for (int64_t r = 0; r < m; ++r) {
     T* orow = reinterpret_cast<T*>(o.data) + (q0 + r) * o.ld;
@@ -156,12 +141,9 @@ void attention_forward<Backend::cpu>(const ExecContext& ec, const Tensor& qkv,
   const DType dt = qkv.dtype();
   ensure(ec, saved.lse, {d.B, d.H, d.T}, DType::f32);
   saved.out = out;
-  if (short_path(d)) {
-    ensure(ec, saved.probs, {d.B, d.H, d.T, d.T}, DType::f32);
-  } else {
-    saved.probs = Tensor();
-  }
   if (d.B * d.T == 0) return;
+  if (short_path(d)) return short_attention_forward(ec, qkv, cfg, out, saved, workspace);
+  saved.probs = Tensor();
 
   // Workspace: the dense copies (bf16), then one block scratch per thread.
   const int threads = std::max(ec.threads(), 1);
@@ -169,14 +151,7 @@ void attention_forward<Backend::cpu>(const ExecContext& ec, const Tensor& qkv,
   Carve per_thread;
   ForwardScratch::carve(per_thread, d, dt);
   char* base = scratch(ec, workspace, 3 * heads_bytes + threads * per_thread.used);
-  ForwardArgs args{d,
-                   cfg,
-                   dt,
-                   qkv,
-                   out,
-                   saved.lse.data<float>(),
-                   short_path(d) ? saved.probs.data<float>() : nullptr,
-                   {}};
+  ForwardArgs args{d, cfg, dt, qkv, out, saved.lse.data<float>(), {}};
   if (copies_heads(dt)) {
     char* copy[3] = {base, base + heads_bytes, base + 2 * heads_bytes};
     pack_heads(ec, qkv, d, {{0, copy[0]}, {1, copy[1]}, {2, copy[2]}});

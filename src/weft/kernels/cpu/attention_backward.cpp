@@ -69,7 +69,6 @@ struct BackwardArgs {
   const Tensor& dout;
   Tensor& dqkv;
   const float* lse;
-  const float* probs;    // the forward's (B, H, T, T) on the short path, else null
   const char* dense[4];  // dense copies of q, k, v, dO (bf16) or null
 };
 
@@ -218,66 +217,12 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
   store_rows<T>(s.dq, 1.0f, head(a.dqkv, d, 0, nullptr, b, h), 0, d.T, D);
 }
 
-// The short path (kShortSeq): query head h of batch entry b as one block of
-// T rows by T keys, P from the forward. Four products, as the unfused kernels
-// had (dV, dP, dQ, dK); multi-head f32 writes dQ, dK and dV straight into
-// dqkv, grouped heads add dK and dV up in f32 (s.dk, s.dv: the group's first
-// head writes them, backward_group stores them) and bf16 rounds once from f32.
-// Measured at T = 64 (B = 16, H = 4, D = 32, one thread, f32): TODO ms.
-template <typename T>
-void backward_head_short(const BackwardArgs& a, int64_t b, int64_t h, const BackwardScratch& s) {
-  const Dims& d = a.d;
-  const AttentionConfig& cfg = a.cfg;
-  const DType dt = a.dt;
-  const int64_t bh = b * d.H + h, D = d.D, g = d.kv_head(h), n = d.T;
-  const Head q = head(a.qkv, d, 0, a.dense[0], b, h), k = head(a.qkv, d, 1, a.dense[1], b, g),
-             v = head(a.qkv, d, 2, a.dense[2], b, g), dout = head(a.dout, d, 0, a.dense[3], b, h);
-  const Head dq = head(a.dqkv, d, 0, nullptr, b, h), dk = head(a.dqkv, d, 1, nullptr, b, g),
-             dv = head(a.dqkv, d, 2, nullptr, b, g);
-  const bool bf16 = dt == DType::bf16, group = grouped(d);
-  const bool direct = dt == DType::f32 && !group, add = group && h >= d.Hkv;
-  const float* p = a.probs + bh * n * n;
-  // Where dQ, dK, dV go: dqkv itself, or the f32 accumulators.
-  auto target = [&](const Head& grad, float* acc) {
-    return direct ? rows_of(grad, dt, 0, n, D) : matrix(acc, DType::f32, n, D, D);
-  };
-  row_deltas<T>(head(a.out, d, 0, nullptr, b, h), head(a.dout, d, 0, nullptr, b, h), n, D, s.delta);
-  block_weights<T>(a, bh, p, 0, n, 0, n, s);
-  // dV (+)= weightsᵀ·dO
-  product(separate_weights(dt, cfg) ? matrix(s.w, dt, n, n, n, true)
-                                    : matrix(p, DType::f32, n, n, n, true),
-          rows_of(dout, dt, 0, n, D), target(dv, s.dv), 1.0f, add);
-  // dP = dO·Vᵀ; dS = P ∘ (dP·mask/(1-p) - Σ_k dO·O)
-  product(rows_of(dout, dt, 0, n, D), rows_of(v, dt, 0, n, D, true),
-          matrix(s.dp, DType::f32, n, n, n));
-  softmax_grads(s, p, 0, n, n, 1.0f / (1.0f - cfg.dropout), cfg.dropout > 0.0f, bf16);
-  const StridedMatrices dsm = bf16 ? matrix(s.ds, dt, n, n, n) : matrix(s.dp, DType::f32, n, n, n),
-                        dst = bf16 ? matrix(s.ds, dt, n, n, n, true)
-                                   : matrix(s.dp, DType::f32, n, n, n, true);
-  // dQ = dS·K/√D, dK (+)= dSᵀ·Q/√D
-  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(D));
-  product(dsm, rows_of(k, dt, 0, n, D), target(dq, s.dq), inv_sqrt_d);
-  product(dst, rows_of(q, dt, 0, n, D), target(dk, s.dk), inv_sqrt_d, add);
-  if (direct) return;
-  store_rows<T>(s.dq, 1.0f, dq, 0, n, D);
-  if (!group) {
-    store_rows<T>(s.dk, 1.0f, dk, 0, n, D);
-    store_rows<T>(s.dv, 1.0f, dv, 0, n, D);
-  }
-}
-
 // Key/value head g of batch entry b and the query heads g, g + Hkv, ... that
 // read it, in that order (one item, so that no two threads add to one dK).
 template <typename T>
 void backward_group(const BackwardArgs& a, int64_t b, int64_t g, const BackwardScratch& s) {
   const Dims& d = a.d;
-  for (int64_t h = g; h < d.H; h += d.Hkv) {
-    if (a.probs) {
-      backward_head_short<T>(a, b, h, s);
-    } else {
-      backward_head<T>(a, b, h, s);
-    }
-  }
+  for (int64_t h = g; h < d.H; h += d.Hkv) backward_head<T>(a, b, h, s);
   if (grouped(d)) {
     store_rows<T>(s.dk, 1.0f, head(a.dqkv, d, 1, nullptr, b, g), 0, d.T, d.D);
     store_rows<T>(s.dv, 1.0f, head(a.dqkv, d, 2, nullptr, b, g), 0, d.T, d.D);
@@ -299,22 +244,14 @@ void attention_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dout,
              "attention backward on {} positions needs the probabilities f32 {} that the CPU "
              "forward of the same qkv keeps for sequences of at most {} positions",
              d.T, probs, kShortSeq);
+  if (short_path(d)) return short_attention_backward(ec, dout, qkv, saved, cfg, dqkv, workspace);
 
   const int threads = std::max(ec.threads(), 1);
   const int64_t heads_bytes = copies_heads(dt) ? aligned(d.B * d.T * d.C * element_bytes(dt)) : 0;
   Carve per_thread;
   BackwardScratch::carve(per_thread, d, dt);
   char* base = scratch(ec, workspace, 4 * heads_bytes + threads * per_thread.used);
-  BackwardArgs args{d,
-                    cfg,
-                    dt,
-                    qkv,
-                    saved.out,
-                    dout,
-                    dqkv,
-                    saved.lse.data<float>(),
-                    short_path(d) ? saved.probs.data<float>() : nullptr,
-                    {}};
+  BackwardArgs args{d, cfg, dt, qkv, saved.out, dout, dqkv, saved.lse.data<float>(), {}};
   if (copies_heads(dt)) {
     char* copy[4] = {base, base + heads_bytes, base + 2 * heads_bytes, base + 3 * heads_bytes};
     pack_heads(ec, qkv, d, {{0, copy[0]}, {1, copy[1]}, {2, copy[2]}});

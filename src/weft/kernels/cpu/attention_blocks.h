@@ -27,17 +27,15 @@ constexpr int64_t kKeyBlock = 256;
 constexpr int64_t kBackwardQueryBlock = 256;
 constexpr int64_t kBackwardKeyBlock = 128;
 
-// Sequences of at most this many positions take the short path: the forward
-// keeps the probabilities (AttentionSaved::probs, B·H·T² floats: at most
-// 4/3 of qkv's size for heads of 32) and backward reads them instead of
-// recomputing them, one block per head (T fits one backward block). Four
-// products per head instead of five, as the unfused kernels had: measured at
-// T = 64 (B = 16, H = 4, D = 32, one thread, f32) backward took 3.1 ms
-// recomputing and 1.7 ms unfused; see backward_head_short for the short
-// path's time. Longer sequences recompute, keeping O(T) per head.
+// Sequences of at most this many positions take the short path
+// (cpu/attention_short.cpp): a head is one block, the forward keeps the
+// probabilities (AttentionSaved::probs, B·H·T² floats: at most 4/3 of qkv's
+// size for heads of 32) and backward reads them instead of recomputing them,
+// each product running over several heads in one oneDNN call. Measured at
+// T = 64 (B = 16, H = 4, D = 32, f32, one thread): TODO.
+// Longer sequences recompute, keeping O(T) per head.
 constexpr int64_t kShortSeq = 128;
-static_assert(kShortSeq <= kBackwardKeyBlock && kShortSeq <= kBackwardQueryBlock &&
-              kShortSeq <= kKeyBlock);
+static_assert(kShortSeq <= kKeyBlock);
 
 using Dims = detail::AttentionDims;
 
@@ -202,5 +200,14 @@ inline uint64_t dropout_counter(const AttentionConfig& cfg, int64_t T, int64_t b
 inline bool separate_weights(DType dt, const AttentionConfig& cfg) {
   return dt != DType::f32 || cfg.dropout > 0.0f;
 }
+
+// The short path's forward and backward (cpu/attention_short.cpp), for
+// short_path(d): the same contract as the kernels of kernels/attention.h, with
+// saved.lse allocated by the caller and saved.probs by the forward.
+void short_attention_forward(const ExecContext& ec, const Tensor& qkv, const AttentionConfig& cfg,
+                             Tensor& out, AttentionSaved& saved, AttentionWorkspace& ws);
+void short_attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
+                              const AttentionSaved& saved, const AttentionConfig& cfg, Tensor& dqkv,
+                              AttentionWorkspace& ws);
 
 }  // namespace weft::kernels::cpu::attention_blocks
