@@ -50,15 +50,19 @@ Tensor LayerNormMLP::backward(Ctx& ctx, const Tensor& dy) {
   return norm().backward(ctx, backward_normed(ctx, dy));
 }
 
-// fc1 + GELU, measured on the 2-core Zen 4 VM (one thread, f32, ms; GPT-2
-// tiny's 2048 x 128 -> 512 and GPT-2 small's 256 x 768 -> 3072):
-//                                         tiny            small
-//   matmul + bias, then the GELU pass     2.44 + 0.46     TODO
-//   matmul + bias + GELU post-op          3.05            TODO
-//   backward's GELU pass                  0.57            TODO
-// The post-op saves the pass's memory traffic but, with only the activation
-// written, backward would need a second fc1 GEMM (2.44 ms) to get the
-// pre-activation back, so fc1 writes the pre-activation and the pass follows.
+// fc1 + GELU, measured on the 2-core Zen 4 VM (one thread, f32, medians of 3,
+// load average ~10 from other work; GPT-2 tiny's 2048 x 128 -> 512 and GPT-2
+// small's 256 x 768 -> 3072), in ms:
+//                                               tiny     small
+//   matmul + bias (the pre-activation)          5.07     22.6
+//   then the GELU pass                          0.66      0.54
+//   matmul + bias + GELU post-op                6.18     24.0
+//   backward's GELU pass                        0.96      0.63
+// The post-op was slower than the matmul and the pass together, and, with
+// only the activation written, backward would need the fc1 GEMM again (5.07,
+// 22.6) for the pre-activation; so fc1 writes the pre-activation and the pass
+// follows. (oneDNN's eltwise GELU took 1.10 / 0.71 forward and 1.61 / 0.82
+// backward in the same runs; kernels/cpu/activation.cpp has the loops.)
 Tensor LayerNormMLP::forward_normed(Ctx& ctx, const Tensor& n) {
   Saved& s = ctx.saved<Saved>(this);
   s.h = fc1_.forward_normed(ctx, n);

@@ -32,8 +32,11 @@ constexpr int64_t kBackwardKeyBlock = 128;
 // probabilities (AttentionSaved::probs, B·H·T² floats: at most 4/3 of qkv's
 // size for heads of 32) and backward reads them instead of recomputing them,
 // each product running over several heads in one oneDNN call. Measured at
-// T = 64 (B = 16, H = 4, D = 32, f32, one thread): TODO.
-// Longer sequences recompute, keeping O(T) per head.
+// T = 64 (B = 16, H = 4, D = 32, f32, one thread; medians of 5, load average
+// ~10), forward / backward in ms: recomputing 2.07 / 4.05, the unfused
+// kernels this replaced (whole-batch products over a saved P) 2.50 / 2.19,
+// the short path 1.94 / 2.29. Longer sequences recompute, keeping O(T) per
+// head (memory), which past one block costs no more than the short path.
 constexpr int64_t kShortSeq = 128;
 static_assert(kShortSeq <= kKeyBlock);
 
