@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -193,11 +194,12 @@ Result run_attention(const Tensor& qkv, const AttentionConfig& cfg, const Tensor
 }
 
 // The kernels work in blocks of 64 query rows and 256 keys (backward: 256
-// rows and 128 keys): lengths below,
-// at and past both, and odd ones.
-const Case kCases[] = {{1, 1, 1, 8},   {2, 1, 4, 16},  {2, 7, 4, 8},  {2, 5, 1, 16},
-                       {1, 16, 4, 16}, {2, 33, 2, 8},  {1, 64, 1, 8}, {1, 65, 2, 8},
-                       {1, 255, 1, 4}, {1, 257, 1, 8}, {2, 300, 1, 4}};
+// rows and 128 keys), and keep the probabilities up to 128 positions (the
+// short path): lengths below, at and past each, and odd ones.
+const Case kCases[] = {{1, 1, 1, 8},   {2, 1, 4, 16},  {2, 7, 4, 8},   {2, 5, 1, 16},
+                       {1, 16, 4, 16}, {2, 33, 2, 8},  {1, 64, 1, 8},  {1, 65, 2, 8},
+                       {1, 128, 2, 8}, {1, 129, 1, 8}, {1, 255, 1, 4}, {1, 257, 1, 8},
+                       {2, 300, 1, 4}};
 
 TEST(Attention, ForwardMatchesReference) {
   for (const Case& c : kCases) {
@@ -523,7 +525,36 @@ TEST(Attention, NeverHoldsTheFullProbabilities) {
     attention_forward(ec, qkv, {.heads = c.H, .dropout = 0.1f, .seed = 1}, out, saved, ws);
     attention_backward(ec, dout, qkv, saved, {.heads = c.H, .dropout = 0.1f, .seed = 1}, dqkv, ws);
     const int64_t square = c.B * c.H * c.T * c.T * 4;
+    EXPECT_FALSE(saved.probs.defined());
     EXPECT_LT(saved.lse.nbytes() + ws.buffer.nbytes(), square / 8) << dtype_name(dt);
+  }
+}
+
+TEST(Attention, ShortSequencesKeepTheProbabilities) {
+  // Up to 128 positions the forward keeps P (0 where masked, rows summing to
+  // 1) for backward; past that, nothing of T x T.
+  for (const Case& c : {Case{2, 128, 2, 8}, Case{1, 129, 1, 8}}) {
+    Tensor qkv = random_tensor(qkv_shape(c), 52, -2, 2);
+    Result r = run_attention(qkv, {.heads = c.H});
+    if (c.T > 128) {
+      EXPECT_FALSE(r.saved.probs.defined());
+      continue;
+    }
+    ASSERT_EQ(r.saved.probs.shape(), (Shape{c.B, c.H, c.T, c.T}));
+    const std::vector<float> p = r.saved.probs.to_vector();
+    for (int64_t row = 0; row < c.B * c.H * c.T; ++row) {
+      const float* pr = p.data() + row * c.T;
+      EXPECT_NEAR(std::accumulate(pr, pr + c.T, 0.0), 1.0, 1e-5) << "row " << row;
+      EXPECT_TRUE(std::all_of(pr + row % c.T + 1, pr + c.T, [](float v) { return v == 0.0f; }));
+    }
+    AttentionSaved lost = r.saved;  // backward needs them
+    lost.probs = Tensor();
+    Tensor dout = random_tensor(out_shape(c), 53), dqkv = Tensor::empty(qkv_shape(c));
+    const std::string e = weft::testing::error_of([&] {
+      AttentionWorkspace ws;
+      attention_backward(ec, dout, qkv, lost, {.heads = c.H}, dqkv, ws);
+    });
+    EXPECT_NE(e.find("needs the probabilities"), std::string::npos) << e;
   }
 }
 

@@ -1,8 +1,8 @@
 // The whole model, GPT-2 and Llama (with 4, 2 and 1 KV heads: replicated
-// over TP ranks beyond their count), at TP 2 and 4 with and without sequence
-// parallelism equals TP=1: the loss, and every parameter's gradient through
-// its ShardSpec. The MoE family is Llama with 4 experts, top-2, in every
-// other layer, with the z-loss on.
+// over TP ranks beyond their count; and GPT-2 with replicated attention), at
+// TP 2 and 4 with and without sequence parallelism equals TP=1: the loss, and
+// every parameter's gradient through its ShardSpec. The MoE family is Llama
+// with 4 experts, top-2, in every other layer, with the z-loss on.
 #include <gtest/gtest.h>
 
 #include "contexts.h"
@@ -68,6 +68,14 @@ GptConfig gpt_kv1_config() {
   return c;
 }
 
+// Replicated attention: under sequence SP it gathers its input before its
+// norm, so the layer before cannot run that norm (no fusion across layers).
+GptConfig replicated_attention_config() {
+  GptConfig c = small_config();
+  c.plan = PartitionPlan::parse("h.*.attn=replicate");
+  return c;
+}
+
 GptConfig moe_config() {
   GptConfig c = llama_config();
   c.layers = 3;
@@ -112,11 +120,13 @@ void check_model(comm::ProcessGroup& world, int tp_size, SequenceParallel sp,
 }  // namespace
 
 std::vector<TpCase> gpt_cases() {
-  const std::pair<const char*, GptConfig> families[] = {{"gpt", small_config()},
-                                                        {"llama", llama_config()},
-                                                        {"llama_kv2", llama_kv_config(2)},
-                                                        {"llama_kv1", llama_kv_config(1)},
-                                                        {"gpt_kv1", gpt_kv1_config()}};
+  const std::pair<const char*, GptConfig> families[] = {
+      {"gpt", small_config()},
+      {"llama", llama_config()},
+      {"llama_kv2", llama_kv_config(2)},
+      {"llama_kv1", llama_kv_config(1)},
+      {"gpt_kv1", gpt_kv1_config()},
+      {"gpt_attention_replicated", replicated_attention_config()}};
   const std::pair<const char*, SequenceParallel> layouts[] = {
       {"", SequenceParallel::off},
       {"_sp_seq", SequenceParallel::seq},

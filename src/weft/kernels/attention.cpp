@@ -45,8 +45,8 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
              "attention output must be {} {} for qkv {}, got {} {}", dtype_name(dt), d.tokens(d.C),
              qkv.shape(), dtype_name(out.dtype()), out.shape());
   return detail::dispatch(
-      ec, "attention_forward", {&qkv, &out, &saved.lse, &saved.out, &workspace.buffer},
-      [&]<Backend B>() {
+      ec, "attention_forward",
+      {&qkv, &out, &saved.lse, &saved.out, &saved.probs, &workspace.buffer}, [&]<Backend B>() {
         return impl::attention_forward<B>(ec, qkv, config, out, saved, workspace);
       });
 }
@@ -72,7 +72,8 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
              "the output {} {}",
              qkv.shape(), rows, dtype_name(dt), d.tokens(d.C));
   return detail::dispatch(
-      ec, "attention_backward", {&dout, &qkv, &saved.lse, &saved.out, &dqkv, &workspace.buffer},
+      ec, "attention_backward",
+      {&dout, &qkv, &saved.lse, &saved.out, &saved.probs, &dqkv, &workspace.buffer},
       [&]<Backend B>() {
         return impl::attention_backward<B>(ec, dout, qkv, saved, config, dqkv, workspace);
       });

@@ -23,7 +23,10 @@
 // online softmax, skipping the blocks the causal mask hides entirely, and
 // keeps only each row's logsumexp; backward recomputes the probabilities block
 // by block from it, and draws the dropout decisions again from the stream.
-// Besides the activations they keep O(T) per head, never a (B,H,T,T) tensor.
+// Besides the activations they keep O(T) per head, never a (B,H,T,T) tensor
+// -- except for short sequences (at most 128 positions), where a head is one
+// block: there the forward keeps the probabilities and backward reads them
+// (four products per head instead of five, as unfused kernels do).
 #pragma once
 
 #include <cstdint>
@@ -57,6 +60,10 @@ struct AttentionSaved {
   // The forward's output, the caller's tensor itself (not a copy): backward
   // reads it (Σ_k dO·O per row), so it must not change until then.
   Tensor out;
+  // (B,H,T,T) f32: the probabilities P (before dropout, 0 where masked), kept
+  // by the CPU forward for sequences of at most 128 positions (undefined
+  // otherwise, and on CUDA).
+  Tensor probs;
 };
 
 // Scratch memory of the attention kernels, grown when a call needs more and

@@ -101,6 +101,7 @@ void MultiheadAttention::build_qkv() {
                                    .return_layernorm_output = false,
                                    .overlap_name = "qkv"});
     qkv_linear_ = &lnl->linear();
+    qkv_norm_ = lnl.get();
     qkv_ = std::move(lnl);
   } else {
     auto lin = std::make_unique<Linear>(pc_, LinearConfig{.name = cfg_.name + ".qkv",
@@ -143,18 +144,41 @@ bool MultiheadAttention::gathers_sequence() const {
   return !partitioned() && pc_->sp == SequenceParallel::seq && tp_size() > 1;
 }
 
-Tensor MultiheadAttention::forward(Ctx& ctx, const Tensor& x) {
+void MultiheadAttention::check_input(const Tensor& x) const {
   WEFT_CHECK(x.dim() == 3 && x.size(2) == cfg_.width,
              "{}: attention input must be (B, T, {}) (sequence-major (T, B, {}) under sequence "
              "parallelism), got shape {}",
              cfg_.name, cfg_.width, cfg_.width, x.shape());
-  Saved& s = ctx.saved<Saved>(this);
-  const ExecContext& ec = pc_->exec;
+}
+
+Norm* MultiheadAttention::input_norm() {
+  return qkv_norm_ && !gathers_sequence() ? &qkv_norm_->norm() : nullptr;
+}
+
+Tensor MultiheadAttention::forward(Ctx& ctx, const Tensor& x) {
+  check_input(x);
   comm::ProcessGroup* g = pc_->tp_group();
   Tensor xin = gathers_sequence()
                    ? parallel::forward(pc_->exec, parallel::Mapping::gather_from_sp, g, x)
                    : x;
-  s.qkv = qkv_->forward(ctx, xin);
+  Tensor y = attend(ctx, qkv_->forward(ctx, xin));
+  // Replicated under sequence SP: keep this rank's rows.
+  if (gathers_sequence()) y = parallel::forward(pc_->exec, parallel::Mapping::scatter_to_sp, g, y);
+  return y;
+}
+
+Tensor MultiheadAttention::forward_normed(Ctx& ctx, const Tensor& n) {
+  WEFT_CHECK(input_norm() != nullptr,
+             "{}: forward_normed needs an input norm that the caller may run (input_norm())",
+             cfg_.name);
+  check_input(n);
+  return attend(ctx, qkv_norm_->forward_normed(ctx, n));
+}
+
+Tensor MultiheadAttention::attend(Ctx& ctx, const Tensor& qkv) {
+  Saved& s = ctx.saved<Saved>(this);
+  const ExecContext& ec = pc_->exec;
+  s.qkv = qkv;
   const bool seq_major = pc_->token_layout() == parallel::TokenLayout::sequence_major;
   if (cfg_.rotary) kernels::rope_forward(ec, s.qkv, rope_table_, rope_config(seq_major));
   const int64_t b = s.qkv.size(seq_major ? 1 : 0), t = s.qkv.size(seq_major ? 0 : 1);
@@ -181,15 +205,10 @@ Tensor MultiheadAttention::forward(Ctx& ctx, const Tensor& x) {
   os[2] = local_heads() * (cfg_.width / cfg_.heads);
   Tensor out = ec.empty(os, s.qkv.dtype(), MemoryTag::activations);
   kernels::attention_forward(pc_->exec, s.qkv, s.config, out, s.attention, workspace_);
-  Tensor y = proj_.forward(ctx, out);
-  // Replicated under sequence SP: keep this rank's rows.
-  if (gathers_sequence()) y = parallel::forward(pc_->exec, parallel::Mapping::scatter_to_sp, g, y);
-  return y;
+  return proj_.forward(ctx, out);
 }
 
 Tensor MultiheadAttention::backward(Ctx& ctx, const Tensor& dy) {
-  Saved& s = ctx.saved<Saved>(this);
-  WEFT_CHECK(s.qkv.defined(), "{}: backward without a forward in this context", cfg_.name);
   comm::ProcessGroup* g = pc_->tp_group();
   // Replicated under sequence SP: the gradient of every row but this rank's is 0.
   Tensor g_out = dy;
@@ -198,17 +217,29 @@ Tensor MultiheadAttention::backward(Ctx& ctx, const Tensor& dy) {
                             MemoryTag::activations);
     g_out.narrow(g->rank() * dy.size(0), dy.size(0)).copy_from(dy);
   }
-  Tensor dout = proj_.backward(ctx, g_out);
+  Tensor dx = qkv_->backward(ctx, attend_backward(ctx, g_out));
+  if (gathers_sequence())
+    dx = parallel::backward(pc_->exec, parallel::Mapping::gather_from_sp, g, dx);
+  return dx;
+}
+
+Tensor MultiheadAttention::backward_normed(Ctx& ctx, const Tensor& dy) {
+  WEFT_CHECK(input_norm() != nullptr, "{}: backward_normed without an input norm the caller runs",
+             cfg_.name);
+  return qkv_norm_->backward_normed(ctx, attend_backward(ctx, dy));
+}
+
+Tensor MultiheadAttention::attend_backward(Ctx& ctx, const Tensor& dy) {
+  Saved& s = ctx.saved<Saved>(this);
+  WEFT_CHECK(s.qkv.defined(), "{}: backward without a forward in this context", cfg_.name);
+  Tensor dout = proj_.backward(ctx, dy);
   Tensor dqkv = pc_->exec.empty(s.qkv.shape(), s.qkv.dtype(), MemoryTag::activations);
   kernels::attention_backward(pc_->exec, dout, s.qkv, s.attention, s.config, dqkv, workspace_);
   if (cfg_.rotary) {
     kernels::rope_backward(pc_->exec, dqkv, rope_table_, rope_config(s.config.sequence_major));
   }
   ctx.release(this);
-  Tensor dx = qkv_->backward(ctx, dqkv);
-  if (gathers_sequence())
-    dx = parallel::backward(pc_->exec, parallel::Mapping::gather_from_sp, g, dx);
-  return dx;
+  return dqkv;
 }
 
 Tensor MultiheadAttention::dropout_mask(Ctx& ctx) {

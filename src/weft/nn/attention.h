@@ -41,6 +41,12 @@
 // Gpt builds one for all its layers. Not with GTP (refused by name).
 // proj is a residual output projection (std init_std/√(2·layers), GPT-2).
 //
+// With an input norm, input_norm() hands it to a caller that runs it itself
+// (fused with the residual add before it, nn/norm.h) and calls
+// forward_normed / backward_normed with the normalized input and its
+// gradient; null when attention gathers its input before the norm
+// (replicated under sequence SP).
+//
 // Rotary positions (rotary): q and k rotated in place after the qkv GEMM by
 // position (Hugging Face Llama's rotate-half, base rope_theta), the cos/sin
 // table computed once at construction for max_positions positions; backward
@@ -116,6 +122,11 @@ class MultiheadAttention : public Module {
   Tensor forward(Ctx& ctx, const Tensor& x) override;
   // dy -> dx in x's dtype
   Tensor backward(Ctx& ctx, const Tensor& dy) override;
+  // The input norm a caller may run itself, or null (see above).
+  Norm* input_norm();
+  // n = input_norm()(x) -> y; dy -> the gradient of n.
+  Tensor forward_normed(Ctx& ctx, const Tensor& n);
+  Tensor backward_normed(Ctx& ctx, const Tensor& dy);
   std::vector<Module*> children() override { return {qkv_.get(), &proj_}; }
 
   const MultiheadAttentionConfig& config() const { return cfg_; }
@@ -139,6 +150,10 @@ class MultiheadAttention : public Module {
     kernels::AttentionConfig config;
   };
   static MultiheadAttentionConfig checked(MultiheadAttentionConfig cfg, int tp_size);
+  void check_input(const Tensor& x) const;
+  // From the qkv activation to the projected output, and back to dqkv.
+  Tensor attend(Ctx& ctx, const Tensor& qkv);
+  Tensor attend_backward(Ctx& ctx, const Tensor& dy);
   // qkv: the layer's Linear (with its input norm when there is one).
   void build_qkv();
   kernels::RopeConfig rope_config(bool sequence_major) const;
@@ -150,6 +165,7 @@ class MultiheadAttention : public Module {
   MultiheadAttentionConfig cfg_;
   std::unique_ptr<Module> qkv_;  // LayerNormLinear with an input norm, else Linear
   Linear* qkv_linear_ = nullptr;
+  LayerNormLinear* qkv_norm_ = nullptr;  // qkv_ when it has the input norm
   Linear proj_;
   kernels::AttentionWorkspace workspace_;
   Tensor rope_table_;  // rotary: (max_positions, D/2, 2) cos and sin

@@ -199,9 +199,14 @@ Tensor Gpt::tokens_for_group(const Tensor& tokens) const {
 }
 
 Tensor Gpt::forward_hidden(Ctx& ctx, const Tensor& tokens) {
-  Tensor x = embedding_.forward(ctx, tokens_for_group(tokens));
-  for (auto& l : layers_) x = l->forward(ctx, x);
-  return ln_f_.forward(ctx, x);
+  TransformerLayer::Stream s{embedding_.forward(ctx, tokens_for_group(tokens)), {}};
+  // Each layer runs the norm that reads its output (the next layer's ln_1,
+  // then ln_f) fused with its last residual add.
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Norm* next = i + 1 < layers_.size() ? layers_[i + 1]->input_norm() : &ln_f_;
+    s = layers_[i]->forward_stream(ctx, s, next);
+  }
+  return s.normed.defined() ? s.normed : ln_f_.forward(ctx, s.x);
 }
 
 Tensor Gpt::forward(Ctx& ctx, const Tensor& tokens) {

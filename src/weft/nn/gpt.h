@@ -3,7 +3,8 @@
 //
 //   tokens (B, T) i32
 //   -> VocabParallelEmbedding (wte split by vocabulary over TP [, + wpe])
-//   -> layers × TransformerLayer (pre-norm)
+//   -> layers × TransformerLayer (pre-norm; each runs the next one's ln_1,
+//      the last one ln_f, fused with its last residual add)
 //   -> ln_f -> LmHead (tied to wte, or its own lm_head.weight)
 //   -> vocab-parallel cross-entropy
 //

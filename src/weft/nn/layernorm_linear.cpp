@@ -43,6 +43,10 @@ LayerNormLinear::Outputs LayerNormLinear::forward_both(Ctx& ctx, const Tensor& x
 }
 
 Tensor LayerNormLinear::backward_both(Ctx& ctx, const Tensor& dy, const Tensor& dnorm) {
+  return norm_.backward(ctx, backward_normed(ctx, dy, dnorm));
+}
+
+Tensor LayerNormLinear::backward_normed(Ctx& ctx, const Tensor& dy, const Tensor& dnorm) {
   Tensor dn = linear_.backward(ctx, dy);
   if (dnorm.defined()) {
     WEFT_CHECK(cfg_.return_layernorm_output,
@@ -55,7 +59,7 @@ Tensor LayerNormLinear::backward_both(Ctx& ctx, const Tensor& dy, const Tensor& 
     kernels::add(linear_.context().exec, dn, dnorm, sum);
     dn = sum;
   }
-  return norm_.backward(ctx, dn);
+  return dn;
 }
 
 }  // namespace weft::nn

@@ -15,6 +15,10 @@
 // of x), and backward_both take its gradient, added to the gradient the GEMM
 // sends back before the norm's backward.
 //
+// forward_normed / backward_normed are the Linear alone, for a caller that
+// runs the norm itself (fused with the residual add before it: Norm's
+// forward_add and backward_add): they take n and return its gradient.
+//
 // Collectives (TP > 1, partitioned):  forward        backward
 //   no SP                             0              1 all_reduce
 //   SP (seq or batch)                 1 all_gather   1 reduce_scatter
@@ -58,6 +62,11 @@ class LayerNormLinear : public Module {
   Outputs forward_both(Ctx& ctx, const Tensor& x);
   // dnorm: the gradient of Outputs::norm (may be undefined: zero).
   Tensor backward_both(Ctx& ctx, const Tensor& dy, const Tensor& dnorm);
+
+  // n = norm(x) (..., in), computed by the caller -> y (..., out/T)
+  Tensor forward_normed(Ctx& ctx, const Tensor& n) { return linear_.forward(ctx, n); }
+  // dy -> the gradient of n (dnorm added when defined); the caller runs the norm's backward.
+  Tensor backward_normed(Ctx& ctx, const Tensor& dy, const Tensor& dnorm = {});
 
   // x (..., in) -> y (..., out/T)
   Tensor forward(Ctx& ctx, const Tensor& x) override { return forward_both(ctx, x).y; }

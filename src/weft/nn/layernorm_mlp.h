@@ -8,6 +8,16 @@
 //     -> fc2 (H/T -> C, row-parallel) -> reduce_from_tp [SP: reduce_scatter_to_sp] -> + bias
 //   -> y (..., C) [SP: this rank's tokens]
 //
+// forward_normed / backward_normed run the MLP after its norm, for a caller
+// that runs norm() itself (fused with the residual add before it).
+//
+// fc1's bias is added by its GEMM (a oneDNN matmul bias) and GELU is a
+// separate vectorized pass that keeps fc1's output (the pre-activation) for
+// backward: oneDNN cannot write both the pre- and the post-activation from one
+// matmul, and writing GELU as the matmul's post-op would make backward
+// recompute the pre-activation with a second GEMM (see layernorm_mlp.cpp for
+// the measurement).
+//
 // H (hidden) is 4·C by default. Under SwiGLU fc1's weight stacks Llama's
 // gate_proj over up_proj (2H rows), split over TP group by group, so each
 // rank holds the gate and up rows of its H/T hidden units and the product
@@ -56,6 +66,10 @@ class LayerNormMLP : public Module {
   Tensor forward(Ctx& ctx, const Tensor& x) override;
   // dy (..., C) -> dx (..., C) in x's dtype
   Tensor backward(Ctx& ctx, const Tensor& dy) override;
+  // n = norm()(x) (..., C) -> y (..., C); and dy -> the gradient of n.
+  Tensor forward_normed(Ctx& ctx, const Tensor& n);
+  Tensor backward_normed(Ctx& ctx, const Tensor& dy);
+  Norm& norm() { return fc1_.norm(); }
   std::vector<Module*> children() override { return {&fc1_, &fc2_}; }
 
   const LayerNormMLPConfig& config() const { return cfg_; }

@@ -7,11 +7,21 @@ namespace weft::nn {
 
 namespace {
 
-// a + b in a's dtype (b converted): the residual-stream update.
-Tensor residual_add(const ExecContext& ec, const Tensor& a, const Tensor& b) {
+// a + b in a's dtype (b converted).
+Tensor add(const ExecContext& ec, const Tensor& a, const Tensor& b) {
   Tensor out = ec.empty(a.shape(), a.dtype(), MemoryTag::activations);
   kernels::add(ec, a, b.to(a.dtype()), out);
   return out;
+}
+
+// dy through a residual dropout of mask (none when undefined): the branch's
+// gradient in `compute`.
+Tensor dropout_backward(const ExecContext& ec, const Tensor& dy, const Tensor& mask, float p,
+                        DType compute) {
+  if (!mask.defined()) return dy.to(compute);
+  Tensor dx = ec.empty(dy.shape(), dy.dtype(), MemoryTag::activations);
+  kernels::dropout_backward(ec, dy, mask, p, dx);
+  return dx.to(compute);
 }
 
 }  // namespace
@@ -70,48 +80,87 @@ TransformerLayer::TransformerLayer(ContextPtr context, TransformerLayerConfig cf
              "{}: hidden dropout must lie in [0, 1), got {}", cfg_.name, cfg_.hidden_dropout);
 }
 
-Tensor TransformerLayer::residual_dropout(Ctx& ctx, const Tensor& branch, Tensor& mask) const {
+kernels::ResidualDropout TransformerLayer::draw_dropout(Ctx& ctx, int64_t n) const {
   parallel::RngTracker* rng = ctx.rng();
-  if (!rng || !ctx.training() || cfg_.hidden_dropout == 0.0f) {
-    mask = {};
-    return branch;
-  }
+  if (!rng || !ctx.training() || cfg_.hidden_dropout == 0.0f) return {};
   // Without SP the TP ranks hold the same activations and must agree; under
   // SP each holds its own tokens.
   auto scope = rng->fork(pc_->sequence_parallel() ? parallel::kModelParallelStream
                                                   : parallel::kDefaultStream);
-  parallel::RngTracker::Stream draw = rng->take(static_cast<uint64_t>(branch.numel()));
-  const ExecContext& ec = pc_->exec;
-  Tensor y = ec.empty(branch.shape(), branch.dtype(), MemoryTag::activations);
-  mask = ec.empty(branch.shape(), DType::u8, MemoryTag::activations);
-  kernels::dropout_forward(pc_->exec, branch, cfg_.hidden_dropout, draw.seed, draw.offset, y, mask);
-  return y;
+  parallel::RngTracker::Stream draw = rng->take(static_cast<uint64_t>(n));
+  return {.p = cfg_.hidden_dropout, .seed = draw.seed, .offset = draw.offset};
 }
 
-Tensor TransformerLayer::residual_dropout_backward(const Tensor& dy, const Tensor& mask) const {
-  if (!mask.defined()) return dy.to(pc_->compute());
-  Tensor dx = pc_->exec.empty(dy.shape(), dy.dtype(), MemoryTag::activations);
-  kernels::dropout_backward(pc_->exec, dy, mask, cfg_.hidden_dropout, dx);
-  return dx.to(pc_->compute());
+Tensor TransformerLayer::residual_add(Ctx& ctx, const Tensor& x, const Tensor& branch,
+                                      Tensor& mask) const {
+  const kernels::ResidualDropout d = draw_dropout(ctx, branch.numel());
+  mask = {};
+  if (d.p == 0.0f) return add(pc_->exec, x, branch);
+  const ExecContext& ec = pc_->exec;
+  Tensor dropped = ec.empty(branch.shape(), branch.dtype(), MemoryTag::activations);
+  mask = ec.empty(branch.shape(), DType::u8, MemoryTag::activations);
+  kernels::dropout_forward(ec, branch, d.p, d.seed, d.offset, dropped, mask);
+  return add(ec, x, dropped);
 }
 
 Tensor TransformerLayer::forward(Ctx& ctx, const Tensor& x) {
+  return forward_stream(ctx, {x, {}}, nullptr).x;
+}
+
+Tensor TransformerLayer::mlp_forward(Ctx& ctx, const Tensor& x, const Tensor& a, Tensor& h,
+                                     Saved& s) {
+  if (!mlp_) {
+    h = residual_add(ctx, x, a, s.attn_mask);
+    return moe_->forward(ctx, h);
+  }
+  Norm::AddOutputs r = mlp_->norm().forward_add(ctx, x, a, draw_dropout(ctx, a.numel()));
+  h = r.sum;
+  s.attn_mask = r.mask;
+  return mlp_->forward_normed(ctx, r.y);
+}
+
+TransformerLayer::Stream TransformerLayer::forward_stream(Ctx& ctx, const Stream& in, Norm* next) {
   Saved& s = ctx.saved<Saved>(this);
+  Norm* n1 = input_norm();
+  WEFT_CHECK(n1 || !in.normed.defined(),
+             "{}: a normalized input for a layer whose attention runs its own norm", cfg_.name);
+  Tensor a;
+  if (n1) {
+    a = attn_.forward_normed(ctx, in.normed.defined() ? in.normed : n1->forward(ctx, in.x));
+  } else {
+    a = attn_.forward(ctx, in.x);
+  }
+  Tensor h;
+  const Tensor m = mlp_forward(ctx, in.x, a, h, s);
+  if (!next) return {residual_add(ctx, h, m, s.mlp_mask), {}};
+  Norm::AddOutputs r = next->forward_add(ctx, h, m, draw_dropout(ctx, m.numel()));
+  s.mlp_mask = r.mask;
+  return {r.sum, r.y};
+}
+
+Tensor TransformerLayer::mlp_backward(Ctx& ctx, const Tensor& dy, const Saved& s, Tensor& dh) {
   const ExecContext& ec = pc_->exec;
-  Tensor h = residual_add(ec, x, residual_dropout(ctx, attn_.forward(ctx, x), s.attn_mask));
-  return residual_add(ec, h, residual_dropout(ctx, mlp_module().forward(ctx, h), s.mlp_mask));
+  const float p = cfg_.hidden_dropout;
+  // y = h + drop(mlp(h)):  dh = dy + mlp'(drop'(dy))
+  const Tensor dm = dropout_backward(ec, dy, s.mlp_mask, p, pc_->compute());
+  if (!mlp_) {
+    dh = add(ec, dy, moe_->backward(ctx, dm));
+    return dropout_backward(ec, dh, s.attn_mask, p, pc_->compute());
+  }
+  Norm::AddGrads r =
+      mlp_->norm().backward_add(ctx, mlp_->backward_normed(ctx, dm), dy, s.attn_mask, p);
+  dh = r.dx;
+  return r.dbranch;
 }
 
 Tensor TransformerLayer::backward(Ctx& ctx, const Tensor& dy) {
-  Saved& s = ctx.saved<Saved>(this);
-  Tensor attn_mask = s.attn_mask, mlp_mask = s.mlp_mask;
+  const Saved s = ctx.saved<Saved>(this);
   ctx.release(this);
-  // y = h + drop(mlp(h)):  dh = dy + mlp'(drop'(dy))
-  const ExecContext& ec = pc_->exec;
-  Tensor dh =
-      residual_add(ec, dy, mlp_module().backward(ctx, residual_dropout_backward(dy, mlp_mask)));
+  Tensor dh;
+  const Tensor da = mlp_backward(ctx, dy, s, dh);
   // h = x + drop(attn(x)): dx = dh + attn'(drop'(dh))
-  return residual_add(ec, dh, attn_.backward(ctx, residual_dropout_backward(dh, attn_mask)));
+  if (Norm* n1 = input_norm()) return n1->backward_add(ctx, attn_.backward_normed(ctx, da), dh).dx;
+  return add(pc_->exec, dh, attn_.backward(ctx, da));
 }
 
 Module& TransformerLayer::mlp_module() {

@@ -12,6 +12,13 @@
 //   <name>.ln_1.{weight,bias}  <name>.attn.qkv.{weight,bias}  <name>.attn.proj.{weight,bias}
 //   <name>.ln_2.{weight,bias}  <name>.mlp.fc1.{weight,bias}   <name>.mlp.fc2.{weight,bias}
 //
+// The residual adds are fused with the norm that reads their result (Norm's
+// forward_add / backward_add, one pass over the rows; bitwise the unfused
+// composition): h with ln_2 (a dense MLP; a MoE MLP runs its own norm), and
+// y with the next layer's ln_1 or the final norm when the caller passes it to
+// forward_stream (Gpt does); the layer's backward then runs ln_1's backward
+// adding the stream's gradient. Residual dropout runs inside those passes.
+//
 // The partition plan says whether <name>.attn and <name>.mlp are partitioned
 // (each as a whole; see partition.h). Residual dropout draws from the
 // "default" stream without SP: every TP rank holds the same activations there
@@ -71,6 +78,20 @@ class TransformerLayer : public Module {
   // x (B, T, C) -> y (B, T, C), both in x's dtype
   Tensor forward(Ctx& ctx, const Tensor& x) override;
   Tensor backward(Ctx& ctx, const Tensor& dy) override;
+
+  // The residual stream between layers: x, and (when defined) normed =
+  // input_norm()(x) in the compute dtype, run by the layer before.
+  struct Stream {
+    Tensor x, normed;
+  };
+  // in -> out; `next` (null: none) is the norm that reads this layer's output
+  // (the next layer's input_norm(), or the model's final norm): it runs here,
+  // fused with the last residual add, and out.normed is its output. backward
+  // takes the whole gradient of out.x (the next norm's backward included).
+  Stream forward_stream(Ctx& ctx, const Stream& in, Norm* next);
+  // The norm the layer before may run for this one (attention's input norm),
+  // or null: then in.normed must be undefined.
+  Norm* input_norm() { return attn_.input_norm(); }
   std::vector<Module*> children() override { return {&attn_, &mlp_module()}; }
 
   const TransformerLayerConfig& config() const { return cfg_; }
@@ -91,10 +112,16 @@ class TransformerLayer : public Module {
   struct Saved {
     Tensor attn_mask, mlp_mask;
   };
-  // branch -> dropout(branch); mask set when it ran.
-  Tensor residual_dropout(Ctx& ctx, const Tensor& branch, Tensor& mask) const;
-  // dy -> the gradient of the branch before dropout, in the compute dtype.
-  Tensor residual_dropout_backward(const Tensor& dy, const Tensor& mask) const;
+  // The residual dropout of a branch of n elements: its draw from the RNG
+  // stream, p = 0 when none runs (no RNG, not training, or p = 0).
+  kernels::ResidualDropout draw_dropout(Ctx& ctx, int64_t n) const;
+  // x + dropout(branch) in x's dtype, without a norm after it; mask set when
+  // dropout ran.
+  Tensor residual_add(Ctx& ctx, const Tensor& x, const Tensor& branch, Tensor& mask) const;
+  // h = x + dropout(a), and the MLP on it: returns the MLP's output.
+  Tensor mlp_forward(Ctx& ctx, const Tensor& x, const Tensor& a, Tensor& h, Saved& s);
+  // dy (the gradient of h) -> the gradient of the attention branch; dh set.
+  Tensor mlp_backward(Ctx& ctx, const Tensor& dy, const Saved& s, Tensor& dh);
 
   Module& mlp_module();
 

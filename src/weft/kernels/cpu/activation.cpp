@@ -4,12 +4,10 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include "weft/core/exec_context.h"
 #include "weft/kernels/cpu/clones.h"
-#include "weft/kernels/cpu/onednn.h"
 #include "weft/kernels/elementwise.h"
 
 namespace weft::kernels::impl {
@@ -20,100 +18,11 @@ using detail::BF16;
 using detail::from_f32;
 using detail::ptr;
 using detail::to_f32;
-using dnnl::memory;
 
 constexpr int64_t kBlockRows = 64;
 
-// GELU forward and backward primitives, cached per (size, dtype, threads).
-struct GeluEntry {
-  dnnl::eltwise_forward fwd;
-  dnnl::eltwise_backward bwd;
-  memory src, dst, diff_dst, diff_src;
-};
-
-// (elements, dtype, threads): a key of three fields, so no thread count can
-// collide with another dtype's entry.
-struct GeluKey {
-  int64_t n;
-  DType dtype;
-  int threads;
-  bool operator==(const GeluKey&) const = default;
-};
-
-struct GeluKeyHash {
-  size_t operator()(const GeluKey& k) const {
-    return std::hash<int64_t>()(k.n) * 31 + static_cast<size_t>(k.dtype) * 7919 +
-           static_cast<size_t>(k.threads);
-  }
-};
-
-GeluEntry& gelu_entry(const ExecContext& ec, int64_t n, DType dt) {
-  thread_local std::unordered_map<GeluKey, GeluEntry, GeluKeyHash> cache;
-  const GeluKey key{n, dt, cpu::apply_thread_budget(ec)};
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  memory::desc md({n}, cpu::to_dnnl(dt), memory::format_tag::a);
-  auto alg = dnnl::algorithm::eltwise_gelu_tanh;
-  dnnl::eltwise_forward::primitive_desc fpd({dnnl::prop_kind::forward_training, alg, md, 0.f, 0.f},
-                                            cpu::engine());
-  dnnl::eltwise_backward::primitive_desc bpd({alg, md, md, 0.f, 0.f}, cpu::engine(), fpd);
-  GeluEntry e{dnnl::eltwise_forward(fpd),         dnnl::eltwise_backward(bpd),
-              memory(md, cpu::engine(), nullptr), memory(md, cpu::engine(), nullptr),
-              memory(md, cpu::engine(), nullptr), memory(md, cpu::engine(), nullptr)};
-  return cache.emplace(key, std::move(e)).first->second;
-}
-
-void execute(const dnnl::primitive& p, const dnnl_exec_arg_t* args, int n) {
-  dnnl_status_t st = dnnl_primitive_execute(p.get(), cpu::stream().get(), n, args);
-  WEFT_CHECK(st == dnnl_success, "oneDNN eltwise failed with status {}", static_cast<int>(st));
-  cpu::stream().wait();
-}
-
-}  // namespace
-
-template <>
-void gelu_forward<Backend::cpu>(const ExecContext& ec, const Tensor& x, Tensor& y) {
-  const int64_t n = x.numel();
-  if (n == 0) return;
-  // Without native bf16 eltwise, the f32 primitive on the widened values, one
-  // rounding at the end, as the native bf16 primitive computes.
-  const bool emulate = x.dtype() == DType::bf16 && cpu::emulate_bf16();
-  GeluEntry& e = gelu_entry(ec, n, emulate ? DType::f32 : x.dtype());
-  float* xs = emulate ? cpu::staging(0, n) : nullptr;
-  float* ys = emulate ? cpu::staging(1, n) : nullptr;
-  if (emulate) cpu::widen_bf16(ec, x.bf16_data(), xs, n);
-  e.src.set_data_handle(emulate ? xs : x.raw());
-  e.dst.set_data_handle(emulate ? ys : y.raw());
-  dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, e.src.get()}, {DNNL_ARG_DST, e.dst.get()}};
-  execute(e.fwd, args, 2);
-  if (emulate) cpu::narrow_to_bf16(ec, ys, y.bf16_data(), n);
-}
-
-template <>
-void gelu_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, const Tensor& x,
-                                 Tensor& dx) {
-  const int64_t n = x.numel();
-  if (n == 0) return;
-  const bool emulate = x.dtype() == DType::bf16 && cpu::emulate_bf16();
-  GeluEntry& e = gelu_entry(ec, n, emulate ? DType::f32 : x.dtype());
-  float* xs = emulate ? cpu::staging(0, n) : nullptr;
-  float* dys = emulate ? cpu::staging(1, n) : nullptr;
-  float* dxs = emulate ? cpu::staging(2, n) : nullptr;
-  if (emulate) {
-    cpu::widen_bf16(ec, x.bf16_data(), xs, n);
-    cpu::widen_bf16(ec, dy.bf16_data(), dys, n);
-  }
-  e.src.set_data_handle(emulate ? xs : x.raw());
-  e.diff_dst.set_data_handle(emulate ? dys : dy.raw());
-  e.diff_src.set_data_handle(emulate ? dxs : dx.raw());
-  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e.src.get()},
-                             {DNNL_ARG_DIFF_DST, e.diff_dst.get()},
-                             {DNNL_ARG_DIFF_SRC, e.diff_src.get()}};
-  execute(e.bwd, args, 3);
-  if (emulate) cpu::narrow_to_bf16(ec, dxs, dx.bf16_data(), n);
-}
-
-namespace {
+// Elements per parallel task of the element-wise GELU loops.
+constexpr int64_t kChunk = 1 << 12;
 
 // σ(g) = 1 / (1 + e^-g) without a call, so that the row loops vectorize
 // (std::exp does not without -ffast-math): detail::exp_in_range of -g with |g|
@@ -184,7 +93,88 @@ WEFT_ROW_CLONES void swiglu_grad_rows(const BF16* gu, const BF16* dy, BF16* dgu,
   }
 }
 
+// oneDNN's gelu_tanh constants (√(2/π) rounded to f32 as oneDNN writes it).
+constexpr float kSqrt2OverPi = 0.79788458347320556640625f;
+constexpr float kFitting = 0.044715f;
+
+// GELU's tanh form through the logistic function, so that the loops
+// vectorize (tanhf is a call): 0.5·x·(1 + tanh(u)) = x·σ(2u) with
+// u = √(2/π)·(x + 0.044715·x³), and its derivative, oneDNN's
+// 0.5·(1 + tanh(u))·(1 + x·(1 − tanh(u))·u') = σ(2u)·(1 + 2x·(1 − σ(2u))·u').
+// On the 2-core Zen 4 VM (one thread, 2048 x 512 f32, GPT-2 tiny's fc1;
+// medians of 3 under load) these loops took 0.66 ms forward and 0.96 ms
+// backward where oneDNN 2.6's eltwise primitives took 1.10 and 1.61.
+template <typename T>
+inline void gelu_row(const T* x, T* y, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    const float v = to_f32(x[j]);
+    const float u = kSqrt2OverPi * v * (1.0f + kFitting * v * v);
+    y[j] = from_f32<T>(v * sigmoid(2.0f * u));
+  }
+}
+
+template <typename T>
+inline void gelu_grad_row(const T* dy, const T* x, T* dx, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    const float v = to_f32(x[j]);
+    const float s = sigmoid(2.0f * kSqrt2OverPi * v * (1.0f + kFitting * v * v));
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kFitting * v * v);
+    dx[j] = from_f32<T>(to_f32(dy[j]) * (s * (1.0f + 2.0f * v * (1.0f - s) * du)));
+  }
+}
+
+// n elements in chunks over the threads, on the instruction set the
+// processor has.
+WEFT_ROW_CLONES void gelu_rows(const float* x, float* y, int64_t n, int threads) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    gelu_row(x + c * kChunk, y + c * kChunk, std::min(kChunk, n - c * kChunk));
+  }
+}
+WEFT_ROW_CLONES void gelu_rows(const BF16* x, BF16* y, int64_t n, int threads) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    gelu_row(x + c * kChunk, y + c * kChunk, std::min(kChunk, n - c * kChunk));
+  }
+}
+WEFT_ROW_CLONES void gelu_grad_rows(const float* dy, const float* x, float* dx, int64_t n,
+                                    int threads) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t o = c * kChunk;
+    gelu_grad_row(dy + o, x + o, dx + o, std::min(kChunk, n - o));
+  }
+}
+WEFT_ROW_CLONES void gelu_grad_rows(const BF16* dy, const BF16* x, BF16* dx, int64_t n,
+                                    int threads) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t o = c * kChunk;
+    gelu_grad_row(dy + o, x + o, dx + o, std::min(kChunk, n - o));
+  }
+}
+
 }  // namespace
+
+template <>
+void gelu_forward<Backend::cpu>(const ExecContext& ec, const Tensor& x, Tensor& y) {
+  detail::dispatch_float(
+      x.dtype(), [&]<typename T>() { gelu_rows(ptr<T>(x), ptr<T>(y), x.numel(), ec.threads()); });
+}
+
+template <>
+void gelu_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, const Tensor& x,
+                                 Tensor& dx) {
+  detail::dispatch_float(x.dtype(), [&]<typename T>() {
+    gelu_grad_rows(ptr<T>(dy), ptr<T>(x), ptr<T>(dx), x.numel(), ec.threads());
+  });
+}
 
 template <>
 void swiglu_forward<Backend::cpu>(const ExecContext& ec, const Tensor& gu, Tensor& out) {
@@ -217,6 +207,21 @@ void bias_add<Backend::cpu>(const ExecContext& ec, Tensor& y, const Tensor& bias
   });
 }
 
+namespace {
+
+// acc[0..n) += row, column by column (the bias gradient's block sums, in row
+// order: vectorizing across columns keeps each column's order).
+WEFT_ROW_CLONES void add_row_into(const float* row, float* acc, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) acc[j] += row[j];
+}
+WEFT_ROW_CLONES void add_row_into(const BF16* row, float* acc, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) acc[j] += to_f32(row[j]);
+}
+
+}  // namespace
+
 template <>
 void bias_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, Tensor& dbias) {
   const int64_t n = dy.shape().rows(), c = dy.shape().last();
@@ -231,7 +236,7 @@ void bias_backward<Backend::cpu>(const ExecContext& ec, const Tensor& dy, Tensor
       float* pb = partial + b * c;
       for (int64_t j = 0; j < c; ++j) pb[j] = 0.f;
       for (int64_t r = b * kBlockRows; r < std::min(n, (b + 1) * kBlockRows); ++r)
-        for (int64_t j = 0; j < c; ++j) pb[j] += to_f32(dp[r * c + j]);
+        add_row_into(dp + r * c, pb, c);
     }
   });
   float* db = dbias.data<float>();

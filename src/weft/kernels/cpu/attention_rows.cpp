@@ -38,6 +38,28 @@ WEFT_ROW_CLONES void bf16_row(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t j = 0; j < n; ++j) dst[j] = f32_to_bf16(src[j]);
 }
 
+WEFT_ROW_CLONES void scaled_row(const float* src, float a, float* dst, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) dst[j] = src[j] * a;
+}
+WEFT_ROW_CLONES void scaled_row(const float* src, float a, uint16_t* dst, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) dst[j] = f32_to_bf16(src[j] * a);
+}
+
+WEFT_ROW_CLONES float dot_row(const float* a, const float* b, int64_t n) {
+  float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t j = 0; j < n; ++j) dot += a[j] * b[j];
+  return dot;
+}
+WEFT_ROW_CLONES float dot_row(const uint16_t* a, const uint16_t* b, int64_t n) {
+  float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t j = 0; j < n; ++j) dot += bf16_to_f32(a[j]) * bf16_to_f32(b[j]);
+  return dot;
+}
+
 WEFT_ROW_CLONES void softmax_grad_row(const float* p, float* g, int64_t n, float delta) {
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) g[j] = p[j] * (g[j] - delta);

@@ -31,6 +31,12 @@ void exp_row(float* p, int64_t n, float shift);
 void scale_row(float* x, int64_t n, float a);
 // dst[0..n) = bf16(src)
 void bf16_row(const float* src, uint16_t* dst, int64_t n);
+// dst[0..n) = src·a, in f32 or rounded to bf16.
+void scaled_row(const float* src, float a, float* dst, int64_t n);
+void scaled_row(const float* src, float a, uint16_t* dst, int64_t n);
+// Σ a·b over n elements (f32, or bf16 widened).
+float dot_row(const float* a, const float* b, int64_t n);
+float dot_row(const uint16_t* a, const uint16_t* b, int64_t n);
 // The softmax gradient: g[0..n) -> p·(g - delta), or into bf16 dst.
 void softmax_grad_row(const float* p, float* g, int64_t n, float delta);
 void softmax_grad_row(const float* p, const float* g, uint16_t* dst, int64_t n, float delta);

@@ -1,5 +1,6 @@
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/grid_stride.cuh"
+#include "weft/kernels/cuda/philox.cuh"
 #include "weft/kernels/elementwise.h"
 #include "weft/kernels/impl/norm.h"
 
@@ -15,19 +16,72 @@ namespace {
 // which is exactly the CPU's order.
 constexpr int64_t kBlockRows = 64;
 
-// x (n, c), gamma (c), beta (c) -> y (n, c), mean (n), rstd (n).
-// One block per row: mean, biased variance about the mean (two passes, as
-// the CPU), y = (x - mean)·rstd·gamma + beta.
+// v rounded to T (a no-op for f32), as a store and a load of T give it.
 template <typename T>
-__global__ void layer_norm_forward_kernel(const T* x, const float* gamma, const float* beta,
-                                          float eps, T* y, float* mean, float* rstd, int64_t n,
-                                          int64_t c) {
+__device__ __forceinline__ float rounded(float v) {
+  T t;
+  store_f(&t, 0, v);
+  return load_f(&t, 0);
+}
+
+// The residual add in front of a norm (impl::ResidualAdd) as device pointers;
+// branch null: the norm reads x itself.
+template <typename T>
+struct DeviceResidual {
+  const T* branch = nullptr;
+  T* sum = nullptr;
+  uint8_t* mask = nullptr;
+  float p = 0.0f, scale = 1.0f;
+  uint64_t seed = 0, offset = 0;
+};
+
+template <typename T>
+DeviceResidual<T> device_residual(const ResidualAdd* r) {
+  DeviceResidual<T> d;
+  if (!r) return d;
+  d.branch = dptr<const T>(r->branch);
+  d.sum = dptr<T>(r->sum);
+  d.p = r->dropout.p;
+  d.seed = r->dropout.seed;
+  d.offset = r->dropout.offset;
+  if (d.p > 0.0f) {
+    d.mask = dptr<uint8_t>(r->mask);
+    d.scale = 1.0f / (1.0f - d.p);
+  }
+  return d;
+}
+
+// Element i of what the norm reads: x's, or sum = x + dropout(branch) written
+// first as dropout_forward and add round it (the thread that writes an
+// element of sum is the one that reads it back).
+template <typename T>
+__device__ __forceinline__ float residual_element(const T* x, const DeviceResidual<T>& res,
+                                                  int64_t i) {
+  if (!res.branch) return load_f(x, i);
+  float b = load_f(res.branch, i);
+  if (res.p > 0.0f) {
+    const bool keep = uniform_at(res.seed, res.offset, static_cast<uint64_t>(i)) >= res.p;
+    res.mask[i] = keep;
+    b = rounded<T>(keep ? b * res.scale : 0.0f);
+  }
+  store_f(res.sum, i, load_f(x, i) + b);
+  return load_f(res.sum, i);
+}
+
+// x (n, c) [or sum = x + dropout(branch)], gamma (c), beta (c) -> y (n, c),
+// mean (n), rstd (n). One block per row: mean, biased variance about the
+// mean (two passes, as the CPU), y = (x - mean)·rstd·gamma + beta.
+template <typename T>
+__global__ void layer_norm_forward_kernel(const T* x, DeviceResidual<T> res, const float* gamma,
+                                          const float* beta, float eps, T* y, float* mean,
+                                          float* rstd, int64_t n, int64_t c) {
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
-    const T* xr = x + r * c;
-    T* yr = y + r * c;
     float sum = 0.0f;
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) sum += load_f(xr, j);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
+      sum += residual_element(x, res, r * c + j);
+    const T* xr = (res.branch ? res.sum : x) + r * c;
+    T* yr = y + r * c;
     const float m = block_sum(sum, scratch) / static_cast<float>(c);
     float var = 0.0f;
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
@@ -47,15 +101,47 @@ __global__ void layer_norm_forward_kernel(const T* x, const float* gamma, const 
 
 // dy (n, c), x (n, c), gamma (c), mean (n), rstd (n) -> dx (n, c). One block per
 // row: dx = s·(dy·g - mean(dy·g) - xhat·mean(dy·g·xhat)).
+// The residual gradient of a norm's backward (kernels/norm.h ResidualGrad) as
+// device pointers; null fields are not asked for.
+template <typename T>
+struct DeviceResidualGrad {
+  const T* dres = nullptr;
+  const uint8_t* mask = nullptr;
+  float scale = 1.0f;
+  T* dbranch = nullptr;
+};
+
+template <typename T>
+DeviceResidualGrad<T> device_residual_grad(const ResidualGrad& r) {
+  DeviceResidualGrad<T> d;
+  if (r.dres) d.dres = dptr<const T>(*r.dres);
+  if (r.dbranch) {
+    d.dbranch = dptr<T>(*r.dbranch);
+    d.mask = dptr<const uint8_t>(*r.mask);
+    d.scale = 1.0f / (1.0f - r.p);
+  }
+  return d;
+}
+
+// Stores element i of dx = norm'(dy) (+ dres), and of dbranch = dx·mask/(1-p),
+// with the roundings of the separate kernels.
+template <typename T>
+__device__ __forceinline__ void store_dx(T* dx, const DeviceResidualGrad<T>& res, int64_t i,
+                                         float v) {
+  if (res.dres) v = load_f(res.dres, i) + rounded<T>(v);
+  store_f(dx, i, v);
+  if (res.dbranch) store_f(res.dbranch, i, res.mask[i] ? rounded<T>(v) * res.scale : 0.0f);
+}
+
 template <typename T>
 __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* gamma, const float* mean,
-                                     const float* rstd, T* dx, int64_t n, int64_t c) {
+                                     const float* rstd, T* dx, DeviceResidualGrad<T> res, int64_t n,
+                                     int64_t c) {
   __shared__ float scratch[32];
   const float inv_c = 1.0f / static_cast<float>(c);
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     const T* xr = x + r * c;
     const T* dyr = dy + r * c;
-    T* dxr = dx + r * c;
     const float m = mean[r], s = rstd[r];
     float sum_dg = 0.0f, sum_dgx = 0.0f;
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
@@ -68,7 +154,7 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* gamma
     sum_dgx = block_sum(sum_dgx, scratch) * inv_c;
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
       const float xhat = (load_f(xr, j) - m) * s;
-      store_f(dxr, j, s * (load_f(dyr, j) * gamma[j] - sum_dg - xhat * sum_dgx));
+      store_dx(dx, res, r * c + j, s * (load_f(dyr, j) * gamma[j] - sum_dg - xhat * sum_dgx));
     }
   }
 }
@@ -113,19 +199,20 @@ __global__ void add_param_blocks_kernel(const float* partial, int64_t nblocks, i
   }
 }
 
-// x (n, c), gamma (c) -> y (n, c), rstd (n). One block per row.
+// x (n, c) [or sum = x + dropout(branch)], gamma (c) -> y (n, c), rstd (n).
+// One block per row.
 template <typename T>
-__global__ void rms_norm_forward_kernel(const T* x, const float* gamma, float eps, T* y,
-                                        float* rstd, int64_t n, int64_t c) {
+__global__ void rms_norm_forward_kernel(const T* x, DeviceResidual<T> res, const float* gamma,
+                                        float eps, T* y, float* rstd, int64_t n, int64_t c) {
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
-    const T* xr = x + r * c;
-    T* yr = y + r * c;
     float ss = 0.0f;
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-      const float v = load_f(xr, j);
+      const float v = residual_element(x, res, r * c + j);
       ss += v * v;
     }
+    const T* xr = (res.branch ? res.sum : x) + r * c;
+    T* yr = y + r * c;
     const float s = 1.0f / sqrtf(block_sum(ss, scratch) / static_cast<float>(c) + eps);
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
       store_f(yr, j, load_f(xr, j) * s * gamma[j]);
@@ -138,12 +225,11 @@ __global__ void rms_norm_forward_kernel(const T* x, const float* gamma, float ep
 // dx = s·(dy·g - xhat·mean(dy·g·xhat)).
 template <typename T>
 __global__ void rms_norm_dx_kernel(const T* dy, const T* x, const float* gamma, const float* rstd,
-                                   T* dx, int64_t n, int64_t c) {
+                                   T* dx, DeviceResidualGrad<T> res, int64_t n, int64_t c) {
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     const T* xr = x + r * c;
     const T* dyr = dy + r * c;
-    T* dxr = dx + r * c;
     const float s = rstd[r];
     float sum_dgx = 0.0f;
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
@@ -152,7 +238,7 @@ __global__ void rms_norm_dx_kernel(const T* dy, const T* x, const float* gamma, 
     sum_dgx = block_sum(sum_dgx, scratch) / static_cast<float>(c);
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
       const float xhat = load_f(xr, j) * s;
-      store_f(dxr, j, s * (load_f(dyr, j) * gamma[j] - xhat * sum_dgx));
+      store_dx(dx, res, r * c + j, s * (load_f(dyr, j) * gamma[j] - xhat * sum_dgx));
     }
   }
 }
@@ -178,15 +264,16 @@ __global__ void rms_norm_param_blocks_kernel(const T* dy, const T* x, const floa
 }  // namespace
 
 template <>
-void layer_norm_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x, const Tensor& gamma,
+void layer_norm_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x,
+                                       const ResidualAdd* residual, const Tensor& gamma,
                                        const Tensor& beta, float eps, Tensor& y, Tensor& mean,
                                        Tensor& rstd) {
   const int64_t n = x.shape().rows(), c = x.shape().last();
   if (n == 0 || c == 0) return;
   dispatch_float(x.dtype(), "layer_norm_forward", [&]<typename T>() {
     layer_norm_forward_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
-        dptr<const T>(x), dptr<const float>(gamma), dptr<const float>(beta), eps, dptr<T>(y),
-        dptr<float>(mean), dptr<float>(rstd), n, c);
+        dptr<const T>(x), device_residual<T>(residual), dptr<const float>(gamma),
+        dptr<const float>(beta), eps, dptr<T>(y), dptr<float>(mean), dptr<float>(rstd), n, c);
     check_launch("layer_norm_forward");
   });
 }
@@ -194,7 +281,8 @@ void layer_norm_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x, c
 template <>
 void layer_norm_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy, const Tensor& x,
                                         const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
-                                        Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                                        Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                                        const ResidualGrad& residual) {
   const int64_t n = x.shape().rows(), c = x.shape().last();
   if (n == 0 || c == 0) return;
   const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
@@ -202,7 +290,7 @@ void layer_norm_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy,
   dispatch_float(x.dtype(), "layer_norm_backward", [&]<typename T>() {
     layer_norm_dx_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
         dptr<const T>(dy), dptr<const T>(x), dptr<const float>(gamma), dptr<const float>(mean),
-        dptr<const float>(rstd), dptr<T>(dx), n, c);
+        dptr<const float>(rstd), dptr<T>(dx), device_residual_grad<T>(residual), n, c);
     check_launch("layer_norm_backward (dx)");
     layer_norm_param_blocks_kernel<T>
         <<<column_block_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
@@ -216,13 +304,15 @@ void layer_norm_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy,
 }
 
 template <>
-void rms_norm_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x, const Tensor& gamma,
-                                     float eps, Tensor& y, Tensor& rstd) {
+void rms_norm_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x,
+                                     const ResidualAdd* residual, const Tensor& gamma, float eps,
+                                     Tensor& y, Tensor& rstd) {
   const int64_t n = x.shape().rows(), c = x.shape().last();
   if (n == 0 || c == 0) return;
   dispatch_float(x.dtype(), "rms_norm_forward", [&]<typename T>() {
     rms_norm_forward_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
-        dptr<const T>(x), dptr<const float>(gamma), eps, dptr<T>(y), dptr<float>(rstd), n, c);
+        dptr<const T>(x), device_residual<T>(residual), dptr<const float>(gamma), eps, dptr<T>(y),
+        dptr<float>(rstd), n, c);
     check_launch("rms_norm_forward");
   });
 }
@@ -230,7 +320,7 @@ void rms_norm_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x, con
 template <>
 void rms_norm_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy, const Tensor& x,
                                       const Tensor& gamma, const Tensor& rstd, Tensor& dx,
-                                      Tensor& dgamma) {
+                                      Tensor& dgamma, const ResidualGrad& residual) {
   const int64_t n = x.shape().rows(), c = x.shape().last();
   if (n == 0 || c == 0) return;
   const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
@@ -238,7 +328,7 @@ void rms_norm_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy, c
   dispatch_float(x.dtype(), "rms_norm_backward", [&]<typename T>() {
     rms_norm_dx_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
         dptr<const T>(dy), dptr<const T>(x), dptr<const float>(gamma), dptr<const float>(rstd),
-        dptr<T>(dx), n, c);
+        dptr<T>(dx), device_residual_grad<T>(residual), n, c);
     check_launch("rms_norm_backward (dx)");
     rms_norm_param_blocks_kernel<T><<<column_block_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
         dptr<const T>(dy), dptr<const T>(x), dptr<const float>(rstd), dptr<float>(partial), n, c);
