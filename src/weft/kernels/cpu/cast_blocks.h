@@ -1,6 +1,8 @@
-// The element and block encoders of the CPU cast kernels (kernels/cpu/cast.cpp):
+// The element and block encoders of the CPU cast kernels (kernels/cpu/cast*.cpp):
 // branch-free, so that their loops vectorize, and multiversioned (AVX-512,
-// AVX2, baseline) where the loops are. Internal to cast.cpp.
+// AVX2, baseline) where the loops are. The baseline code: what runs where the
+// hand-vectorized kernels of cast_simd.h do not, and their reference.
+// Internal to the cast files.
 #pragma once
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // The implementations of kernels/cast.h, one template per kernel:
-// kernels/cpu/cast.cpp and kernels/cuda/ define the Backend::cpu and
-// Backend::cuda specializations. Only kernels/cast.cpp calls them, after
-// checking the arguments.
+// kernels/cpu/cast.cpp and cast_dequant.cpp, and kernels/cuda/, define the
+// Backend::cpu and Backend::cuda specializations. Only kernels/cast.cpp calls
+// them, after checking the arguments.
 //
 // Quantization (kernels/cast.h). CUDA has per-tensor FP8 scaling only
 // (ScalingMode::tensor, e4m3 / e5m2, codes bit for bit the CPU's): the
