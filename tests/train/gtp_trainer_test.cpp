@@ -159,7 +159,11 @@ TEST_F(GtpTrainer, ResumesAtOtherGtpAndTpSizes) {
 // Delayed scaling reduces every amax over tp and gtp together (one model
 // replica): every rank ends with the same scales and amax histories as the
 // others. TP 2 x GTP 2 gives the losses of TP 1 x GTP 2 (each gtp rank the
-// same samples) within 1e-5 relative, for each recipe: the TP slices hold
+// same samples) within 1e-4 relative, for each recipe — the quantized TP
+// suite's tolerance (quantized_cases.cpp): TP sums the row-parallel outputs
+// in another order, which can move an activation across an FP8 rounding
+// boundary, and AdamW's normalized updates carry that into the next steps
+// (up to 4.4e-5 seen under fp8-current in the ASan build). The TP slices hold
 // whole blocks of the recipes (width 64, MLP 128; at width 24 NVFP4's
 // 16-wide blocks of a 12-column slice are not the whole weight's), and
 // NVFP4 runs with stochastic rounding off (its draws are indexed by
@@ -217,7 +221,7 @@ TEST_F(GtpTrainer, QuantizedRecipesAtTp2AndOneScalePerReplica) {
     const QuantizedRun one = run_quantized(c, data_), two = run_quantized(tp2, data_);
     ASSERT_EQ(one.losses.size(), two.losses.size());
     for (size_t i = 0; i < one.losses.size(); ++i) {
-      EXPECT_NEAR(two.losses[i], one.losses[i], 1e-5 * std::abs(one.losses[i])) << "step " << i;
+      EXPECT_NEAR(two.losses[i], one.losses[i], 1e-4 * std::abs(one.losses[i])) << "step " << i;
     }
     EXPECT_LT(one.losses.back(), one.losses.front());
     EXPECT_TRUE(one.same_scaling);
