@@ -20,10 +20,6 @@ using namespace cpu::attention_rows;
 using detail::from_f32;
 using detail::to_f32;
 
-// The element type the row helpers take for storage type T (bf16 as its bits).
-template <typename T>
-using Raw = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
-
 // ---------------------------------------------------------------------------
 // Backward: one head per item (its dQ gathers every key block's share).
 

@@ -7,14 +7,20 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <type_traits>
 
 #include "weft/core/exec_context.h"
 #include "weft/kernels/attention_dims.h"
 #include "weft/kernels/impl/gemm.h"
 
 namespace weft::kernels::cpu::attention_blocks {
+
+// The element type the row helpers take for storage type T (bf16 as its bits).
+template <typename T>
+using Raw = std::conditional_t<std::is_same_v<T, float>, float, uint16_t>;
 
 // Query rows and keys per block, in forward and in backward. A block's
 // scores, probabilities and gradients (64 KiB to 128 KiB each in f32) and its
