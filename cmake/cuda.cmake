@@ -69,6 +69,19 @@ if(WEFT_HAVE_CUDA)
   endif()
   message(STATUS "weft: nccl backend ${WEFT_HAVE_NCCL} (NCCL ${WEFT_NCCL_MAJOR}.${WEFT_NCCL_MINOR} "
                  "at ${NCCL_LIBRARY})")
+  # cuDNN's fused attention (kernels/cuda/attention_cudnn.cpp): NVIDIA's
+  # header-only cuDNN frontend, which scripts/install-deps.sh fetches into
+  # .deps/, and cuDNN 9's headers. libcudnn itself is opened at run time, so
+  # the binary runs where cuDNN is missing (weft info says why it is off).
+  set(WEFT_CUDNN_FRONTEND_DIR "${CMAKE_SOURCE_DIR}/.deps/cudnn-frontend-1.32.0/include"
+      CACHE PATH "The include folder of NVIDIA's cuDNN frontend (cudnn_frontend.h)")
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_INCLUDE_DIR)
+  set(WEFT_HAVE_CUDNN OFF)
+  if(EXISTS "${WEFT_CUDNN_FRONTEND_DIR}/cudnn_frontend.h" AND CUDNN_INCLUDE_DIR)
+    set(WEFT_HAVE_CUDNN ON)
+  endif()
+  message(STATUS "weft: cuDNN attention ${WEFT_HAVE_CUDNN} (frontend ${WEFT_CUDNN_FRONTEND_DIR}, "
+                 "cudnn.h in ${CUDNN_INCLUDE_DIR})")
 else()
   message(STATUS "weft: CUDA backend OFF (WEFT_CUDA=${WEFT_CUDA})")
 endif()

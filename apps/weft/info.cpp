@@ -9,6 +9,7 @@
 #include "weft/comm/world.h"
 #include "weft/core/cuda.h"
 #include "weft/core/threads.h"
+#include "weft/kernels/attention.h"
 #include "weft/kernels/cpu_support.h"
 
 namespace weft {
@@ -39,7 +40,8 @@ cli::Options info_options() {
                     "are emulated (bf16 values on f32 kernels: exact bf16 semantics, f32 speed,\n"
                     "on CPUs without AVX-512), the threads each rank's kernels use\n"
                     "(WEFT_NUM_THREADS, else OMP_NUM_THREADS, else the cores divided among the\n"
-                    "ranks of the process) and the backends built in.");
+                    "ranks of the process), the backends built in, the GPUs, and whether\n"
+                    "cuDNN's fused attention runs on them (WEFT_CUDNN=off turns it off).");
   opts.flag("json", "print one JSON object");
   return opts;
 }
@@ -60,6 +62,9 @@ int info(const std::vector<std::string>& args) {
 #endif
   std::vector<std::string> gpus;
   for (int i = 0; i < cuda::device_count(); ++i) gpus.push_back(cuda::device_description(i));
+  // cuDNN's fused attention on the GPUs: its version, or why it is off.
+  const std::string cudnn =
+      gpus.empty() ? "no GPU" : kernels::attention_cudnn_status(Device::cuda(0));
   auto yn = [](bool b) { return b ? "yes" : "no"; };
   auto tf = [](bool b) { return b ? "true" : "false"; };
   if (opts.flag_set("json")) {
@@ -73,7 +78,7 @@ int info(const std::vector<std::string>& args) {
               << "\",\"backends\":[\"local\"" << (mpi ? ",\"mpi\"" : "")
               << (nccl ? ",\"nccl\"" : "") << "],\"cuda\":" << tf(cuda::built()) << ",\"gpus\":[";
     for (size_t i = 0; i < gpus.size(); ++i) std::cout << (i ? "," : "") << '"' << gpus[i] << '"';
-    std::cout << "]}\n";
+    std::cout << "],\"cudnn_attention\":\"" << cudnn << "\"}\n";
     return 0;
   }
   std::cout << "weft " << WEFT_VERSION << "\n"
@@ -94,6 +99,14 @@ int info(const std::vector<std::string>& args) {
   }
   for (size_t i = 0; i < gpus.size(); ++i)
     std::cout << "gpu:      cuda:" << i << " " << gpus[i] << "\n";
+  if (!gpus.empty()) {
+    std::cout << "attention: " << cudnn
+              << (cudnn.starts_with("off") ? "; weft's own kernels run every call"
+                                           : " fused attention for bf16 calls it takes (no "
+                                             "dropout, MHA or MQA, head widths 8k <= 128); "
+                                             "weft's own kernels otherwise")
+              << "\n";
+  }
   return 0;
 }
 

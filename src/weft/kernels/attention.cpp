@@ -91,14 +91,25 @@ Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& conf
   });
 }
 
-const char* attention_path(Device device, DType dtype, int64_t head_dim) {
+const char* attention_path(Device device, DType dtype, int64_t head_dim,
+                           const AttentionConfig& config) {
   if (device.is_cpu()) return "cpu";
 #if WEFT_HAVE_CUDA
-  return impl::attention_path<Backend::cuda>(dtype, head_dim);
+  return impl::attention_path<Backend::cuda>(dtype, head_dim, config);
 #else
   (void)dtype;
   (void)head_dim;
+  (void)config;
   WEFT_FAIL("attention_path: {}: {}", device, weft::cuda::unavailable_reason());
+#endif
+}
+
+std::string attention_cudnn_status(Device device) {
+  if (device.is_cpu()) return "cpu";
+#if WEFT_HAVE_CUDA
+  return impl::attention_cudnn_status<Backend::cuda>();
+#else
+  WEFT_FAIL("attention_cudnn_status: {}: {}", device, weft::cuda::unavailable_reason());
 #endif
 }
 

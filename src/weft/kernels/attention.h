@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
@@ -47,6 +48,11 @@ struct AttentionConfig {
   bool causal = true;
   // qkv, out and their gradients are (T, B, ·) instead of (B, T, ·).
   bool sequence_major = false;
+  // On a GPU, cuDNN's fused attention where it takes the call (bf16, no
+  // dropout, multi-head or multi-query, head widths a multiple of 8 up to
+  // 128; see attention_path); false: weft's own kernels always (the
+  // environment variable WEFT_CUDNN=off does this for a whole process).
+  bool cudnn = true;
 };
 
 // What forward leaves for backward; the caller owns it, one per call in
@@ -64,6 +70,9 @@ struct AttentionSaved {
   // by the CPU forward for sequences of at most 128 positions (undefined
   // otherwise, and on CUDA).
   Tensor probs;
+  // The kernels the forward ran (attention_path's names); backward runs the
+  // same family where it can.
+  const char* kernels = nullptr;
 };
 
 // Scratch memory of the attention kernels, grown when a call needs more and
@@ -83,11 +92,19 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
                         const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
                         AttentionWorkspace& workspace);
 
-// Which kernels a call on `device` with this dtype and head size runs: "cpu"
-// (the fused CPU kernels), "tensor cores" (bf16 heads of 16, 32, 64 or 128 on
-// a GPU, 16-byte aligned tensors) or "CUDA cores" (every other GPU case). For
+// Which kernels a call on `device` with this dtype, head size and config
+// runs: "cpu" (the fused CPU kernels), "cuDNN" (a GPU call cuDNN's fused
+// attention takes, where libcudnn loads: bf16, no dropout, kv_heads 0, 1 or
+// heads, head widths a multiple of 8 up to 128, 16-byte aligned tensors,
+// unless cuDNN refuses the shape when it is first built), "tensor cores"
+// (other bf16 heads of 16, 32, 64 or 128 on a GPU) or "CUDA cores" (every
+// other GPU case). AttentionSaved::kernels names what a forward ran. For
 // reports and tests.
-const char* attention_path(Device device, DType dtype, int64_t head_dim);
+const char* attention_path(Device device, DType dtype, int64_t head_dim,
+                           const AttentionConfig& config = {});
+// On a GPU: "cuDNN 9.x.y (frontend a.b.c)" where cuDNN's attention is on,
+// else "off: " and why. "cpu" on the CPU.
+std::string attention_cudnn_status(Device device);
 
 // The dropout mask of a forward with this config over `batch` sequences of
 // `seq` positions: (B,H,T,T) u8, 1 where an attention weight was kept, 0 where

@@ -137,6 +137,7 @@ void attention_forward<Backend::cpu>(const ExecContext& ec, const Tensor& qkv,
   const DType dt = qkv.dtype();
   ensure(ec, saved.lse, {d.B, d.H, d.T}, DType::f32);
   saved.out = out;
+  saved.kernels = "cpu";
   if (d.B * d.T == 0) return;
   if (short_path(d)) return short_attention_forward(ec, qkv, cfg, out, saved, workspace);
   saved.probs = Tensor();

@@ -1,6 +1,9 @@
 // The backward kernels of the fused attention (kernels/impl/attention.h): delta,
 // dK and dV per key block, dQ per query block.
+#include <string_view>
+
 #include "weft/kernels/cuda/attention_common.cuh"
+#include "weft/kernels/cuda/attention_cudnn.h"
 #include "weft/kernels/impl/attention.h"
 
 namespace weft::kernels::impl {
@@ -405,6 +408,13 @@ void attention_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dout
   const Dims d = check_qkv(qkv, cfg);
   const DType dt = qkv.dtype();
   if (d.B * d.T == 0) return;
+  // cuDNN where its forward ran (the logsumexp is the same in both paths, so
+  // a shape whose backward cuDNN refuses runs weft's backward below).
+  if (saved.kernels != nullptr && std::string_view(saved.kernels) == "cuDNN" &&
+      cudnn_attention_takes(d, dt, cfg, {&qkv, &dout, &saved.out, &dqkv}) &&
+      cudnn_attention_backward(ec, dout, qkv, saved, d, cfg, dqkv, workspace)) {
+    return;
+  }
 
   // The workspace holds delta = Σ_d dO·O of every row.
   const int64_t delta_bytes = d.B * d.H * d.T * static_cast<int64_t>(sizeof(float));

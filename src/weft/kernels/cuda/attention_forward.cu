@@ -1,6 +1,7 @@
 // The forward kernels of the fused attention (kernels/impl/attention.h) and its
 // dropout mask.
 #include "weft/kernels/cuda/attention_common.cuh"
+#include "weft/kernels/cuda/attention_cudnn.h"
 #include "weft/kernels/impl/attention.h"
 
 namespace weft::kernels::impl {
@@ -219,15 +220,22 @@ __global__ void dropout_mask_kernel(uint8_t* __restrict__ mask, Params p) {
 template <>
 void attention_forward<Backend::cuda>(const ExecContext& ec, const Tensor& qkv,
                                       const AttentionConfig& cfg, Tensor& out,
-                                      AttentionSaved& saved, AttentionWorkspace&) {
+                                      AttentionSaved& saved, AttentionWorkspace& workspace) {
   const Dims d = check_qkv(qkv, cfg);
   const DType dt = qkv.dtype();
   ensure(ec, saved.lse, {d.B, d.H, d.T}, DType::f32);
   saved.out = out;
+  saved.kernels = tensor_cores(dt, d.D) ? "tensor cores" : "CUDA cores";
   if (d.B * d.T == 0) return;
+  if (cudnn_attention_takes(d, dt, cfg, {&qkv, &out}) &&
+      cudnn_attention_forward(ec, qkv, d, cfg, out, saved.lse, workspace)) {
+    saved.kernels = "cuDNN";
+    return;
+  }
   const Params p = make_params(d, cfg);
   const int64_t blocks = (d.T + kRows - 1) / kRows;
   if (tensor_cores(d, dt, {&qkv})) {
+    saved.kernels = "tensor cores";
     dispatch_tc_head_dim(d.D, [&]<int D>() {
       launch(ec, "attention_forward", tc_forward_kernel<D>, blocks, d.B * d.H, kTcThreads,
              TcSizes<D>::forward, dptr<uint16_t>(qkv), dptr<uint16_t>(out), dptr<float>(saved.lse),
@@ -235,6 +243,7 @@ void attention_forward<Backend::cuda>(const ExecContext& ec, const Tensor& qkv,
     });
     return;
   }
+  saved.kernels = "CUDA cores";
   dispatch_float(dt, "attention_forward", [&]<typename T>() {
     dispatch_head_dim(d.D, [&]<int G, int DL>() {
       launch(ec, "attention_forward", forward_kernel<T, G, DL>, blocks, d.B * d.H, kRows * G,
@@ -245,8 +254,19 @@ void attention_forward<Backend::cuda>(const ExecContext& ec, const Tensor& qkv,
 }
 
 template <>
-const char* attention_path<Backend::cuda>(DType dtype, int64_t head_dim) {
+const char* attention_path<Backend::cuda>(DType dtype, int64_t head_dim,
+                                          const AttentionConfig& cfg) {
+  // The dimensions that decide: a head of head_dim, multi-head unless cfg says.
+  const int64_t heads = std::max<int64_t>(cfg.heads, 1);
+  const int64_t kv = cfg.kv_heads == 0 ? heads : cfg.kv_heads;
+  const Dims d{1, 1, heads * head_dim, heads, head_dim, kv, cfg.sequence_major};
+  if (cudnn_attention_takes(d, dtype, cfg, {})) return "cuDNN";
   return tensor_cores(dtype, head_dim) ? "tensor cores" : "CUDA cores";
+}
+
+template <>
+std::string attention_cudnn_status<Backend::cuda>() {
+  return cudnn_attention_status();
 }
 
 template <>

@@ -10,6 +10,8 @@
 // tensor cores for bf16 heads of 16, 32, 64 or 128, on CUDA cores otherwise).
 #pragma once
 
+#include <string>
+
 #include "weft/core/exec_context.h"
 #include "weft/kernels/attention.h"
 #include "weft/kernels/dispatch.h"
@@ -23,11 +25,14 @@ template <Backend B>
 void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
                         const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
                         AttentionWorkspace& workspace);
-// Which kernels run a call with qkv of this dtype and head width (16-byte
-// aligned tensors): "tensor cores" (bf16 with D of 16, 32, 64 or 128: wmma
-// products) or "CUDA cores" (everything else). CUDA only.
+// Which kernels run a call with qkv of this dtype, head width and config
+// (16-byte aligned tensors): "cuDNN" (what kernels/cuda/attention_cudnn.h
+// takes), "tensor cores" (bf16 with D of 16, 32, 64 or 128: wmma products) or
+// "CUDA cores" (everything else); and whether cuDNN is on. CUDA only.
 template <Backend B>
-const char* attention_path(DType dtype, int64_t head_dim);
+const char* attention_path(DType dtype, int64_t head_dim, const AttentionConfig& config);
+template <Backend B>
+std::string attention_cudnn_status();
 template <Backend B>
 Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& config, int64_t batch,
                               int64_t seq);
