@@ -155,13 +155,18 @@ fi
 fi
 
 if want gemm; then
-# GEMMs against cuBLASLt called directly.
-for dt in f32 bf16; do
-  log=$OUT/bench_gemm_$dt.log
-  if "$WEFT" bench gemm --device cuda --dtype "$dt" >"$log" 2>&1; then
-    row "bench gemm --device cuda $dt" INFO "see $log"
+# GEMMs against cuBLASLt called directly: f32 on one layer's rows (2048
+# tokens); bf16 then per-tensor FP8 (with its speedup over bf16) on the layer's
+# rows and the LM head's, at 2048 tokens and at the training step's 16384
+# (micro-batch 16 x 1024).
+for run in "f32 2048 0 30" "fp8 2048 50304 30" "fp8 16384 50304 10"; do
+  read -r dt tokens vocab rounds <<<"$run"
+  log=$OUT/bench_gemm_${dt}_$tokens.log
+  if "$WEFT" bench gemm --device cuda --dtype "$dt" --tokens "$tokens" --vocab "$vocab" \
+    --rounds "$rounds" >"$log" 2>&1; then
+    row "bench gemm $dt $tokens tokens" INFO "$(grep '^fp8 / bf16' "$log" | cut -c1-150)"
   else
-    row "bench gemm --device cuda $dt" FAIL "rc $? ($log)"
+    row "bench gemm $dt $tokens tokens" FAIL "rc $? ($log)"
   fi
   cat "$log"
 done

@@ -20,7 +20,14 @@ void check(cudaError_t status, const char* call) {
   WEFT_CHECK(status == cudaSuccess, "{} failed: {}", call, cudaGetErrorString(status));
 }
 
-cudaDataType_t cuda_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::e4m3: return CUDA_R_8F_E4M3;
+    case DType::e5m2: return CUDA_R_8F_E5M2;
+    default: return CUDA_R_32F;
+  }
+}
 
 constexpr size_t kWorkspace = 32u << 20;
 
@@ -52,7 +59,8 @@ struct DirectCublasLt::Impl {
 // Column-major cuBLASLt computes cᵀ (n x m) = op(b)ᵀ · op(a)ᵀ: its A is weft's
 // b, its B weft's a, each read transposed exactly when weft's is not.
 DirectCublasLt::DirectCublasLt(const GemmShape& s, DType in, DType out, const void* a,
-                               const void* b, void* c, bool accumulate, void* stream, int device)
+                               const void* b, void* c, bool accumulate, void* stream, int device,
+                               const DirectFp8* fp8)
     : impl_(std::make_unique<Impl>()) {
   Impl& d = *impl_;
   check(cudaSetDevice(device), "cudaSetDevice");
@@ -72,11 +80,30 @@ DirectCublasLt::DirectCublasLt(const GemmShape& s, DType in, DType out, const vo
         "cublasLtMatmulDescSetAttribute(TRANSB)");
   const auto m = static_cast<uint64_t>(s.m), n = static_cast<uint64_t>(s.n),
              k = static_cast<uint64_t>(s.k);
-  check(s.trans_b ? cublasLtMatrixLayoutCreate(&d.a_layout, cuda_type(in), k, n, s.k)
-                  : cublasLtMatrixLayoutCreate(&d.a_layout, cuda_type(in), n, k, s.n),
+  // cuBLASLt's A is weft's b, its B weft's a.
+  const cudaDataType_t type_a = cuda_type(fp8 ? fp8->b_type : in);
+  const cudaDataType_t type_b = cuda_type(fp8 ? fp8->a_type : in);
+  if (fp8) {
+    const void* scale_a = fp8->b_scale_inv;
+    const void* scale_b = fp8->a_scale_inv;
+    check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a,
+                                         sizeof(scale_a)),
+          "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)");
+    check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b,
+                                         sizeof(scale_b)),
+          "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)");
+    if (fp8->fast_accumulation) {
+      const int8_t fast = 1;
+      check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
+                                           sizeof(fast)),
+            "cublasLtMatmulDescSetAttribute(FAST_ACCUM)");
+    }
+  }
+  check(s.trans_b ? cublasLtMatrixLayoutCreate(&d.a_layout, type_a, k, n, s.k)
+                  : cublasLtMatrixLayoutCreate(&d.a_layout, type_a, n, k, s.n),
         "cublasLtMatrixLayoutCreate(A)");
-  check(s.trans_a ? cublasLtMatrixLayoutCreate(&d.b_layout, cuda_type(in), m, k, s.m)
-                  : cublasLtMatrixLayoutCreate(&d.b_layout, cuda_type(in), k, m, s.k),
+  check(s.trans_a ? cublasLtMatrixLayoutCreate(&d.b_layout, type_b, m, k, s.m)
+                  : cublasLtMatrixLayoutCreate(&d.b_layout, type_b, k, m, s.k),
         "cublasLtMatrixLayoutCreate(B)");
   check(cublasLtMatrixLayoutCreate(&d.c_layout, cuda_type(out), n, m, s.n),
         "cublasLtMatrixLayoutCreate(C)");

@@ -16,10 +16,19 @@ namespace weft {
 // (row-major; a is (k, m) when s.trans_a, b is (n, k) when s.trans_b), with
 // the same types and f32 accumulation (CUBLAS_COMPUTE_32F), beta = 1 when
 // accumulating. Runs on `stream` (a cudaStream_t of GPU `device`).
+// FP8 operands (e4m3 / e5m2 codes) with their device-side decode scales, for
+// an FP8 matmul in the TN layout (s.trans_a false, s.trans_b true).
+struct DirectFp8 {
+  DType a_type = DType::e4m3, b_type = DType::e4m3;
+  const void* a_scale_inv = nullptr;
+  const void* b_scale_inv = nullptr;
+  bool fast_accumulation = false;
+};
+
 class DirectCublasLt {
  public:
   DirectCublasLt(const GemmShape& s, DType in, DType out, const void* a, const void* b, void* c,
-                 bool accumulate, void* stream, int device);
+                 bool accumulate, void* stream, int device, const DirectFp8* fp8 = nullptr);
   ~DirectCublasLt();
   DirectCublasLt(const DirectCublasLt&) = delete;
   DirectCublasLt& operator=(const DirectCublasLt&) = delete;

@@ -34,6 +34,12 @@ std::vector<GemmShape> layer_gemms(int64_t tokens, int64_t c) {
   return rows;
 }
 
+std::vector<GemmShape> head_gemms(int64_t tokens, int64_t c, int64_t vocab) {
+  return {{"head", "fwd", tokens, vocab, c, false, true},
+          {"head", "dgrad", tokens, c, vocab, false, false},
+          {"head", "wgrad", vocab, c, tokens, true, false}};
+}
+
 struct DirectGemm::Impl {
   dnnl::engine eng{dnnl::engine::kind::cpu, 0};
   dnnl::stream strm{eng};

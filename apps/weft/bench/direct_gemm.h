@@ -22,6 +22,9 @@ struct GemmShape {
 // y = x·Wᵀ, dx = dy·W, dW += dyᵀ·x for qkv, proj, fc1 and fc2 of a GPT-2
 // layer of width c over `tokens` rows.
 std::vector<GemmShape> layer_gemms(int64_t tokens, int64_t c);
+// The language-model head's three GEMMs (logits = x·Wᵀ over `vocab` columns,
+// their dgrad and wgrad), named "head".
+std::vector<GemmShape> head_gemms(int64_t tokens, int64_t c, int64_t vocab);
 
 // A oneDNN matmul built and executed with the plain C++ API, with the same
 // layouts, types and sum post-op (accumulate) as weft's call.

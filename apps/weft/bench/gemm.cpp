@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,9 @@
 #include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 #include "weft/core/threads.h"
+#include "weft/kernels/cast.h"
 #include "weft/kernels/cpu_support.h"
+#include "weft/kernels/random.h"
 
 namespace weft {
 namespace {
@@ -147,6 +150,61 @@ Timing time_cuda_row(const Settings& st, const ExecContext& ec, const Row& r, DT
           .path = "cublaslt",
           .direct_dtype = dt};
 }
+
+// The FP8 row: kernels::quantized_gemm against a direct cuBLASLt FP8 matmul
+// with the same settings, on random operands quantized per tensor on the GPU.
+// A (m, k) is x in forward (e4m3) and dy in dgrad and wgrad (e5m2); B (n, k)
+// is e4m3 (the weight, or x for wgrad); the layout is TN, as Hopper's FP8 MMA
+// needs (a Linear passes column-wise copies for dgrad and wgrad). Forward
+// takes fast accumulation, as Transformer Engine does; wgrad accumulates into
+// an f32 gradient; the others write bf16.
+Timing time_cuda_fp8_row(const Settings& st, const ExecContext& ec, const Row& r) {
+  constexpr int kMinIters = 10, kWarmup = 3;
+  const std::string op = r.op;
+  const bool wgrad = op == "wgrad", forward = op == "fwd";
+  auto quantized = [&](int64_t rows, int64_t cols, DType type, uint64_t seed) {
+    Tensor x = ec.empty({rows, cols}, DType::f32);
+    kernels::fill_uniform(ec, seed, 0, x);
+    kernels::QuantizeConfig cfg;
+    cfg.dtype = type;
+    cfg.scale = type == DType::e4m3 ? 400.0f : 50000.0f;  // uniform [0, 1) into range
+    QuantizedTensor q;
+    kernels::quantize(ec, x, cfg, q);
+    return q;
+  };
+  const DType a_type = forward ? DType::e4m3 : DType::e5m2;
+  const QuantizedTensor qa = quantized(r.m, r.k, a_type, 21);
+  const QuantizedTensor qb = quantized(r.n, r.k, DType::e4m3, 22);
+  Tensor c = ec.zeros({r.m, r.n}, wgrad ? DType::f32 : DType::bf16);
+  kernels::QuantizedGemmOptions opt;
+  opt.accumulate = wgrad;
+  opt.fast_accumulation = forward;
+  auto weft_call = [&] { kernels::quantized_gemm(ec, {&qa, false}, {&qb, false}, c, opt); };
+  Row tn = r;
+  tn.trans_a = false;
+  tn.trans_b = true;
+  const DirectFp8 fp8{.a_type = a_type,
+                      .b_type = DType::e4m3,
+                      .a_scale_inv = qa.scale_inv.raw(),
+                      .b_scale_inv = qb.scale_inv.raw(),
+                      .fast_accumulation = forward};
+  DirectCublasLt direct(tn, a_type, c.dtype(), qa.data.raw(), qb.data.raw(), c.raw(), wgrad,
+                        ec.stream(), ec.device().index, &fp8);
+  auto direct_call = [&] { direct.run(); };
+  for (int i = 0; i < kWarmup; ++i) {
+    weft_call();
+    direct_call();
+  }
+  const double once = cuda_seconds_per_call(ec.stream(), weft_call, 1);
+  const int iters = std::max(kMinIters, static_cast<int>(st.min_time / std::max(once, 1e-9)));
+  const auto samples = bench::alternate(
+      st.rounds, {[&] { return cuda_seconds_per_call(ec.stream(), weft_call, iters); },
+                  [&] { return cuda_seconds_per_call(ec.stream(), direct_call, iters); }});
+  return {.weft = bench::median(samples[0]),
+          .direct = bench::median(samples[1]),
+          .path = "cublaslt",
+          .direct_dtype = DType::e4m3};
+}
 #endif
 
 // The grouped row (CPU): a MoE fc1 of `experts` experts, forward + backward,
@@ -189,17 +247,25 @@ cli::Options run_options() {
                     "With --device cuda the rows run on cuda:0 against a cublasLtMatmul called\n"
                     "directly with the same types (f32 accumulation, no TF32); each round is a\n"
                     "batch of calls (at least 10, after warm-up) timed with CUDA events, and\n"
-                    "the median round of each is compared, in TFLOP/s.\n"
+                    "the median round of each is compared, in TFLOP/s. FP8 rows (--dtype fp8)\n"
+                    "multiply per-tensor e4m3/e5m2 operands through kernels::quantized_gemm in\n"
+                    "the TN layout Hopper's FP8 tensor cores need, against a direct cuBLASLt\n"
+                    "FP8 matmul with the same settings, and end with their speedup over bf16.\n"
                     "The last row per dtype (CPU) is a Mixture-of-Experts fc1: nn::GroupedLinear\n"
                     "with --experts experts of tokens/experts rows each, forward + backward (3\n"
                     "GEMMs per expert), against the 3 dense GEMMs of the same total size; its\n"
                     "`direct` column is the dense GFLOP/s and ms is per forward + backward.");
   opts.option("device", "cpu|cuda", "cpu", "where the GEMMs run (cuda: GPU 0, cuBLASLt)")
-      .option("dtype", "f32|bf16|both", "both", "input type")
+      .option("dtype", "f32|bf16|both|fp8|all", "both",
+              "input type; fp8 (cuda): the bf16 rows, then per-tensor FP8 rows with their "
+              "speedup over bf16; all: f32, bf16 and fp8")
       .option("tokens", "N", "2048", "tokens (batch x sequence) per GEMM")
       .option("width", "C", "768", "model width")
       .option("threads", "N", "0", "threads per call (0: all cores, or WEFT_NUM_THREADS)")
       .option("experts", "E", "8", "experts of the grouped (MoE) row; 0: no grouped row")
+      .option("vocab", "V", "50304",
+              "cuda: also the LM head's GEMMs over V vocabulary columns (GPT-2's padded "
+              "vocabulary); 0: none")
       .option("rounds", "N", "30",
               "timing rounds per row, weft and direct alternating (the best of each is reported;"
               " on cuda the median)")
@@ -213,12 +279,14 @@ int run(const std::vector<std::string>& args) {
   cli::Options opts = run_options();
   opts.parse(args);
   const std::string device = opts.choice("device", {"cpu", "cuda"});
-  const std::string dtypes = opts.choice("dtype", {"f32", "bf16", "both"});
+  const std::string dtypes = opts.choice("dtype", {"f32", "bf16", "both", "fp8", "all"});
   const int64_t tokens = opts.integer("tokens"), width = opts.integer("width");
   WEFT_CHECK(tokens >= 1 && width >= 1, "--tokens and --width must be positive");
   const int threads = static_cast<int>(opts.integer("threads"));
   WEFT_CHECK(threads >= 0, "--threads must be >= 0");
   const int64_t experts = opts.integer("experts");
+  const int64_t vocab = opts.integer("vocab");
+  WEFT_CHECK(vocab >= 0, "--vocab must be 0 or positive, got {}", vocab);
   WEFT_CHECK(experts >= 0, "--experts must be >= 0");
   set_num_threads(threads);
   Settings st;
@@ -237,24 +305,49 @@ int run(const std::vector<std::string>& args) {
     info << "cpu: " << kernels::describe_cpu_support() << "; threads per call: " << num_threads()
          << "\n";
   }
-  print_header(st);
+  const bool fp8 = dtypes == "fp8" || dtypes == "all";
+  WEFT_CHECK(!fp8 || st.cuda,
+             "--dtype {} times cuBLASLt's FP8 GEMMs: add --device cuda (the CPU multiplies FP8 "
+             "as an exact emulation, dequantized to f32: the f32 rows time that)",
+             dtypes);
   std::vector<DType> types;
-  if (dtypes != "bf16") types.push_back(DType::f32);
+  if (dtypes == "f32" || dtypes == "both" || dtypes == "all") types.push_back(DType::f32);
   if (dtypes != "f32") types.push_back(DType::bf16);
+  if (fp8) types.push_back(DType::e4m3);
+  print_header(st);
+  // The bf16 rate of each row, for the FP8 rows' speedup.
+  std::map<std::string, double> bf16_seconds;
+  std::vector<std::string> speedups;
 #if WEFT_HAVE_CUDA
   const ExecContext gpu = st.cuda ? ExecContext::cuda(0) : ExecContext::host();
 #endif
   for (DType dt : types) {
-    for (const Row& r : layer_gemms(tokens, width)) {
+    std::vector<Row> rows = layer_gemms(tokens, width);
+    if (st.cuda && vocab > 0) {
+      for (const Row& r : head_gemms(tokens, width, vocab)) rows.push_back(r);
+    }
+    for (const Row& r : rows) {
 #if WEFT_HAVE_CUDA
       if (st.cuda) {
-        print_row(st, r, dt, time_cuda_row(st, gpu, r, dt));
+        const std::string name = std::string(r.layer) + " " + r.op;
+        const Timing t =
+            dt == DType::e4m3 ? time_cuda_fp8_row(st, gpu, r) : time_cuda_row(st, gpu, r, dt);
+        print_row(st, r, dt, t);
+        if (dt == DType::bf16) bf16_seconds[name] = t.weft;
+        if (dt == DType::e4m3 && bf16_seconds.count(name)) {
+          speedups.push_back(format("{} {:.2f}x", name, bf16_seconds[name] / t.weft));
+        }
         continue;
       }
 #endif
       print_row(st, r, dt, time_cpu_row(st, r, dt));
     }
     if (!st.cuda && experts > 0) print_grouped_row(st, dt, tokens, width, experts);
+  }
+  if (!speedups.empty() && !st.json) {
+    std::printf("fp8 / bf16 speed (same run):");
+    for (const std::string& x : speedups) std::printf(" %s;", x.c_str());
+    std::printf("\n");
   }
   return 0;
 }

@@ -45,6 +45,37 @@ void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
                           [&]<Backend B>() { return impl::gemm<B>(ec, a, b, c, opt); });
 }
 
+void quantized_gemm(const ExecContext& ec, const QuantizedOperand& a, const QuantizedOperand& b,
+                    Tensor& c, const QuantizedGemmOptions& opt) {
+  for (const QuantizedOperand* o : {&a, &b}) {
+    WEFT_CHECK(o->q != nullptr, "quantized_gemm: an operand has no quantized tensor");
+    WEFT_CHECK(o->q->mode == ScalingMode::tensor &&
+                   (o->q->dtype == DType::e4m3 || o->q->dtype == DType::e5m2),
+               "quantized_gemm multiplies per-tensor FP8 (e4m3, e5m2), got {} {}",
+               scaling_mode_name(o->q->mode), dtype_name(o->q->dtype));
+    WEFT_CHECK(o->columnwise ? o->q->has_columnwise() : o->q->has_rowwise(),
+               "quantized_gemm: the operand's {} copy was not made (QuantizeConfig::{})",
+               o->columnwise ? "column-wise" : "row-wise",
+               o->columnwise ? "columnwise" : "rowwise");
+  }
+  WEFT_CHECK(a.q->dtype == DType::e4m3 || b.q->dtype == DType::e4m3,
+             "quantized_gemm: FP8 products need at least one e4m3 operand, got two e5m2");
+  WEFT_CHECK(c.dtype() == DType::f32 || c.dtype() == DType::bf16,
+             "quantized_gemm writes f32 or bf16, got {}", dtype_name(c.dtype()));
+  WEFT_CHECK(a.cols() == b.cols(),
+             "quantized_gemm computes A·Bᵀ: A is {}x{} and B {}x{}, whose columns (k) differ; "
+             "pass the copy whose rows run along k",
+             a.rows(), a.cols(), b.rows(), b.cols());
+  const OpDims oc = op_dims(c, false);
+  WEFT_CHECK(oc.rows == a.rows() && oc.cols == b.rows(),
+             "quantized_gemm output is {}x{} but A·Bᵀ is {}x{}", oc.rows, oc.cols, a.rows(),
+             b.rows());
+  const Tensor& da = a.columnwise ? a.q->col_data : a.q->data;
+  const Tensor& db = b.columnwise ? b.q->col_data : b.q->data;
+  return detail::dispatch(ec, "quantized_gemm", {&da, &db, &c},
+                          [&]<Backend B>() { return impl::quantized_gemm<B>(ec, a, b, c, opt); });
+}
+
 void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
                   const StridedMatrices& c, float alpha, bool accumulate) {
   check_dtypes(a.dtype, b.dtype, c.dtype);

@@ -1,4 +1,5 @@
-// Matrix multiplication.
+// Matrix multiplication, and the FP8 product of two quantized tensors
+// (quantized_gemm, below).
 //
 //   c (m,n) = alpha * op(a) (m,k) · op(b) (k,n)  [+ bias (n)]  [+ c if accumulate]
 //
@@ -12,6 +13,7 @@
 #include <cstdint>
 
 #include "weft/core/exec_context.h"
+#include "weft/core/quantized.h"
 #include "weft/core/tensor.h"
 
 namespace weft::kernels {
@@ -47,6 +49,39 @@ struct StridedMatrices {
 // is expressed with strides (row_stride 1, col_stride = leading dimension).
 void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
                   const StridedMatrices& c, float alpha = 1.0f, bool accumulate = false);
+
+// One operand of a quantized GEMM: a per-tensor FP8 QuantizedTensor (e4m3 or
+// e5m2) and which of its copies to multiply, the row-wise data (x) or the
+// column-wise copy (xᵀ).
+struct QuantizedOperand {
+  const QuantizedTensor* q = nullptr;
+  bool columnwise = false;
+  // The matrix this operand multiplies: (rows, cols) of the chosen copy.
+  int64_t rows() const { return columnwise ? q->cols : q->rows; }
+  int64_t cols() const { return columnwise ? q->rows : q->cols; }
+};
+
+struct QuantizedGemmOptions {
+  // c += product instead of c = product (f32 c: gradient accumulation).
+  bool accumulate = false;
+  float alpha = 1.0f;
+  // Hopper's fast FP8 accumulation (fewer promotions to f32 inside the MMA):
+  // faster, less exact; Transformer Engine takes it for forward GEMMs only.
+  // The CPU's emulation ignores it.
+  bool fast_accumulation = false;
+};
+
+// c (m, n) = alpha · A · Bᵀ (+ c if accumulate), A (m, k) and B (n, k) the
+// chosen copies of a and b with their decode scales applied: the "TN" product
+// Hopper's FP8 tensor cores compute, so a caller passes the copy whose rows
+// run along k (the weight's column-wise copy for dgrad, both column-wise
+// copies for wgrad), as Transformer Engine does. Not both e5m2. c is bf16 or
+// f32. On a GPU: cuBLASLt FP8 on sm_90 or newer, the scale-inverses read from
+// device memory, nothing dequantized; on the CPU: the exact emulation (both
+// copies dequantized to f32, an f32 GEMM), which a GPU matches up to the
+// order of its f32 sums.
+void quantized_gemm(const ExecContext& ec, const QuantizedOperand& a, const QuantizedOperand& b,
+                    Tensor& c, const QuantizedGemmOptions& opt = {});
 
 // Number of primitives created so far by the calling thread (tests check that
 // repeated calls of one shape create nothing new).

@@ -6,6 +6,7 @@
 
 #include "weft/core/exec_context.h"
 #include "weft/core/profile.h"
+#include "weft/kernels/cast.h"
 #include "weft/kernels/cpu/onednn.h"
 
 namespace weft::kernels::impl {
@@ -305,6 +306,30 @@ void batched_gemm<Backend::cpu>(const ExecContext& ec, const StridedMatrices& a,
   };
   if (c.rows == 0 || c.cols == 0 || c.batch[0] == 0 || c.batch[1] == 0) return;
   run_matmul(ec, operand(a), operand(b), operand(c), nullptr, alpha, accumulate);
+}
+
+// The exact emulation: each chosen copy dequantized to f32 in x's layout
+// (kernels::dequantize puts a column-wise copy back in x's layout), then the
+// f32 product with the transposes that make it A·Bᵀ.
+template <>
+void quantized_gemm<Backend::cpu>(const ExecContext& ec, const QuantizedOperand& a,
+                                  const QuantizedOperand& b, Tensor& c,
+                                  const QuantizedGemmOptions& opt) {
+  Tensor fa = ec.empty({a.q->rows, a.q->cols}, DType::f32);
+  Tensor fb = ec.empty({b.q->rows, b.q->cols}, DType::f32);
+  kernels::dequantize(ec, *a.q, a.columnwise, fa);
+  kernels::dequantize(ec, *b.q, b.columnwise, fb);
+  // fa is A, or Aᵀ for a column-wise copy; fb is B, or Bᵀ.
+  GemmOptions g;
+  g.trans_a = a.columnwise;
+  g.trans_b = !b.columnwise;
+  g.accumulate = opt.accumulate;
+  g.alpha = opt.alpha;
+  if (c.dtype() == DType::f32) return gemm<Backend::cpu>(ec, fa, fb, c, g);
+  // A bf16 output: the f32 product (plus c) rounded once, as a GPU's epilogue does.
+  Tensor wide = opt.accumulate ? c.to(DType::f32) : ec.empty(c.shape(), DType::f32);
+  gemm<Backend::cpu>(ec, fa, fb, wide, g);
+  c.copy_from(wide.to(DType::bf16));
 }
 
 template <>

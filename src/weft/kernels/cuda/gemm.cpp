@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
+#include <vector>
 
 #include "weft/core/cuda.h"
 #include "weft/core/cuda/device_guard.h"
@@ -25,6 +27,17 @@ namespace {
 // cuBLASLt recommends 32 MiB on Hopper; the workspace an algorithm needs
 // (often none) is taken from the caching allocator per call.
 constexpr uint64_t kMaxWorkspace = 32ull << 20;
+
+// How many of the heuristic's candidates the first call of a shape times
+// (WEFT_GEMM_TUNE=0: none, the heuristic's first is taken).
+constexpr int kCandidates = 8;
+bool tuning_on() {
+  static const bool on = [] {
+    const char* v = std::getenv("WEFT_GEMM_TUNE");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
 
 // One operand in cuBLASLt's column-major terms.
 struct Layout {
@@ -40,16 +53,24 @@ struct Problem {
   int device = 0;
   Layout a, b, c;                 // cuBLASLt's A (weft's b), B (weft's a), C = D
   int64_t bias = 0;               // 0: no bias epilogue; else 1 + its cudaDataType_t
+  int64_t fast_accumulation = 0;  // FP8: Hopper's fast accumulation
   std::string describe() const {  // for error messages, in weft's terms
     const int64_t m = c.cols, n = c.rows, k = a.transposed ? a.rows : a.cols;
     return fmt::format("{}x{} · {}x{} GEMM ({} in, {} out, batch {}, {}{}, cuda:{})", m, k, k, n,
                        type_name(b.type), type_name(c.type), c.batch, b.transposed ? "aᵀ" : "a",
                        a.transposed ? "·bᵀ" : "·b", device);
   }
-  static const char* type_name(cudaDataType_t t) { return t == CUDA_R_16BF ? "bf16" : "f32"; }
+  static const char* type_name(cudaDataType_t t) {
+    switch (t) {
+      case CUDA_R_16BF: return "bf16";
+      case CUDA_R_8F_E4M3: return "fp8_e4m3";
+      case CUDA_R_8F_E5M2: return "fp8_e5m2";
+      default: return "f32";
+    }
+  }
 };
 
-using Key = std::array<int64_t, 3 * 8 + 2>;
+using Key = std::array<int64_t, 3 * 8 + 3>;
 
 Key key_of(const Problem& p) {
   Key k{};
@@ -66,6 +87,7 @@ Key key_of(const Problem& p) {
   }
   k[i++] = p.device;
   k[i++] = p.bias;
+  k[i++] = p.fast_accumulation;
   return k;
 }
 
@@ -102,6 +124,10 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
   bool bias_epilogue = false;
+  // The heuristic's best candidates, best first; the first call times them
+  // (tune) and keeps the fastest in algo.
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
+  bool tuned = false;
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -155,6 +181,10 @@ bool build(Plan& plan, const Problem& p, bool bias_epilogue) {
   const int32_t op_b = p.b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   set(CUBLASLT_MATMUL_DESC_TRANSA, op_a, "cublasLtMatmulDescSetAttribute(TRANSA)");
   set(CUBLASLT_MATMUL_DESC_TRANSB, op_b, "cublasLtMatmulDescSetAttribute(TRANSB)");
+  if (p.fast_accumulation) {
+    const int8_t fast = 1;
+    set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast, "cublasLtMatmulDescSetAttribute(FAST_ACCUM)");
+  }
   if (bias_epilogue) {
     const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     const auto bias_type = static_cast<int32_t>(p.bias - 1);
@@ -192,15 +222,20 @@ bool build(Plan& plan, const Problem& p, bool bias_epilogue) {
   prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c,
          "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_D_BYTES)");
 
-  cublasLtMatmulHeuristicResult_t result{};
+  std::array<cublasLtMatmulHeuristicResult_t, kCandidates> results{};
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      plan.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(plan.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref,
+                                     kCandidates, results.data(), &found);
   if (bias_epilogue && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return false;
   check(status, "cublasLtMatmulAlgoGetHeuristic", p);
   WEFT_CHECK(found > 0, "cuBLASLt has no algorithm for a {}", p.describe());
-  plan.algo = result.algo;
-  plan.workspace = result.workspaceSize;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan.candidates.push_back(results[i]);
+  }
+  WEFT_CHECK(!plan.candidates.empty(), "cuBLASLt has no usable algorithm for a {}", p.describe());
+  plan.algo = plan.candidates[0].algo;
+  plan.workspace = plan.candidates[0].workspaceSize;
   return true;
 }
 
@@ -237,7 +272,14 @@ struct Workspace {
   void* ptr = nullptr;
 };
 
-cudaDataType_t cuda_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::e4m3: return CUDA_R_8F_E4M3;
+    case DType::e5m2: return CUDA_R_8F_E5M2;
+    default: return CUDA_R_32F;
+  }
+}
 
 // The largest power of two (at most 256) dividing every value: the alignment
 // in bytes of addresses base + i·step for all steps.
@@ -268,6 +310,52 @@ Layout layout_of(const StridedMatrices& s, int64_t batch, int64_t stride, int64_
   l.alignment = alignment({reinterpret_cast<uintptr_t>(s.data), static_cast<uint64_t>(stride) * es,
                            static_cast<uint64_t>(outer_stride) * es});
   return l;
+}
+
+// Times the plan's candidates once on this call's operands (the output into
+// scratch memory, so an accumulating call's c is untouched) and keeps the
+// fastest: the heuristic's first pick is not always the fastest on a given
+// shape. Synchronizes the stream once per shape and thread; a candidate that
+// fails to run is skipped.
+void tune(Plan& plan, const ExecContext& ec, const Problem& p, const void* pa, const void* pb,
+          float alpha) {
+  plan.tuned = true;
+  if (plan.candidates.size() < 2 || !tuning_on()) return;
+  const auto stream = static_cast<cudaStream_t>(ec.stream());
+  const Layout& l = p.c;
+  const auto es = static_cast<int64_t>(l.type == CUDA_R_16BF ? 2 : l.type == CUDA_R_32F ? 4 : 1);
+  const int64_t elements = (l.batch - 1) * l.stride + l.ld * (l.cols - 1) + l.rows;
+  const Workspace scratch(ec, static_cast<size_t>(elements * es));
+  size_t most = 0;
+  for (const auto& c : plan.candidates) most = std::max(most, c.workspaceSize);
+  const Workspace workspace(ec, most);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  WEFT_CUDA_CHECK(cudaEventCreate(&start), "gemm tuning");
+  WEFT_CUDA_CHECK(cudaEventCreate(&stop), "gemm tuning");
+  const float beta = 0.0f;
+  float best = -1.0f;
+  for (const auto& c : plan.candidates) {
+    auto run = [&] {
+      return cublasLtMatmul(plan.handle, plan.desc, &alpha, pb, plan.a, pa, plan.b, &beta,
+                            scratch.ptr, plan.c, scratch.ptr, plan.c, &c.algo, workspace.ptr,
+                            c.workspaceSize, stream);
+    };
+    if (run() != CUBLAS_STATUS_SUCCESS) continue;  // also the warm-up
+    WEFT_CUDA_CHECK(cudaEventRecord(start, stream), "gemm tuning");
+    bool ok = true;
+    for (int i = 0; i < 3 && ok; ++i) ok = run() == CUBLAS_STATUS_SUCCESS;
+    WEFT_CUDA_CHECK(cudaEventRecord(stop, stream), "gemm tuning");
+    WEFT_CUDA_CHECK(cudaEventSynchronize(stop), "gemm tuning");
+    float ms = 0.0f;
+    WEFT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop), "gemm tuning");
+    if (ok && (best < 0.0f || ms < best)) {
+      best = ms;
+      plan.algo = c.algo;
+      plan.workspace = c.workspaceSize;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
 }
 
 // c = alpha · a·b (+ c if accumulate) (+ bias on every row), for every entry
@@ -305,8 +393,12 @@ void matmul(const ExecContext& ec, const StridedMatrices& a, const StridedMatric
   p.a = layout(b);
   p.b = layout(a);
   p.c = layout(c);
-  const bool epilogue_types =
-      bias && bias->dtype() == c.dtype && reinterpret_cast<uintptr_t>(bias->raw()) % 16 == 0;
+  // An f32 bias (weft's masters) with a bf16 output is offered to the
+  // epilogue too: where cuBLASLt takes it, the bias is added before the one
+  // rounding of the output, with no extra pass; where not, plan_for drops the
+  // epilogue and the bias is added after the GEMM.
+  const bool epilogue_types = bias && (bias->dtype() == c.dtype || bias->dtype() == DType::f32) &&
+                              reinterpret_cast<uintptr_t>(bias->raw()) % 16 == 0;
   if (epilogue_types) p.bias = 1 + cuda_type(bias->dtype());
 
   const weft::cuda::DeviceGuard on_device(p.device);
@@ -317,6 +409,7 @@ void matmul(const ExecContext& ec, const StridedMatrices& a, const StridedMatric
                                          sizeof(bias_ptr)),
           "cublasLtMatmulDescSetAttribute(BIAS_POINTER)", p);
   }
+  if (!plan.tuned) tune(plan, ec, p, a.data, b.data, alpha);
   const Workspace workspace(ec, plan.workspace);
   const float beta = accumulate ? 1.0f : 0.0f;
   const auto es_a = static_cast<int64_t>(dtype_storage_bytes(a.dtype, 1));
@@ -363,6 +456,49 @@ void gemm<Backend::cuda>(const ExecContext& ec, const Tensor& a, const Tensor& b
     return;
   }
   matmul(ec, sa, sb, sc, opt.bias, opt.alpha, opt.accumulate);
+}
+
+// FP8: cuBLASLt's A is weft's b (its op T: B's rows run along k), B is weft's
+// a (op N); the scale-inverses are device pointers, set on the descriptor
+// for each call (plans are per thread).
+template <>
+void quantized_gemm<Backend::cuda>(const ExecContext& ec, const QuantizedOperand& a,
+                                   const QuantizedOperand& b, Tensor& c,
+                                   const QuantizedGemmOptions& opt) {
+  const Tensor& da = a.columnwise ? a.q->col_data : a.q->data;
+  const Tensor& db = b.columnwise ? b.q->col_data : b.q->data;
+  const Tensor& sa = a.columnwise ? a.q->col_scale_inv : a.q->scale_inv;
+  const Tensor& sb = b.columnwise ? b.q->col_scale_inv : b.q->scale_inv;
+  const int64_t m = a.rows(), n = b.rows(), k = a.cols();
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!opt.accumulate) c.zero();
+    return;
+  }
+  const StridedMatrices ma = matrix(da, false), mb = matrix(db, true), mc = matrix(c, false);
+  Problem p;
+  p.device = ec.device().index;
+  p.a = layout_of(mb, 1, 0, 0);
+  p.b = layout_of(ma, 1, 0, 0);
+  p.c = layout_of(mc, 1, 0, 0);
+  p.fast_accumulation = opt.fast_accumulation ? 1 : 0;
+  const weft::cuda::DeviceGuard on_device(p.device);
+  Plan& plan = plan_for(p);
+  const void* scale_a = sb.raw();  // cuBLASLt's A is weft's b
+  const void* scale_b = sa.raw();
+  check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a,
+                                       sizeof(scale_a)),
+        "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)", p);
+  check(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b,
+                                       sizeof(scale_b)),
+        "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)", p);
+  if (!plan.tuned) tune(plan, ec, p, da.raw(), db.raw(), opt.alpha);
+  const Workspace workspace(ec, plan.workspace);
+  const float beta = opt.accumulate ? 1.0f : 0.0f;
+  check(cublasLtMatmul(plan.handle, plan.desc, &opt.alpha, db.raw(), plan.a, da.raw(), plan.b,
+                       &beta, c.raw(), plan.c, c.raw(), plan.c, &plan.algo, workspace.ptr,
+                       plan.workspace, static_cast<cudaStream_t>(ec.stream())),
+        "cublasLtMatmul", p);
 }
 
 template <>

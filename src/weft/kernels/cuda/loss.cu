@@ -1,9 +1,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "weft/kernels/cuda/common.cuh"
+#include "weft/kernels/cuda/grid_stride.cuh"
 #include "weft/kernels/impl/loss.h"
 #include "weft/kernels/loss_vocab.h"
 
@@ -81,58 +83,83 @@ unsigned row_blocks(int64_t rows) {
 
 // Max over the block's row; NaN elements are skipped (fmaxf), as std::max
 // skips them on the CPU, so that the NaN shows in the sum instead.
+// Calls f(value) for the row's first `cols` elements, each thread its share:
+// 16-byte Packs first where `packed` (every row on a 16-byte boundary), then
+// element by element.
+template <typename T, typename F>
+__device__ __forceinline__ void for_row(const T* row, int64_t cols, bool packed, F&& f) {
+  int64_t j0 = 0;
+  if (packed) {
+    constexpr int K = Pack<T>::kSize;
+    const int64_t packs = cols / K;
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const Pack<T> a = load_pack(row, p);
+#pragma unroll
+      for (int k = 0; k < K; ++k) f(load_f(a.v, k));
+    }
+    j0 = packs * K;
+  }
+  for (int64_t j = j0 + threadIdx.x; j < cols; j += blockDim.x) f(load_f(row, j));
+}
+
 template <typename T>
-__device__ float row_max(const T* row, int64_t cols, float* scratch) {
+__device__ float row_max(const T* row, int64_t cols, bool packed, float* scratch) {
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, load_f(row, j));
+  for_row(row, cols, packed, [&](float x) { m = fmaxf(m, x); });
   return block_max(m, scratch);
 }
 
 // A NaN logit makes the sum NaN, so that a diverged model shows a NaN loss
 // (the floor alone would hide it).
 template <typename T>
-__device__ float row_sum_exp(const T* row, int64_t cols, float max, float* scratch) {
+__device__ float row_sum_exp(const T* row, int64_t cols, bool packed, float max, float* scratch) {
   const float floor = max - kExpRange;
   float s = 0.0f, nans = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float x = load_f(row, j);
+  for_row(row, cols, packed, [&](float x) {
     nans += x != x ? 1.0f : 0.0f;
     s += expf((x > floor ? x : floor) - max);
-  }
+  });
   s = block_sum(s, scratch);
   nans = block_sum(nans, scratch);
   return nans > 0.0f ? __uint_as_float(0x7fc00000u) : s;
 }
 
 template <typename T>
-__global__ void lse_kernel(const T* x, int64_t rows, int64_t cols, int64_t valid_cols, float* lse) {
+__global__ void lse_kernel(const T* x, int64_t rows, int64_t cols, int64_t valid_cols,
+                           bool packed, float* lse) {
   __shared__ float scratch[32];
   for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
     const T* row = x + n * cols;
-    const float m = row_max(row, valid_cols, scratch);
-    const float s = row_sum_exp(row, valid_cols, m, scratch);
+    const float m = row_max(row, valid_cols, packed, scratch);
+    const float s = row_sum_exp(row, valid_cols, packed, m, scratch);
     if (threadIdx.x == 0) lse[n] = m + logf(s);
   }
 }
 
 template <typename T>
 __global__ void row_max_kernel(const T* x, int64_t rows, int64_t cols, int64_t valid_cols,
-                               float* out) {
+                               bool packed, float* out) {
   __shared__ float scratch[32];
   for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
-    const float m = row_max(x + n * cols, valid_cols, scratch);
+    const float m = row_max(x + n * cols, valid_cols, packed, scratch);
     if (threadIdx.x == 0) out[n] = m;
   }
 }
 
 template <typename T>
 __global__ void sum_exp_kernel(const T* x, int64_t rows, int64_t cols, int64_t valid_cols,
-                               const float* row_max_in, float* out) {
+                               bool packed, const float* row_max_in, float* out) {
   __shared__ float scratch[32];
   for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
-    const float s = row_sum_exp(x + n * cols, valid_cols, row_max_in[n], scratch);
+    const float s = row_sum_exp(x + n * cols, valid_cols, packed, row_max_in[n], scratch);
     if (threadIdx.x == 0) out[n] = s;
   }
+}
+
+// Whether every row of a (rows, cols) tensor at p starts on a 16-byte boundary.
+template <typename T>
+bool rows_packed(const void* p, int64_t cols) {
+  return packs_fit({p}) && (cols * static_cast<int64_t>(sizeof(T))) % 16 == 0;
 }
 
 // out[n] = logits[n, targets[n] - start] when that column is a real one of
@@ -164,7 +191,7 @@ __global__ void combine_kernel(const float* row_max_in, const float* sum_exp, in
 template <typename T, typename D>
 __global__ void backward_kernel(const T* x, const int32_t* targets, const float* lse, int64_t rows,
                                 int64_t cols, int64_t start, int64_t valid_cols,
-                                int32_t ignore_index, float scale, D* dx) {
+                                int32_t ignore_index, float scale, bool packed, D* dx) {
   for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
     const T* row = x + n * cols;
     D* drow = dx + n * cols;
@@ -176,14 +203,29 @@ __global__ void backward_kernel(const T* x, const int32_t* targets, const float*
     // (then it matches no j).
     const int64_t target = static_cast<int64_t>(targets[n]) - start;
     const float l = lse[n], floor = l - kExpRange;
-    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-      float g = 0.0f;
-      if (j < valid_cols) {
-        const float z = load_f(row, j);
-        const float p = expf((z > floor ? z : floor) - l);
-        g = (j == target ? p - 1.0f : p) * scale;
+    auto grad = [&](int64_t j, float z) {
+      if (j >= valid_cols) return 0.0f;
+      const float p = expf((z > floor ? z : floor) - l);
+      return (j == target ? p - 1.0f : p) * scale;
+    };
+    int64_t j0 = 0;
+    if constexpr (std::is_same_v<T, D>) {
+      // Packs in and out where the rows allow (the same arithmetic).
+      if (packed) {
+        constexpr int K = Pack<T>::kSize;
+        const int64_t packs = cols / K;
+        for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+          const Pack<T> a = load_pack(row, p);
+          Pack<D> out;
+#pragma unroll
+          for (int k = 0; k < K; ++k) store_f(out.v, k, grad(p * K + k, load_f(a.v, k)));
+          store_pack(drow, p, out);
+        }
+        j0 = packs * K;
       }
-      store_f(drow, j, g);
+    }
+    for (int64_t j = j0 + threadIdx.x; j < cols; j += blockDim.x) {
+      store_f(drow, j, grad(j, load_f(row, j)));
     }
   }
 }
@@ -192,7 +234,8 @@ __global__ void backward_kernel(const T* x, const int32_t* targets, const float*
 void launch_lse(const ExecContext& ec, const Tensor& logits, const Vocab& v, Tensor& lse) {
   dispatch_float(logits.dtype(), "cross_entropy_forward", [&]<typename T>() {
     lse_kernel<T><<<row_blocks(v.rows), kRowThreads, 0, stream_of(ec)>>>(
-        dptr<const T>(logits), v.rows, v.cols, v.valid_cols, dptr<float>(lse));
+        dptr<const T>(logits), v.rows, v.cols, v.valid_cols, rows_packed<T>(logits.raw(), v.cols),
+        dptr<float>(lse));
     check_launch("cross_entropy lse_kernel");
   });
 }
@@ -247,7 +290,9 @@ void cross_entropy_backward<Backend::cuda>(const ExecContext& ec, const Tensor& 
     dispatch_float(dlogits.dtype(), op, [&]<typename D>() {
       backward_kernel<T, D><<<row_blocks(v.rows), kRowThreads, 0, stream_of(ec)>>>(
           dptr<const T>(logits), dptr<const int32_t>(targets), dptr<const float>(lse), v.rows,
-          v.cols, v.start, v.valid_cols, opt.ignore_index, scale, dptr<D>(dlogits));
+          v.cols, v.start, v.valid_cols, opt.ignore_index, scale,
+          rows_packed<T>(logits.raw(), v.cols) && rows_packed<D>(dlogits.raw(), v.cols),
+          dptr<D>(dlogits));
       check_launch("cross_entropy backward_kernel");
     });
   });
@@ -261,7 +306,8 @@ void cross_entropy_row_max<Backend::cuda>(const ExecContext& ec, const Tensor& l
   if (v.rows == 0) return;
   dispatch_float(logits.dtype(), op, [&]<typename T>() {
     row_max_kernel<T><<<row_blocks(v.rows), kRowThreads, 0, stream_of(ec)>>>(
-        dptr<const T>(logits), v.rows, v.cols, v.valid_cols, dptr<float>(row_max_out));
+        dptr<const T>(logits), v.rows, v.cols, v.valid_cols, rows_packed<T>(logits.raw(), v.cols),
+        dptr<float>(row_max_out));
     check_launch("cross_entropy row_max_kernel");
   });
 }
@@ -286,8 +332,8 @@ void cross_entropy_sum_exp<Backend::cuda>(const ExecContext& ec, const Tensor& l
   if (v.rows == 0) return;
   dispatch_float(logits.dtype(), op, [&]<typename T>() {
     sum_exp_kernel<T><<<row_blocks(v.rows), kRowThreads, 0, stream_of(ec)>>>(
-        dptr<const T>(logits), v.rows, v.cols, v.valid_cols, dptr<const float>(row_max_in),
-        dptr<float>(sum_exp));
+        dptr<const T>(logits), v.rows, v.cols, v.valid_cols, rows_packed<T>(logits.raw(), v.cols),
+        dptr<const float>(row_max_in), dptr<float>(sum_exp));
     check_launch("cross_entropy sum_exp_kernel");
   });
 }

@@ -99,6 +99,65 @@ __global__ void layer_norm_forward_kernel(const T* x, DeviceResidual<T> res, con
   }
 }
 
+// The same forward with one warp per row, every access a 16-byte Pack: for
+// rows that are 16-byte aligned with c a multiple of the Pack, and a residual
+// add without dropout (the common case of a training step; the kernel above
+// takes the rest). Each lane sums its Packs, the warp adds the lanes.
+template <typename T>
+__global__ void layer_norm_forward_warp_kernel(const T* x, const T* branch, T* sum_out,
+                                               const float* gamma, const float* beta, float eps,
+                                               T* y, float* mean, float* rstd, int64_t n,
+                                               int64_t c) {
+  constexpr int K = Pack<T>::kSize;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  const int64_t packs = c / K;
+  const float inv_c = 1.0f / static_cast<float>(c);
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < n;
+       r += warps) {
+    const int64_t base = r * packs;
+    // The row the norm reads: x, or sum = x + branch rounded to T (written here).
+    const T* xr = branch ? sum_out : x;
+    float sum = 0.0f;
+    for (int64_t p = lane; p < packs; p += 32) {
+      Pack<T> v = load_pack(x, base + p);
+      if (branch) {
+        const Pack<T> b = load_pack(branch, base + p);
+#pragma unroll
+        for (int k = 0; k < K; ++k) store_f(v.v, k, load_f(v.v, k) + load_f(b.v, k));
+        store_pack(sum_out, base + p, v);
+      }
+#pragma unroll
+      for (int k = 0; k < K; ++k) sum += load_f(v.v, k);
+    }
+    const float m = warp_sum(sum) * inv_c;
+    float var = 0.0f;
+    for (int64_t p = lane; p < packs; p += 32) {
+      const Pack<T> v = load_pack(xr, base + p);
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const float d = load_f(v.v, k) - m;
+        var += d * d;
+      }
+    }
+    const float s = 1.0f / sqrtf(warp_sum(var) * inv_c + eps);
+    for (int64_t p = lane; p < packs; p += 32) {
+      const Pack<T> v = load_pack(xr, base + p);
+      Pack<T> out;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int64_t j = p * K + k;
+        store_f(out.v, k, (load_f(v.v, k) - m) * s * gamma[j] + beta[j]);
+      }
+      store_pack(y, base + p, out);
+    }
+    if (lane == 0) {
+      mean[r] = m;
+      rstd[r] = s;
+    }
+  }
+}
+
 // dy (n, c), x (n, c), gamma (c), mean (n), rstd (n) -> dx (n, c). One block per
 // row: dx = s·(dy·g - mean(dy·g) - xhat·mean(dy·g·xhat)).
 // The residual gradient of a norm's backward (kernels/norm.h ResidualGrad) as
@@ -159,27 +218,91 @@ __global__ void layer_norm_dx_kernel(const T* dy, const T* x, const float* gamma
   }
 }
 
+// layer_norm_dx_kernel with one warp per row in 16-byte Packs, for aligned
+// rows with c a multiple of the Pack and no dropout gradient (dbranch): dx =
+// norm'(dy), plus dres where given.
+template <typename T>
+__global__ void layer_norm_dx_warp_kernel(const T* dy, const T* x, const float* gamma,
+                                          const float* mean, const float* rstd, T* dx,
+                                          const T* dres, int64_t n, int64_t c) {
+  constexpr int K = Pack<T>::kSize;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  const int64_t packs = c / K;
+  const float inv_c = 1.0f / static_cast<float>(c);
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; r < n;
+       r += warps) {
+    const int64_t base = r * packs;
+    const float m = mean[r], s = rstd[r];
+    float sum_dg = 0.0f, sum_dgx = 0.0f;
+    for (int64_t p = lane; p < packs; p += 32) {
+      const Pack<T> xv = load_pack(x, base + p), gv = load_pack(dy, base + p);
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const float xhat = (load_f(xv.v, k) - m) * s;
+        const float dg = load_f(gv.v, k) * gamma[p * K + k];
+        sum_dg += dg;
+        sum_dgx += dg * xhat;
+      }
+    }
+    sum_dg = warp_sum(sum_dg) * inv_c;
+    sum_dgx = warp_sum(sum_dgx) * inv_c;
+    for (int64_t p = lane; p < packs; p += 32) {
+      const Pack<T> xv = load_pack(x, base + p), gv = load_pack(dy, base + p);
+      Pack<T> out;
+      if (dres) out = load_pack(dres, base + p);
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const float xhat = (load_f(xv.v, k) - m) * s;
+        float v = s * (load_f(gv.v, k) * gamma[p * K + k] - sum_dg - xhat * sum_dgx);
+        if (dres) v = load_f(out.v, k) + rounded<T>(v);
+        store_f(out.v, k, v);
+      }
+      store_pack(dx, base + p, out);
+    }
+  }
+}
+
 // partial[b, 0, j] = Σ dy·xhat and partial[b, 1, j] = Σ dy over the rows of
 // block b, in row order; products rounded before each add (the CPU's loop has
-// no FMA), so the sums are the CPU's bit for bit.
-template <typename T>
+// no FMA), so the sums are the CPU's bit for bit. A thread owns W consecutive
+// columns (W = one Pack when the rows are 16-byte aligned, else 1): the same
+// sums, wider loads.
+template <typename T, int W>
 __global__ void layer_norm_param_blocks_kernel(const T* dy, const T* x, const float* mean,
                                                const float* rstd, float* partial, int64_t n,
                                                int64_t c) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * W;
   if (j >= c) return;
   const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
   for (int64_t b = blockIdx.y; b < nblocks; b += gridDim.y) {
     const int64_t end = min(n, (b + 1) * kBlockRows);
-    float pg = 0.0f, pb = 0.0f;
+    float pg[W], pb[W];
+#pragma unroll
+    for (int k = 0; k < W; ++k) pg[k] = pb[k] = 0.0f;
     for (int64_t r = b * kBlockRows; r < end; ++r) {
-      const float xhat = __fmul_rn(__fsub_rn(load_f(x, r * c + j), mean[r]), rstd[r]);
-      const float d = load_f(dy, r * c + j);
-      pg = __fadd_rn(pg, __fmul_rn(d, xhat));
-      pb = __fadd_rn(pb, d);
+      const float m = mean[r], s = rstd[r];
+      if constexpr (W == 1) {
+        const float xhat = __fmul_rn(__fsub_rn(load_f(x, r * c + j), m), s);
+        const float d = load_f(dy, r * c + j);
+        pg[0] = __fadd_rn(pg[0], __fmul_rn(d, xhat));
+        pb[0] = __fadd_rn(pb[0], d);
+      } else {
+        const Pack<T> xs = load_pack(x, (r * c + j) / W), ds = load_pack(dy, (r * c + j) / W);
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+          const float xhat = __fmul_rn(__fsub_rn(load_f(xs.v, k), m), s);
+          const float d = load_f(ds.v, k);
+          pg[k] = __fadd_rn(pg[k], __fmul_rn(d, xhat));
+          pb[k] = __fadd_rn(pb[k], d);
+        }
+      }
     }
-    partial[b * 2 * c + j] = pg;
-    partial[b * 2 * c + c + j] = pb;
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      partial[b * 2 * c + j + k] = pg[k];
+      partial[b * 2 * c + c + j + k] = pb[k];
+    }
   }
 }
 
@@ -271,6 +394,20 @@ void layer_norm_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x,
   const int64_t n = x.shape().rows(), c = x.shape().last();
   if (n == 0 || c == 0) return;
   dispatch_float(x.dtype(), "layer_norm_forward", [&]<typename T>() {
+    const bool dropout = residual && residual->dropout.p > 0.0f;
+    if (!dropout && c % Pack<T>::kSize == 0 &&
+        packs_fit({x.raw(), y.raw(), residual ? residual->branch.raw() : nullptr,
+                   residual ? residual->sum.raw() : nullptr})) {
+      constexpr int kWarps = kThreads / 32;
+      layer_norm_forward_warp_kernel<T>
+          <<<row_blocks((n + kWarps - 1) / kWarps), kThreads, 0, stream_of(ec)>>>(
+              dptr<const T>(x), residual ? dptr<const T>(residual->branch) : nullptr,
+              residual ? dptr<T>(residual->sum) : nullptr, dptr<const float>(gamma),
+              dptr<const float>(beta), eps, dptr<T>(y), dptr<float>(mean), dptr<float>(rstd), n,
+              c);
+      check_launch("layer_norm_forward");
+      return;
+    }
     layer_norm_forward_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
         dptr<const T>(x), device_residual<T>(residual), dptr<const float>(gamma),
         dptr<const float>(beta), eps, dptr<T>(y), dptr<float>(mean), dptr<float>(rstd), n, c);
@@ -288,14 +425,32 @@ void layer_norm_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy,
   const int64_t nblocks = (n + kBlockRows - 1) / kBlockRows;
   Tensor partial = ec.empty({nblocks, 2, c}, DType::f32);
   dispatch_float(x.dtype(), "layer_norm_backward", [&]<typename T>() {
-    layer_norm_dx_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
-        dptr<const T>(dy), dptr<const T>(x), dptr<const float>(gamma), dptr<const float>(mean),
-        dptr<const float>(rstd), dptr<T>(dx), device_residual_grad<T>(residual), n, c);
+    if (!residual.dbranch && c % Pack<T>::kSize == 0 &&
+        packs_fit({dy.raw(), x.raw(), dx.raw(), residual.dres ? residual.dres->raw() : nullptr})) {
+      constexpr int kWarps = kThreads / 32;
+      layer_norm_dx_warp_kernel<T>
+          <<<row_blocks((n + kWarps - 1) / kWarps), kThreads, 0, stream_of(ec)>>>(
+              dptr<const T>(dy), dptr<const T>(x), dptr<const float>(gamma),
+              dptr<const float>(mean), dptr<const float>(rstd), dptr<T>(dx),
+              residual.dres ? dptr<const T>(*residual.dres) : nullptr, n, c);
+    } else {
+      layer_norm_dx_kernel<T><<<row_blocks(n), kThreads, 0, stream_of(ec)>>>(
+          dptr<const T>(dy), dptr<const T>(x), dptr<const float>(gamma), dptr<const float>(mean),
+          dptr<const float>(rstd), dptr<T>(dx), device_residual_grad<T>(residual), n, c);
+    }
     check_launch("layer_norm_backward (dx)");
-    layer_norm_param_blocks_kernel<T>
-        <<<column_block_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
-            dptr<const T>(dy), dptr<const T>(x), dptr<const float>(mean), dptr<const float>(rstd),
-            dptr<float>(partial), n, c);
+    constexpr int W = Pack<T>::kSize;
+    if (packs_fit({dy.raw(), x.raw()}) && c % W == 0) {
+      layer_norm_param_blocks_kernel<T, W>
+          <<<column_block_grid(c / W, nblocks), kThreads, 0, stream_of(ec)>>>(
+              dptr<const T>(dy), dptr<const T>(x), dptr<const float>(mean),
+              dptr<const float>(rstd), dptr<float>(partial), n, c);
+    } else {
+      layer_norm_param_blocks_kernel<T, 1>
+          <<<column_block_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
+              dptr<const T>(dy), dptr<const T>(x), dptr<const float>(mean),
+              dptr<const float>(rstd), dptr<float>(partial), n, c);
+    }
     check_launch("layer_norm_backward (block sums)");
   });
   add_param_blocks_kernel<<<blocks_for(c, kThreads), kThreads, 0, stream_of(ec)>>>(

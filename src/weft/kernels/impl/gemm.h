@@ -23,6 +23,10 @@ template <Backend B>
 void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
                   const StridedMatrices& c, float alpha = 1.0f, bool accumulate = false);
 
+template <Backend B>
+void quantized_gemm(const ExecContext& ec, const QuantizedOperand& a, const QuantizedOperand& b,
+                    Tensor& c, const QuantizedGemmOptions& opt);
+
 // Matmul plans created so far by the calling thread (oneDNN primitives on the
 // CPU; cuBLASLt descriptors and algorithm on CUDA): a steady state creates
 // none.
