@@ -8,7 +8,8 @@
 #
 # Environment: WEFT_BUILD (default build-cuda), GPU_CHECK_OUT (logs; default
 # gpu-check-out/), GPU_CHECK_BATCH (bench step micro-batch; default 16),
-# GPU_CHECK_SECTIONS and GPU_CHECK_DEADLINE (below).
+# GPU_CHECK_SECTIONS and GPU_CHECK_DEADLINE (below), GPU_CHECK_PEERS=0 (no
+# PyTorch peers) or GPU_CHECK_PEER_MODES (default "eager compile").
 # Exit status: 0 when every check passed, 1 otherwise, 2 when there is no GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -136,7 +137,7 @@ if want peers; then
 # CUDA is installed (GPU_CHECK_PEERS=0 skips them).
 if [ "${GPU_CHECK_PEERS:-1}" != 0 ] &&
   python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-  for mode in eager compile; do
+  for mode in ${GPU_CHECK_PEER_MODES:-eager compile}; do
     log=$OUT/pytorch_gpt2_$mode.log
     flag=()
     [ "$mode" = compile ] && flag=(--compile)

@@ -29,6 +29,8 @@ struct Measured {
   std::vector<cuda::KernelTime> kernels;  // per kernel over the timed steps (--profile)
   // MoE: tokens per expert of each MoE layer in the last step, all data ranks.
   std::vector<std::vector<int64_t>> expert_load;
+  // Times the host waited for the GPU per timed step (cuda::host_syncs).
+  double host_syncs_per_step = 0;
 };
 
 // The parameters a token's computation uses: a MoE layer's experts count
@@ -92,6 +94,7 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
       cuda::reset_kernel_profile();
       cuda::set_kernel_profiling(true);
     }
+    const int64_t syncs_before = cuda::host_syncs();
     train::StepTimes sum;
     int64_t tokens = 0;
     for (int i = 0; i < steps; ++i) {
@@ -105,6 +108,7 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
       sum.total += r.times.total;
       tokens += r.tokens;
     }
+    const int64_t syncs = cuda::host_syncs() - syncs_before;
     if (profile) {
       cuda::set_kernel_profiling(false);
       m.kernels = cuda::kernel_profile();
@@ -123,6 +127,10 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
               .all_to_all = sum.all_to_all / n,
               .total = sum.total / n};
     m.expert_load = std::move(load);
+    // Every rank thread counts into the process's total (in a process of
+    // its own, a rank counts alone).
+    m.host_syncs_per_step = static_cast<double>(syncs) / n /
+                            (comm::launched_by_mpi() ? 1.0 : static_cast<double>(world.size()));
     m.tokens_per_s = static_cast<double>(tokens) / sum.total;
     m.flops_per_token = flops_per_token(cfg, params);
     m.llmc_flops_per_token = llmc_flops_per_token(cfg, params);
@@ -195,8 +203,10 @@ void print_moe_table(const std::vector<Measured>& rows) {
 void print_kernel_table(const Measured& r, int steps) {
   double total = 0;
   for (const cuda::KernelTime& k : r.kernels) total += k.ms;
-  std::printf("\n%s: GPU time per step by kernel (%.2f ms in kernels of a %.2f ms step)\n",
-              r.label.c_str(), total / steps, 1e3 * r.mean.total);
+  std::printf(
+      "\n%s: GPU time per step by kernel (%.2f ms in kernels of a %.2f ms step; %.1f host "
+      "synchronizations per step and rank)\n",
+      r.label.c_str(), total / steps, 1e3 * r.mean.total, r.host_syncs_per_step);
   std::printf("%-32s %9s %10s %7s\n", "kernel", "calls", "ms", "share");
   for (const cuda::KernelTime& k : r.kernels) {
     std::printf("%-32s %9.1f %10.3f %6.1f%%\n", k.name.c_str(),

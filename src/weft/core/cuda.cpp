@@ -77,7 +77,11 @@ CachingAllocator::StreamEvents stream_events(int device) {
             WEFT_CUDA_CHECK(status, "querying a stream's event");
             return true;
           },
-      .wait = [](void* e) { WEFT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e))); },
+      .wait =
+          [](void* e) {
+            count_host_sync();
+            WEFT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e)));
+          },
       .destroy = [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }};
 }
 
@@ -162,11 +166,13 @@ std::shared_ptr<void> new_stream(int device) {
 }
 
 void synchronize(Stream stream, int device) {
+  count_host_sync();
   DeviceGuard guard(device);
   WEFT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 
 void synchronize_device(int device) {
+  count_host_sync();
   DeviceGuard guard(device);
   WEFT_CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -199,6 +205,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   if (bytes == 0) return;
   const Device on = dst_device.is_cuda() ? dst_device : src_device;
   DeviceGuard guard(on.index);
+  if (!dst_device.is_cuda() || !src_device.is_cuda()) count_host_sync();
   WEFT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, copy_kind(dst_device, src_device)));
 }
 
@@ -250,6 +257,13 @@ cudaEvent_t take_event() {
 }
 
 }  // namespace
+
+std::atomic<int64_t>& host_sync_count() {
+  static std::atomic<int64_t> n{0};
+  return n;
+}
+int64_t host_syncs() { return host_sync_count().load(); }
+void count_host_sync() { host_sync_count().fetch_add(1, std::memory_order_relaxed); }
 
 void set_kernel_profiling(bool on) { profiling_flag().store(on); }
 bool kernel_profiling() { return profiling_flag().load(); }
@@ -341,6 +355,9 @@ void zero_bytes(void*, Device, size_t) { not_built("zero_bytes"); }
 bool convert_on_device(const void*, DType, void*, DType, int64_t, Device) {
   not_built("convert_on_device");
 }
+int64_t host_syncs() { return 0; }
+void count_host_sync() {}
+
 void set_kernel_profiling(bool) {}
 bool kernel_profiling() { return false; }
 std::vector<KernelTime> kernel_profile() { return {}; }

@@ -105,6 +105,14 @@ struct KernelTime {
 // reset, longest first.
 std::vector<KernelTime> kernel_profile();
 void reset_kernel_profile();
+// Host synchronizations with a GPU: the times weft's code made the host wait
+// for device work (stream / event / device synchronizations, copies to or
+// from host memory), counted per process since it started. `bench step
+// --profile` prints them per step.
+int64_t host_syncs();
+// Counts one (called by the code that synchronizes).
+void count_host_sync();
+
 // Brackets one kernel (`name` must outlive the profile: a literal) on `stream`.
 class KernelSpan {
  public:

@@ -2,6 +2,7 @@
 #include <bit>
 #include <limits>
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/impl/cast.h"
 
@@ -236,6 +237,7 @@ Tensor amax_buffer(const ExecContext& ec) {
 float read_amax(const ExecContext& ec, const Tensor& bits) {
   uint32_t m = 0;
   WEFT_CUDA_CHECK(cudaMemcpyAsync(&m, bits.raw(), sizeof m, cudaMemcpyDeviceToHost, stream_of(ec)));
+  weft::cuda::count_host_sync();
   WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ec)));
   return m > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(m);
 }

@@ -2,6 +2,7 @@
 #include <utility>
 #include <vector>
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/grid_stride.cuh"
 #include "weft/kernels/impl/embedding.h"
@@ -33,6 +34,7 @@ std::vector<int32_t> checked_tokens(const ExecContext& ec, const Tensor& tokens,
   if (tok.empty()) return tok;
   WEFT_CUDA_CHECK(cudaMemcpyAsync(tok.data(), tokens.raw(), tok.size() * sizeof(int32_t),
                                   cudaMemcpyDeviceToHost, stream_of(ec)));
+  weft::cuda::count_host_sync();
   WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ec)));
   for (size_t i = 0; i < tok.size(); ++i) {
     WEFT_CHECK(tok[i] >= 0 && tok[i] < valid_vocab,

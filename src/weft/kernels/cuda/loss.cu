@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/grid_stride.cuh"
 #include "weft/kernels/impl/loss.h"
@@ -36,6 +37,7 @@ std::vector<T> to_host(const ExecContext& ec, const Tensor& t) {
   if (v.empty()) return v;
   WEFT_CUDA_CHECK(cudaMemcpyAsync(v.data(), t.raw(), v.size() * sizeof(T), cudaMemcpyDeviceToHost,
                                   stream_of(ec)));
+  weft::cuda::count_host_sync();
   WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ec)));
   return v;
 }

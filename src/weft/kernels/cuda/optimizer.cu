@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/impl/optimizer.h"
 
@@ -220,6 +221,7 @@ std::vector<double> sum_of_squares_multi<Backend::cuda>(const ExecContext& ec,
   }
   WEFT_CUDA_CHECK(cudaMemcpyAsync(sums.data(), tensor_sums, count * sizeof(double),
                                   cudaMemcpyDeviceToHost, stream_of(ec)));
+  weft::cuda::count_host_sync();
   WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ec)));
   return sums;
 }
