@@ -116,16 +116,20 @@ fi
 fi
 
 if want step; then
-# A GPT-2 (124M) training step: MFU as llm.c counts it.
-for dt in bf16 f32; do
-  log=$OUT/bench_step_$dt.log
+# A GPT-2 (124M) training step: MFU as llm.c counts it. bf16 twice: without
+# the kernel profile (its events cost host time: the headline tokens/s), and
+# with it (each kernel's and each GEMM shape's share, host syncs per step).
+for run in "bf16 plain" "bf16 profile" "f32 plain"; do
+  read -r dt how <<<"$run"
+  log=$OUT/bench_step_${dt}_$how.log
   profile=()
-  [ "$dt" = bf16 ] && profile=(--profile)
+  [ "$how" = profile ] && profile=(--profile)
   if "$WEFT" bench step --device cuda --preset gpt2-124m --dtype "$dt" --micro-batch "$BATCH" \
     --steps 10 --warmup 2 "${profile[@]}" >"$log" 2>&1; then
-    row "bench step gpt2-124m $dt B=$BATCH" INFO "$(grep '^tp 1 x dp 1' "$log" | tr -s ' ')"
+    row "bench step gpt2-124m $dt B=$BATCH $how" INFO "$(grep '^tp 1 x dp 1' "$log" | tr -s ' ')"
+    row "  host syncs" INFO "$(grep -o "[0-9.]* host synchronizations per step" "$log")"
   else
-    row "bench step gpt2-124m $dt B=$BATCH" FAIL "rc $? ($log)"
+    row "bench step gpt2-124m $dt B=$BATCH $how" FAIL "rc $? ($log)"
   fi
   cat "$log"
 done

@@ -73,7 +73,7 @@ void print_row(const Settings& st, const Row& r, DType dt, const Timing& t) {
   std::fflush(stdout);
 }
 
-// A row's operands on `ec`: a and b filled, c zero (f32 for wgrad, which
+// A row's operands on `ec`: a and b random, c zero (f32 for wgrad, which
 // accumulates into it, as training does).
 struct Operands {
   Tensor a, b, c;
@@ -86,8 +86,14 @@ Operands operands(const ExecContext& ec, const Row& r, DType dt) {
              .b = r.trans_b ? ec.empty({r.n, r.k}, dt) : ec.empty({r.k, r.n}, dt),
              .c = ec.zeros({r.m, r.n}, wgrad ? DType::f32 : dt),
              .go = {.trans_a = r.trans_a, .trans_b = r.trans_b, .accumulate = wgrad}};
-  o.a.fill(0.01f);
-  o.b.fill(0.02f);
+  // Random operands (uniform in [0, 1)): constants let a GPU run cooler and
+  // faster than real data does.
+  uint64_t seed = 11;
+  for (Tensor* t : {&o.a, &o.b}) {
+    Tensor u = ec.empty({t->numel()}, DType::f32);
+    kernels::fill_uniform(ec, seed++, 0, u);
+    t->copy_from(u.to(t->dtype()).reshape(t->shape()));
+  }
   return o;
 }
 

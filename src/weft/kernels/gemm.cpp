@@ -1,5 +1,10 @@
 #include "weft/kernels/gemm.h"
 
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "weft/core/cuda.h"
 #include "weft/kernels/dispatch.h"
 #include "weft/kernels/impl/gemm.h"
 
@@ -24,6 +29,20 @@ OpDims op_dims(const Tensor& t, bool transposed) {
   return transposed ? OpDims{c, r} : OpDims{r, c};
 }
 
+// Under kernel profiling (bench step --profile) each GEMM shape is a row of
+// the profile of its own, "gemm MxNxK TN bf16" (op(a), op(b), output type);
+// otherwise every GEMM is "gemm". The names live as long as the process.
+const char* span_name(int64_t m, int64_t n, int64_t k, const GemmOptions& opt, DType out) {
+  if (!cuda::kernel_profiling()) return "gemm";
+  static std::mutex mu;
+  static auto* names = new std::set<std::string>;
+  const std::lock_guard<std::mutex> lock(mu);
+  return names
+      ->insert(format("gemm {}x{}x{} {}{} {}", m, n, k, opt.trans_a ? "T" : "N",
+                      opt.trans_b ? "T" : "N", dtype_name(out)))
+      .first->c_str();
+}
+
 }  // namespace
 
 void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
@@ -41,7 +60,7 @@ void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
                n);
     WEFT_CHECK(m == 0 || n == 0 || k > 0, "gemm with k = 0 and a bias is not supported");
   }
-  return detail::dispatch(ec, "gemm", {&a, &b, &c, opt.bias},
+  return detail::dispatch(ec, span_name(m, n, k, opt, c.dtype()), {&a, &b, &c, opt.bias},
                           [&]<Backend B>() { return impl::gemm<B>(ec, a, b, c, opt); });
 }
 

@@ -117,6 +117,7 @@ __global__ void column_block_sums_kernel(const T* dy, float* partial, int64_t n,
     float sum[W];
 #pragma unroll
     for (int k = 0; k < W; ++k) sum[k] = 0.0f;
+#pragma unroll 8
     for (int64_t r = b * kBlockRows; r < end; ++r) {
       if constexpr (W == 1) {
         sum[0] += load_f(dy, r * c + j);
@@ -132,11 +133,21 @@ __global__ void column_block_sums_kernel(const T* dy, float* partial, int64_t n,
 }
 
 // partial (nblocks, c) -> out (c) += partial[b] for b = 0, 1, ... in order.
+// The loads go out 8 at a time ahead of their adds (latency, not bandwidth,
+// bounds this kernel: one thread per column); the adds keep block order.
 __global__ void add_block_sums_kernel(const float* partial, int64_t nblocks, int64_t c,
                                       float* out) {
   for (int64_t j = grid_start(); j < c; j += grid_stride()) {
     float acc = out[j];
-    for (int64_t b = 0; b < nblocks; ++b) acc += partial[b * c + j];
+    int64_t b = 0;
+    for (; b + 8 <= nblocks; b += 8) {
+      float v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = partial[(b + k) * c + j];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc += v[k];
+    }
+    for (; b < nblocks; ++b) acc += partial[b * c + j];
     out[j] = acc;
   }
 }

@@ -280,6 +280,7 @@ __global__ void layer_norm_param_blocks_kernel(const T* dy, const T* x, const fl
     float pg[W], pb[W];
 #pragma unroll
     for (int k = 0; k < W; ++k) pg[k] = pb[k] = 0.0f;
+#pragma unroll 8
     for (int64_t r = b * kBlockRows; r < end; ++r) {
       const float m = mean[r], s = rstd[r];
       if constexpr (W == 1) {
@@ -313,7 +314,23 @@ __global__ void add_param_blocks_kernel(const float* partial, int64_t nblocks, i
   for (int64_t j = grid_start(); j < c; j += grid_stride()) {
     float a0 = out0[j];
     float a1 = parts > 1 ? out1[j] : 0.0f;
-    for (int64_t b = 0; b < nblocks; ++b) {
+    // Loads 8 blocks ahead of their adds (latency-bound: one thread per
+    // column); the adds keep block order.
+    int64_t b = 0;
+    for (; b + 8 <= nblocks; b += 8) {
+      float v0[8], v1[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        v0[k] = partial[(b + k) * parts * c + j];
+        v1[k] = parts > 1 ? partial[(b + k) * parts * c + c + j] : 0.0f;
+      }
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        a0 += v0[k];
+        if (parts > 1) a1 += v1[k];
+      }
+    }
+    for (; b < nblocks; ++b) {
       a0 += partial[b * parts * c + j];
       if (parts > 1) a1 += partial[b * parts * c + c + j];
     }
