@@ -104,8 +104,9 @@ TEST(CudaGemm, EveryTypeLayoutAndOptionMatchesCpu) {
   }
 }
 
-// The bias epilogue takes a bias of the output's type; other combinations
-// add it with a kernel after the product.
+// The bias epilogue takes a bias of the output's type: an f32 bias on a bf16
+// output is rounded to bf16 and goes to the epilogue; a bf16 bias on an f32
+// output is added with a kernel after the product.
 TEST(CudaGemm, BiasOfEitherTypeOnEitherOutput) {
   WEFT_REQUIRE_GPU();
   for (DType in : {DType::f32, DType::bf16}) {

@@ -32,9 +32,10 @@ TEST(CudaProfile, TimesEveryDispatchedKernelByName) {
     return std::find_if(times.begin(), times.end(),
                         [&](const cuda::KernelTime& t) { return t.name == name; });
   };
-  ASSERT_NE(find("gemm"), times.end());
-  EXPECT_EQ(find("gemm")->calls, 3);
-  EXPECT_GT(find("gemm")->ms, 0.0);
+  // A GEMM's row is named by its shape: m x n x k, op(a) op(b), output type.
+  ASSERT_NE(find("gemm 64x16x32 NN f32"), times.end());
+  EXPECT_EQ(find("gemm 64x16x32 NN f32")->calls, 3);
+  EXPECT_GT(find("gemm 64x16x32 NN f32")->ms, 0.0);
   ASSERT_NE(find("gelu_forward"), times.end());
   EXPECT_EQ(find("gelu_forward")->calls, 1);
   cuda::reset_kernel_profile();

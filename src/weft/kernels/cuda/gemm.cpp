@@ -358,6 +358,18 @@ void tune(Plan& plan, const ExecContext& ec, const Problem& p, const void* pa, c
   cudaEventDestroy(stop);
 }
 
+// A vector of n elements as one dense row.
+StridedMatrices vector_of(const Tensor& t) {
+  StridedMatrices s;
+  s.data = t.raw();
+  s.dtype = t.dtype();
+  s.rows = 1;
+  s.cols = t.numel();
+  s.row_stride = t.numel();
+  s.col_stride = 1;
+  return s;
+}
+
 // c = alpha · a·b (+ c if accumulate) (+ bias on every row), for every entry
 // of the batch dimensions: cuBLASLt runs one strided batch, the host loops
 // over the other.
@@ -393,12 +405,19 @@ void matmul(const ExecContext& ec, const StridedMatrices& a, const StridedMatric
   p.a = layout(b);
   p.b = layout(a);
   p.c = layout(c);
-  // An f32 bias (weft's masters) with a bf16 output is offered to the
-  // epilogue too: where cuBLASLt takes it, the bias is added before the one
-  // rounding of the output, with no extra pass; where not, plan_for drops the
-  // epilogue and the bias is added after the GEMM.
-  const bool epilogue_types = bias && (bias->dtype() == c.dtype || bias->dtype() == DType::f32) &&
-                              reinterpret_cast<uintptr_t>(bias->raw()) % 16 == 0;
+  // cuBLASLt's bias epilogue takes a bias of the output's type: an f32 bias
+  // (weft's masters) for a bf16 output is rounded to bf16 first (n elements,
+  // on the stream, as frameworks keep bf16 biases), so that the bias is added
+  // in the epilogue, before the output's one rounding, instead of in a pass
+  // over the whole output after it.
+  Tensor bias_rounded;
+  if (bias && bias->dtype() == DType::f32 && c.dtype == DType::bf16) {
+    bias_rounded = ec.empty({bias->numel()}, DType::bf16);
+    cuda::convert_matrices(ec, vector_of(*bias), vector_of(bias_rounded), nullptr, DType::f32);
+    bias = &bias_rounded;
+  }
+  const bool epilogue_types =
+      bias && bias->dtype() == c.dtype && reinterpret_cast<uintptr_t>(bias->raw()) % 16 == 0;
   if (epilogue_types) p.bias = 1 + cuda_type(bias->dtype());
 
   const weft::cuda::DeviceGuard on_device(p.device);

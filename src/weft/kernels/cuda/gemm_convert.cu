@@ -14,13 +14,16 @@ __device__ __forceinline__ int64_t offset(const Strides& s, int64_t i0, int64_t 
   return i0 * s.batch0 + i1 * s.batch1 + r * s.row + c * s.col;
 }
 
-template <typename S, typename D, typename B>
+// I: the index type of the element arithmetic, 32-bit where every index
+// fits (64-bit division costs many times the 32-bit one, and this kernel is
+// otherwise a copy).
+template <typename S, typename D, typename B, typename I>
 __global__ void convert_kernel(const S* src, Strides ss, D* dst, Strides ds, const B* bias,
-                               int64_t batch1, int64_t rows, int64_t cols, int64_t total) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c = i % cols, r = i / cols % rows, i1 = i / (cols * rows) % batch1,
-                  i0 = i / (cols * rows * batch1);
+                               I batch1, I rows, I cols, I total) {
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const I c = i % cols, r = i / cols % rows, i1 = i / (cols * rows) % batch1,
+            i0 = i / (cols * rows * batch1);
     float v = load_f(src, offset(ss, i0, i1, r, c));
     if (bias) v += load_f(bias, c);
     store_f(dst, offset(ds, i0, i1, r, c), v);
@@ -41,9 +44,17 @@ void convert_matrices(const ExecContext& ec, const StridedMatrices& src, const S
   dispatch_float(src.dtype, "gemm conversion source", [&]<typename S>() {
     dispatch_float(dst.dtype, "gemm conversion destination", [&]<typename D>() {
       dispatch_float(bias_type, "gemm bias", [&]<typename B>() {
-        convert_kernel<S, D, B><<<blocks_for(total, kThreads), kThreads, 0, stream_of(ec)>>>(
-            static_cast<const S*>(src.data), strides_of(src), static_cast<D*>(dst.data),
-            strides_of(dst), static_cast<const B*>(bias), dst.batch[1], dst.rows, dst.cols, total);
+        auto launch = [&]<typename I>() {
+          convert_kernel<S, D, B, I><<<blocks_for(total, kThreads), kThreads, 0, stream_of(ec)>>>(
+              static_cast<const S*>(src.data), strides_of(src), static_cast<D*>(dst.data),
+              strides_of(dst), static_cast<const B*>(bias), static_cast<I>(dst.batch[1]),
+              static_cast<I>(dst.rows), static_cast<I>(dst.cols), static_cast<I>(total));
+        };
+        if (total < (int64_t{1} << 31)) {
+          launch.template operator()<uint32_t>();
+        } else {
+          launch.template operator()<int64_t>();
+        }
       });
     });
   });
