@@ -10,10 +10,7 @@ dependency.
 """
 import argparse
 import statistics
-
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+import sys
 
 
 def main():
@@ -25,6 +22,17 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        print("pytorch_attention_bench: PyTorch is not installed here (a scratch environment "
+              "with torch runs this peer); nothing timed")
+        return 0
+    if not torch.cuda.is_available():
+        print("pytorch_attention_bench: PyTorch sees no CUDA GPU here; nothing timed")
+        return 0
     B, T, H, D = a.batch, a.seq, a.heads, a.head_dim
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -78,4 +86,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
