@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <string>
@@ -129,18 +130,13 @@ Timing time_cpu_row(const Settings& st, const Row& r, DType dt) {
 }
 
 #if WEFT_HAVE_CUDA
-// The GPU row: weft's gemm() and the direct cuBLASLt matmul on the same
-// buffers, each round a batch of calls between CUDA events, weft and direct
-// alternating; the median round of each.
-Timing time_cuda_row(const Settings& st, const ExecContext& ec, const Row& r, DType dt) {
+// weft's call and the direct cuBLASLt call on the same buffers, after a
+// warm-up, each round a batch of calls between CUDA events, alternating; the
+// median round of each.
+Timing against_direct(const Settings& st, const ExecContext& ec,
+                      const std::function<void()>& weft_call, DirectCublasLt& direct,
+                      DType direct_dtype) {
   constexpr int kMinIters = 10, kWarmup = 3;
-  Operands o = operands(ec, r, dt);
-  const bool wgrad = o.go.accumulate;
-  const DType out = o.c.dtype();
-  Tensor &a = o.a, &b = o.b, &c = o.c;
-  auto weft_call = [&] { kernels::gemm(ec, a, b, c, o.go); };
-  DirectCublasLt direct(r, dt, out, a.raw(), b.raw(), c.raw(), wgrad, ec.stream(),
-                        ec.device().index);
   auto direct_call = [&] { direct.run(); };
   for (int i = 0; i < kWarmup; ++i) {
     weft_call();
@@ -154,7 +150,21 @@ Timing time_cuda_row(const Settings& st, const ExecContext& ec, const Row& r, DT
   return {.weft = bench::median(samples[0]),
           .direct = bench::median(samples[1]),
           .path = "cublaslt",
-          .direct_dtype = dt};
+          .direct_dtype = direct_dtype};
+}
+
+// The GPU row: weft's gemm() and the direct cuBLASLt matmul on the same
+// buffers, each round a batch of calls between CUDA events, weft and direct
+// alternating; the median round of each.
+Timing time_cuda_row(const Settings& st, const ExecContext& ec, const Row& r, DType dt) {
+  Operands o = operands(ec, r, dt);
+  const bool wgrad = o.go.accumulate;
+  const DType out = o.c.dtype();
+  Tensor &a = o.a, &b = o.b, &c = o.c;
+  auto weft_call = [&] { kernels::gemm(ec, a, b, c, o.go); };
+  DirectCublasLt direct(r, dt, out, a.raw(), b.raw(), c.raw(), wgrad, ec.stream(),
+                        ec.device().index);
+  return against_direct(st, ec, weft_call, direct, dt);
 }
 
 // The FP8 row: kernels::quantized_gemm against a direct cuBLASLt FP8 matmul
@@ -165,7 +175,6 @@ Timing time_cuda_row(const Settings& st, const ExecContext& ec, const Row& r, DT
 // takes fast accumulation, as Transformer Engine does; wgrad accumulates into
 // an f32 gradient; the others write bf16.
 Timing time_cuda_fp8_row(const Settings& st, const ExecContext& ec, const Row& r) {
-  constexpr int kMinIters = 10, kWarmup = 3;
   const std::string op = r.op;
   const bool wgrad = op == "wgrad", forward = op == "fwd";
   auto quantized = [&](int64_t rows, int64_t cols, DType type, uint64_t seed) {
@@ -196,20 +205,7 @@ Timing time_cuda_fp8_row(const Settings& st, const ExecContext& ec, const Row& r
                       .fast_accumulation = forward};
   DirectCublasLt direct(tn, a_type, c.dtype(), qa.data.raw(), qb.data.raw(), c.raw(), wgrad,
                         ec.stream(), ec.device().index, &fp8);
-  auto direct_call = [&] { direct.run(); };
-  for (int i = 0; i < kWarmup; ++i) {
-    weft_call();
-    direct_call();
-  }
-  const double once = cuda_seconds_per_call(ec.stream(), weft_call, 1);
-  const int iters = std::max(kMinIters, static_cast<int>(st.min_time / std::max(once, 1e-9)));
-  const auto samples = bench::alternate(
-      st.rounds, {[&] { return cuda_seconds_per_call(ec.stream(), weft_call, iters); },
-                  [&] { return cuda_seconds_per_call(ec.stream(), direct_call, iters); }});
-  return {.weft = bench::median(samples[0]),
-          .direct = bench::median(samples[1]),
-          .path = "cublaslt",
-          .direct_dtype = DType::e4m3};
+  return against_direct(st, ec, weft_call, direct, DType::e4m3);
 }
 #endif
 
