@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <mutex>
 #include <unordered_map>
 
 #include "weft/core/exec_context.h"
@@ -83,6 +84,13 @@ void execute_matmul(const ExecContext& ec, const Operand& a, const Operand& b, c
   Cache& cc = cache();
   auto it = cc.entries.find(key);
   if (it == cc.entries.end()) {
+    // One thread at a time creates a primitive: oneDNN's primitive cache
+    // hands a second thread asking for the same matmul the object the first
+    // one built, published inside libdnnl through synchronization that
+    // ThreadSanitizer cannot see (make test-tsan found the second thread's
+    // query of it as a race). Creation happens once per shape and thread.
+    static std::mutex creation;
+    const std::lock_guard<std::mutex> lock(creation);
     try {
       memory::desc bias_md;
       if (bias) {
