@@ -296,6 +296,11 @@ int run(const std::vector<std::string>& args) {
   st.min_time = opts.number("min-time");
   st.json = opts.flag_set("json");
   st.cuda = device == "cuda";
+  const bool fp8 = dtypes == "fp8" || dtypes == "all";
+  WEFT_CHECK(!fp8 || st.cuda,
+             "--dtype {} times cuBLASLt's FP8 GEMMs: add --device cuda (the CPU multiplies FP8 "
+             "as an exact emulation, dequantized to f32: the f32 rows time that)",
+             dtypes);
   // Throws (exit status 2) where this build has no CUDA backend or the
   // machine no GPU.
   if (st.cuda) cuda::check_device(Device::cuda(0));
@@ -307,11 +312,6 @@ int run(const std::vector<std::string>& args) {
     info << "cpu: " << kernels::describe_cpu_support() << "; threads per call: " << num_threads()
          << "\n";
   }
-  const bool fp8 = dtypes == "fp8" || dtypes == "all";
-  WEFT_CHECK(!fp8 || st.cuda,
-             "--dtype {} times cuBLASLt's FP8 GEMMs: add --device cuda (the CPU multiplies FP8 "
-             "as an exact emulation, dequantized to f32: the f32 rows time that)",
-             dtypes);
   std::vector<DType> types;
   if (dtypes == "f32" || dtypes == "both" || dtypes == "all") types.push_back(DType::f32);
   if (dtypes != "f32") types.push_back(DType::bf16);
