@@ -9,7 +9,8 @@
 # Environment: WEFT_BUILD (default build-cuda), GPU_CHECK_OUT (logs; default
 # gpu-check-out/), GPU_CHECK_BATCH (bench step micro-batch; default 16),
 # GPU_CHECK_SECTIONS and GPU_CHECK_DEADLINE (below), GPU_CHECK_PEERS=0 (no
-# PyTorch peers) or GPU_CHECK_PEER_MODES (default "eager compile").
+# PyTorch peers) or GPU_CHECK_PEER_MODES (default "eager compile"),
+# GPU_CHECK_SANITIZER_FILTER (the kernel tests compute-sanitizer runs).
 # Exit status: 0 when every check passed, 1 otherwise, 2 when there is no GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +49,7 @@ row "attention path" INFO "$(grep '^attention:' "$OUT/info.log" | cut -c12- | cu
 # all): a section that would start after GPU_CHECK_DEADLINE seconds (0: no
 # deadline) is skipped and says so, so that the summary always prints inside
 # a GPU lease's time.
-SECTIONS=${GPU_CHECK_SECTIONS:-"tests attention step peers gemm variants fp8speed moe train"}
+SECTIONS=${GPU_CHECK_SECTIONS:-"tests attention step peers gemm variants fp8speed moe train sanitizer"}
 DEADLINE=${GPU_CHECK_DEADLINE:-0}
 START=$(date +%s)
 want() {  # section name
@@ -397,6 +398,35 @@ sys.exit(0 if abs(a - b) <= 1e-4 * abs(a) else 1)' "$ecpu" "$egpu" 2>&1); then
   fi
 fi
 
+fi
+
+if want sanitizer; then
+# compute-sanitizer over the CUDA tests: memcheck (out-of-bounds and
+# misaligned accesses, leaks of device memory), racecheck (shared-memory
+# races in weft's own kernels) and synccheck (barrier misuse). Each tool runs
+# the kernel suites whose kernels it can judge, on the tests' small shapes;
+# GPU_CHECK_SANITIZER_FILTER narrows them. memcheck sees each allocation of
+# weft's caching allocator (sizes rounded up to 512 bytes; a reused block may
+# be up to twice the request), so an overrun inside that slack goes unseen.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+if [ -z "$sanitizer" ]; then
+  row "compute-sanitizer" INFO "not installed here; skipped"
+else
+  filter=${GPU_CHECK_SANITIZER_FILTER:-'CudaActivation.*:CudaAttention.*:CudaAttentionGqa.*:CudaCast.*:CudaCrossEntropy.*:CudaEmbedding.*:CudaGemm.*:CudaNorm.*:CudaOptimizer.*:CudaQuantizedGemm.*:CudaRope.*:CudaSwiglu.*:CudaTranspose.*'}
+  for tool in memcheck racecheck synccheck; do
+    log=$OUT/sanitizer_$tool.log
+    "$sanitizer" --tool "$tool" --error-exitcode 3 "$B/tests/kernels_tests" \
+      --gtest_filter="$filter" --gtest_brief=1 >"$log" 2>&1
+    rc=$?
+    summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)
+    if [ "$rc" -eq 0 ]; then
+      row "compute-sanitizer $tool" PASS "${summary:-no errors}"
+    else
+      row "compute-sanitizer $tool" FAIL "rc $rc: ${summary:-see $log}"
+      grep -m 5 -E '^========= (Invalid|Race|Barrier|Error)' "$log"
+    fi
+  done
+fi
 fi
 
 echo
