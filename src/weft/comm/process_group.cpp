@@ -7,6 +7,7 @@
 
 #include "weft/comm/detail/host_work.h"
 #include "weft/comm/detail/op.h"
+#include "weft/core/cuda.h"
 #include "weft/core/error.h"
 
 namespace weft::comm {
@@ -259,6 +260,7 @@ Work ProcessGroup::issue(detail::Op op, int64_t bytes) {
   }
   const char* suffix = op.parts_in.empty() && op.parts_out.empty() ? "" : "_coalesced";
   op.what = format("{}{} #{} on {}", op_kind_name(op.kind), suffix, op.index, label());
+  const cuda::NvtxRange nvtx(op.what);
   // Before submit, so that `completed` (on the worker) cannot come first.
   observer_->emit(CommEvent::Kind::issued, op.kind, op.index, op.what);
   return Work(submit(std::move(op)));

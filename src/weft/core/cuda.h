@@ -113,6 +113,20 @@ int64_t host_syncs();
 // Counts one (called by the code that synchronizes).
 void count_host_sync();
 
+// An NVTX range for Nsight Systems and other NVTX tools: opened here, closed
+// when it goes out of scope, on the calling thread. weft marks the training
+// step's phases (forward, backward, gradient sync, optimizer), every module's
+// forward and backward, and the collectives. Without a tool attached a range
+// costs a check of one function pointer; builds without CUDA have no NVTX.
+class NvtxRange {
+ public:
+  explicit NvtxRange(const char* name);
+  explicit NvtxRange(const std::string& name) : NvtxRange(name.c_str()) {}
+  ~NvtxRange();
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+};
+
 // Brackets one kernel (`name` must outlive the profile: a literal) on `stream`.
 class KernelSpan {
  public:

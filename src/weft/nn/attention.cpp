@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "weft/core/cuda.h"
 #include "weft/parallel/mappings.h"
 
 namespace weft::nn {
@@ -156,6 +157,7 @@ Norm* MultiheadAttention::input_norm() {
 }
 
 Tensor MultiheadAttention::forward(Ctx& ctx, const Tensor& x) {
+  const cuda::NvtxRange nvtx(name() + " forward");
   check_input(x);
   comm::ProcessGroup* g = pc_->tp_group();
   Tensor xin = gathers_sequence()
@@ -209,6 +211,7 @@ Tensor MultiheadAttention::attend(Ctx& ctx, const Tensor& qkv) {
 }
 
 Tensor MultiheadAttention::backward(Ctx& ctx, const Tensor& dy) {
+  const cuda::NvtxRange nvtx(name() + " backward");
   comm::ProcessGroup* g = pc_->tp_group();
   // Replicated under sequence SP: the gradient of every row but this rank's is 0.
   Tensor g_out = dy;

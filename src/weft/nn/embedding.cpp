@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/embedding.h"
 #include "weft/kernels/gemm.h"
 #include "weft/kernels/transpose.h"
@@ -88,6 +89,7 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens) {
 }
 
 Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t pos_offset) {
+  const cuda::NvtxRange nvtx(name() + " forward");
   WEFT_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::i32,
              "{}: tokens must be i32 of shape (B, T), got {} {}", wte().name,
              dtype_name(tokens.dtype()), tokens.shape());
@@ -122,6 +124,7 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
 }
 
 Tensor VocabParallelEmbedding::backward(Ctx& ctx, const Tensor& dx) {
+  const cuda::NvtxRange nvtx(name() + " backward");
   Saved& s = ctx.saved<Saved>(this);
   WEFT_CHECK(s.tokens.defined(), "{}: backward without a forward in this context", wte().name);
   const Tensor ids = s.tokens;

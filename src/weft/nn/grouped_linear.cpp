@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/gemm.h"
 #include "weft/nn/weight_sources.h"
 
@@ -90,6 +91,7 @@ Tensor GroupedLinear::forward(Ctx&, const Tensor&) {
 }
 
 Tensor GroupedLinear::forward(Ctx& ctx, const Tensor& x, std::span<const int64_t> counts) {
+  const cuda::NvtxRange nvtx(name() + " forward");
   WEFT_CHECK(static_cast<int64_t>(counts.size()) == local_experts(),
              "{}: {} counts for {} local experts", cfg_.name, counts.size(), local_experts());
   const int64_t m = std::accumulate(counts.begin(), counts.end(), int64_t{0});
@@ -118,6 +120,7 @@ Tensor GroupedLinear::forward(Ctx& ctx, const Tensor& x, std::span<const int64_t
 }
 
 Tensor GroupedLinear::backward(Ctx& ctx, const Tensor& dy_in) {
+  const cuda::NvtxRange nvtx(name() + " backward");
   Saved& s = ctx.saved<Saved>(this);
   WEFT_CHECK(s.x.defined(), "{}: backward without a forward in this context", cfg_.name);
   const Saved saved = s;

@@ -1,5 +1,6 @@
 #include "weft/nn/layernorm_mlp.h"
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/activation.h"
 
 namespace weft::nn {
@@ -43,10 +44,12 @@ LayerNormMLP::LayerNormMLP(ContextPtr context, LayerNormMLPConfig cfg)
                                cfg_.width, cfg_.init_std, cfg_.layers, "fc2", cfg_.bias)) {}
 
 Tensor LayerNormMLP::forward(Ctx& ctx, const Tensor& x) {
+  const cuda::NvtxRange nvtx(name() + " forward");
   return forward_normed(ctx, norm().forward(ctx, x));
 }
 
 Tensor LayerNormMLP::backward(Ctx& ctx, const Tensor& dy) {
+  const cuda::NvtxRange nvtx(name() + " backward");
   return norm().backward(ctx, backward_normed(ctx, dy));
 }
 

@@ -1,5 +1,6 @@
 #include "weft/nn/linear.h"
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/activation.h"
 #include "weft/kernels/gemm.h"
 #include "weft/nn/weight_sources.h"
@@ -169,6 +170,7 @@ Shape with_last(Shape s, int64_t last) {
 }  // namespace
 
 Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
+  const cuda::NvtxRange nvtx(name() + " forward");
   const int64_t expected =
       cfg_.mode == Parallel::row && !cfg_.input_is_parallel ? cfg_.in : local_in();
   WEFT_CHECK(x.dim() >= 1 && x.shape().last() == expected,
@@ -213,6 +215,7 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
 }
 
 Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
+  const cuda::NvtxRange nvtx(name() + " backward");
   Saved& s = ctx.saved<Saved>(this);
   WEFT_CHECK(s.x.defined(), "{}: backward without a forward in this context", cfg_.name);
   const Tensor x = s.x;

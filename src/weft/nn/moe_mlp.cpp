@@ -1,5 +1,6 @@
 #include "weft/nn/moe_mlp.h"
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/activation.h"
 #include "weft/nn/moe_dispatch.h"
 #include "weft/nn/moe_exchange.h"
@@ -67,6 +68,7 @@ comm::ProcessGroup* MoeMLP::group() const {
 }
 
 Tensor MoeMLP::forward(Ctx& ctx, const Tensor& x) {
+  const cuda::NvtxRange nvtx(name() + " forward");
   const ExecContext& ec = pc_->exec;
   Saved& s = ctx.saved<Saved>(this);
   s.shape = x.shape();
@@ -99,6 +101,7 @@ Tensor MoeMLP::forward(Ctx& ctx, const Tensor& x) {
 }
 
 Tensor MoeMLP::backward(Ctx& ctx, const Tensor& dy_in) {
+  const cuda::NvtxRange nvtx(name() + " backward");
   Saved& s = ctx.saved<Saved>(this);
   WEFT_CHECK(s.h.defined(), "{}: backward without a forward in this context", cfg_.name);
   const Saved saved = s;

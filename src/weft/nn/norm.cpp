@@ -1,5 +1,6 @@
 #include "weft/nn/norm.h"
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/norm.h"
 
 namespace weft::nn {
@@ -47,6 +48,7 @@ void Norm::make_stats(Saved& s, const Tensor& x) const {
 }
 
 Tensor Norm::forward(Ctx& ctx, const Tensor& x) {
+  const cuda::NvtxRange nvtx(name() + " forward");
   check_input(x);
   Saved& s = ctx.saved<Saved>(this);
   s.x = x;
@@ -103,7 +105,10 @@ Tensor Norm::run_backward(Ctx& ctx, const Tensor& dy, const kernels::ResidualGra
   return dx;
 }
 
-Tensor Norm::backward(Ctx& ctx, const Tensor& dy) { return run_backward(ctx, dy, {}); }
+Tensor Norm::backward(Ctx& ctx, const Tensor& dy) {
+  const cuda::NvtxRange nvtx(name() + " backward");
+  return run_backward(ctx, dy, {});
+}
 
 Norm::AddGrads Norm::backward_add(Ctx& ctx, const Tensor& dy, const Tensor& dres,
                                   const Tensor& mask, float p) {

@@ -1,5 +1,6 @@
 #include "weft/nn/transformer_layer.h"
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/activation.h"
 #include "weft/kernels/random.h"
 
@@ -104,6 +105,7 @@ Tensor TransformerLayer::residual_add(Ctx& ctx, const Tensor& x, const Tensor& b
 }
 
 Tensor TransformerLayer::forward(Ctx& ctx, const Tensor& x) {
+  const cuda::NvtxRange nvtx(name() + " forward");
   return forward_stream(ctx, {x, {}}, nullptr).x;
 }
 
@@ -154,6 +156,7 @@ Tensor TransformerLayer::mlp_backward(Ctx& ctx, const Tensor& dy, const Saved& s
 }
 
 Tensor TransformerLayer::backward(Ctx& ctx, const Tensor& dy) {
+  const cuda::NvtxRange nvtx(name() + " backward");
   const Saved s = ctx.saved<Saved>(this);
   ctx.release(this);
   Tensor dh;

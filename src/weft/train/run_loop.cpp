@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
+#include "weft/core/cuda.h"
 #include "weft/core/memory.h"
 #include "weft/core/profile.h"
 #include "weft/io/checkpoint.h"
@@ -121,6 +123,7 @@ void Trainer::check_finite(double loss, double norm) const {
 }
 
 StepResult Trainer::step() {
+  const cuda::NvtxRange step_range("step");
   const auto t0 = Clock::now();
   const profile::Totals p0 = profile::totals();
   StepResult r;
@@ -142,21 +145,29 @@ StepResult Trainer::step() {
     ctx.set_final_microbatch(m == accum - 1);
     syncs_->set_sync(m == accum - 1);
     auto t = Clock::now();
-    loss_sum += model_->forward_loss(ctx, b.inputs, b.targets);
-    aux_sum += model_->aux_loss(ctx);
+    {
+      const cuda::NvtxRange range("forward");
+      loss_sum += model_->forward_loss(ctx, b.inputs, b.targets);
+      aux_sum += model_->aux_loss(ctx);
+    }
     r.times.forward += seconds_since(t);
     t = Clock::now();
-    model_->backward_loss(ctx, 1.0f / static_cast<float>(accum), ready);
-    // Every reduce-scatter completed before anything reads a gradient.
-    if (gtp) gtp->chain.drain();
+    {
+      const cuda::NvtxRange range("backward");
+      model_->backward_loss(ctx, 1.0f / static_cast<float>(accum), ready);
+      // Every reduce-scatter completed before anything reads a gradient.
+      if (gtp) gtp->chain.drain();
+    }
     r.times.backward += seconds_since(t);
   }
   auto t = Clock::now();
+  std::optional<cuda::NvtxRange> sync_range(std::in_place, "gradient sync");
   syncs_->finish();
   // On a GPU the phases end when their kernels finish, not when they are queued.
   const ExecContext& ec = model_->context()->exec;
   ec.synchronize();
   r.times.backward += seconds_since(t);
+  sync_range.reset();
   // The quantized recipes' step end: delayed scaling reduces every amax of
   // the step over its group in one collective and updates the scales.
   const parallel::ParallelContext& pc = *model_->context();
@@ -166,6 +177,7 @@ StepResult Trainer::step() {
   }
 
   t = Clock::now();
+  const cuda::NvtxRange optimizer_range("optimizer");
   Tensor loss = Tensor::from({2}, std::vector<float>{static_cast<float>(loss_sum / accum),
                                                      static_cast<float>(aux_sum / accum)});
   data_group_->all_reduce(loss, comm::ReduceOp::avg).wait();
