@@ -50,6 +50,10 @@ void print_header(const Settings& st) {
               "dtype", "path", "ms", rate, "direct", "ratio");
 }
 
+// A row's type: "fp8" for the FP8 rows (their operands are e4m3, or e5m2 and
+// e4m3 for the gradient GEMMs), else the dtype's name.
+std::string row_type(DType dt) { return dt == DType::e4m3 ? "fp8" : std::string(dtype_name(dt)); }
+
 void print_row(const Settings& st, const Row& r, DType dt, const Timing& t) {
   const double flops =
       2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
@@ -60,16 +64,16 @@ void print_row(const Settings& st, const Row& r, DType dt, const Timing& t) {
         "\"device\":\"%s\",\"emulated\":%s,\"direct_dtype\":\"%s\",\"ms\":%.4f,\"gflops\":%.1f,"
         "\"direct_gflops\":%.1f,\"ratio\":%.3f}\n",
         r.layer, static_cast<long long>(r.m), static_cast<long long>(r.n),
-        static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), r.op,
-        st.cuda ? "cuda" : "cpu", std::string(t.path) == "emulated" ? "true" : "false",
+        static_cast<long long>(r.k), row_type(dt).c_str(), r.op, st.cuda ? "cuda" : "cpu",
+        std::string(t.path) == "emulated" ? "true" : "false",
         std::string(dtype_name(t.direct_dtype)).c_str(), t.weft * 1e3, g_weft, g_direct,
         g_weft / g_direct);
   } else {
     const double unit = st.cuda ? 1e3 : 1.0;
     std::printf("%-5s %-6s %6lld %6lld %6lld %-5s %-8s %10.3f %10.1f %10.1f %7.3f\n", r.layer, r.op,
                 static_cast<long long>(r.m), static_cast<long long>(r.n),
-                static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), t.path,
-                t.weft * 1e3, g_weft / unit, g_direct / unit, g_weft / g_direct);
+                static_cast<long long>(r.k), row_type(dt).c_str(), t.path, t.weft * 1e3,
+                g_weft / unit, g_direct / unit, g_weft / g_direct);
   }
   std::fflush(stdout);
 }
