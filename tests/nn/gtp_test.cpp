@@ -197,8 +197,7 @@ TEST_P(GtpQuantized, TrainsAsTp1WithoutGtp) {
 INSTANTIATE_TEST_SUITE_P(
     Recipes, GtpQuantized, ::testing::ValuesIn([] {
       std::vector<QuantizedLayout> out;
-      for (parallel::Recipe r : {parallel::Recipe::fp8_delayed, parallel::Recipe::fp8_current,
-                                 parallel::Recipe::mxfp8, parallel::Recipe::nvfp4}) {
+      for (parallel::Recipe r : parallel::kQuantizedRecipes) {
         for (auto [tp, gtp] : {std::pair{1, 2}, std::pair{1, 4}, std::pair{2, 2}}) {
           out.push_back({r, tp, gtp});
         }

@@ -101,8 +101,7 @@ void check_pair(comm::ProcessGroup& world, int tp_size, parallel::Recipe recipe,
 
 std::vector<TpCase> quantized_cases() {
   std::vector<TpCase> cases;
-  for (parallel::Recipe r : {parallel::Recipe::fp8_delayed, parallel::Recipe::fp8_current,
-                             parallel::Recipe::mxfp8, parallel::Recipe::nvfp4}) {
+  for (parallel::Recipe r : parallel::kQuantizedRecipes) {
     for (const auto& [sp_name, sp] :
          {std::pair{"", SequenceParallel::off}, std::pair{"_sp_seq", SequenceParallel::seq}}) {
       std::string name = std::string("quantized_pair_") + parallel::recipe_name(r) + sp_name;

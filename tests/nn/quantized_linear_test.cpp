@@ -31,6 +31,12 @@ std::vector<double> reference_operand(parallel::Recipe recipe, const Tensor& x, 
       cfg.dtype = grad ? DType::e5m2 : DType::e4m3;
       cfg.scale = dtype_max(cfg.dtype) / kernels::amax(ec, x);
       break;
+    case parallel::Recipe::fp8_block:
+      cfg.mode = weight ? ScalingMode::block_128x128 : ScalingMode::block_1x128;
+      cfg.dtype = grad ? DType::e5m2 : DType::e4m3;
+      cfg.rowwise = weight || !columnwise;
+      cfg.columnwise = !weight && columnwise;
+      break;
     case parallel::Recipe::mxfp8:
       cfg.mode = ScalingMode::block_1x32;
       cfg.rowwise = !columnwise;
@@ -110,10 +116,7 @@ TEST_P(QuantizedLinear, GemmsMatchAnFp64ProductOfTheQuantizedOperands) {
   EXPECT_FALSE(close(plain.forward(pctx, x), y, {1e-4, 1e-6}, 1.0));
 }
 
-INSTANTIATE_TEST_SUITE_P(Recipes, QuantizedLinear,
-                         ::testing::Values(parallel::Recipe::fp8_delayed,
-                                           parallel::Recipe::fp8_current, parallel::Recipe::mxfp8,
-                                           parallel::Recipe::nvfp4),
+INSTANTIATE_TEST_SUITE_P(Recipes, QuantizedLinear, ::testing::ValuesIn(parallel::kQuantizedRecipes),
                          [](const auto& p) {
                            std::string n = parallel::recipe_name(p.param);
                            for (char& c : n) c = c == '-' ? '_' : c;
@@ -141,7 +144,7 @@ namespace {
 // quantized weight and the operand made from it are the operand the Linear
 // would multiply (here without a gather: the shard is the whole weight).
 TEST(GemmQuantizer, QuantizedWeightGivesTheSameOperand) {
-  for (Recipe r : {Recipe::fp8_delayed, Recipe::fp8_current, Recipe::mxfp8, Recipe::nvfp4}) {
+  for (Recipe r : kQuantizedRecipes) {
     SCOPED_TRACE(recipe_name(r));
     auto pc = make_context(nullptr, SequenceParallel::off, Precision::of(r), 5);
     GemmQuantizer q(*pc, "w", nullptr);

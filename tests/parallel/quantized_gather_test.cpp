@@ -27,9 +27,6 @@
 namespace weft::parallel::gtp {
 namespace {
 
-constexpr Recipe kRecipes[] = {Recipe::fp8_delayed, Recipe::fp8_current, Recipe::mxfp8,
-                               Recipe::nvfp4};
-
 // Bytes [offset, offset + n) of a and b agree.
 bool same_bytes(const Tensor& a, int64_t a_offset, const Tensor& b, int64_t b_offset, int64_t n) {
   return std::memcmp(static_cast<const uint8_t*>(a.raw()) + a_offset,
@@ -67,7 +64,7 @@ TEST(QuantizedGtpGather, EqualsQuantizeAfterGather) {
   const int64_t rows = 50, cols = 96;
   const Tensor w = weft::testing::random_tensor({rows, cols}, 11);
   const std::vector<float> wv = w.to_vector();
-  for (Recipe r : kRecipes) {
+  for (Recipe r : kQuantizedRecipes) {
     for (bool col : {false, true}) {
       // The reference: the whole weight quantized (a high-precision gather).
       auto ref_pc = make_context(nullptr, SequenceParallel::off, Precision::of(r), 5);
@@ -104,7 +101,8 @@ TEST(QuantizedGtpGather, EqualsQuantizeAfterGather) {
           shard.dequantize(ExecContext::host(), gathered, rows, operand);
           EXPECT_EQ(operand.narrow(0, rows).to_vector(), ref_operand);
           // Bytes moved per element: fp8 1 (+ the scale), MXFP8 1 + 1/32,
-          // NVFP4 16x16 0.5 + 1/256 (+ the per-tensor scale); bf16 would be 2.
+          // NVFP4 16x16 0.5 + 1/256 (+ the per-tensor scale), fp8-block 1 +
+          // 4 / (128 · 128); bf16 would be 2.
           const double per =
               static_cast<double>(shard.bytes_moved()) / static_cast<double>(shard.elements());
           const double expected = r == Recipe::mxfp8   ? 1.0 + 1.0 / 32
@@ -182,7 +180,7 @@ int64_t quantizations(const Model& m) {
 }
 
 TEST(QuantizedGtpChain, GathersAlongTheChainOncePerStep) {
-  for (Recipe r : kRecipes) {
+  for (Recipe r : kQuantizedRecipes) {
     SCOPED_TRACE(recipe_name(r));
     // Quantizations of one weight in a step: MXFP8's backward has its own copy.
     const int64_t per_step = kLayers * (r == Recipe::mxfp8 ? 2 : 1);

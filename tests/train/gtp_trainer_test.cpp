@@ -207,8 +207,7 @@ QuantizedRun run_quantized(const TrainConfig& c, const io::Dataset& data) {
 }
 
 TEST_F(GtpTrainer, QuantizedRecipesAtTp2AndOneScalePerReplica) {
-  for (parallel::Recipe r : {parallel::Recipe::fp8_delayed, parallel::Recipe::fp8_current,
-                             parallel::Recipe::mxfp8, parallel::Recipe::nvfp4}) {
+  for (parallel::Recipe r : parallel::kQuantizedRecipes) {
     SCOPED_TRACE(parallel::recipe_name(r));
     TrainConfig c = config(1, 2, 4);
     c.precision = parallel::Precision::of(r);

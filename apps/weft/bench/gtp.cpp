@@ -149,7 +149,8 @@ cli::Options bench_gtp_options() {
       .option("seq", "T", "256", "context length")
       .option("dtype", "f32|bf16", "f32", "compute type")
       .option("precision", "RECIPE", "f32",
-              "f32, bf16, fp8-delayed, fp8-current, mxfp8 or nvfp4 (as weft train --precision): "
+              "f32, bf16, fp8-delayed, fp8-current, fp8-block, mxfp8 or nvfp4 (as weft train "
+              "--precision): "
               "under a quantized recipe the Linear weights are gathered quantized, and the speed "
               "table adds the bytes sent per weight element")
       .option("sizes", "LIST", "1,2,4", "GTP sizes of the memory table")

@@ -284,7 +284,8 @@ cli::Options bench_step_options() {
       .option("sp", "off|seq|batch", "off", "sequence parallelism")
       .option("dtype", "f32|bf16", "f32", "compute type")
       .option("precision", "RECIPE", "f32",
-              "f32, bf16, fp8-delayed, fp8-current, mxfp8 or nvfp4 (as weft train --precision; "
+              "f32, bf16, fp8-delayed, fp8-current, fp8-block, mxfp8 or nvfp4 (as weft train "
+              "--precision; "
               "the quantized recipes are exact emulations on the CPU: their cost here is the "
               "emulation's, not an FP8 tensor core's)")
       .option("micro-batch", "B", "auto",

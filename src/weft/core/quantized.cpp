@@ -8,6 +8,8 @@ const char* scaling_mode_name(ScalingMode m) {
     case ScalingMode::block_1x32: return "1x32";
     case ScalingMode::block_1x16: return "1x16";
     case ScalingMode::block_16x16: return "16x16";
+    case ScalingMode::block_1x128: return "1x128";
+    case ScalingMode::block_128x128: return "128x128";
   }
   return "?";
 }
@@ -18,11 +20,19 @@ int64_t scaling_block_cols(ScalingMode m) {
     case ScalingMode::block_1x32: return 32;
     case ScalingMode::block_1x16:
     case ScalingMode::block_16x16: return 16;
+    case ScalingMode::block_1x128:
+    case ScalingMode::block_128x128: return 128;
   }
   return 1;
 }
 
-int64_t scaling_block_rows(ScalingMode m) { return m == ScalingMode::block_16x16 ? 16 : 1; }
+int64_t scaling_block_rows(ScalingMode m) {
+  switch (m) {
+    case ScalingMode::block_16x16: return 16;
+    case ScalingMode::block_128x128: return 128;
+    default: return 1;
+  }
+}
 
 Shape scale_shape(ScalingMode m, int64_t rows, int64_t cols) {
   if (m == ScalingMode::tensor) return {1};
@@ -36,6 +46,8 @@ DType scale_dtype(ScalingMode m) {
     case ScalingMode::block_1x32: return DType::e8m0;
     case ScalingMode::block_1x16:
     case ScalingMode::block_16x16: return DType::e4m3;
+    case ScalingMode::block_1x128:
+    case ScalingMode::block_128x128: return DType::f32;
   }
   return DType::f32;
 }

@@ -10,11 +10,17 @@
 //   block_1x32   32 along a row       (rows, ⌈cols/32⌉) e8m0            e4m3, e5m2 (MXFP8)
 //   block_1x16   16 along a row       (rows, ⌈cols/16⌉) e4m3 · f32      e2m1 (NVFP4)
 //   block_16x16  16 x 16 tiles        (⌈rows/16⌉, ⌈cols/16⌉) e4m3 · f32 e2m1 (NVFP4 weights)
+//   block_1x128  128 along a row      (rows, ⌈cols/128⌉) f32            e4m3, e5m2 (fp8-block)
+//   block_128x128 128 x 128 tiles     (⌈rows/128⌉, ⌈cols/128⌉) f32      e4m3, e5m2 (its weights)
 //
 // NVFP4's two levels: x ≈ q · s_block · tensor_scale_inv, with the e4m3
 // block scale and the f32 per-tensor scale. The last block of a row (or
 // tile) is ragged when cols is not a multiple of the block size: it holds
 // the remaining elements and its scale covers those only.
+//
+// fp8-block (DeepSeek-V3's recipe, Transformer Engine's Float8BlockScaling):
+// each 1x128 block or 128x128 tile has its own f32 decode scale, a power of
+// two, so that encoding and decoding are exact multiplications.
 //
 // The column-wise copy is what the backward GEMMs read: the transpose xᵀ
 // (cols, rows) quantized row-wise, so its blocks run down the columns of x
@@ -30,12 +36,19 @@
 
 namespace weft {
 
-enum class ScalingMode : uint8_t { tensor, block_1x32, block_1x16, block_16x16 };
+enum class ScalingMode : uint8_t {
+  tensor,
+  block_1x32,
+  block_1x16,
+  block_16x16,
+  block_1x128,
+  block_128x128
+};
 const char* scaling_mode_name(ScalingMode m);
 
 // Elements per block along a row (1 for per-tensor scaling: no blocks).
 int64_t scaling_block_cols(ScalingMode m);
-// Rows per block (16 for 16x16 tiles, else 1).
+// Rows per block (16 for 16x16 tiles, 128 for 128x128 tiles, else 1).
 int64_t scaling_block_rows(ScalingMode m);
 // The shape of the block scales of a (rows, cols) matrix ({1} for per-tensor).
 Shape scale_shape(ScalingMode m, int64_t rows, int64_t cols);
@@ -54,7 +67,7 @@ struct QuantizedTensor {
   Tensor col_data;   // (cols, rows): xᵀ quantized row-wise; undefined when not made
   Tensor col_scale_inv;
   // Per-tensor: the decode scale of every element. NVFP4: the second-level
-  // (per-tensor) decode scale. MXFP8: 1.
+  // (per-tensor) decode scale. MXFP8 and fp8-block: 1.
   float tensor_scale_inv = 1.0f;
   // The largest |x| of the high-precision input (the amax the recipes record).
   float amax = 0.0f;

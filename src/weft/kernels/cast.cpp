@@ -1,5 +1,7 @@
 #include "weft/kernels/cast.h"
 
+#include <bit>
+#include <cfloat>
 #include <cmath>
 
 #include "weft/kernels/dispatch.h"
@@ -16,6 +18,15 @@ void check_input(const Tensor& x, const char* what) {
 }
 
 }  // namespace
+
+float fp8_block_scale(float amax, float fp8_max) {
+  if (!(amax > 0.0f) || !std::isfinite(amax)) return 1.0f;
+  float s = fp8_max / amax;
+  if (!std::isfinite(s)) s = FLT_MAX;
+  // Clear the mantissa: the power of two at or below s (s is normal: it is
+  // at least fp8_max / FLT_MAX).
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(s) & 0xff800000u);
+}
 
 float amax(const ExecContext& ec, const Tensor& x) {
   check_input(x, "amax");

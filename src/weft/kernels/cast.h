@@ -15,6 +15,9 @@
 //   block_16x16  is 0), block decode scale s = e4m3(amax_block / fp4_max · S)
 //                (round to nearest even), q = sat(x · min(1 / (s · (1/S)),
 //                f32_max)); decode: q · s · (1/S). 16x16 tiles share one s.
+//   block_1x128, fp8-block: s = fp8_block_scale(amax_block, fp8_max), a power
+//   block_128x128 of two; q = sat(x · s); decode scale 1/s, stored as f32.
+//                128x128 tiles share one s.
 // Every element conversion rounds to nearest even and saturates (satfinite),
 // bit for bit as dtype.h's f32_to_e4m3 / e5m2 / e2m1 — or, for e2m1 with
 // stochastic rounding, to one of the two neighbours with probabilities that
@@ -30,7 +33,7 @@ namespace weft::kernels {
 
 struct QuantizeConfig {
   ScalingMode mode = ScalingMode::tensor;
-  DType dtype = DType::e4m3;  // e4m3 / e5m2 (tensor, 1x32), e2m1 (1x16, 16x16)
+  DType dtype = DType::e4m3;  // e4m3 / e5m2 (tensor, 1x32, 1x128, 128x128), e2m1 (1x16, 16x16)
   bool rowwise = true;        // make data / scale_inv
   bool columnwise = false;    // make col_data / col_scale_inv (the transpose, quantized)
   // Per-tensor scaling: the encode scale (q = x · scale).
@@ -46,6 +49,13 @@ struct QuantizeConfig {
   bool stochastic = false;
   uint64_t seed = 0, offset = 0;
 };
+
+// fp8-block's encode scale for a block whose largest |x| is `amax`: the
+// power of two at or below fp8_max / amax (Transformer Engine's
+// Float8BlockScaling with power-of-two scales), so that the block's largest
+// element never saturates and decoding by 1/s is exact; 1 when amax is 0,
+// Inf or NaN.
+float fp8_block_scale(float amax, float fp8_max);
 
 // max |x| over a f32 or bf16 tensor (NaN when an element is NaN).
 float amax(const ExecContext& ec, const Tensor& x);

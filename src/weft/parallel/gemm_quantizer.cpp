@@ -68,7 +68,8 @@ GemmQuantizer::GemmQuantizer(const ParallelContext& pc, const std::string& name,
 }
 
 bool GemmQuantizer::columnwise_differs() const {
-  return precision_.recipe == Recipe::mxfp8 || precision_.recipe == Recipe::nvfp4;
+  return precision_.recipe == Recipe::mxfp8 || precision_.recipe == Recipe::nvfp4 ||
+         precision_.recipe == Recipe::fp8_block;
 }
 
 QuantizedTensor& GemmQuantizer::slot(Operand which, bool columnwise) {
@@ -118,6 +119,18 @@ const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, 
       QuantizedTensor& q = slot(which, columnwise);
       cfg.mode = ScalingMode::block_1x32;
       cfg.dtype = DType::e4m3;
+      cfg.rowwise = !columnwise;
+      cfg.columnwise = columnwise;
+      kernels::quantize(ec, x, cfg, q);
+      return q;
+    }
+    case Recipe::fp8_block: {
+      // 128x128 weight tiles serve both directions: one copy, row-wise.
+      const bool weight = which == Operand::weight;
+      if (weight) columnwise = false;
+      QuantizedTensor& q = slot(which, columnwise);
+      cfg.mode = weight ? ScalingMode::block_128x128 : ScalingMode::block_1x128;
+      cfg.dtype = fp8;
       cfg.rowwise = !columnwise;
       cfg.columnwise = columnwise;
       kernels::quantize(ec, x, cfg, q);

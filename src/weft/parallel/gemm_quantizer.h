@@ -14,6 +14,9 @@
 //   fp8-current  per-tensor; scale fp8_max / amax of this tensor, the amax
 //                reduced (max) over the Linear's TP group when it is split,
 //                so that every rank quantizes its shard as the TP=1 run would.
+//   fp8-block    1x128 blocks (E4M3, gradients E5M2 under HYBRID), 128x128
+//                tiles for weights, power-of-two f32 scales; nothing to
+//                reduce.
 //   mxfp8        E4M3 1x32 blocks, E8M0 scales; nothing to reduce.
 //   nvfp4        E2M1 1x16 blocks (16x16 for weights), E4M3 block scales,
 //                an f32 per-tensor scale from the amax reduced over the TP
@@ -23,7 +26,7 @@
 //                transform along the tokens first when their count is a
 //                multiple of 16 (signs drawn once per step, shared by all
 //                layers, as TE does).
-// Per-tensor and 16x16 scaling give both directions the same values.
+// Per-tensor, 16x16 and 128x128 scaling give both directions the same values.
 //
 // The quantized operands live in the context's Workspace (one slot per
 // operand and direction, shared by every Linear): valid until the next call
@@ -96,7 +99,8 @@ class GemmQuantizer {
   Tensor weight_operand_buffer(bool columnwise, const Shape& shape);
 
   // Whether a weight's column-wise copy can differ from its row-wise one
-  // (MXFP8 only: NVFP4 quantizes weights in 16x16 tiles, which serve both).
+  // (MXFP8 only: NVFP4 and fp8-block quantize weights in 16x16 and 128x128
+  // tiles, which serve both).
   bool weight_columnwise_differs() const;
   // Whether the column-wise copy can differ from the row-wise one (block
   // scaling along the other direction): then the backward quantizes the

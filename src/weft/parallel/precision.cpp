@@ -10,19 +10,22 @@ const char* recipe_name(Recipe r) {
     case Recipe::bf16: return "bf16";
     case Recipe::fp8_delayed: return "fp8-delayed";
     case Recipe::fp8_current: return "fp8-current";
+    case Recipe::fp8_block: return "fp8-block";
     case Recipe::mxfp8: return "mxfp8";
     case Recipe::nvfp4: return "nvfp4";
   }
   return "?";
 }
 
+const char* recipe_choices() {
+  return "f32, bf16, fp8-delayed, fp8-current, fp8-block, mxfp8 or nvfp4";
+}
+
 Recipe parse_recipe(const std::string& name) {
-  for (Recipe r : {Recipe::f32, Recipe::bf16, Recipe::fp8_delayed, Recipe::fp8_current,
-                   Recipe::mxfp8, Recipe::nvfp4}) {
+  for (Recipe r : kRecipes) {
     if (name == recipe_name(r)) return r;
   }
-  WEFT_FAIL("unknown precision '{}': use f32, bf16, fp8-delayed, fp8-current, mxfp8 or nvfp4",
-            name);
+  WEFT_FAIL("unknown precision '{}': use {}", name, recipe_choices());
 }
 
 Precision Precision::of(DType dtype) {

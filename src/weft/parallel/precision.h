@@ -11,6 +11,12 @@
 //                all FP8 tensors reduced over the amax group once per step.
 //   fp8-current  TE's Float8CurrentScaling: per-tensor scale from the
 //                current amax, reduced over the TP group.
+//   fp8-block    TE's Float8BlockScaling (DeepSeek-V3's recipe): FP8 with
+//                one power-of-two f32 scale per 1x128 block of activations
+//                and gradients (row-wise for the forward GEMM, column-wise
+//                for the backward) and per 128x128 tile of weights; E4M3
+//                forward, E5M2 gradients under HYBRID (--fp8-format e4m3:
+//                E4M3 everywhere, as DeepSeek-V3); nothing to reduce.
 //   mxfp8        TE's MXFP8BlockScaling: E4M3 in 1x32 blocks, E8M0 scales;
 //                row-wise for the forward GEMM, column-wise for the backward.
 //   nvfp4        TE's NVFP4BlockScaling: E2M1 in 1x16 blocks with E4M3 block
@@ -36,9 +42,19 @@
 
 namespace weft::parallel {
 
-enum class Recipe : uint8_t { f32, bf16, fp8_delayed, fp8_current, mxfp8, nvfp4 };
-// "f32", "bf16", "fp8-delayed", "fp8-current", "mxfp8", "nvfp4".
+enum class Recipe : uint8_t { f32, bf16, fp8_delayed, fp8_current, mxfp8, nvfp4, fp8_block };
+// "f32", "bf16", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4".
 const char* recipe_name(Recipe r);
+// Every recipe, in the order help texts list them.
+inline constexpr Recipe kRecipes[] = {Recipe::f32,         Recipe::bf16,      Recipe::fp8_delayed,
+                                      Recipe::fp8_current, Recipe::fp8_block, Recipe::mxfp8,
+                                      Recipe::nvfp4};
+// The recipes that quantize the Linear GEMMs' operands (kRecipes less f32, bf16).
+inline constexpr Recipe kQuantizedRecipes[] = {Recipe::fp8_delayed, Recipe::fp8_current,
+                                               Recipe::fp8_block, Recipe::mxfp8, Recipe::nvfp4};
+// "f32, bf16, fp8-delayed, fp8-current, fp8-block, mxfp8 or nvfp4": for help
+// texts and errors.
+const char* recipe_choices();
 // Inverse of recipe_name; throws weft::Error naming the choices.
 Recipe parse_recipe(const std::string& name);
 

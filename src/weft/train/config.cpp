@@ -323,19 +323,21 @@ const std::vector<KeyDef>& key_defs() {
         {{"precision", "RECIPE", "f32",
           "f32, bf16, or a quantized recipe for the Linear GEMMs (qkv, proj, fc1, fc2): "
           "fp8-delayed (per-tensor FP8 scales from an amax history, Transformer Engine's "
-          "DelayedScaling), fp8-current (scales from the current amax), mxfp8 (E4M3 in blocks "
+          "DelayedScaling), fp8-current (scales from the current amax), fp8-block (DeepSeek-V3's "
+          "block scaling: a power-of-two f32 scale per 1x128 block of activations and gradients "
+          "and per 128x128 tile of weights), mxfp8 (E4M3 in blocks "
           "of 32 with E8M0 scales), nvfp4 (E2M1 in blocks of 16, E4M3 block scales, an f32 "
           "tensor scale, Hadamard transform and stochastic rounding in the backward); on the "
           "CPU the quantized recipes are exact emulations computing in f32"},
          [](TrainConfig& c, const io::Json& v, const Where& w) {
-           c.precision.recipe = parallel::parse_recipe(
-               to_choice(v, w, {"f32", "bf16", "fp8-delayed", "fp8-current", "mxfp8", "nvfp4"}));
+           c.precision.recipe = parallel::parse_recipe(to_choice(
+               v, w, {"f32", "bf16", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4"}));
          },
          [](const TrainConfig& c) { return io::Json(parallel::recipe_name(c.precision.recipe)); }});
     d.push_back(
         enum_key({"fp8-format", "hybrid|e4m3", "hybrid",
-                  "fp8-delayed / fp8-current: E4M3 forward and E5M2 gradients (hybrid) "
-                  "or E4M3 everywhere"},
+                  "fp8-delayed / fp8-current / fp8-block: E4M3 forward and E5M2 gradients "
+                  "(hybrid) or E4M3 everywhere"},
                  &parallel::Precision::fp8_format,
                  {{"hybrid", parallel::Fp8Format::hybrid}, {"e4m3", parallel::Fp8Format::e4m3}}));
     d.push_back(int_key(
@@ -404,19 +406,20 @@ const std::vector<KeyDef>& key_defs() {
                    c.backend = to_choice(v, w, {"auto", "local", "mpi"});
                  },
                  [](const TrainConfig& c) { return io::Json(c.backend); }});
-    d.push_back({{"device", "cpu|cuda|cuda:N", "cpu",
-                  "where the model runs: the CPU, or one NVIDIA GPU (a build with CUDA), which the "
-                  "TP and DP ranks share as threads; no --gtp, mxfp8 or nvfp4 on a GPU yet"},
-                 [](TrainConfig& c, const io::Json& v, const Where& w) {
-                   const std::string s = to_string(v, w);
-                   try {
-                     (void)Device::parse(s);
-                   } catch (const Error& e) {
-                     WEFT_FAIL("{}: {}", w.label(), e.what());
-                   }
-                   c.device = s;
-                 },
-                 [](const TrainConfig& c) { return io::Json(c.device); }});
+    d.push_back(
+        {{"device", "cpu|cuda|cuda:N", "cpu",
+          "where the model runs: the CPU, or one NVIDIA GPU (a build with CUDA), which the "
+          "TP and DP ranks share as threads; no --gtp, fp8-block, mxfp8 or nvfp4 on a GPU yet"},
+         [](TrainConfig& c, const io::Json& v, const Where& w) {
+           const std::string s = to_string(v, w);
+           try {
+             (void)Device::parse(s);
+           } catch (const Error& e) {
+             WEFT_FAIL("{}: {}", w.label(), e.what());
+           }
+           c.device = s;
+         },
+         [](const TrainConfig& c) { return io::Json(c.device); }});
     d.push_back(number_key({"bucket-mb", "MB", "", "data-parallel gradient bucket size in MiB"},
                            &TrainConfig::bucket_mb));
     d.push_back(string_key({"data", "FILES", "fortunes",

@@ -125,7 +125,7 @@ void validate(const TrainConfig& c) {
                c.gtp, c.device);
     using parallel::Recipe;
     const Recipe r = c.precision.recipe;
-    WEFT_CHECK(r != Recipe::mxfp8 && r != Recipe::nvfp4,
+    WEFT_CHECK(r != Recipe::mxfp8 && r != Recipe::nvfp4 && r != Recipe::fp8_block,
                "--precision {} has no GPU kernels yet (block-scaled quantization): use bf16, "
                "fp8-delayed or fp8-current with --device {}",
                parallel::recipe_name(r), c.device);

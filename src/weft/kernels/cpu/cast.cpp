@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "weft/kernels/cpu/cast_block128.h"
 #include "weft/kernels/cpu/cast_blocks.h"
 #include "weft/kernels/cpu/cast_passes.h"
 
@@ -377,6 +378,10 @@ float amax<Backend::cpu>(const ExecContext& ec, const Tensor& x) {
 template <>
 void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
                             QuantizedTensor& q) {
+  if (is_block128(cfg.mode)) {
+    quantize_block128(ec, x, cfg, q);
+    return;
+  }
   const bool fp4 = cfg.dtype == DType::e2m1;
   const bool nvfp4_mode =
       cfg.mode == ScalingMode::block_1x16 || cfg.mode == ScalingMode::block_16x16;

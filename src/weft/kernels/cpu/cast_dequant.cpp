@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 
+#include "weft/kernels/cpu/cast_block128.h"
 #include "weft/kernels/cpu/cast_blocks.h"
 #include "weft/kernels/cpu/cast_passes.h"
 #include "weft/kernels/impl/cast.h"
@@ -161,6 +162,10 @@ void simd_columns(const ExecContext& ec, const Dequant& z, const cast_simd::Kern
 template <>
 void dequantize<Backend::cpu>(const ExecContext& ec, const QuantizedTensor& q, bool columnwise,
                               Tensor& out) {
+  if (is_block128(q.mode)) {
+    dequantize_block128(ec, q, columnwise, out);
+    return;
+  }
   const Dequant z = make_dequant(q, columnwise, out);
   const cast_simd::Kernels* k = cast_kernels();
   // Column-wise: the vector strips cover rows [0, nj) up to element ni.

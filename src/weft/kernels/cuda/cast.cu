@@ -205,6 +205,8 @@ const char* mode_label(ScalingMode m) {
     case ScalingMode::block_1x32: return "mxfp8 (1x32 block)";
     case ScalingMode::block_1x16: return "nvfp4 (1x16 block)";
     case ScalingMode::block_16x16: return "nvfp4 (16x16 block)";
+    case ScalingMode::block_1x128: return "fp8-block (1x128 block)";
+    case ScalingMode::block_128x128: return "fp8-block (128x128 block)";
   }
   return "?";
 }

@@ -8,6 +8,7 @@ namespace weft::parallel::gtp {
 
 int64_t quantized_row_alignment(Recipe recipe) {
   switch (recipe) {
+    case Recipe::fp8_block: return 128;
     case Recipe::mxfp8: return 32;
     case Recipe::nvfp4: return 16;
     default: return 1;

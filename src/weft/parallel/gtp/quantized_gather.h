@@ -9,7 +9,8 @@
 // scaling's through the registry's end_step over a group spanning both), so
 // that every rank uses the scale the whole weight would get. The shards hold
 // a multiple of the block rows (16 for NVFP4's 16x16 tiles, 32 for MXFP8's
-// column-wise 32x1 blocks: ShardedWeightSource raises the alignment to that)
+// column-wise 32x1 blocks, 128 for fp8-block's 128x128 tiles:
+// ShardedWeightSource raises the alignment to that)
 // and the padding rows are zero, which changes no block's amax: the gathered
 // data and scales, cut to the weight's rows, are bit for bit the whole weight
 // quantized after a high-precision gather.
