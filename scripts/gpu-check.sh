@@ -202,9 +202,9 @@ done
 fi
 
 if want fp8speed; then
-# GPT-2 medium (gpt2-350m), bf16 against fp8-delayed: the FP8 speed check
-# (where GEMMs weigh more than at 124M).
-for p in bf16 fp8-delayed; do
+# GPT-2 medium (gpt2-350m), bf16 against fp8-delayed and fp8-block: the FP8
+# speed check (where GEMMs weigh more than at 124M).
+for p in bf16 fp8-delayed fp8-block; do
   log=$OUT/bench_step_350m_$p.log
   if "$WEFT" bench step --device cuda --preset gpt2-350m --precision "$p" --micro-batch 8 \
     --steps 5 --warmup 1 --no-baseline >"$log" 2>&1; then
@@ -340,17 +340,20 @@ print(f"step {first} rel diff {d1:.1e} (tol 1e-3), step {last} {dn:.1e} (tol 1e-
 sys.exit(0 if d1 <= 1e-3 and dn <= 1e-2 else 1)
 PY
 }
-if train cpu "$OUT/cpu_fp8.jsonl" --precision fp8-delayed >"$OUT/train_cpu_fp8.log" 2>&1 &&
-  train cuda "$OUT/gpu_fp8.jsonl" --precision fp8-delayed >"$OUT/train_gpu_fp8.log" 2>&1; then
-  if detail=$(compare_fp8 "$OUT/cpu_fp8.jsonl" "$OUT/gpu_fp8.jsonl"); then
-    row "train tiny fp8-delayed: GPU vs CPU" PASS "$detail"
+# fp8-block (1x128 / 128x128 power-of-two block scales) on the same footing.
+for recipe in fp8-delayed fp8-block; do
+  if train cpu "$OUT/cpu_$recipe.jsonl" --precision $recipe >"$OUT/train_cpu_$recipe.log" 2>&1 &&
+    train cuda "$OUT/gpu_$recipe.jsonl" --precision $recipe >"$OUT/train_gpu_$recipe.log" 2>&1; then
+    if detail=$(compare_fp8 "$OUT/cpu_$recipe.jsonl" "$OUT/gpu_$recipe.jsonl"); then
+      row "train tiny $recipe: GPU vs CPU" PASS "$detail"
+    else
+      row "train tiny $recipe: GPU vs CPU" FAIL "$detail"
+    fi
   else
-    row "train tiny fp8-delayed: GPU vs CPU" FAIL "$detail"
+    row "train tiny $recipe: GPU vs CPU" FAIL "a run failed ($OUT/train_*_$recipe.log)"
+    tail -n 5 "$OUT/train_gpu_$recipe.log"
   fi
-else
-  row "train tiny fp8-delayed: GPU vs CPU" FAIL "a run failed ($OUT/train_*_fp8.log)"
-  tail -n 5 "$OUT/train_gpu_fp8.log"
-fi
+done
 # CPU checkpoint -> GPU resume, and GPU checkpoint -> CPU resume, against the
 # uninterrupted CPU run (f32).
 carry_checkpoint() {  # from-device to-device label

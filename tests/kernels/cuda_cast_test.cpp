@@ -1,4 +1,4 @@
-// The CUDA per-tensor fp8 casts against the CPU ones (the reference, tested
+// The CUDA per-tensor and fp8-block casts against the CPU ones (the reference, tested
 // exhaustively against dtype.h in cast_test.cpp): codes bit for bit.
 #include <gtest/gtest.h>
 
@@ -79,17 +79,15 @@ std::vector<float> special_values(int64_t n, uint32_t seed) {
 }
 
 void check_quantize(int64_t rows, int64_t cols, DType in, DType fp8, float scale, bool rowwise,
-                    bool columnwise) {
+                    bool columnwise, ScalingMode mode = ScalingMode::tensor) {
   SCOPED_TRACE(::testing::Message()
-               << rows << "x" << cols << " " << dtype_name(in) << " -> " << dtype_name(fp8)
-               << " scale " << scale << " rowwise " << rowwise << " columnwise " << columnwise);
+               << rows << "x" << cols << " " << dtype_name(in) << " -> " << dtype_name(fp8) << " "
+               << scaling_mode_name(mode) << " scale " << scale << " rowwise " << rowwise
+               << " columnwise " << columnwise);
   const ExecContext ec = ExecContext::cuda(0);
   const Tensor x = Tensor::from({rows, cols}, special_values(rows * cols, 3), in);
-  const QuantizeConfig cfg{.mode = ScalingMode::tensor,
-                           .dtype = fp8,
-                           .rowwise = rowwise,
-                           .columnwise = columnwise,
-                           .scale = scale};
+  const QuantizeConfig cfg{
+      .mode = mode, .dtype = fp8, .rowwise = rowwise, .columnwise = columnwise, .scale = scale};
   QuantizedTensor q, g;
   quantize(cpu_ec, x, cfg, q);
   quantize(ec, gpu(x), cfg, g);
@@ -140,6 +138,36 @@ TEST(CudaCast, PerTensorCodesMatchCpuBitForBit) {
     check_quantize(33, 65, DType::f32, fp8, 2.0f, false, true);
     check_quantize(33, 65, DType::f32, fp8, 2.0f, true, false);
   }
+}
+
+// fp8-block: 1x128 blocks and 128x128 tiles, ragged edges, both copies, f32
+// and bf16 inputs (the special values put NaN, Inf, saturating and
+// subnormal elements into blocks).
+TEST(CudaCast, Fp8BlockCodesMatchCpuBitForBit) {
+  WEFT_REQUIRE_GPU();
+  for (ScalingMode mode : {ScalingMode::block_1x128, ScalingMode::block_128x128}) {
+    for (DType fp8 : {DType::e4m3, DType::e5m2}) {
+      check_quantize(37, 45, DType::f32, fp8, 1.0f, true, true, mode);
+      check_quantize(130, 257, DType::f32, fp8, 1.0f, true, true, mode);
+      check_quantize(256, 384, DType::bf16, fp8, 1.0f, true, true, mode);
+      check_quantize(1, 5, DType::f32, fp8, 1.0f, true, true, mode);
+      check_quantize(300, 130, DType::f32, fp8, 1.0f, false, true, mode);
+      check_quantize(300, 130, DType::bf16, fp8, 1.0f, true, false, mode);
+    }
+  }
+  // Zero and random blocks: the scales are the CPU's powers of two.
+  const ExecContext ec = ExecContext::cuda(0);
+  std::vector<float> v = weft::testing::random_tensor({256, 256}, 4, -3.0f, 3.0f).to_vector();
+  std::fill(v.begin(), v.begin() + 128, 0.0f);
+  const Tensor x = Tensor::from({256, 256}, v);
+  QuantizedTensor q, g;
+  const QuantizeConfig cfg{.mode = ScalingMode::block_1x128, .rowwise = true, .columnwise = true};
+  quantize(cpu_ec, x, cfg, q);
+  quantize(ec, gpu(x), cfg, g);
+  EXPECT_EQ(host(g.scale_inv).item(0), 1.0f);
+  EXPECT_EQ(bytes_of(g.scale_inv), bytes_of(q.scale_inv));
+  EXPECT_EQ(bytes_of(g.col_scale_inv), bytes_of(q.col_scale_inv));
+  EXPECT_EQ(g.amax, q.amax);
 }
 
 TEST(CudaCast, AmaxMatchesCpu) {

@@ -406,20 +406,19 @@ const std::vector<KeyDef>& key_defs() {
                    c.backend = to_choice(v, w, {"auto", "local", "mpi"});
                  },
                  [](const TrainConfig& c) { return io::Json(c.backend); }});
-    d.push_back(
-        {{"device", "cpu|cuda|cuda:N", "cpu",
-          "where the model runs: the CPU, or one NVIDIA GPU (a build with CUDA), which the "
-          "TP and DP ranks share as threads; no --gtp, fp8-block, mxfp8 or nvfp4 on a GPU yet"},
-         [](TrainConfig& c, const io::Json& v, const Where& w) {
-           const std::string s = to_string(v, w);
-           try {
-             (void)Device::parse(s);
-           } catch (const Error& e) {
-             WEFT_FAIL("{}: {}", w.label(), e.what());
-           }
-           c.device = s;
-         },
-         [](const TrainConfig& c) { return io::Json(c.device); }});
+    d.push_back({{"device", "cpu|cuda|cuda:N", "cpu",
+                  "where the model runs: the CPU, or one NVIDIA GPU (a build with CUDA), which the "
+                  "TP and DP ranks share as threads; no --gtp, mxfp8 or nvfp4 on a GPU yet"},
+                 [](TrainConfig& c, const io::Json& v, const Where& w) {
+                   const std::string s = to_string(v, w);
+                   try {
+                     (void)Device::parse(s);
+                   } catch (const Error& e) {
+                     WEFT_FAIL("{}: {}", w.label(), e.what());
+                   }
+                   c.device = s;
+                 },
+                 [](const TrainConfig& c) { return io::Json(c.device); }});
     d.push_back(number_key({"bucket-mb", "MB", "", "data-parallel gradient bucket size in MiB"},
                            &TrainConfig::bucket_mb));
     d.push_back(string_key({"data", "FILES", "fortunes",

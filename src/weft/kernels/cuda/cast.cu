@@ -3,7 +3,9 @@
 #include <limits>
 
 #include "weft/core/cuda.h"
+#include "weft/kernels/cuda/cast_block128.h"
 #include "weft/kernels/cuda/common.cuh"
+#include "weft/kernels/cuda/fp8.cuh"
 #include "weft/kernels/impl/cast.h"
 
 namespace weft::kernels::impl {
@@ -19,81 +21,7 @@ constexpr int kThreads = 256;
 constexpr int kTile = 32;
 constexpr int kTileRows = 8;
 
-// ---- fp8 element formats -----------------------------------------------------
-//
-// encode: the CPU's branch-free encoder (cpu/cast_blocks.h encode_one) for
-// one element, with branches: round to nearest even, satfinite, NaN keeps its
-// sign (0x7f / 0xff). Normal results round the f32 significand with integer
-// arithmetic; results below the smallest normal are rounded by one f32
-// addition of a power of two whose ulp is the format's subnormal spacing
-// (__fadd_rn: never contracted into an FMA, rounded to nearest even).
-// decode: the value of a code exactly as core/minifloat.cpp's tables hold it.
-template <int Man, int Bias, uint32_t MaxCode, bool HasInf>
-struct Fp8 {
-  static __device__ __forceinline__ uint8_t encode(float v) {
-    constexpr int kEmin = 1 - Bias;
-    constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(kEmin + 127) << 23;
-    constexpr uint32_t kMagicBits = static_cast<uint32_t>(kEmin - Man + 23 + 127) << 23;
-    const uint32_t u = __float_as_uint(v);
-    const uint32_t a = u & 0x7fffffffu;
-    const uint32_t sign = (u >> 31) << 7;
-    if (a > 0x7f800000u) return static_cast<uint8_t>(0x7fu | sign);
-    uint32_t code;
-    if (a < kMinNormalBits) {
-      code =
-          __float_as_uint(__fadd_rn(__uint_as_float(a), __uint_as_float(kMagicBits))) - kMagicBits;
-    } else {
-      const uint32_t sat = a < 0x7f800000u ? a : 0x7f800000u;
-      const uint32_t r = sat + ((1u << (22 - Man)) - 1) + ((sat >> (23 - Man)) & 1u);
-      code = (r >> (23 - Man)) - (static_cast<uint32_t>(127 - Bias) << Man);
-      code = code < MaxCode ? code : MaxCode;
-    }
-    return static_cast<uint8_t>(code | sign);
-  }
-
-  static __device__ __forceinline__ float decode(uint8_t c) {
-    const uint32_t sign = static_cast<uint32_t>(c >> 7) << 31;
-    const uint32_t mag = c & 0x7fu;
-    const uint32_t field = mag >> Man, man = mag & ((1u << Man) - 1);
-    constexpr uint32_t kTopField = (1u << (7 - Man)) - 1;
-    uint32_t bits;
-    if (HasInf ? field == kTopField : mag == 0x7fu) {
-      // e5m2: 0x7c is Inf, the codes above it NaN; e4m3: 0x7f is its one NaN.
-      bits = HasInf && man == 0 ? 0x7f800000u : 0x7fc00000u;
-    } else if (field == 0) {
-      // Subnormal: man · 2^(1 - Bias - Man), exact in f32.
-      constexpr uint32_t kSpacing = static_cast<uint32_t>(1 - Bias - Man + 127) << 23;
-      bits = __float_as_uint(static_cast<float>(man) * __uint_as_float(kSpacing));
-    } else {
-      bits = ((field - Bias + 127) << 23) | (man << (23 - Man));
-    }
-    return __uint_as_float(bits | sign);
-  }
-};
-
-using E4M3 = Fp8<3, 7, 0x7e, false>;
-using E5M2 = Fp8<2, 15, 0x7b, true>;
-
-// Calls fn.template operator()<F>() with F the format of `dtype` (e4m3 or e5m2).
-template <typename Fn>
-void dispatch_fp8(DType dtype, const char* what, Fn&& fn) {
-  if (dtype == DType::e4m3) {
-    fn.template operator()<E4M3>();
-  } else if (dtype == DType::e5m2) {
-    fn.template operator()<E5M2>();
-  } else {
-    WEFT_FAIL("{}: per-tensor scaling stores fp8 e4m3 or e5m2, not {}", what, dtype_name(dtype));
-  }
-}
-
 // ---- kernels -------------------------------------------------------------------
-
-// |x| as f32 bits: an integer maximum ordered as the magnitudes, NaN above
-// Inf, reduced over the warp and then over the grid by atomicMax.
-__device__ __forceinline__ void reduce_abs_bits(uint32_t m, unsigned* amax_bits) {
-  m = __reduce_max_sync(0xffffffffu, m);
-  if (threadIdx.x % 32 == 0) atomicMax(amax_bits, m);
-}
 
 template <typename T>
 __global__ void amax_kernel(const T* x, int64_t n, unsigned* amax_bits) {
@@ -104,14 +32,6 @@ __global__ void amax_kernel(const T* x, int64_t n, unsigned* amax_bits) {
     m = max(m, __float_as_uint(load_f(x, i)) & 0x7fffffffu);
   }
   reduce_abs_bits(m, amax_bits);
-}
-
-// encode(v · scale). A NaN is encoded as it is: the GPU's multiply returns
-// the canonical NaN (sign dropped), where x86, and so the CPU kernels, keep the
-// operand's (seen on an H100: -NaN gave 0x7f here and 0xff on the CPU).
-template <typename F>
-__device__ __forceinline__ uint8_t encode_scaled(float v, float scale) {
-  return F::encode(isnan(v) ? v : __fmul_rn(v, scale));
 }
 
 // codes[i] = encode(x[i] · scale), and the amax of x.
@@ -213,35 +133,9 @@ const char* mode_label(ScalingMode m) {
 
 [[noreturn]] void no_cuda_mode(ScalingMode m, const char* op) {
   WEFT_FAIL(
-      "{}: {} quantization has no CUDA kernel yet; the GPU implements per-tensor fp8 scaling "
-      "(ScalingMode::tensor, e4m3/e5m2) only: use that recipe on the GPU, or run on the CPU",
+      "{}: {} quantization has no CUDA kernel yet; the GPU implements per-tensor and "
+      "fp8-block scaling (e4m3/e5m2) only: use those recipes on the GPU, or run on the CPU",
       op, mode_label(m));
-}
-
-// A buffer of `shape` on ec's device in `slot`, the one there when it fits
-// and nobody else holds it.
-void reuse(const ExecContext& ec, Tensor& slot, const Shape& shape, DType dtype) {
-  if (!slot.defined() || !(slot.shape() == shape) || slot.dtype() != dtype || !slot.sole_owner() ||
-      !(slot.device() == ec.device())) {
-    slot = ec.empty(shape, dtype);
-  }
-}
-
-// A device word for the amax bits, zeroed on the stream.
-Tensor amax_buffer(const ExecContext& ec) {
-  Tensor bits = ec.empty({1}, DType::i32);
-  WEFT_CUDA_CHECK(cudaMemsetAsync(bits.raw(), 0, sizeof(unsigned), stream_of(ec)));
-  return bits;
-}
-
-// The amax those bits stand for (NaN when they are a NaN's), after the
-// stream's work.
-float read_amax(const ExecContext& ec, const Tensor& bits) {
-  uint32_t m = 0;
-  WEFT_CUDA_CHECK(cudaMemcpyAsync(&m, bits.raw(), sizeof m, cudaMemcpyDeviceToHost, stream_of(ec)));
-  weft::cuda::count_host_sync();
-  WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ec)));
-  return m > 0x7f800000u ? std::numeric_limits<float>::quiet_NaN() : std::bit_cast<float>(m);
 }
 
 void launch_amax(const ExecContext& ec, const Tensor& x, const Tensor& bits) {
@@ -266,6 +160,10 @@ float amax<Backend::cuda>(const ExecContext& ec, const Tensor& x) {
 template <>
 void quantize<Backend::cuda>(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
                              QuantizedTensor& q) {
+  if (cfg.mode == ScalingMode::block_1x128 || cfg.mode == ScalingMode::block_128x128) {
+    quantize_block128(ec, x, cfg, q);
+    return;
+  }
   if (cfg.mode != ScalingMode::tensor) no_cuda_mode(cfg.mode, "quantize");
   const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
   const int64_t n = rows * cols;
@@ -318,6 +216,10 @@ template <>
 void dequantize<Backend::cuda>(const ExecContext& ec, const QuantizedTensor& q, bool columnwise,
                                Tensor& out) {
   const Tensor& data = columnwise ? q.col_data : q.data;
+  if (q.mode == ScalingMode::block_1x128 || q.mode == ScalingMode::block_128x128) {
+    dequantize_block128(ec, q, columnwise, out);
+    return;
+  }
   if (q.mode != ScalingMode::tensor) no_cuda_mode(q.mode, "dequantize");
   WEFT_CHECK(data.dtype() == q.dtype && data.numel() == q.rows * q.cols,
              "dequantize: the {} data is {} {}, not {} of ({}, {}) elements",

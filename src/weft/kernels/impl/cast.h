@@ -3,9 +3,10 @@
 // Backend::cpu and Backend::cuda specializations. Only kernels/cast.cpp calls
 // them, after checking the arguments.
 //
-// Quantization (kernels/cast.h). CUDA has per-tensor FP8 scaling only
-// (ScalingMode::tensor, e4m3 / e5m2, codes bit for bit the CPU's): the
-// block-scaled modes throw weft::Error there. On CUDA quantize and amax return
+// Quantization (kernels/cast.h). CUDA has per-tensor FP8 scaling
+// (ScalingMode::tensor) and fp8-block's 1x128 / 128x128 blocks
+// (kernels/cuda/cast_block128.cu), e4m3 / e5m2, codes bit for bit the CPU's:
+// MXFP8's and NVFP4's modes throw weft::Error there. On CUDA quantize and amax return
 // an amax to the host, so they synchronize with the stream.
 #pragma once
 
