@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "testing.h"
+#include "weft/comm/local.h"
 #include "weft/kernels/cast.h"
 #include "weft/nn/linear.h"
+#include "weft/parallel/scaling.h"
 
 namespace weft::nn {
 namespace {
@@ -160,3 +163,112 @@ TEST(GemmQuantizer, QuantizedWeightGivesTheSameOperand) {
 
 }  // namespace
 }  // namespace weft::parallel
+
+namespace weft::nn {
+namespace {
+
+using parallel::QuantizedGemm;
+
+// A context of its own (workspace, scaling state) under `recipe`, its GEMMs
+// native or emulated.
+std::shared_ptr<parallel::ParallelContext> native_context(std::shared_ptr<comm::ProcessGroup> tp,
+                                                          parallel::SequenceParallel sp,
+                                                          parallel::Recipe recipe,
+                                                          QuantizedGemm mode) {
+  auto pc = std::make_shared<parallel::ParallelContext>(
+      *parallel::make_context(std::move(tp), sp, parallel::Precision::of(recipe), 5));
+  pc->workspace = std::make_shared<parallel::Workspace>();
+  pc->scaling = std::make_shared<parallel::ScalingRegistry>();
+  pc->quantized_gemm = mode;
+  return pc;
+}
+
+// Whether the context's quantizers made a transposed (column-wise) input
+// copy: native per-tensor GEMMs do (the TN operands), the emulation never.
+bool made_transposed_inputs(const parallel::ParallelContext& pc) {
+  return pc.workspace->quantize.quantized[1].has_columnwise();
+}
+
+// Native quantized GEMMs (kernels::quantized_gemm on the TN copies) give the
+// emulation's results bit for bit on the CPU, whose quantized_gemm is that
+// emulation: outputs, input and weight gradients, bias gradients, over two
+// steps (delayed scaling moves its scales in between), for a column-parallel
+// then a row-parallel layer at TP 1 and 2, with and without sequence
+// parallelism (whose gathering GEMMs stay on the dequantized operands).
+TEST(QuantizedLinearNative, EqualsTheEmulationBitForBit) {
+  for (parallel::Recipe r : {parallel::Recipe::fp8_delayed, parallel::Recipe::fp8_current}) {
+    for (const auto& [tp_size, sp] : {std::pair{1, parallel::SequenceParallel::off},
+                                      std::pair{2, parallel::SequenceParallel::off},
+                                      std::pair{2, parallel::SequenceParallel::seq}}) {
+      SCOPED_TRACE(::testing::Message() << parallel::recipe_name(r) << " tp " << tp_size << " "
+                                        << parallel::sequence_parallel_name(sp));
+      comm::run_local(tp_size, [&](comm::ProcessGroup& world) {
+        std::shared_ptr<comm::ProcessGroup> tp =
+            tp_size > 1 ? world.new_subgroups_by_enumeration({{0, 1}}, "tp") : nullptr;
+        struct Pair {
+          std::shared_ptr<parallel::ParallelContext> pc;
+          std::unique_ptr<Linear> a, b;
+        };
+        auto make = [&](QuantizedGemm mode) {
+          Pair p;
+          p.pc = native_context(tp, sp, r, mode);
+          const Parallel first = tp_size > 1 ? Parallel::column : Parallel::none;
+          const Parallel second = tp_size > 1 ? Parallel::row : Parallel::none;
+          p.a = std::make_unique<Linear>(
+              p.pc, LinearConfig{.name = "a", .in = kIn, .out = kOut, .mode = first});
+          p.b = std::make_unique<Linear>(
+              p.pc, LinearConfig{.name = "b", .in = kOut, .out = kIn, .mode = second});
+          return p;
+        };
+        Pair emu = make(QuantizedGemm::emulate), nat = make(QuantizedGemm::native);
+        for (int step = 0; step < 2; ++step) {
+          const int64_t rows = sp == parallel::SequenceParallel::off ? kTokens : kTokens / 2;
+          const Tensor x = random_tensor({rows, kIn}, 7 + static_cast<uint32_t>(step), -3.0f, 3.0f);
+          const Tensor dy =
+              random_tensor({rows, kIn}, 9 + static_cast<uint32_t>(step), -0.1f, 0.1f);
+          std::vector<std::vector<float>> got[2];
+          for (int k = 0; k < 2; ++k) {
+            Pair& p = k == 0 ? emu : nat;
+            Ctx ctx;
+            const Tensor y = p.b->forward(ctx, p.a->forward(ctx, x));
+            const Tensor dx = p.a->backward(ctx, p.b->backward(ctx, dy));
+            got[k] = {y.to_vector(),
+                      dx.to_vector(),
+                      p.a->weight().grad.to_vector(),
+                      p.b->weight().grad.to_vector(),
+                      p.a->bias()->grad.to_vector(),
+                      p.b->bias()->grad.to_vector()};
+            p.pc->scaling->end_step(p.pc->precision, tp.get());
+          }
+          for (size_t i = 0; i < got[0].size(); ++i) EXPECT_EQ(got[0][i], got[1][i]) << i;
+        }
+        EXPECT_FALSE(made_transposed_inputs(*emu.pc));
+        EXPECT_TRUE(made_transposed_inputs(*nat.pc));
+      });
+    }
+  }
+}
+
+TEST(QuantizedLinearNative, TheEnvironmentChoosesOnlyWhereTheContextLeavesItOpen) {
+  const auto native_of = [](QuantizedGemm mode, parallel::Recipe r) {
+    auto pc = native_context(nullptr, parallel::SequenceParallel::off, r, mode);
+    return parallel::GemmQuantizer(*pc, "w", nullptr).native_gemm();
+  };
+  ::setenv("WEFT_FP8_GEMM", "native", 1);
+  EXPECT_TRUE(native_of(QuantizedGemm::automatic, parallel::Recipe::fp8_delayed));
+  EXPECT_FALSE(native_of(QuantizedGemm::emulate, parallel::Recipe::fp8_current));
+  // The block-scaled recipes always emulate.
+  EXPECT_FALSE(native_of(QuantizedGemm::native, parallel::Recipe::mxfp8));
+  EXPECT_FALSE(native_of(QuantizedGemm::automatic, parallel::Recipe::fp8_block));
+  ::setenv("WEFT_FP8_GEMM", "emulate", 1);
+  EXPECT_FALSE(native_of(QuantizedGemm::automatic, parallel::Recipe::fp8_delayed));
+  EXPECT_TRUE(native_of(QuantizedGemm::native, parallel::Recipe::fp8_delayed));
+  ::setenv("WEFT_FP8_GEMM", "fast", 1);
+  EXPECT_THROW(native_of(QuantizedGemm::automatic, parallel::Recipe::fp8_delayed), Error);
+  ::unsetenv("WEFT_FP8_GEMM");
+  // The CPU emulates by default.
+  EXPECT_FALSE(native_of(QuantizedGemm::automatic, parallel::Recipe::fp8_delayed));
+}
+
+}  // namespace
+}  // namespace weft::nn

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -124,6 +125,25 @@ TEST_F(TrainerTest, QuantizedRecipesTrainCloseToF32) {
     EXPECT_LT(got.losses.back(), 0.6 * got.losses.front());
     EXPECT_NEAR(got.losses.back(), f32.losses.back(), 0.03 * f32.losses.back());
     EXPECT_NE(got.losses.back(), f32.losses.back());
+  }
+}
+
+// WEFT_FP8_GEMM=native runs the per-tensor recipes' Linear GEMMs through
+// kernels::quantized_gemm on transposed quantized copies (what a GPU's FP8
+// GEMM reads); on the CPU that call is the emulation itself, so the whole
+// model trains bit for bit as with the dequantized operands.
+TEST_F(TrainerTest, NativeQuantizedGemmsTrainAsTheEmulation) {
+  for (parallel::Recipe r : {parallel::Recipe::fp8_delayed, parallel::Recipe::fp8_current}) {
+    SCOPED_TRACE(parallel::recipe_name(r));
+    TrainConfig c = tiny_config();
+    c.precision = parallel::Precision::of(r);
+    c.tp = 2;
+    const RunResult emulated = run(c, data_, 1);
+    ::setenv("WEFT_FP8_GEMM", "native", 1);
+    const RunResult native = run(c, data_, 1);
+    ::unsetenv("WEFT_FP8_GEMM");
+    EXPECT_EQ(native.losses, emulated.losses);
+    EXPECT_EQ(native.grad_norms, emulated.grad_norms);
   }
 }
 

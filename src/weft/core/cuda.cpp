@@ -130,6 +130,14 @@ std::string device_description(int index) {
                 prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1 << 30));
 }
 
+int compute_capability(int index) {
+  if (index < 0 || index >= device_count()) return 0;
+  int major = 0, minor = 0;
+  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index));
+  WEFT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index));
+  return major * 10 + minor;
+}
+
 void check_device(Device d) {
   WEFT_CHECK(d.is_cuda(), "{} is not a CUDA device", d);
   WEFT_CHECK(device_count() > 0, "cannot use {}: {}", d, unavailable_reason());
@@ -343,6 +351,7 @@ std::string unavailable_reason() {
   return "this build of weft has no CUDA support (configure with -DWEFT_CUDA=ON)";
 }
 std::string device_description(int) { not_built("device_description"); }
+int compute_capability(int) { return 0; }
 void check_device(Device d) { WEFT_FAIL("cannot use {}: {}", d, unavailable_reason()); }
 void make_current(int) { not_built("make_current"); }
 std::shared_ptr<void> new_stream(int) { not_built("new_stream"); }

@@ -27,6 +27,9 @@ int device_count();
 std::string unavailable_reason();
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.1 GiB)".
 std::string device_description(int index);
+// The compute capability major·10 + minor (90 for sm_90); 0 without the
+// CUDA backend or for an index that is not a GPU of this machine.
+int compute_capability(int index);
 // Throws weft::Error unless `d` is a CUDA device this process can use.
 void check_device(Device d);
 // Makes `device` the calling thread's current GPU (where kernels launch and

@@ -179,22 +179,36 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
   const ExecContext& ec = pc_->exec;
   comm::ProcessGroup* g = group();
   const bool sp = pc_->sequence_parallel();
-  // Quantized recipes: the source hands out the quantized weight operand.
-  Tensor w = quantizer_ ? source_->quantized_weight(*quantizer_, false, ctx)
-                        : source_->weight_for_forward(ctx);
+  // Quantized recipes: the source hands out the quantized weight, as the
+  // native GEMM reads it or as its dequantized operand.
+  const QuantizedTensor* qw =
+      native_quantized(false) ? source_->native_quantized_weight(*quantizer_, false, ctx) : nullptr;
+  Tensor w;
+  if (qw == nullptr) {
+    w = quantizer_ ? source_->quantized_weight(*quantizer_, false, ctx)
+                   : source_->weight_for_forward(ctx);
+  }
   Tensor xin = x;
   if (cfg_.mode == Parallel::row && !cfg_.input_is_parallel) {
     // Own tokens, all features -> all tokens (under SP), this rank's features.
     xin = parallel::forward(pc_->exec, sp ? Mapping::sp_to_tp : Mapping::scatter_to_tp, g, x);
   }
-  xin = parallel::gemm_input(ec, w.dtype(), xin, ws().input_cast);
+  xin = parallel::gemm_input(ec, pc_->precision.gemm_input(), xin, ws().input_cast);
   ctx.saved<Saved>(this).x = xin;
-  if (quantizer_) xin = quantizer_->operand(Op::input, xin, false, ctx);
+  parallel::QuantizedOperands q;
+  if (qw != nullptr) {
+    q = {.a = {&quantizer_->native(Op::input, xin, false, ctx), false},
+         .b = {qw, false},
+         .fast_accumulation = true};
+  } else if (quantizer_) {
+    xin = quantizer_->operand(Op::input, xin, false, ctx);
+  }
   const DType out_dtype = pc_->compute();
   const std::string fprop = gemm_name("fprop");
   parallel::GemmCall call{.options = {.trans_b = true, .bias = bias_ptr()},
                           .overlap = overlap("fprop"),
-                          .name = fprop.c_str()};
+                          .name = fprop.c_str(),
+                          .quantized = qw != nullptr ? &q : nullptr};
   call.group = g;
   Shape ys = with_last(xin.shape(), local_out());
   switch (cfg_.mode) {
@@ -230,15 +244,25 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   parallel::Pending xs =
       regather ? parallel::all_gather_rows(ec, g, x, ws().gemm.gathered) : parallel::Pending{x, {}};
   if (!bulk.wgrad) xs = {xs.get(ec), {}};
-  const Tensor w = quantizer_ ? source_->quantized_weight(*quantizer_, true, ctx)
-                              : source_->weight_for_backward(ctx);
+  const QuantizedTensor* qw =
+      native_quantized(true) ? source_->native_quantized_weight(*quantizer_, true, ctx) : nullptr;
+  Tensor w;
+  if (qw == nullptr) {
+    w = quantizer_ ? source_->quantized_weight(*quantizer_, true, ctx)
+                   : source_->weight_for_backward(ctx);
+  }
   Tensor dy =
       cfg_.gather_output ? parallel::backward(pc_->exec, Mapping::gather_from_tp, g, dy_in) : dy_in;
-  dy = parallel::gemm_input(ec, w.dtype(), dy, ws().grad_cast);
+  dy = parallel::gemm_input(ec, pc_->precision.gemm_input(), dy, ws().grad_cast);
   // Quantized recipes: the dgrad GEMM's operands, and the wgrad GEMM's made
   // from the high-precision tensors.
   Grads d{.dy = dy, .dy_hp = dy};
-  if (quantizer_) d.dy = quantizer_->operand(Op::grad_output, dy, false, ctx);
+  if (qw != nullptr) {
+    d.q_dy = &quantizer_->native(Op::grad_output, dy, false, ctx);
+    d.q_w = qw;
+  } else if (quantizer_) {
+    d.dy = quantizer_->operand(Op::grad_output, dy, false, ctx);
+  }
   if (cfg_.mode == Parallel::row) return backward_row(ctx, x, d, w);
   return backward_column(ctx, xs, d, w, bulk, regather);
 }
@@ -253,25 +277,27 @@ Tensor Linear::backward_row(Ctx& ctx, const Tensor& x, const Grads& d, const Ten
       ec.empty(with_last(parallel::gathered_shape(d.dy.shape(), sp ? g : nullptr), local_in()),
                x.dtype(), MemoryTag::activations);
   const std::string dgrad_name = gemm_name("dgrad");
-  const parallel::ScheduledGemm run = parallel::scheduled_gemm(
-      ec,
-      {.schedule = schedule, .group = g, .overlap = overlap("dgrad"), .name = dgrad_name.c_str()},
-      d.dy, w, dx, ws().gemm);
+  const parallel::QuantizedOperands q{.a = {d.q_dy, false}, .b = {d.q_w, true}};
+  const bool native = d.q_w != nullptr;
+  const parallel::ScheduledGemm run = parallel::scheduled_gemm(ec,
+                                                               {.schedule = schedule,
+                                                                .group = g,
+                                                                .overlap = overlap("dgrad"),
+                                                                .name = dgrad_name.c_str(),
+                                                                .quantized = native ? &q : nullptr},
+                                                               d.dy, w, dx, ws().gemm);
   Tensor dy_full = run.gathered.defined() ? run.gathered : d.dy;
-  Tensor x_w = x;
   if (quantizer_) {
-    // The wgrad operands, column-wise from the high-precision tensors (the
-    // gathered dy above holds the row-wise quantized values).
-    Tensor dy_hp_full = d.dy_hp;
+    // The wgrad operands are quantized column-wise from the high-precision
+    // dy (the gathered dy above holds the row-wise quantized values).
+    dy_full = d.dy_hp;
     if (run.gathered.defined()) {
-      dy_hp_full = ec.empty(run.gathered.shape(), d.dy_hp.dtype(), MemoryTag::activations);
-      g->all_gather(dy_hp_full, d.dy_hp).wait(ec);
+      dy_full = ec.empty(run.gathered.shape(), d.dy_hp.dtype(), MemoryTag::activations);
+      g->all_gather(dy_full, d.dy_hp).wait(ec);
     }
-    dy_full = quantizer_->operand(Op::grad_output, dy_hp_full, true, ctx);
-    x_w = quantizer_->operand(Op::input, x, true, ctx);
   }
   Tensor wgrad = source_->weight_grad(ctx);
-  kernels::gemm(ec, dy_full, x_w, wgrad, {.trans_a = true, .accumulate = true});
+  wgrad_gemm(ec, ctx, dy_full, x, native, wgrad);
   // The bias was added after the reduction: its gradient is this rank's
   // rows of dy (partial over the group under SP: grad_sum_group).
   if (cfg_.bias) kernels::bias_backward(ec, d.dy_hp, bias_.grad);
@@ -298,27 +324,50 @@ Tensor Linear::backward_column(Ctx& ctx, const parallel::Pending& xs, const Grad
   if (schedule == Schedule::gemm_reduce_scatter) dxs = parallel::scattered_shape(dxs, g);
   Tensor dx = ec.empty(dxs, d.dy.dtype(), MemoryTag::activations);
   const std::string dgrad_name = gemm_name("dgrad");
+  const bool native = d.q_w != nullptr;
+  const parallel::QuantizedOperands q{.a = {d.q_dy, false}, .b = {d.q_w, true}};
   const parallel::overlap::DgradBesideWgrad call{.schedule = schedule,
                                                  .group = g,
                                                  .bulk = bulk,
                                                  .dgrad_overlap = overlap("dgrad"),
                                                  .regather = regather,
                                                  .comm_cores = pc_->overlap.comm_cores(),
-                                                 .name = dgrad_name.c_str()};
+                                                 .name = dgrad_name.c_str(),
+                                                 .quantized = native ? &q : nullptr};
   parallel::overlap::dgrad_beside_wgrad(
       ec, call, d.dy, w, dx, ws().gemm, [&](const ExecContext& gemm_context) {
         Tensor wgrad = source_->weight_grad(ctx);
-        Tensor x_full = xs.get(ec);
-        Tensor dy_w = d.dy;
-        if (quantizer_) {
-          dy_w = quantizer_->operand(Op::grad_output, d.dy_hp, true, ctx);
-          x_full = quantizer_->operand(Op::input, x_full, true, ctx);
-        }
-        kernels::gemm(gemm_context, dy_w, x_full, wgrad, {.trans_a = true, .accumulate = true});
+        const Tensor x_full = xs.get(ec);
+        wgrad_gemm(gemm_context, ctx, quantizer_ ? d.dy_hp : d.dy, x_full, native, wgrad);
         if (cfg_.bias) kernels::bias_backward(ec, d.dy_hp, bias_.grad);
         source_->finalize_weight_grad(ctx, wgrad);
       });
   return dx;
+}
+
+bool Linear::native_quantized(bool backward) const {
+  if (!quantizer_ || !quantizer_->native_gemm() || pc_->overlap.enabled()) return false;
+  const bool gathers = pc_->sequence_parallel() && group() != nullptr &&
+                       (backward ? cfg_.mode == Parallel::row : cfg_.mode == Parallel::column);
+  return !gathers;
+}
+
+void Linear::wgrad_gemm(const ExecContext& gemm_context, Ctx& ctx, const Tensor& dy,
+                        const Tensor& x, bool native, Tensor& wgrad) {
+  if (native) {
+    // dWᵀ's TN form: the column-wise copies of dy and x, quantized from the
+    // high-precision tensors.
+    const QuantizedTensor& qdy = quantizer_->native(Op::grad_output, dy, true, ctx);
+    const QuantizedTensor& qx = quantizer_->native(Op::input, x, true, ctx);
+    kernels::quantized_gemm(gemm_context, {&qdy, true}, {&qx, true}, wgrad, {.accumulate = true});
+    return;
+  }
+  Tensor dy_w = dy, x_w = x;
+  if (quantizer_) {
+    dy_w = quantizer_->operand(Op::grad_output, dy, true, ctx);
+    x_w = quantizer_->operand(Op::input, x, true, ctx);
+  }
+  kernels::gemm(gemm_context, dy_w, x_w, wgrad, {.trans_a = true, .accumulate = true});
 }
 
 }  // namespace weft::nn

@@ -122,6 +122,10 @@ class Linear : public Module {
   // quantized recipe) and in high precision (the wgrad and bias gradients).
   struct Grads {
     Tensor dy, dy_hp;
+    // Native quantized GEMMs: the dgrad GEMM's operands (dy row-wise, the
+    // weight's transposed copy); null otherwise.
+    const QuantizedTensor* q_dy = nullptr;
+    const QuantizedTensor* q_w = nullptr;
   };
   Tensor backward_row(Ctx& ctx, const Tensor& x, const Grads& d, const Tensor& w);
   Tensor backward_column(Ctx& ctx, const parallel::Pending& xs, const Grads& d, const Tensor& w,
@@ -133,6 +137,16 @@ class Linear : public Module {
   Parameter shared_parameter(const std::string& name, const Tensor& full, bool decay) const;
   // The TP group this layer communicates over: null when unpartitioned.
   comm::ProcessGroup* group() const;
+  // Whether this layer's GEMMs of a pass multiply quantized operands
+  // natively (GemmQuantizer::native_gemm): not under comm-GEMM overlap, and
+  // not where the schedule gathers an operand (sequence parallelism's input
+  // all-gather: column fprop, row dgrad and wgrad), which stay on the
+  // dequantized operands.
+  bool native_quantized(bool backward) const;
+  // The wgrad GEMM: dW += dyᵀ · x, on the quantized column-wise copies when
+  // native, else on the operands given (dequantized under a quantized recipe).
+  void wgrad_gemm(const ExecContext& gemm_context, Ctx& ctx, const Tensor& dy, const Tensor& x,
+                  bool native, Tensor& wgrad);
   // The overlap choice for this layer's `pass` GEMM ("fprop", "dgrad", "wgrad").
   parallel::OverlapChoice overlap(const char* pass) const;
   std::string gemm_name(const char* pass) const { return cfg_.overlap_name + "_" + pass; }

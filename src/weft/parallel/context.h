@@ -53,6 +53,8 @@ struct ParallelContext {
   uint64_t seed = 1337;
   // Which comm-GEMM overlap each GEMM of a layer uses (off by default).
   OverlapConfig overlap{};
+  // Native quantized GEMMs or the dequantized emulation (precision.h).
+  QuantizedGemm quantized_gemm = QuantizedGemm::automatic;
   // The rank's scratch buffers, shared by every module on this context.
   std::shared_ptr<Workspace> workspace = std::make_shared<Workspace>();
   // The scaling state of the quantized recipes (amax histories, the step

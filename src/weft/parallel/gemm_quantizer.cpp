@@ -2,7 +2,9 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
 
+#include "weft/core/cuda.h"
 #include "weft/kernels/cast.h"
 #include "weft/kernels/random.h"
 #include "weft/parallel/context.h"
@@ -56,6 +58,25 @@ GemmQuantizer::GemmQuantizer(const ParallelContext& pc, const std::string& name,
              "{}: a GemmQuantizer under the {} recipe, which quantizes "
              "nothing",
              name, recipe_name(precision_.recipe));
+  // Native GEMMs: the per-tensor recipes, where the context (or the
+  // environment) asks for them or the device has FP8 tensor cores.
+  const bool per_tensor_recipe =
+      precision_.recipe == Recipe::fp8_delayed || precision_.recipe == Recipe::fp8_current;
+  QuantizedGemm mode = pc.quantized_gemm;
+  if (mode == QuantizedGemm::automatic) {
+    const char* env = std::getenv("WEFT_FP8_GEMM");
+    const std::string e = env ? env : "";
+    WEFT_CHECK(e.empty() || e == "emulate" || e == "native",
+               "WEFT_FP8_GEMM is '{}': set it to emulate (dequantized f32 GEMMs) or native "
+               "(FP8 GEMMs on the quantized operands), or unset it",
+               e);
+    if (e == "emulate") mode = QuantizedGemm::emulate;
+    if (e == "native") mode = QuantizedGemm::native;
+  }
+  const Device d = pc.exec.device();
+  native_ = per_tensor_recipe &&
+            (mode == QuantizedGemm::native || (mode == QuantizedGemm::automatic && d.is_cuda() &&
+                                               cuda::compute_capability(d.index) >= 89));
   if (precision_.recipe == Recipe::fp8_delayed) {
     for (int i = 0; i < 3; ++i) {
       const bool grad = i == 2;
@@ -95,26 +116,10 @@ const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, 
   kernels::QuantizeConfig cfg;
   cfg.rowwise = true;
   switch (precision_.recipe) {
-    case Recipe::fp8_delayed: {
+    case Recipe::fp8_delayed:
+    case Recipe::fp8_current:
       // One scale for both directions: the row-wise data serves both.
-      QuantizedTensor& q = slot(which, false);
-      const int id = ids_[static_cast<size_t>(which)];
-      cfg.dtype = fp8;
-      cfg.scale = registry_.state(id).scale;
-      kernels::quantize(ec, x, cfg, q);
-      // Not reduced over TP or a shard's group here: the registry reduces
-      // every amax over its group once per step.
-      if (pass.training()) registry_.record(id, q.amax);
-      return q;
-    }
-    case Recipe::fp8_current: {
-      QuantizedTensor& q = slot(which, false);
-      const float amax = reduced_amax(kernels::amax(ec, x), shard_group);
-      cfg.dtype = fp8;
-      cfg.scale = scale_from_amax(amax, dtype_max(fp8), 0, 1.0f);
-      kernels::quantize(ec, x, cfg, q);
-      return q;
-    }
+      return per_tensor(which, x, false, pass, shard_group);
     case Recipe::mxfp8: {
       QuantizedTensor& q = slot(which, columnwise);
       cfg.mode = ScalingMode::block_1x32;
@@ -141,6 +146,39 @@ const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, 
     case Recipe::bf16: break;
   }
   WEFT_FAIL("the {} recipe quantizes nothing", recipe_name(precision_.recipe));
+}
+
+const QuantizedTensor& GemmQuantizer::per_tensor(Operand which, const Tensor& x, bool transposed,
+                                                 const PassContext& pass,
+                                                 comm::ProcessGroup* shard_group) {
+  const ExecContext& ec = pc_.exec;
+  const bool grad = which == Operand::grad_output;
+  kernels::QuantizeConfig cfg;
+  cfg.dtype = grad && precision_.fp8_format == Fp8Format::hybrid ? DType::e5m2 : DType::e4m3;
+  cfg.rowwise = !transposed;
+  cfg.columnwise = transposed;
+  QuantizedTensor& q = slot(which, transposed);
+  if (precision_.recipe == Recipe::fp8_delayed) {
+    const int id = ids_[static_cast<size_t>(which)];
+    cfg.scale = registry_.state(id).scale;
+    kernels::quantize(ec, x, cfg, q);
+    // Not reduced over TP or a shard's group here: the registry reduces
+    // every amax over its group once per step.
+    if (pass.training()) registry_.record(id, q.amax);
+    return q;
+  }
+  const float amax = reduced_amax(kernels::amax(ec, x), shard_group);
+  cfg.scale = scale_from_amax(amax, dtype_max(cfg.dtype), 0, 1.0f);
+  kernels::quantize(ec, x, cfg, q);
+  return q;
+}
+
+const QuantizedTensor& GemmQuantizer::native(Operand which, const Tensor& x, bool columnwise,
+                                             const PassContext& pass) {
+  const bool per_tensor_recipe =
+      precision_.recipe == Recipe::fp8_delayed || precision_.recipe == Recipe::fp8_current;
+  if (per_tensor_recipe && columnwise) return per_tensor(which, x, true, pass, nullptr);
+  return quantized(which, x, columnwise, pass);
 }
 
 const QuantizedTensor& GemmQuantizer::quantized_nvfp4(Operand which, const Tensor& x,

@@ -75,6 +75,18 @@ class GemmQuantizer {
   const QuantizedTensor& quantized(Operand which, const Tensor& x, bool columnwise,
                                    const PassContext& pass,
                                    comm::ProcessGroup* shard_group = nullptr);
+  // Whether this Linear's GEMMs multiply quantized operands
+  // (kernels::quantized_gemm, with native() operands) rather than the
+  // dequantized ones of operand(): ParallelContext::quantized_gemm decides
+  // (precision.h); fixed when the quantizer is made. The block-scaled recipes
+  // always emulate (their cuBLASLt GEMMs are not wired yet).
+  bool native_gemm() const { return native_; }
+  // x quantized as a native GEMM reads it: quantized() with, for columnwise,
+  // the transposed copy that makes every GEMM "TN" (per-tensor scaling
+  // transposes its codes into the column-wise copy, with the row-wise scale).
+  const QuantizedTensor& native(Operand which, const Tensor& x, bool columnwise,
+                                const PassContext& pass);
+
   // The same, dequantized to f32 in x's layout: what the CPU multiplies.
   Tensor operand(Operand which, const Tensor& x, bool columnwise, PassContext& pass);
   // What the CPU multiplies for a quantized tensor made elsewhere (kept
@@ -109,6 +121,10 @@ class GemmQuantizer {
 
  private:
   QuantizedTensor& slot(Operand which, bool columnwise);
+  // Per-tensor scaling (fp8-delayed, fp8-current): the row-wise copy, or the
+  // transposed one.
+  const QuantizedTensor& per_tensor(Operand which, const Tensor& x, bool transposed,
+                                    const PassContext& pass, comm::ProcessGroup* shard_group);
   float reduced_amax(float amax, comm::ProcessGroup* shard_group = nullptr) const;
   const QuantizedTensor& quantized_nvfp4(Operand which, const Tensor& x, bool columnwise,
                                          comm::ProcessGroup* shard_group);
@@ -118,6 +134,7 @@ class GemmQuantizer {
   ScalingRegistry& registry_;
   comm::ProcessGroup* group_;
   std::array<int, 3> ids_{-1, -1, -1};  // delayed scaling: the registry's tensor ids
+  bool native_ = false;
 };
 
 }  // namespace weft::parallel

@@ -68,6 +68,16 @@ enum class AmaxAlgo : uint8_t { max, most_recent };
 // world.
 enum class AmaxGroup : uint8_t { tp, tp_dp };
 
+// How the quantized recipes' Linear GEMMs multiply (GemmQuantizer::native_gemm):
+//   automatic  FP8 tensor cores where the device has them (a GPU of compute
+//              capability 8.9 or newer, the per-tensor recipes fp8-delayed and
+//              fp8-current), the dequantized f32 emulation elsewhere; the
+//              environment's WEFT_FP8_GEMM=emulate|native overrides it.
+//   emulate    always the emulation: the operands dequantized to f32.
+//   native     always kernels::quantized_gemm on the quantized operands (on the
+//              CPU the same emulation behind that call, bit for bit: tests).
+enum class QuantizedGemm : uint8_t { automatic, emulate, native };
+
 struct Precision {
   Recipe recipe = Recipe::f32;
   // Delayed scaling (fp8-delayed only).

@@ -55,11 +55,27 @@ ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const 
   WEFT_CHECK(!(reduces && call.options.accumulate),
              "a {} schedule cannot accumulate into its output: the sum would be reduced again",
              schedule_name(s));
-  WEFT_CHECK(a.dtype() == b.dtype(), "{} GEMM: operands are {} and {}; convert with gemm_input",
-             schedule_name(s), dtype_name(a.dtype()), dtype_name(b.dtype()));
+  const QuantizedOperands* q = call.quantized;
+  WEFT_CHECK(q || a.dtype() == b.dtype(),
+             "{} GEMM: operands are {} and {}; convert with gemm_input", schedule_name(s),
+             dtype_name(a.dtype()), dtype_name(b.dtype()));
+  WEFT_CHECK(!q || (s != Schedule::all_gather_gemm && call.overlap.method != OverlapMethod::ring &&
+                    call.overlap.method != OverlapMethod::pipeline),
+             "{}: quantized operands go to schedules that move no operand, without overlap; got "
+             "{}",
+             call.name, schedule_name(s));
   const Tensor& x = a;
   kernels::GemmOptions opt = call.options;
   Tensor c = out;
+  // The local GEMM: on the tensors, or on the quantized operands (the bias
+  // added after, as the schedule would).
+  const auto local_gemm = [&](const Tensor& lhs, Tensor& dst, const kernels::GemmOptions& o) {
+    if (q == nullptr) return kernels::gemm(ec, lhs, b, dst, o);
+    kernels::quantized_gemm(
+        ec, q->a, q->b, dst,
+        {.accumulate = o.accumulate, .alpha = o.alpha, .fast_accumulation = q->fast_accumulation});
+    if (o.bias) kernels::bias_add(ec, dst, *o.bias);
+  };
   if (call.overlap.method == OverlapMethod::ring ||
       call.overlap.method == OverlapMethod::pipeline) {
     const bool ring = call.overlap.method == OverlapMethod::ring;
@@ -93,7 +109,7 @@ ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const 
     }
   }
   switch (s) {
-    case Schedule::plain: kernels::gemm(ec, x, b, c, opt); return {};
+    case Schedule::plain: local_gemm(x, c, opt); return {};
     case Schedule::all_gather_gemm: {
       Tensor g =
           ec.reuse(ws.gathered, gathered_shape(x.shape(), call.group), x.dtype(), MemoryTag::comm);
@@ -105,7 +121,7 @@ ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const 
       opt.bias = nullptr;
       Tensor p = ec.reuse(ws.partial, gathered_shape(out.shape(), call.group), out.dtype(),
                           MemoryTag::comm);
-      kernels::gemm(ec, x, b, p, opt);
+      local_gemm(x, p, opt);
       comm::Work w = call.group->reduce_scatter(out, p);
       if (call.async) return {.pending = w, .gathered = {}};
       w.wait(ec);
@@ -113,7 +129,7 @@ ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const 
     }
     case Schedule::gemm_all_reduce: {
       opt.bias = nullptr;
-      kernels::gemm(ec, x, b, c, opt);
+      local_gemm(x, c, opt);
       comm::Work w = call.group->all_reduce(out);
       if (call.async) return {.pending = w, .gathered = {}};
       w.wait(ec);

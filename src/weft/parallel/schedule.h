@@ -35,6 +35,16 @@ namespace weft::parallel {
 enum class Schedule : uint8_t { plain, all_gather_gemm, gemm_reduce_scatter, gemm_all_reduce };
 const char* schedule_name(Schedule s);
 
+// The quantized operands of a native quantized GEMM
+// (GemmQuantizer::native_gemm): the schedule's GEMM is then
+// kernels::quantized_gemm(a, b) (plus the bias) instead of a · op(b) on the
+// tensors. Only schedules that move no operand take them: plain,
+// gemm_reduce_scatter and gemm_all_reduce, without overlap.
+struct QuantizedOperands {
+  kernels::QuantizedOperand a, b;
+  bool fast_accumulation = false;  // the forward GEMM's (Transformer Engine's choice)
+};
+
 struct GemmCall {
   Schedule schedule = Schedule::plain;
   comm::ProcessGroup* group = nullptr;
@@ -49,6 +59,9 @@ struct GemmCall {
   // before they return (async is ignored).
   OverlapChoice overlap{};
   const char* name = "";
+  // Native quantized operands; the tensors a and b are then unused (b may
+  // be undefined).
+  const QuantizedOperands* quantized = nullptr;
 };
 
 // x in the GEMM input dtype `dtype`: x itself when it already is, otherwise

@@ -10,6 +10,12 @@ Tensor WeightSource::quantized_weight(GemmQuantizer& quantizer, bool columnwise,
   return quantizer.operand(GemmQuantizer::Operand::weight, w, columnwise, pass);
 }
 
+const QuantizedTensor* WeightSource::native_quantized_weight(GemmQuantizer& quantizer,
+                                                             bool columnwise, PassContext& pass) {
+  const Tensor w = columnwise ? weight_for_backward(pass) : weight_for_forward(pass);
+  return &quantizer.native(GemmQuantizer::Operand::weight, w, columnwise, pass);
+}
+
 LocalShardSource::LocalShardSource(Parameter& parameter, Precision precision, ExecContext exec)
     : parameter_(parameter), precision_(precision), exec_(exec) {}
 

@@ -22,6 +22,7 @@
 #include <memory>
 
 #include "weft/core/exec_context.h"
+#include "weft/core/quantized.h"
 #include "weft/parallel/parameter.h"
 #include "weft/parallel/pass.h"
 #include "weft/parallel/precision.h"
@@ -48,6 +49,15 @@ class WeightSource {
   // weight asked for, quantized; generalized tensor parallelism's source
   // quantizes its shard and gathers it in the quantized format.
   virtual Tensor quantized_weight(GemmQuantizer& quantizer, bool columnwise, PassContext& pass);
+  // Under a quantized recipe whose GEMMs are native
+  // (GemmQuantizer::native_gemm): the weight quantized by `quantizer` as the
+  // GEMM reads it (GemmQuantizer::native: columnwise, the transposed copy the
+  // dgrad GEMM multiplies), valid until the quantizer's next weight of that
+  // direction; or null where the source has none to hand out (generalized
+  // tensor parallelism's gathered shards), and the caller multiplies
+  // quantized_weight() instead. By default the weight asked for, quantized.
+  virtual const QuantizedTensor* native_quantized_weight(GemmQuantizer& quantizer, bool columnwise,
+                                                         PassContext& pass);
 };
 
 // The plain source: this rank's shard of a parameter (all of it without TP),

@@ -61,6 +61,10 @@ class ShardedWeightSource final : public WeightSource {
   // it differs), decoded into `quantizer`'s weight-operand buffer. A source
   // serves one quantizer (its Linear's).
   Tensor quantized_weight(GemmQuantizer& quantizer, bool columnwise, PassContext& pass) override;
+  // None: the gathered shards are decoded into the operand (quantized_weight).
+  const QuantizedTensor* native_quantized_weight(GemmQuantizer&, bool, PassContext&) override {
+    return nullptr;
+  }
   // Whether the weight is gathered quantized (a Linear asked for
   // quantized_weight), and the times its shard was quantized, both
   // directions (tests: once per step).
@@ -96,7 +100,9 @@ class ShardedWeightSource final : public WeightSource {
   bool reads_columnwise(Use use) const {
     return use == Use::backward && quantizer_->weight_columnwise_differs();
   }
-  QuantizedShard& quantized_shard(Use use) { return reads_columnwise(use) ? columnwise_ : rowwise_; }
+  QuantizedShard& quantized_shard(Use use) {
+    return reads_columnwise(use) ? columnwise_ : rowwise_;
+  }
   const QuantizedShard& quantized_shard(Use use) const {
     return reads_columnwise(use) ? columnwise_ : rowwise_;
   }

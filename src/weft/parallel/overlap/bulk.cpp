@@ -18,7 +18,8 @@ void dgrad_beside_wgrad(const ExecContext& ec, const DgradBesideWgrad& call, con
                             .group = call.group,
                             .async = call.bulk.dgrad,
                             .overlap = call.bulk.dgrad ? OverlapChoice{} : call.dgrad_overlap,
-                            .name = call.name};
+                            .name = call.name,
+                            .quantized = call.quantized};
   comm::Work dgrad =
       scheduled_gemm(call.regather && call.bulk.wgrad ? busy : ec, dgrad_call, dy, w, dx, ws)
           .pending;

@@ -34,6 +34,7 @@ struct DgradBesideWgrad {
   bool regather = false;          // an input re-gather is in flight during the dgrad GEMM
   int comm_cores = 0;             // threads a GEMM leaves to a collective beside it
   const char* name = "";          // the dgrad GEMM, for messages ("qkv_dgrad")
+  const QuantizedOperands* quantized = nullptr;  // native quantized dgrad operands (schedule.h)
 };
 
 // dx = dy · w under `call.schedule` with its collective left in flight (bulk),
