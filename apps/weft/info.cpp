@@ -11,6 +11,7 @@
 #include "weft/core/threads.h"
 #include "weft/kernels/attention.h"
 #include "weft/kernels/cpu_support.h"
+#include "weft/parallel/gemm_quantizer.h"
 
 namespace weft {
 namespace {
@@ -41,7 +42,9 @@ cli::Options info_options() {
                     "on CPUs without AVX-512), the threads each rank's kernels use\n"
                     "(WEFT_NUM_THREADS, else OMP_NUM_THREADS, else the cores divided among the\n"
                     "ranks of the process), the backends built in, the GPUs, and whether\n"
-                    "cuDNN's fused attention runs on them (WEFT_CUDNN=off turns it off).");
+                    "cuDNN's fused attention runs on them (WEFT_CUDNN=off turns it off), and\n"
+                    "whether the FP8 recipes' GEMMs multiply FP8 natively or emulate it\n"
+                    "(WEFT_FP8_GEMM=emulate|native overrides the choice).");
   opts.flag("json", "print one JSON object");
   return opts;
 }
@@ -65,6 +68,13 @@ int info(const std::vector<std::string>& args) {
   // cuDNN's fused attention on the GPUs: its version, or why it is off.
   const std::string cudnn =
       gpus.empty() ? "no GPU" : kernels::attention_cudnn_status(Device::cuda(0));
+  // The per-tensor FP8 recipes' GEMMs on the CPU and the first GPU.
+  const std::string fp8_cpu =
+      parallel::quantized_gemm_path(Device::cpu(), parallel::Recipe::fp8_delayed).text;
+  const std::string fp8_gpu =
+      gpus.empty()
+          ? "no GPU"
+          : parallel::quantized_gemm_path(Device::cuda(0), parallel::Recipe::fp8_delayed).text;
   auto yn = [](bool b) { return b ? "yes" : "no"; };
   auto tf = [](bool b) { return b ? "true" : "false"; };
   if (opts.flag_set("json")) {
@@ -78,7 +88,8 @@ int info(const std::vector<std::string>& args) {
               << "\",\"backends\":[\"local\"" << (mpi ? ",\"mpi\"" : "")
               << (nccl ? ",\"nccl\"" : "") << "],\"cuda\":" << tf(cuda::built()) << ",\"gpus\":[";
     for (size_t i = 0; i < gpus.size(); ++i) std::cout << (i ? "," : "") << '"' << gpus[i] << '"';
-    std::cout << "],\"cudnn_attention\":\"" << cudnn << "\"}\n";
+    std::cout << "],\"cudnn_attention\":\"" << cudnn << "\",\"fp8_gemm_cpu\":\"" << fp8_cpu
+              << "\",\"fp8_gemm_gpu\":\"" << fp8_gpu << "\"}\n";
     return 0;
   }
   std::cout << "weft " << WEFT_VERSION << "\n"
@@ -93,13 +104,16 @@ int info(const std::vector<std::string>& args) {
             << " cores available)\n"
             << "openmp:   " << openmp_wait() << "\n"
             << "backends: local" << (mpi ? ", mpi" : "") << (nccl ? ", nccl" : "")
-            << " (launched by mpirun: " << yn(comm::launched_by_mpi()) << ")\n";
+            << " (launched by mpirun: " << yn(comm::launched_by_mpi()) << ")\n"
+            << "fp8 GEMM: fp8-delayed/current on the CPU " << fp8_cpu
+            << "; fp8-block, mxfp8 and nvfp4 always emulated\n";
   if (gpus.empty()) {
     std::cout << "gpu:      none (" << cuda::unavailable_reason() << ")\n";
   }
   for (size_t i = 0; i < gpus.size(); ++i)
     std::cout << "gpu:      cuda:" << i << " " << gpus[i] << "\n";
   if (!gpus.empty()) {
+    std::cout << "fp8 GEMM: fp8-delayed/current on cuda:0 " << fp8_gpu << "\n";
     std::cout << "attention: " << cudnn
               << (cudnn.starts_with("off") ? "; weft's own kernels run every call"
                                            : " fused attention for bf16 calls it takes (no "

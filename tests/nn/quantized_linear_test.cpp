@@ -266,8 +266,16 @@ TEST(QuantizedLinearNative, TheEnvironmentChoosesOnlyWhereTheContextLeavesItOpen
   ::setenv("WEFT_FP8_GEMM", "fast", 1);
   EXPECT_THROW(native_of(QuantizedGemm::automatic, parallel::Recipe::fp8_delayed), Error);
   ::unsetenv("WEFT_FP8_GEMM");
-  // The CPU emulates by default.
+  // The CPU emulates by default, and the path says why.
   EXPECT_FALSE(native_of(QuantizedGemm::automatic, parallel::Recipe::fp8_delayed));
+  const parallel::QuantizedGemmPath cpu =
+      parallel::quantized_gemm_path(Device::cpu(), parallel::Recipe::fp8_delayed);
+  EXPECT_FALSE(cpu.native);
+  EXPECT_NE(cpu.text.find("the CPU has no FP8 arithmetic"), std::string::npos) << cpu.text;
+  const parallel::QuantizedGemmPath block = parallel::quantized_gemm_path(
+      Device::cpu(), parallel::Recipe::fp8_block, QuantizedGemm::native);
+  EXPECT_FALSE(block.native);
+  EXPECT_NE(block.text.find("fp8-block has no native"), std::string::npos) << block.text;
 }
 
 }  // namespace

@@ -450,6 +450,11 @@ int bench_step(const std::vector<std::string>& args) {
         static_cast<long long>(cfg.model.layers), static_cast<long long>(cfg.model.width),
         static_cast<long long>(cfg.model.seq), static_cast<long long>(cfg.micro_batch),
         available_cores());
+    if (cfg.precision.quantized()) {
+      std::printf("GEMMs %s\n",
+                  parallel::quantized_gemm_path(Device::parse(cfg.device), cfg.precision.recipe)
+                      .text.c_str());
+    }
     if (on_gpu) {
       std::printf("%s on %s; dense peak %s\n", cfg.device.c_str(), gpu.c_str(),
                   peak_tflops > 0 ? format("{:.1f} TFLOP/s", peak_tflops).c_str()

@@ -51,18 +51,9 @@ void quantize_transposed(const ExecContext& ec, const Tensor& rht,
 
 }  // namespace
 
-GemmQuantizer::GemmQuantizer(const ParallelContext& pc, const std::string& name,
-                             comm::ProcessGroup* group)
-    : pc_(pc), precision_(pc.precision), registry_(*pc.scaling), group_(group) {
-  WEFT_CHECK(precision_.quantized(),
-             "{}: a GemmQuantizer under the {} recipe, which quantizes "
-             "nothing",
-             name, recipe_name(precision_.recipe));
-  // Native GEMMs: the per-tensor recipes, where the context (or the
-  // environment) asks for them or the device has FP8 tensor cores.
-  const bool per_tensor_recipe =
-      precision_.recipe == Recipe::fp8_delayed || precision_.recipe == Recipe::fp8_current;
-  QuantizedGemm mode = pc.quantized_gemm;
+QuantizedGemmPath quantized_gemm_path(Device device, Recipe recipe, QuantizedGemm mode) {
+  const bool per_tensor = recipe == Recipe::fp8_delayed || recipe == Recipe::fp8_current;
+  std::string forced;
   if (mode == QuantizedGemm::automatic) {
     const char* env = std::getenv("WEFT_FP8_GEMM");
     const std::string e = env ? env : "";
@@ -70,13 +61,38 @@ GemmQuantizer::GemmQuantizer(const ParallelContext& pc, const std::string& name,
                "WEFT_FP8_GEMM is '{}': set it to emulate (dequantized f32 GEMMs) or native "
                "(FP8 GEMMs on the quantized operands), or unset it",
                e);
-    if (e == "emulate") mode = QuantizedGemm::emulate;
-    if (e == "native") mode = QuantizedGemm::native;
+    if (!e.empty()) {
+      mode = e == "emulate" ? QuantizedGemm::emulate : QuantizedGemm::native;
+      forced = " (WEFT_FP8_GEMM=" + e + ")";
+    }
   }
-  const Device d = pc.exec.device();
-  native_ = per_tensor_recipe &&
-            (mode == QuantizedGemm::native || (mode == QuantizedGemm::automatic && d.is_cuda() &&
-                                               cuda::compute_capability(d.index) >= 89));
+  const std::string emulated = "emulated: operands quantized, dequantized to f32, f32 GEMMs";
+  if (!per_tensor) {
+    return {false, emulated + " (" + recipe_name(recipe) +
+                       " has no native block-scaled GEMM in weft yet)"};
+  }
+  if (mode == QuantizedGemm::emulate) return {false, emulated + (forced.empty() ? "" : forced)};
+  const int cc = device.is_cuda() ? cuda::compute_capability(device.index) : 0;
+  const std::string native = device.is_cuda()
+                                 ? "native: cuBLASLt FP8 GEMMs on the quantized operands"
+                                 : "native: kernels::quantized_gemm on the quantized "
+                                   "operands (on the CPU the emulation itself)";
+  if (mode == QuantizedGemm::native) return {true, native + forced};
+  if (!device.is_cuda()) return {false, emulated + " (the CPU has no FP8 arithmetic)"};
+  if (cc < 89) {
+    return {false, format("{} (sm_{} has no FP8 tensor cores: 8.9 or newer)", emulated, cc)};
+  }
+  return {true, native};
+}
+
+GemmQuantizer::GemmQuantizer(const ParallelContext& pc, const std::string& name,
+                             comm::ProcessGroup* group)
+    : pc_(pc), precision_(pc.precision), registry_(*pc.scaling), group_(group) {
+  WEFT_CHECK(precision_.quantized(),
+             "{}: a GemmQuantizer under the {} recipe, which quantizes "
+             "nothing",
+             name, recipe_name(precision_.recipe));
+  native_ = quantized_gemm_path(pc.exec.device(), precision_.recipe, pc.quantized_gemm).native;
   if (precision_.recipe == Recipe::fp8_delayed) {
     for (int i = 0; i < 3; ++i) {
       const bool grad = i == 2;

@@ -52,6 +52,19 @@ namespace weft::parallel {
 struct ParallelContext;
 class ScalingRegistry;
 
+// How `recipe`'s Linear GEMMs multiply on `device` under `mode` (precision.h):
+// natively on the quantized operands, or on operands dequantized to f32 (the
+// emulation), with the reason in words ("native: cuBLASLt FP8 GEMMs on the
+// quantized operands", "emulated: ..."). GemmQuantizer::native_gemm is
+// `native`; weft info, the training banner and bench step print `text`.
+// Reads WEFT_FP8_GEMM under automatic (throws weft::Error on a bad value).
+struct QuantizedGemmPath {
+  bool native = false;
+  std::string text;
+};
+QuantizedGemmPath quantized_gemm_path(Device device, Recipe recipe,
+                                      QuantizedGemm mode = QuantizedGemm::automatic);
+
 class GemmQuantizer {
  public:
   enum class Operand : uint8_t { input, weight, grad_output };

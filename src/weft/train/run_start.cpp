@@ -6,6 +6,7 @@
 
 #include "weft/io/checkpoint.h"
 #include "weft/io/checkpoint_dir.h"
+#include "weft/parallel/gemm_quantizer.h"
 #include "weft/train/run_loop.h"
 
 namespace weft::train {
@@ -170,9 +171,14 @@ std::string describe_run(Trainer& t, const io::Dataset& data) {
       "(warmup {}, cosine {}to {:g})",
       is_preset ? c.preset : "(custom)", c.model.layers, c.model.width, c.model.heads, c.model.seq,
       c.model.vocab, params,
-      c.precision.quantized() ? std::string(parallel::recipe_name(c.precision.recipe)) +
-                                    " (GEMM operands quantized, f32 compute)"
-                              : std::string(dtype_name(c.compute_dtype())),
+      c.precision.quantized()
+          ? std::string(parallel::recipe_name(c.precision.recipe)) + " (f32 activations; GEMMs " +
+                parallel::quantized_gemm_path(t.model().context()->exec.device(),
+                                              c.precision.recipe,
+                                              t.model().context()->quantized_gemm)
+                    .text +
+                ")"
+          : std::string(dtype_name(c.compute_dtype())),
       data.data().source, data.data().size(), data.train().size(), data.val().size(),
       t.world().size(), t.world().backend(), g.size("tp"), middle_dims(g.layout()), g.size("dp"),
       nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(t.dp_size()), c.model.seq,
