@@ -340,8 +340,9 @@ print(f"step {first} rel diff {d1:.1e} (tol 1e-3), step {last} {dn:.1e} (tol 1e-
 sys.exit(0 if d1 <= 1e-3 and dn <= 1e-2 else 1)
 PY
 }
-# fp8-block (1x128 / 128x128 power-of-two block scales) on the same footing.
-for recipe in fp8-delayed fp8-block; do
+# fp8-block (1x128 / 128x128 power-of-two block scales) and mxfp8 (1x32, e8m0)
+# on the same footing.
+for recipe in fp8-delayed fp8-block mxfp8; do
   if train cpu "$OUT/cpu_$recipe.jsonl" --precision $recipe >"$OUT/train_cpu_$recipe.log" 2>&1 &&
     train cuda "$OUT/gpu_$recipe.jsonl" --precision $recipe >"$OUT/train_gpu_$recipe.log" 2>&1; then
     if detail=$(compare_fp8 "$OUT/cpu_$recipe.jsonl" "$OUT/gpu_$recipe.jsonl"); then

@@ -125,9 +125,10 @@ void validate(const TrainConfig& c) {
                c.gtp, c.device);
     using parallel::Recipe;
     const Recipe r = c.precision.recipe;
-    WEFT_CHECK(r != Recipe::mxfp8 && r != Recipe::nvfp4,
-               "--precision {} has no GPU kernels yet (MXFP8/NVFP4 block quantization): use bf16, "
-               "fp8-delayed, fp8-current or fp8-block with --device {}",
+    WEFT_CHECK(r != Recipe::nvfp4,
+               "--precision {} has no GPU kernels yet (NVFP4 block quantization, stochastic "
+               "rounding, the Hadamard transform): use bf16, fp8-delayed, fp8-current, fp8-block "
+               "or mxfp8 with --device {}",
                parallel::recipe_name(r), c.device);
   }
   WEFT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every {} needs --save DIR",

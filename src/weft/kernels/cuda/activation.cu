@@ -183,8 +183,9 @@ void gelu_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x, Tensor&
   if (n == 0) return;
   dispatch_float(x.dtype(), "gelu_forward", [&]<typename T>() {
     const int64_t packs = packs_fit({x.raw(), y.raw()}) ? n / Pack<T>::kSize : 0;
-    gelu_forward_kernel<T><<<blocks_for(packs > 0 ? packs : n, kThreads), kThreads, 0,
-                             stream_of(ec)>>>(dptr<const T>(x), dptr<T>(y), n, packs);
+    gelu_forward_kernel<T>
+        <<<blocks_for(packs > 0 ? packs : n, kThreads), kThreads, 0, stream_of(ec)>>>(
+            dptr<const T>(x), dptr<T>(y), n, packs);
     check_launch("gelu_forward");
   });
 }
@@ -196,9 +197,9 @@ void gelu_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy, const
   if (n == 0) return;
   dispatch_float(x.dtype(), "gelu_backward", [&]<typename T>() {
     const int64_t packs = packs_fit({dy.raw(), x.raw(), dx.raw()}) ? n / Pack<T>::kSize : 0;
-    gelu_backward_kernel<T><<<blocks_for(packs > 0 ? packs : n, kThreads), kThreads, 0,
-                              stream_of(ec)>>>(dptr<const T>(dy), dptr<const T>(x), dptr<T>(dx),
-                                               n, packs);
+    gelu_backward_kernel<T>
+        <<<blocks_for(packs > 0 ? packs : n, kThreads), kThreads, 0, stream_of(ec)>>>(
+            dptr<const T>(dy), dptr<const T>(x), dptr<T>(dx), n, packs);
     check_launch("gelu_backward");
   });
 }
@@ -250,9 +251,8 @@ void bias_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy, Tenso
           <<<column_block_grid(c / W, nblocks), kThreads, 0, stream_of(ec)>>>(
               dptr<const T>(dy), dptr<float>(partial), n, c);
     } else {
-      column_block_sums_kernel<T, 1><<<column_block_grid(c, nblocks), kThreads, 0,
-                                       stream_of(ec)>>>(dptr<const T>(dy), dptr<float>(partial),
-                                                        n, c);
+      column_block_sums_kernel<T, 1><<<column_block_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
+          dptr<const T>(dy), dptr<float>(partial), n, c);
     }
     check_launch("bias_backward (block sums)");
   });

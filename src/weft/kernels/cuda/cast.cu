@@ -3,7 +3,7 @@
 #include <limits>
 
 #include "weft/core/cuda.h"
-#include "weft/kernels/cuda/cast_block128.h"
+#include "weft/kernels/cuda/block_casts.h"
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/fp8.cuh"
 #include "weft/kernels/impl/cast.h"
@@ -133,8 +133,8 @@ const char* mode_label(ScalingMode m) {
 
 [[noreturn]] void no_cuda_mode(ScalingMode m, const char* op) {
   WEFT_FAIL(
-      "{}: {} quantization has no CUDA kernel yet; the GPU implements per-tensor and "
-      "fp8-block scaling (e4m3/e5m2) only: use those recipes on the GPU, or run on the CPU",
+      "{}: {} quantization has no CUDA kernel yet; the GPU implements per-tensor, fp8-block "
+      "and MXFP8 scaling (e4m3/e5m2) only: use those recipes on the GPU, or run on the CPU",
       op, mode_label(m));
 }
 
@@ -162,6 +162,10 @@ void quantize<Backend::cuda>(const ExecContext& ec, const Tensor& x, const Quant
                              QuantizedTensor& q) {
   if (cfg.mode == ScalingMode::block_1x128 || cfg.mode == ScalingMode::block_128x128) {
     quantize_block128(ec, x, cfg, q);
+    return;
+  }
+  if (cfg.mode == ScalingMode::block_1x32) {
+    quantize_mxfp8(ec, x, cfg, q);
     return;
   }
   if (cfg.mode != ScalingMode::tensor) no_cuda_mode(cfg.mode, "quantize");
@@ -218,6 +222,10 @@ void dequantize<Backend::cuda>(const ExecContext& ec, const QuantizedTensor& q, 
   const Tensor& data = columnwise ? q.col_data : q.data;
   if (q.mode == ScalingMode::block_1x128 || q.mode == ScalingMode::block_128x128) {
     dequantize_block128(ec, q, columnwise, out);
+    return;
+  }
+  if (q.mode == ScalingMode::block_1x32) {
+    dequantize_mxfp8(ec, q, columnwise, out);
     return;
   }
   if (q.mode != ScalingMode::tensor) no_cuda_mode(q.mode, "dequantize");

@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <cfloat>
 
-#include "weft/kernels/cuda/cast_block128.h"
+#include "weft/kernels/cuda/block_casts.h"
 #include "weft/kernels/cuda/common.cuh"
 #include "weft/kernels/cuda/fp8.cuh"
 

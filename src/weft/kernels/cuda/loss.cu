@@ -127,8 +127,8 @@ __device__ float row_sum_exp(const T* row, int64_t cols, bool packed, float max,
 }
 
 template <typename T>
-__global__ void lse_kernel(const T* x, int64_t rows, int64_t cols, int64_t valid_cols,
-                           bool packed, float* lse) {
+__global__ void lse_kernel(const T* x, int64_t rows, int64_t cols, int64_t valid_cols, bool packed,
+                           float* lse) {
   __shared__ float scratch[32];
   for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
     const T* row = x + n * cols;

@@ -420,8 +420,7 @@ void layer_norm_forward<Backend::cuda>(const ExecContext& ec, const Tensor& x,
           <<<row_blocks((n + kWarps - 1) / kWarps), kThreads, 0, stream_of(ec)>>>(
               dptr<const T>(x), residual ? dptr<const T>(residual->branch) : nullptr,
               residual ? dptr<T>(residual->sum) : nullptr, dptr<const float>(gamma),
-              dptr<const float>(beta), eps, dptr<T>(y), dptr<float>(mean), dptr<float>(rstd), n,
-              c);
+              dptr<const float>(beta), eps, dptr<T>(y), dptr<float>(mean), dptr<float>(rstd), n, c);
       check_launch("layer_norm_forward");
       return;
     }
@@ -460,13 +459,13 @@ void layer_norm_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dy,
     if (packs_fit({dy.raw(), x.raw()}) && c % W == 0) {
       layer_norm_param_blocks_kernel<T, W>
           <<<column_block_grid(c / W, nblocks), kThreads, 0, stream_of(ec)>>>(
-              dptr<const T>(dy), dptr<const T>(x), dptr<const float>(mean),
-              dptr<const float>(rstd), dptr<float>(partial), n, c);
+              dptr<const T>(dy), dptr<const T>(x), dptr<const float>(mean), dptr<const float>(rstd),
+              dptr<float>(partial), n, c);
     } else {
       layer_norm_param_blocks_kernel<T, 1>
           <<<column_block_grid(c, nblocks), kThreads, 0, stream_of(ec)>>>(
-              dptr<const T>(dy), dptr<const T>(x), dptr<const float>(mean),
-              dptr<const float>(rstd), dptr<float>(partial), n, c);
+              dptr<const T>(dy), dptr<const T>(x), dptr<const float>(mean), dptr<const float>(rstd),
+              dptr<float>(partial), n, c);
     }
     check_launch("layer_norm_backward (block sums)");
   });

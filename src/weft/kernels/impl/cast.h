@@ -4,9 +4,9 @@
 // them, after checking the arguments.
 //
 // Quantization (kernels/cast.h). CUDA has per-tensor FP8 scaling
-// (ScalingMode::tensor) and fp8-block's 1x128 / 128x128 blocks
-// (kernels/cuda/cast_block128.cu), e4m3 / e5m2, codes bit for bit the CPU's:
-// MXFP8's and NVFP4's modes throw weft::Error there. On CUDA quantize and amax return
+// (ScalingMode::tensor), fp8-block's 1x128 / 128x128 blocks and MXFP8's 1x32
+// blocks (kernels/cuda/block_casts.h), e4m3 / e5m2, codes bit for bit the
+// CPU's: NVFP4's modes throw weft::Error there. On CUDA quantize and amax return
 // an amax to the host, so they synchronize with the stream.
 #pragma once
 
