@@ -190,5 +190,31 @@ TEST(CudaQuantizedGemm, MatchesTheEmulation) {
   }
 }
 
+// What cuBLASLt's FP8 kernels take (16-byte rows of the operands along k and
+// of c, 16-byte-aligned buffers): quantized_gemm multiplies FP8 natively only
+// then, and runs the emulation on the device otherwise.
+TEST(QuantizedGemm, NativeLayoutRule) {
+  const ExecContext ec = ExecContext::host();
+  const auto q = [&](int64_t rows, int64_t cols) {
+    return quantized(ec, random_tensor({rows, cols}, 5), DType::e4m3, 10.0f);
+  };
+  const QuantizedTensor a = q(24, 32), b = q(40, 32), a88 = q(24, 88), b88 = q(40, 88);
+  EXPECT_TRUE(fp8_gemm_layout_fits({&a, false}, {&b, false}, Tensor::empty({24, 40})));
+  EXPECT_FALSE(fp8_gemm_layout_fits({&a88, false}, {&b88, false}, Tensor::empty({24, 40})));
+  // c's rows: 40 f32 = 160 bytes fit, 38 f32 = 152 do not; 40 bf16 = 80 bytes fit.
+  const QuantizedTensor b38 = q(38, 32);
+  EXPECT_FALSE(fp8_gemm_layout_fits({&a, false}, {&b38, false}, Tensor::empty({24, 38})));
+  EXPECT_TRUE(fp8_gemm_layout_fits({&a, false}, {&b, false}, Tensor::empty({24, 40}, DType::bf16)));
+  // A view of c one element in: 4 bytes off 16.
+  const Tensor wide = Tensor::empty({24 * 40 + 1});
+  EXPECT_FALSE(
+      fp8_gemm_layout_fits({&a, false}, {&b, false}, wide.narrow(1, 24 * 40).reshape({24, 40})));
+  // The wgrad's k is the column-wise copies' row length: the token count.
+  const QuantizedTensor ta = q(100, 64), tb = q(100, 32);
+  EXPECT_FALSE(fp8_gemm_layout_fits({&ta, true}, {&tb, true}, Tensor::empty({64, 32})));
+  // The CPU always runs the emulation.
+  EXPECT_FALSE(quantized_gemm_is_native(ec, {&a, false}, {&b, false}, Tensor::empty({24, 40})));
+}
+
 }  // namespace
 }  // namespace weft::kernels

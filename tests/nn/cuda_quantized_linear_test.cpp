@@ -62,5 +62,41 @@ TEST(CudaQuantizedLinear, NativeFp8GemmsMatchTheEmulation) {
   }
 }
 
+// Shapes cuBLASLt's FP8 kernels refuse (k = 88 features, 100 tokens: the
+// wgrad's k; 40 outputs) and bf16 activations: the GEMMs that cannot be
+// native run the emulation on the GPU, and the layer still matches.
+TEST(CudaQuantizedLinear, AwkwardShapesAndBf16Activations) {
+  WEFT_REQUIRE_GPU();
+  const ExecContext ec = ExecContext::cuda(0);
+  for (DType act : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(act));
+    auto make = [&](parallel::QuantizedGemm mode) {
+      parallel::Precision p = parallel::Precision::of(parallel::Recipe::fp8_delayed);
+      p.quantized_activations = act;
+      auto pc = std::make_shared<parallel::ParallelContext>(
+          *parallel::make_context(nullptr, parallel::SequenceParallel::off, p, 5));
+      pc->exec = ec;
+      pc->workspace = std::make_shared<parallel::Workspace>();
+      pc->scaling = std::make_shared<parallel::ScalingRegistry>();
+      pc->quantized_gemm = mode;
+      return std::make_unique<Linear>(pc, LinearConfig{.name = "lin", .in = 88, .out = 40});
+    };
+    auto emu = make(parallel::QuantizedGemm::emulate);
+    auto nat = make(parallel::QuantizedGemm::native);
+    const Tensor x =
+        weft::testing::random_tensor({100, 88}, 1, -3.0f, 3.0f).to(act).to(ec.device());
+    const Tensor dy =
+        weft::testing::random_tensor({100, 40}, 2, -0.1f, 0.1f).to(act).to(ec.device());
+    Ctx c1, c2;
+    const Tensor y1 = emu->forward(c1, x), y2 = nat->forward(c2, x);
+    EXPECT_EQ(y2.dtype(), act);
+    const Tensor dx1 = emu->backward(c1, dy), dx2 = nat->backward(c2, dy);
+    EXPECT_EQ(dx2.dtype(), act);
+    EXPECT_TRUE(near_in_scale(y1.to(DType::f32), y2.to(DType::f32)));
+    EXPECT_TRUE(near_in_scale(dx1.to(DType::f32), dx2.to(DType::f32)));
+    EXPECT_TRUE(near_in_scale(emu->weight().grad, nat->weight().grad));
+  }
+}
+
 }  // namespace
 }  // namespace weft::nn

@@ -48,6 +48,10 @@ struct QuantizeConfig {
   // 2·rows·cols numbers.
   bool stochastic = false;
   uint64_t seed = 0, offset = 0;
+  // Whether the caller reads q.amax. On a GPU the amax travels back to the
+  // host (a synchronization with the stream); false leaves q.amax NaN there
+  // (the CPU sets it regardless).
+  bool want_amax = true;
 };
 
 // fp8-block's encode scale for a block whose largest |x| is `amax`: the
@@ -62,7 +66,8 @@ float amax(const ExecContext& ec, const Tensor& x);
 
 // x (rows, cols) f32 or bf16 (rank > 2 viewed as rows x last dim) -> q.
 // Buffers already in q are reused when their shape and dtype fit. Sets
-// q.amax = amax(x). e2m1 needs an even cols (and an even rows column-wise).
+// q.amax = amax(x) (on a GPU only when cfg.want_amax). e2m1 needs an even cols (and an even rows
+// column-wise).
 void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
               QuantizedTensor& q);
 

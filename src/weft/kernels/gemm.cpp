@@ -5,6 +5,7 @@
 #include <string>
 
 #include "weft/core/cuda.h"
+#include "weft/kernels/cast.h"
 #include "weft/kernels/dispatch.h"
 #include "weft/kernels/impl/gemm.h"
 
@@ -60,6 +61,15 @@ void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
                n);
     WEFT_CHECK(m == 0 || n == 0 || k > 0, "gemm with k = 0 and a bias is not supported");
   }
+  if (a.dtype() == DType::f32 && c.dtype() == DType::bf16) {
+    // f32 operands, a bf16 output (a quantized recipe's emulation under bf16
+    // activations): the f32 product (plus c and the bias) rounded once, as
+    // quantized_gemm's emulation does, on either backend.
+    Tensor wide = opt.accumulate ? c.to(DType::f32) : ec.empty(c.shape(), DType::f32);
+    gemm(ec, a, b, wide, opt);
+    c.copy_from(wide.to(DType::bf16));
+    return;
+  }
   return detail::dispatch(ec, span_name(m, n, k, opt, c.dtype()), {&a, &b, &c, opt.bias},
                           [&]<Backend B>() { return impl::gemm<B>(ec, a, b, c, opt); });
 }
@@ -91,8 +101,40 @@ void quantized_gemm(const ExecContext& ec, const QuantizedOperand& a, const Quan
              b.rows());
   const Tensor& da = a.columnwise ? a.q->col_data : a.q->data;
   const Tensor& db = b.columnwise ? b.q->col_data : b.q->data;
+  if (!ec.device().is_cpu() && !quantized_gemm_is_native(ec, a, b, c)) {
+    // The emulation on the device: both copies dequantized (in x's layout),
+    // an f32 GEMM, as the CPU's quantized_gemm computes.
+    Tensor fa = ec.empty({a.q->rows, a.q->cols}, DType::f32);
+    Tensor fb = ec.empty({b.q->rows, b.q->cols}, DType::f32);
+    dequantize(ec, *a.q, a.columnwise, fa);
+    dequantize(ec, *b.q, b.columnwise, fb);
+    gemm(ec, fa, fb, c,
+         {.trans_a = a.columnwise,
+          .trans_b = !b.columnwise,
+          .accumulate = opt.accumulate,
+          .alpha = opt.alpha});
+    return;
+  }
   return detail::dispatch(ec, "quantized_gemm", {&da, &db, &c},
                           [&]<Backend B>() { return impl::quantized_gemm<B>(ec, a, b, c, opt); });
+}
+
+bool fp8_gemm_layout_fits(const QuantizedOperand& a, const QuantizedOperand& b, const Tensor& c) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const Tensor& da = a.columnwise ? a.q->col_data : a.q->data;
+  const Tensor& db = b.columnwise ? b.q->col_data : b.q->data;
+  const int64_t k = a.cols(), n = b.rows();
+  const int64_t row_bytes = dtype_storage_bytes(c.dtype(), n);
+  return k % 16 == 0 && row_bytes % 16 == 0 && aligned(da.raw()) && aligned(db.raw()) &&
+         aligned(c.raw());
+}
+
+bool quantized_gemm_is_native(const ExecContext& ec, const QuantizedOperand& a,
+                              const QuantizedOperand& b, const Tensor& c) {
+  const Device d = ec.device();
+  return d.is_cuda() && cuda::compute_capability(d.index) >= 89 &&
+         a.q->mode == ScalingMode::tensor && b.q->mode == ScalingMode::tensor &&
+         fp8_gemm_layout_fits(a, b, c);
 }
 
 void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,

@@ -4,7 +4,8 @@
 //   c (m,n) = alpha * op(a) (m,k) · op(b) (k,n)  [+ bias (n)]  [+ c if accumulate]
 //
 // op(x) is x or xᵀ. Inputs are f32 or bf16 (both the same); the product
-// accumulates in f32; c is f32 or bf16. Tensors of rank > 2 are viewed as
+// accumulates in f32; c is f32 or bf16 (f32 inputs into a bf16 c: the f32
+// result rounded once, through an f32 buffer). Tensors of rank > 2 are viewed as
 // (rows, last dim). On the CPU this is a oneDNN matmul whose primitive is
 // created once per shape and cached per thread, so a steady-state call creates
 // and allocates nothing.
@@ -76,12 +77,24 @@ struct QuantizedGemmOptions {
 // Hopper's FP8 tensor cores compute, so a caller passes the copy whose rows
 // run along k (the weight's column-wise copy for dgrad, both column-wise
 // copies for wgrad), as Transformer Engine does. Not both e5m2. c is bf16 or
-// f32. On a GPU: cuBLASLt FP8 on sm_90 or newer, the scale-inverses read from
+// f32. On a GPU: cuBLASLt FP8 on sm_89 or newer, the scale-inverses read from
 // device memory, nothing dequantized; on the CPU: the exact emulation (both
 // copies dequantized to f32, an f32 GEMM), which a GPU matches up to the
-// order of its f32 sums.
+// order of its f32 sums. Where cuBLASLt's FP8 kernels cannot take the call
+// (quantized_gemm_is_native), a GPU runs that same emulation on its own
+// kernels.
 void quantized_gemm(const ExecContext& ec, const QuantizedOperand& a, const QuantizedOperand& b,
                     Tensor& c, const QuantizedGemmOptions& opt = {});
+
+// Whether quantized_gemm multiplies FP8 on the device's tensor cores: a GPU
+// of compute capability 8.9 or newer, per-tensor scaling, and the layout
+// cuBLASLt's FP8 kernels need — k a multiple of 16 (the operands' rows are
+// k bytes), rows of c a multiple of 16 bytes, every buffer 16-byte aligned.
+// False on the CPU (the emulation).
+bool quantized_gemm_is_native(const ExecContext& ec, const QuantizedOperand& a,
+                              const QuantizedOperand& b, const Tensor& c);
+// The layout rule alone (device aside), for tests.
+bool fp8_gemm_layout_fits(const QuantizedOperand& a, const QuantizedOperand& b, const Tensor& c);
 
 // Number of primitives created so far by the calling thread (tests check that
 // repeated calls of one shape create nothing new).

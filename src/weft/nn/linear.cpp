@@ -193,7 +193,9 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
     // Own tokens, all features -> all tokens (under SP), this rank's features.
     xin = parallel::forward(pc_->exec, sp ? Mapping::sp_to_tp : Mapping::scatter_to_tp, g, x);
   }
-  xin = parallel::gemm_input(ec, pc_->precision.gemm_input(), xin, ws().input_cast);
+  // Quantized recipes quantize the activation as it is (f32 or bf16).
+  if (!quantizer_)
+    xin = parallel::gemm_input(ec, pc_->precision.gemm_input(), xin, ws().input_cast);
   ctx.saved<Saved>(this).x = xin;
   parallel::QuantizedOperands q;
   if (qw != nullptr) {
@@ -253,7 +255,7 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   }
   Tensor dy =
       cfg_.gather_output ? parallel::backward(pc_->exec, Mapping::gather_from_tp, g, dy_in) : dy_in;
-  dy = parallel::gemm_input(ec, pc_->precision.gemm_input(), dy, ws().grad_cast);
+  if (!quantizer_) dy = parallel::gemm_input(ec, pc_->precision.gemm_input(), dy, ws().grad_cast);
   // Quantized recipes: the dgrad GEMM's operands, and the wgrad GEMM's made
   // from the high-precision tensors.
   Grads d{.dy = dy, .dy_hp = dy};
@@ -322,7 +324,7 @@ Tensor Linear::backward_column(Ctx& ctx, const parallel::Pending& xs, const Grad
   }
   Shape dxs = with_last(d.dy.shape(), local_in());
   if (schedule == Schedule::gemm_reduce_scatter) dxs = parallel::scattered_shape(dxs, g);
-  Tensor dx = ec.empty(dxs, d.dy.dtype(), MemoryTag::activations);
+  Tensor dx = ec.empty(dxs, d.dy_hp.dtype(), MemoryTag::activations);
   const std::string dgrad_name = gemm_name("dgrad");
   const bool native = d.q_w != nullptr;
   const parallel::QuantizedOperands q{.a = {d.q_dy, false}, .b = {d.q_w, true}};
@@ -346,7 +348,11 @@ Tensor Linear::backward_column(Ctx& ctx, const parallel::Pending& xs, const Grad
 }
 
 bool Linear::native_quantized(bool backward) const {
-  if (!quantizer_ || !quantizer_->native_gemm() || pc_->overlap.enabled()) return false;
+  if (!quantizer_ || !quantizer_->native_gemm()) return false;
+  // Ring and pipeline overlap split the GEMM around its collective; bulk
+  // overlap leaves it whole (and takes quantized operands).
+  const parallel::OverlapMethod m = overlap(backward ? "dgrad" : "fprop").method;
+  if (m == parallel::OverlapMethod::ring || m == parallel::OverlapMethod::pipeline) return false;
   const bool gathers = pc_->sequence_parallel() && group() != nullptr &&
                        (backward ? cfg_.mode == Parallel::row : cfg_.mode == Parallel::column);
   return !gathers;

@@ -138,10 +138,10 @@ class Linear : public Module {
   // The TP group this layer communicates over: null when unpartitioned.
   comm::ProcessGroup* group() const;
   // Whether this layer's GEMMs of a pass multiply quantized operands
-  // natively (GemmQuantizer::native_gemm): not under comm-GEMM overlap, and
-  // not where the schedule gathers an operand (sequence parallelism's input
-  // all-gather: column fprop, row dgrad and wgrad), which stay on the
-  // dequantized operands.
+  // natively (GemmQuantizer::native_gemm): not under ring or pipeline
+  // comm-GEMM overlap, and not where the schedule gathers an operand
+  // (sequence parallelism's input all-gather: column fprop, row dgrad and
+  // wgrad), which stay on the dequantized operands.
   bool native_quantized(bool backward) const;
   // The wgrad GEMM: dW += dyᵀ · x, on the quantized column-wise copies when
   // native, else on the operands given (dequantized under a quantized recipe).

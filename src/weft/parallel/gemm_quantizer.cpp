@@ -73,16 +73,27 @@ QuantizedGemmPath quantized_gemm_path(Device device, Recipe recipe, QuantizedGem
   }
   if (mode == QuantizedGemm::emulate) return {false, emulated + (forced.empty() ? "" : forced)};
   const int cc = device.is_cuda() ? cuda::compute_capability(device.index) : 0;
-  const std::string native = device.is_cuda()
-                                 ? "native: cuBLASLt FP8 GEMMs on the quantized operands"
-                                 : "native: kernels::quantized_gemm on the quantized "
-                                   "operands (on the CPU the emulation itself)";
-  if (mode == QuantizedGemm::native) return {true, native + forced};
-  if (!device.is_cuda()) return {false, emulated + " (the CPU has no FP8 arithmetic)"};
-  if (cc < 89) {
-    return {false, format("{} (sm_{} has no FP8 tensor cores: 8.9 or newer)", emulated, cc)};
+  // Where a Linear's GEMM cannot be native the text says so: MoE experts,
+  // GTP-sharded weights, sequence parallelism's gathering GEMMs, ring and
+  // pipeline overlap, and shapes cuBLASLt's FP8 kernels refuse
+  // (kernels::quantized_gemm_is_native) multiply dequantized operands.
+  const std::string native =
+      device.is_cuda() ? "native: cuBLASLt FP8 GEMMs on the quantized operands in the Linear "
+                         "layers (MoE experts, GTP-sharded weights, sequence parallelism's "
+                         "gathering GEMMs, ring/pipeline overlap and shapes cuBLASLt's FP8 "
+                         "kernels refuse emulate)"
+                       : "native: kernels::quantized_gemm on the quantized operands (on the CPU "
+                         "the emulation itself)";
+  if (!device.is_cuda()) {
+    if (mode == QuantizedGemm::native) return {true, native + forced};
+    return {false, emulated + " (the CPU has no FP8 arithmetic)"};
   }
-  return {true, native};
+  if (cc < 89) {
+    const std::string why = format(" (sm_{} has no FP8 tensor cores: 8.9 or newer)", cc);
+    // Forced native still calls quantized_gemm, which emulates there.
+    return {mode == QuantizedGemm::native, emulated + why + forced};
+  }
+  return {true, native + forced};
 }
 
 GemmQuantizer::GemmQuantizer(const ParallelContext& pc, const std::string& name,
@@ -142,6 +153,7 @@ const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, 
       cfg.dtype = DType::e4m3;
       cfg.rowwise = !columnwise;
       cfg.columnwise = columnwise;
+      cfg.want_amax = false;  // block scales need no tensor amax
       kernels::quantize(ec, x, cfg, q);
       return q;
     }
@@ -154,6 +166,7 @@ const QuantizedTensor& GemmQuantizer::quantized(Operand which, const Tensor& x, 
       cfg.dtype = fp8;
       cfg.rowwise = !columnwise;
       cfg.columnwise = columnwise;
+      cfg.want_amax = false;  // block scales need no tensor amax
       kernels::quantize(ec, x, cfg, q);
       return q;
     }
@@ -183,9 +196,12 @@ const QuantizedTensor& GemmQuantizer::per_tensor(Operand which, const Tensor& x,
     if (pass.training()) registry_.record(id, q.amax);
     return q;
   }
-  const float amax = reduced_amax(kernels::amax(ec, x), shard_group);
+  const float local = kernels::amax(ec, x);
+  const float amax = reduced_amax(local, shard_group);
   cfg.scale = scale_from_amax(amax, dtype_max(cfg.dtype), 0, 1.0f);
+  cfg.want_amax = false;  // known already (a GPU would read it back again)
   kernels::quantize(ec, x, cfg, q);
+  q.amax = local;
   return q;
 }
 

@@ -309,12 +309,15 @@ const std::vector<KeyDef>& key_defs() {
                            model_field(&nn::GptConfig::dropout)));
     add_architecture_keys(d);
     d.push_back({{"dtype", "f32|bf16", "",
-                  "compute type (master weights stay f32); the same as --precision f32|bf16"},
+                  "compute type (master weights stay f32); the same as --precision f32|bf16, and "
+                  "under a quantized --precision the activations' type (the FP8 GEMMs read "
+                  "and write it)"},
                  [](TrainConfig& c, const io::Json& v, const Where& w) {
                    c.dtype_option = parse_dtype(to_choice(v, w, {"f32", "bf16"}));
                    if (!c.precision.quantized()) {
                      c.precision.recipe = parallel::Precision::of(*c.dtype_option).recipe;
                    }
+                   c.precision.quantized_activations = *c.dtype_option;
                  },
                  [](const TrainConfig& c) {
                    return io::Json(std::string(dtype_name(c.compute_dtype())));
@@ -328,10 +331,12 @@ const std::vector<KeyDef>& key_defs() {
           "and per 128x128 tile of weights), mxfp8 (E4M3 in blocks "
           "of 32 with E8M0 scales), nvfp4 (E2M1 in blocks of 16, E4M3 block scales, an f32 "
           "tensor scale, Hadamard transform and stochastic rounding in the backward); on the "
-          "CPU the quantized recipes are exact emulations computing in f32"},
+          "CPU the quantized recipes are exact emulations (dequantized f32 GEMMs); their "
+          "activations are f32, or bf16 with --dtype bf16"},
          [](TrainConfig& c, const io::Json& v, const Where& w) {
            c.precision.recipe = parallel::parse_recipe(to_choice(
                v, w, {"f32", "bf16", "fp8-delayed", "fp8-current", "fp8-block", "mxfp8", "nvfp4"}));
+           if (c.dtype_option) c.precision.quantized_activations = *c.dtype_option;
          },
          [](const TrainConfig& c) { return io::Json(parallel::recipe_name(c.precision.recipe)); }});
     d.push_back(

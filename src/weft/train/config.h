@@ -41,7 +41,7 @@ struct TrainConfig {
   std::optional<DType> dtype_option{};  // --dtype as given
   // The compute type: bf16 under the bf16 recipe, f32 otherwise (the
   // quantized recipes compute in f32).
-  DType compute_dtype() const { return precision.gemm_input(); }
+  DType compute_dtype() const { return precision.activation(); }
   // Layout: world = tp · ep · gtp · dp ranks.
   int tp = 2;
   int dp = 0;  // 0: the world size / (tp · gtp) (1 on the local backend)

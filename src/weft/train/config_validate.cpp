@@ -102,10 +102,6 @@ void validate(const TrainConfig& c) {
   } catch (const Error& e) {
     WEFT_FAIL("--overlap {}: {}", c.overlap, e.what());
   }
-  WEFT_CHECK(!c.precision.quantized() || c.dtype_option.value_or(DType::f32) == DType::f32,
-             "--precision {} computes in f32 on the CPU (its GEMM operands are quantized, then "
-             "dequantized to f32): drop --dtype bf16",
-             parallel::recipe_name(c.precision.recipe));
   try {
     (void)nn::PartitionPlan::parse(c.gtp_plan);
   } catch (const Error& e) {

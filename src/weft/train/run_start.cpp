@@ -172,7 +172,8 @@ std::string describe_run(Trainer& t, const io::Dataset& data) {
       is_preset ? c.preset : "(custom)", c.model.layers, c.model.width, c.model.heads, c.model.seq,
       c.model.vocab, params,
       c.precision.quantized()
-          ? std::string(parallel::recipe_name(c.precision.recipe)) + " (f32 activations; GEMMs " +
+          ? std::string(parallel::recipe_name(c.precision.recipe)) + " (" +
+                std::string(dtype_name(c.precision.activation())) + " activations; GEMMs " +
                 parallel::quantized_gemm_path(t.model().context()->exec.device(),
                                               c.precision.recipe,
                                               t.model().context()->quantized_gemm)

@@ -70,7 +70,7 @@ struct Job {
   std::vector<float> tile_scale;
 };
 
-// Rows [r0, r0 + nr) of x as f32, `ld` apart: x itself or converted into buf.
+// Rows [r0, r0 + nr) of x as f32, one after another: x itself or converted into buf.
 const float* band_of(const Job& j, int64_t r0, int64_t nr, std::vector<float>& buf) {
   if (j.x.dtype() == DType::f32) return j.x.data<float>() + r0 * j.cols;
   buf.resize(static_cast<size_t>(nr * j.cols));

@@ -194,7 +194,7 @@ void quantize<Backend::cuda>(const ExecContext& ec, const Tensor& x, const Quant
   } else {
     q.data = Tensor();
     q.scale_inv = Tensor();
-    launch_amax(ec, x, bits);
+    if (cfg.want_amax) launch_amax(ec, x, bits);
   }
   if (cfg.columnwise) {
     reuse(ec, q.col_data, {cols, rows}, cfg.dtype);
@@ -213,7 +213,7 @@ void quantize<Backend::cuda>(const ExecContext& ec, const Tensor& x, const Quant
     q.col_data = Tensor();
     q.col_scale_inv = Tensor();
   }
-  q.amax = read_amax(ec, bits);
+  q.amax = cfg.want_amax ? read_amax(ec, bits) : std::numeric_limits<float>::quiet_NaN();
 }
 
 template <>

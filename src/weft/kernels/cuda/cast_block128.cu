@@ -271,7 +271,7 @@ void quantize_block128(const ExecContext& ec, const Tensor& x, const QuantizeCon
       });
     });
   }
-  q.amax = read_amax(ec, bits);
+  q.amax = cfg.want_amax ? read_amax(ec, bits) : std::numeric_limits<float>::quiet_NaN();
 }
 
 void dequantize_block128(const ExecContext& ec, const QuantizedTensor& q, bool columnwise,

@@ -218,7 +218,7 @@ void quantize_mxfp8(const ExecContext& ec, const Tensor& x, const QuantizeConfig
       });
     });
   }
-  q.amax = read_amax(ec, bits);
+  q.amax = cfg.want_amax ? read_amax(ec, bits) : std::numeric_limits<float>::quiet_NaN();
 }
 
 void dequantize_mxfp8(const ExecContext& ec, const QuantizedTensor& q, bool columnwise,
