@@ -444,9 +444,12 @@ int bench_step(const std::vector<std::string>& args) {
   const bool json = opts.flag_set("json");
   if (!json) {
     std::printf(
-        "%s, %s, %lld layers, width %lld, context %lld, micro-batch %lld per DP rank; "
+        "%s, %s%s, %lld layers, width %lld, context %lld, micro-batch %lld per DP rank; "
         "%d cores\n",
         cfg.preset.c_str(), parallel::recipe_name(cfg.precision.recipe),
+        cfg.precision.quantized()
+            ? (" (" + std::string(dtype_name(cfg.compute_dtype())) + " activations)").c_str()
+            : "",
         static_cast<long long>(cfg.model.layers), static_cast<long long>(cfg.model.width),
         static_cast<long long>(cfg.model.seq), static_cast<long long>(cfg.micro_batch),
         available_cores());
