@@ -219,26 +219,8 @@ void quantize_block128(const ExecContext& ec, const Tensor& x, const QuantizeCon
   const int64_t n = rows * cols;
   const bool tiled = cfg.mode == ScalingMode::block_128x128;
   const float fmax = dtype_max(cfg.dtype);
-  q.mode = cfg.mode;
-  q.dtype = cfg.dtype;
-  q.rows = rows;
-  q.cols = cols;
-  q.tensor_scale_inv = 1.0f;
+  prepare_block_outputs(ec, x, cfg, q);
   const Tensor bits = amax_buffer(ec);
-  if (cfg.rowwise) {
-    reuse(ec, q.data, {rows, cols}, cfg.dtype);
-    reuse(ec, q.scale_inv, scale_shape(cfg.mode, rows, cols), DType::f32);
-  } else {
-    q.data = Tensor();
-    q.scale_inv = Tensor();
-  }
-  if (cfg.columnwise) {
-    reuse(ec, q.col_data, {cols, rows}, cfg.dtype);
-    reuse(ec, q.col_scale_inv, scale_shape(cfg.mode, cols, rows), DType::f32);
-  } else {
-    q.col_data = Tensor();
-    q.col_scale_inv = Tensor();
-  }
   if (n > 0) {
     const cudaStream_t st = stream_of(ec);
     Tensor tile_enc;

@@ -177,26 +177,8 @@ void quantize_mxfp8(const ExecContext& ec, const Tensor& x, const QuantizeConfig
                     QuantizedTensor& q) {
   const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
   const float inv_max = 1.0f / dtype_max(cfg.dtype);
-  q.mode = cfg.mode;
-  q.dtype = cfg.dtype;
-  q.rows = rows;
-  q.cols = cols;
-  q.tensor_scale_inv = 1.0f;
+  prepare_block_outputs(ec, x, cfg, q);
   const Tensor bits = amax_buffer(ec);
-  if (cfg.rowwise) {
-    reuse(ec, q.data, {rows, cols}, cfg.dtype);
-    reuse(ec, q.scale_inv, scale_shape(cfg.mode, rows, cols), DType::e8m0);
-  } else {
-    q.data = Tensor();
-    q.scale_inv = Tensor();
-  }
-  if (cfg.columnwise) {
-    reuse(ec, q.col_data, {cols, rows}, cfg.dtype);
-    reuse(ec, q.col_scale_inv, scale_shape(cfg.mode, cols, rows), DType::e8m0);
-  } else {
-    q.col_data = Tensor();
-    q.col_scale_inv = Tensor();
-  }
   if (rows * cols > 0) {
     const cudaStream_t st = stream_of(ec);
     dispatch_float(x.dtype(), "quantize", [&]<typename T>() {

@@ -4,11 +4,13 @@
 // Internal to kernels/cuda/; included only by .cu files.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <limits>
 
 #include "weft/core/cuda.h"
+#include "weft/kernels/cast.h"
 #include "weft/kernels/cuda/common.cuh"
 
 namespace weft::kernels::cuda {
@@ -118,6 +120,34 @@ inline void reuse(const ExecContext& ec, Tensor& slot, const Shape& shape, DType
   if (!slot.defined() || !(slot.shape() == shape) || slot.dtype() != dtype || !slot.sole_owner() ||
       !(slot.device() == ec.device())) {
     slot = ec.empty(shape, dtype);
+  }
+}
+
+// A block-scaled quantize's outputs made ready: q's description (rows and
+// cols of x viewed as a matrix, per-tensor decode scale 1) and the copies
+// cfg asks for, in their shapes on ec's device, the others dropped.
+inline void prepare_block_outputs(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
+                                  QuantizedTensor& q) {
+  const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
+  q.mode = cfg.mode;
+  q.dtype = cfg.dtype;
+  q.rows = rows;
+  q.cols = cols;
+  q.tensor_scale_inv = 1.0f;
+  const DType sd = scale_dtype(cfg.mode);
+  if (cfg.rowwise) {
+    reuse(ec, q.data, {rows, cols}, cfg.dtype);
+    reuse(ec, q.scale_inv, scale_shape(cfg.mode, rows, cols), sd);
+  } else {
+    q.data = Tensor();
+    q.scale_inv = Tensor();
+  }
+  if (cfg.columnwise) {
+    reuse(ec, q.col_data, {cols, rows}, cfg.dtype);
+    reuse(ec, q.col_scale_inv, scale_shape(cfg.mode, cols, rows), sd);
+  } else {
+    q.col_data = Tensor();
+    q.col_scale_inv = Tensor();
   }
 }
 
