@@ -184,6 +184,42 @@ TEST(CudaCast, Fp8BlockCodesMatchCpuBitForBit) {
   EXPECT_EQ(g.amax, q.amax);
 }
 
+// The amax accumulator (delayed scaling's record without a host read): each
+// mode folds the amax on the stream, as a running max; a NaN amax changes
+// nothing; want_amax false leaves q.amax NaN.
+TEST(CudaCast, AmaxAccumulatorFoldsOnTheStream) {
+  WEFT_REQUIRE_GPU();
+  const ExecContext ec = ExecContext::cuda(0);
+  Tensor acc = Tensor::zeros({3}, DType::i32, ec.device());
+  std::vector<float> v = weft::testing::random_tensor({64, 128}, 3, -2.0f, 2.0f).to_vector();
+  v[77] = 9.5f;
+  const Tensor x = gpu(Tensor::from({64, 128}, v));
+  for (ScalingMode m : {ScalingMode::tensor, ScalingMode::block_1x32, ScalingMode::block_1x128}) {
+    QuantizedTensor q;
+    QuantizeConfig cfg{.mode = m,
+                       .dtype = DType::e4m3,
+                       .rowwise = m != ScalingMode::tensor,
+                       .columnwise = m == ScalingMode::tensor};
+    cfg.want_amax = false;
+    cfg.amax_accumulator = acc;
+    cfg.amax_slot = 1;
+    quantize(ec, x, cfg, q);
+    EXPECT_TRUE(std::isnan(q.amax));
+  }
+  v[5] = std::numeric_limits<float>::quiet_NaN();
+  QuantizedTensor q;
+  QuantizeConfig cfg{.mode = ScalingMode::tensor, .dtype = DType::e4m3};
+  cfg.amax_accumulator = acc;
+  cfg.amax_slot = 1;
+  quantize(ec, gpu(Tensor::from({64, 128}, v)), cfg, q);
+  EXPECT_TRUE(std::isnan(q.amax));
+  const Tensor h = host(acc);
+  const auto* bits = static_cast<const uint32_t*>(h.raw());
+  EXPECT_EQ(bits[0], 0u);
+  EXPECT_EQ(accumulated_amax(bits[1]), 9.5f);
+  EXPECT_EQ(bits[2], 0u);
+}
+
 TEST(CudaCast, AmaxMatchesCpu) {
   WEFT_REQUIRE_GPU();
   const ExecContext ec = ExecContext::cuda(0);

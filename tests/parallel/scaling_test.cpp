@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "weft/comm/local.h"
+#include "weft/kernels/cast.h"
 
 namespace weft::parallel {
 namespace {
@@ -144,6 +145,47 @@ TEST(DelayedScaling, RestoreMatchesExpertsByName) {
   EXPECT_EQ(b.state(0).scale, a.state(1).scale);
   EXPECT_EQ(b.state(0).amax_history, a.state(1).amax_history);
   EXPECT_EQ(b.state(1).scale, 1.0f);
+}
+
+}  // namespace
+}  // namespace weft::parallel
+
+namespace weft::parallel {
+namespace {
+
+// Quantizations that fold their amaxes into the registry's accumulator (no
+// host read on a GPU) leave the same state at end_step as recording each
+// amax: a running max, NaN dropped, zeros changing nothing.
+TEST(DelayedScaling, AccumulatedAmaxesEqualRecordedOnes) {
+  ScalingRegistry recorded, folded;
+  for (ScalingRegistry* r : {&recorded, &folded}) {
+    r->add("a", 448.0f, 3);
+    r->add("b", 57344.0f, 3);
+  }
+  const Precision p = Precision::of(Recipe::fp8_delayed);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::vector<std::pair<int, float>>> steps = {
+      {{0, 2.5f}, {1, 7.0f}, {0, 3.0f}}, {{0, nan}, {1, 0.0f}, {0, 1.25f}}, {{1, 1e30f}}};
+  for (const auto& step : steps) {
+    for (const auto& [id, amax] : step) {
+      recorded.record(id, amax);
+      // A tensor whose amax is `amax`, quantized with the accumulator.
+      const Tensor x = Tensor::from({2, 2}, std::vector<float>{0.5f * amax, -amax, 0.0f, 0.0f});
+      kernels::QuantizeConfig cfg;
+      cfg.scale = 1.0f;
+      cfg.amax_accumulator = folded.amax_accumulator(Device::cpu());
+      cfg.amax_slot = id;
+      QuantizedTensor q;
+      kernels::quantize(ExecContext::host(), x, cfg, q);
+    }
+    recorded.end_step(p, nullptr);
+    folded.end_step(p, nullptr);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(folded.state(i).scale, recorded.state(i).scale) << i;
+      EXPECT_EQ(folded.state(i).amax_history, recorded.state(i).amax_history) << i;
+    }
+  }
+  EXPECT_EQ(recorded.state(1).amax_history[2], 1e30f);  // the last step reached the history
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "weft/kernels/cast.h"
 
+#include <algorithm>
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -51,8 +52,21 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
              "quantize: the per-tensor scale must be a finite positive number, got {} (the "
              "recipes derive it from an amax: check the amax history)",
              cfg.scale);
+  const Tensor& acc = cfg.amax_accumulator;
+  WEFT_CHECK(!acc.defined() || (acc.dtype() == DType::i32 && cfg.amax_slot >= 0 &&
+                                cfg.amax_slot < acc.numel() && acc.device() == x.device()),
+             "quantize: the amax accumulator must be an i32 tensor on {} with element {}, got {} "
+             "{} on {}",
+             x.device(), cfg.amax_slot, dtype_name(acc.dtype()), acc.shape(), acc.device());
   detail::dispatch(ec, "quantize", {&x}, [&]<Backend B>() { impl::quantize<B>(ec, x, cfg, q); });
+  // The CPU's fold (a GPU's runs on its stream inside impl::quantize).
+  if (acc.defined() && x.device().is_cpu() && !std::isnan(q.amax)) {
+    auto* slot = static_cast<uint32_t*>(acc.raw()) + cfg.amax_slot;
+    *slot = std::max(*slot, std::bit_cast<uint32_t>(std::fabs(q.amax)));
+  }
 }
+
+float accumulated_amax(uint32_t bits) { return std::bit_cast<float>(bits); }
 
 void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise, Tensor& out) {
   const Tensor& data = columnwise ? q.col_data : q.data;

@@ -52,7 +52,16 @@ struct QuantizeConfig {
   // host (a synchronization with the stream); false leaves q.amax NaN there
   // (the CPU sets it regardless).
   bool want_amax = true;
+  // Delayed scaling's record without a host read: this quantization's amax
+  // folded into element amax_slot of amax_accumulator (i32 storage holding
+  // the bits of a non-negative f32, on x's device) as a running max, on the
+  // stream; a NaN amax is dropped (fmax's rule). Undefined: nothing folded.
+  Tensor amax_accumulator{};
+  int64_t amax_slot = 0;
 };
+
+// The value amax_accumulator's element holds (0 for none folded yet).
+float accumulated_amax(uint32_t bits);
 
 // fp8-block's encode scale for a block whose largest |x| is `amax`: the
 // power of two at or below fp8_max / amax (Transformer Engine's

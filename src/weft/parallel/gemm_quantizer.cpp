@@ -190,10 +190,16 @@ const QuantizedTensor& GemmQuantizer::per_tensor(Operand which, const Tensor& x,
   if (precision_.recipe == Recipe::fp8_delayed) {
     const int id = ids_[static_cast<size_t>(which)];
     cfg.scale = registry_.state(id).scale;
+    // Training passes record the amax into the registry's accumulator on
+    // the device, without a host read (end_step folds it). Not reduced over
+    // TP or a shard's group here: the registry reduces every amax over its
+    // group once per step.
+    if (pass.training()) {
+      cfg.amax_accumulator = registry_.amax_accumulator(ec.device());
+      cfg.amax_slot = id;
+      cfg.want_amax = !ec.device().is_cuda();  // the CPU has it anyway (GTP's shards keep it)
+    }
     kernels::quantize(ec, x, cfg, q);
-    // Not reduced over TP or a shard's group here: the registry reduces
-    // every amax over its group once per step.
-    if (pass.training()) registry_.record(id, q.amax);
     return q;
   }
   const float local = kernels::amax(ec, x);

@@ -1,8 +1,11 @@
 #include "weft/parallel/scaling.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <unordered_map>
+
+#include "weft/kernels/cast.h"
 
 namespace weft::parallel {
 
@@ -28,7 +31,28 @@ void ScalingRegistry::record(int id, float amax) {
   slot = std::fmax(slot, amax);
 }
 
+const Tensor& ScalingRegistry::amax_accumulator(Device device) {
+  if (!accumulator_.defined() || accumulator_.numel() != size() ||
+      !(accumulator_.device() == device)) {
+    fold_accumulator();
+    accumulator_ = Tensor::zeros({size()}, DType::i32, device, MemoryTag::other);
+  }
+  return accumulator_;
+}
+
+void ScalingRegistry::fold_accumulator() {
+  if (!accumulator_.defined()) return;
+  const Tensor host = accumulator_.to(Device::cpu());
+  const auto* bits = static_cast<const uint32_t*>(host.raw());
+  const int64_t n = std::min<int64_t>(host.numel(), size());
+  for (int64_t i = 0; i < n; ++i) {
+    if (bits[i] != 0) record(static_cast<int>(i), kernels::accumulated_amax(bits[i]));
+  }
+  accumulator_.zero();
+}
+
 void ScalingRegistry::end_step(const Precision& precision, comm::ProcessGroup* group) {
+  fold_accumulator();
   if (!states_.empty() && group && group->size() > 1) {
     // One collective over every tensor's current amax.
     Tensor current = Tensor::empty({size()});

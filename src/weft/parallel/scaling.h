@@ -48,6 +48,12 @@ class ScalingRegistry {
   const DelayedScalingState& state(int id) const { return states_[static_cast<size_t>(id)]; }
   // This step's amax of tensor `id` (fmax into history[0]).
   void record(int id, float amax);
+  // Records without a host read (kernels::QuantizeConfig::amax_accumulator):
+  // one i32 element per tensor, on `device`, where quantizations fold their
+  // amaxes on their stream. end_step folds it into history[0] first (one copy
+  // to the host per step). Reallocated (after folding) when tensors were
+  // added or the device changed. snapshot() sees it only after end_step.
+  const Tensor& amax_accumulator(Device device);
   // The end of an optimizer step (collective over `group` when it is not
   // null and has more than one rank): the reduction, scale update and roll
   // above under `precision`'s algo and margin; then the step counter moves on.
@@ -76,6 +82,8 @@ class ScalingRegistry {
   std::vector<DelayedScalingState> states_;
   uint64_t steps_ = 0;
   uint64_t streams_ = 0;
+  Tensor accumulator_;
+  void fold_accumulator();
 };
 
 }  // namespace weft::parallel

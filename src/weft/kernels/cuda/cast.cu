@@ -194,7 +194,7 @@ void quantize<Backend::cuda>(const ExecContext& ec, const Tensor& x, const Quant
   } else {
     q.data = Tensor();
     q.scale_inv = Tensor();
-    if (cfg.want_amax) launch_amax(ec, x, bits);
+    if (cfg.want_amax || cfg.amax_accumulator.defined()) launch_amax(ec, x, bits);
   }
   if (cfg.columnwise) {
     reuse(ec, q.col_data, {cols, rows}, cfg.dtype);
@@ -213,6 +213,7 @@ void quantize<Backend::cuda>(const ExecContext& ec, const Tensor& x, const Quant
     q.col_data = Tensor();
     q.col_scale_inv = Tensor();
   }
+  fold_amax(ec, cfg, bits);
   q.amax = cfg.want_amax ? read_amax(ec, bits) : std::numeric_limits<float>::quiet_NaN();
 }
 

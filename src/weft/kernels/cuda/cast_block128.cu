@@ -253,6 +253,7 @@ void quantize_block128(const ExecContext& ec, const Tensor& x, const QuantizeCon
       });
     });
   }
+  fold_amax(ec, cfg, bits);
   q.amax = cfg.want_amax ? read_amax(ec, bits) : std::numeric_limits<float>::quiet_NaN();
 }
 

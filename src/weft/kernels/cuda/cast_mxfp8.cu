@@ -200,6 +200,7 @@ void quantize_mxfp8(const ExecContext& ec, const Tensor& x, const QuantizeConfig
       });
     });
   }
+  fold_amax(ec, cfg, bits);
   q.amax = cfg.want_amax ? read_amax(ec, bits) : std::numeric_limits<float>::quiet_NaN();
 }
 

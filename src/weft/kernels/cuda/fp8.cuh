@@ -123,6 +123,22 @@ inline void reuse(const ExecContext& ec, Tensor& slot, const Shape& shape, DType
   }
 }
 
+namespace {  // each cast file its own copy (no relocatable device code)
+__global__ void fold_amax_kernel(const unsigned* bits, unsigned* slot) {
+  const unsigned m = *bits;
+  if (m <= 0x7f800000u && m > *slot) *slot = m;
+}
+}  // namespace
+
+// cfg's amax accumulator (kernels/cast.h) takes the amax in `bits`, on the
+// stream: a running max, a NaN dropped.
+inline void fold_amax(const ExecContext& ec, const QuantizeConfig& cfg, const Tensor& bits) {
+  if (!cfg.amax_accumulator.defined()) return;
+  fold_amax_kernel<<<1, 1, 0, stream_of(ec)>>>(
+      dptr<const unsigned>(bits), dptr<unsigned>(cfg.amax_accumulator) + cfg.amax_slot);
+  check_launch("fold_amax_kernel");
+}
+
 // A block-scaled quantize's outputs made ready: q's description (rows and
 // cols of x viewed as a matrix, per-tensor decode scale 1) and the copies
 // cfg asks for, in their shapes on ec's device, the others dropped.
