@@ -269,6 +269,23 @@ TEST(CastSimd, RandomTensorsOfOddShapes) {
   }
 }
 
+// Copies of at least cpu::kStreamBytes of codes go past the caches: a
+// tensor large enough for that in each mode (fp4 too), its rows 2064
+// elements long so that some start on a cache line and some do not.
+TEST(CastSimd, LargeCopiesWrittenPastTheCaches) {
+  WEFT_REQUIRE_VECTOR_BUILDS();
+  const int64_t rows = 4096, cols = 2064;
+  ASSERT_GE(rows * cols / 2, cpu::kStreamBytes);
+  const Tensor x = Tensor::from({rows, cols}, random_values(rows * cols, 11));
+  for (const auto& [name, cfg] : configs(true, true)) {
+    if (name.find("scale 300") == std::string::npos && name.find("mxfp8") == std::string::npos &&
+        name.find("amax -1") == std::string::npos && name.find("offset 3") == std::string::npos) {
+      continue;
+    }
+    expect_same(x, cfg, name + " large");
+  }
+}
+
 TEST(CastSimd, Bf16Inputs) {
   WEFT_REQUIRE_VECTOR_BUILDS();
   const Tensor x = Tensor::from({66, 98}, random_values(66 * 98, 3)).to(DType::bf16);

@@ -127,9 +127,8 @@ uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int
       scales[block] = e;
       s = e8m0_encode_scale(e);
     } else {
-      const uint8_t sc = p.mode == ScalingMode::block_16x16
-                             ? tile_scales[block]
-                             : nvfp4_block_scale(block_amax(x + b0, len), p);
+      const uint8_t sc = tile_scales != nullptr ? tile_scales[block]
+                                                : nvfp4_block_scale(block_amax(x + b0, len), p);
       if (scales) scales[block] = sc;
       s = nvfp4_encode_scale(sc, p);
     }
@@ -154,19 +153,15 @@ uint32_t simd_segment(const cast_simd::Kernels& k, const SegmentParams& p, const
   const int64_t full = n / bc, done = full * bc, first = c0 / bc;
   uint32_t m = 0;
   if (p.mode == ScalingMode::tensor) {
-    m = k.encode_tensor(simd_format(p.dtype), x, p.scale, done, data + at);
+    m = k.encode_tensor(simd_format(p.dtype), x, p.scale, done, data + at, p.stream);
   } else if (p.mode == ScalingMode::block_1x32) {
     m = k.mx_blocks(simd_format(p.dtype), x, full, 1.0f / dtype_max(p.dtype), data + at,
-                    scales + first);
+                    scales + first, p.stream);
   } else {
-    thread_local std::vector<float> uniform;
-    if (p.stochastic) {
-      uniform.resize(static_cast<size_t>(done));
-      k.uniforms(p.seed, stream, done, uniform.data());
-    }
+    const cast_simd::RandomStream random{p.seed, stream};
     m = k.nv_blocks(x, full, p.s_enc, p.enc_scale, tile_scales ? tile_scales + first : nullptr,
-                    p.stochastic ? uniform.data() : nullptr, data + at / 2,
-                    scales ? scales + first : nullptr);
+                    p.stochastic ? &random : nullptr, data + at / 2,
+                    scales ? scales + first : nullptr, p.stream);
   }
   if (done == n) return m;
   return std::max(m, baseline_segment(p, x + done, n - done, c0 + done, data, at + done, scales,
@@ -177,16 +172,19 @@ float load(const Tensor& x, int64_t i) {
   return x.dtype() == DType::f32 ? x.data<float>()[i] : bf16_to_f32(x.bf16_data()[i]);
 }
 
-// NVFP4 16x16: the largest magnitude of each tile (tr, tc), as f32 bits.
-std::vector<uint32_t> nvfp4_tile_amax(const ExecContext& ec, const Tensor& x, int64_t rows,
-                                      int64_t cols, const cast_simd::Kernels* k) {
-  const int64_t tr = (rows + 15) / 16, tc = (cols + 15) / 16, full = cols / 16;
-  std::vector<uint32_t> m(static_cast<size_t>(tr * tc), 0);
+// NVFP4 tiles of h rows (16x16: 16; 1x16 blocks: 1) by 16 columns: the
+// largest magnitude of each tile (tr, tc) into m, as f32 bits. Returns the
+// largest of them.
+uint32_t nvfp4_tile_amax(const ExecContext& ec, const Tensor& x, int64_t rows, int64_t cols,
+                         int64_t h, const cast_simd::Kernels* k, std::vector<uint32_t>& m) {
+  const int64_t tr = (rows + h - 1) / h, tc = (cols + 15) / 16, full = cols / 16;
+  m.resize(static_cast<size_t>(tr * tc));
 #pragma omp parallel for num_threads(ec.threads()) schedule(static)
   for (int64_t bi = 0; bi < tr; ++bi) {
     std::vector<float> buf;
     uint32_t* mrow = m.data() + bi * tc;
-    for (int64_t r = bi * 16; r < std::min(rows, bi * 16 + 16); ++r) {
+    std::fill(mrow, mrow + tc, 0u);
+    for (int64_t r = bi * h; r < std::min(rows, bi * h + h); ++r) {
       const float* xr = f32_row(x, r, cols, buf);
       int64_t bj = 0;
       if (k != nullptr) {
@@ -199,23 +197,26 @@ std::vector<uint32_t> nvfp4_tile_amax(const ExecContext& ec, const Tensor& x, in
       }
     }
   }
-  return m;
+  return m.empty() ? 0u : *std::max_element(m.begin(), m.end());
 }
 
-// Their e4m3 scale codes, into tiles (tr, tc) and the transposed grid
-// tiles_t (tc, tr) for the column-wise copy.
-void nvfp4_tile_scales(const std::vector<uint32_t>& tile_amax, int64_t rows, int64_t cols,
+// Their e4m3 scale codes (nvfp4_block_scale), into tiles (tr, tc) and, for
+// 16x16 tiles, the transposed grid tiles_t (tc, tr) for the column-wise copy.
+void nvfp4_tile_scales(const std::vector<uint32_t>& tile_amax, int64_t tr, int64_t tc,
                        const SegmentParams& p, std::vector<uint8_t>& tiles,
-                       std::vector<uint8_t>& tiles_t) {
-  const int64_t tr = (rows + 15) / 16, tc = (cols + 15) / 16;
-  tiles.assign(static_cast<size_t>(tr * tc), 0);
-  tiles_t.assign(tiles.size(), 0);
+                       std::vector<uint8_t>* tiles_t) {
+  tiles.resize(tile_amax.size());
+  const auto n = static_cast<int64_t>(tile_amax.size());
+  if (p.k != nullptr) {
+    p.k->nv_scale_codes(tile_amax.data(), n, p.s_enc, tiles.data());
+  } else {
+    nv_scale_codes(tile_amax.data(), n, p.s_enc, tiles.data());
+  }
+  if (tiles_t == nullptr) return;
+  tiles_t->resize(tiles.size());
   for (int64_t bi = 0; bi < tr; ++bi) {
     for (int64_t bj = 0; bj < tc; ++bj) {
-      const auto i = static_cast<size_t>(bi * tc + bj);
-      const uint8_t code = nvfp4_block_scale(float_of_bits(tile_amax[i]), p);
-      tiles[i] = code;
-      tiles_t[static_cast<size_t>(bj * tr + bi)] = code;
+      (*tiles_t)[static_cast<size_t>(bj * tr + bi)] = tiles[static_cast<size_t>(bi * tc + bj)];
     }
   }
 }
@@ -233,7 +234,7 @@ RowsOut prepare_rows(const QuantizeConfig& cfg, const std::vector<uint8_t>& tile
   reuse(q.scale_inv, scale_shape(cfg.mode, q.rows, q.cols), scale_dtype(cfg.mode));
   if (cfg.mode == ScalingMode::tensor) q.scale_inv.data<float>()[0] = q.tensor_scale_inv;
   auto* sc = static_cast<uint8_t*>(q.scale_inv.raw());
-  if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles.data(), tiles.size());
+  if (!tiles.empty()) std::memcpy(sc, tiles.data(), tiles.size());
   return {static_cast<uint8_t*>(q.data.raw()), sc, q.scale_inv.shape().last()};
 }
 
@@ -244,12 +245,13 @@ uint32_t quantize_row(const Tensor& x, const QuantizeConfig& cfg, const SegmentP
   const int64_t cols = x.shape().last(), tc = (cols + 15) / 16;
   thread_local std::vector<float> buf;
   const float* xr = f32_row(x, r, cols, buf);
-  // 16x16 scales are all written already.
-  uint8_t* row_scales = cfg.mode == ScalingMode::tensor || cfg.mode == ScalingMode::block_16x16
-                            ? nullptr
-                            : o.sc + r * o.scale_cols;
-  const uint8_t* tile_row =
-      cfg.mode == ScalingMode::block_16x16 ? tiles.data() + (r / 16) * tc : nullptr;
+  // Scale codes that came first (tiles) are all written already.
+  uint8_t* row_scales =
+      cfg.mode == ScalingMode::tensor || !tiles.empty() ? nullptr : o.sc + r * o.scale_cols;
+  const uint8_t* tile_row = nullptr;
+  if (!tiles.empty()) {
+    tile_row = tiles.data() + (cfg.mode == ScalingMode::block_16x16 ? r / 16 : r) * tc;
+  }
   const uint64_t stream = cfg.offset + static_cast<uint64_t>(cfg.stochastic ? r * cols : 0);
   return quantize_segment(p, xr, cols, 0, o.data, r * cols, row_scales, tile_row, stream);
 }
@@ -390,14 +392,17 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   q.rows = rows;
   q.cols = cols;
   // The amax: a by-product of the row-wise pass, else a pass of its own.
-  // NVFP4 needs it first when it derives its per-tensor scale from it; 16x16
-  // tiles have it from their own amaxes, which come first.
-  const bool tiled = cfg.mode == ScalingMode::block_16x16;
-  std::vector<uint32_t> tile_amax;
-  if (tiled) tile_amax = nvfp4_tile_amax(ec, x, rows, cols, cast_kernels());
+  // NVFP4 needs it first when it derives its per-tensor scale from it. 16x16
+  // tiles have it from their own amaxes, which come first; so do 1x16 blocks
+  // that need it first for a row-wise copy (their scale codes then come
+  // first too, and the row-wise pass only encodes).
   const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
+  const bool tiled = cfg.mode == ScalingMode::block_16x16 ||
+                     (cfg.mode == ScalingMode::block_1x16 && cfg.rowwise && amax_first);
+  const int64_t tile_h = cfg.mode == ScalingMode::block_16x16 ? 16 : 1;
+  thread_local std::vector<uint32_t> tile_amax;
   if (tiled) {
-    q.amax = float_of_bits(*std::max_element(tile_amax.begin(), tile_amax.end()));
+    q.amax = float_of_bits(nvfp4_tile_amax(ec, x, rows, cols, tile_h, cast_kernels(), tile_amax));
   } else {
     q.amax = amax_first ? amax<Backend::cpu>(ec, x) : 0.0f;
   }
@@ -419,10 +424,18 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
     }
     p.enc_scale = enc_scale.data();
   }
-  // 16x16: the tile scales first, shared by both copies.
-  std::vector<uint8_t> tiles, tiles_t;
-  if (tiled) nvfp4_tile_scales(tile_amax, rows, cols, p, tiles, tiles_t);
+  // The tile scales first (16x16: shared by both copies).
+  thread_local std::vector<uint8_t> tiles;
+  std::vector<uint8_t> tiles_t;
+  tiles.clear();
+  if (tiled) {
+    nvfp4_tile_scales(tile_amax, (rows + tile_h - 1) / tile_h, (cols + 15) / 16, p, tiles,
+                      cfg.mode == ScalingMode::block_16x16 ? &tiles_t : nullptr);
+  }
   const ColumnPlan plan = cfg.columnwise ? plan_columns(x, cfg, p) : ColumnPlan{};
+  // A large row-wise copy goes past the caches, unless the column-wise copy
+  // is made from its codes.
+  p.stream = (fp4 ? rows * cols / 2 : rows * cols) >= kStreamBytes && !plan.from_codes;
   if (cfg.rowwise) {
     const uint32_t amax_bits = plan.band > 0 ? quantize_both(ec, x, cfg, p, tiles, tiles_t, plan, q)
                                              : quantize_rows(ec, x, cfg, p, tiles, q);

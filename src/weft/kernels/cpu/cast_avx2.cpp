@@ -37,6 +37,13 @@ struct V {
     const __m256 x = _mm256_set1_ps(v);
     return {x, x};
   }
+  // 16 registers (each vector takes two): the kernels keep at most 4 vectors
+  // of accumulators in them.
+  static constexpr int kAccumulators = 4;
+  // Philox groups computed side by side (kernels/cpu/cast_simd.inc).
+  static constexpr int kPhiloxGroups = 2;
+  // No table of 32 lanes: NVFP4 rounds to nearest even by Encoder.
+  static constexpr bool kTable32 = false;
   WEFT_SIMD_INLINE static F loadf(const float* p) {
     return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
   }
@@ -98,6 +105,20 @@ struct V {
   WEFT_SIMD_INLINE static M mnot(M a) { return bxor(a, u(0xffffffffu)); }
   WEFT_SIMD_INLINE static U sel(M m, U a, U b) {
     return {_mm256_blendv_epi8(b.lo, a.lo, m.lo), _mm256_blendv_epi8(b.hi, a.hi, m.hi)};
+  }
+  // a + 1 where m, else a (m is -1 where true).
+  WEFT_SIMD_INLINE static U inc_if(M m, U a) { return sub(a, m); }
+  // a | b where m, else a.
+  WEFT_SIMD_INLINE static U or_if(M m, U a, U b) { return bor(a, band(m, b)); }
+  WEFT_SIMD_INLINE static M fgt(F a, F b) {
+    return {_mm256_castps_si256(_mm256_cmp_ps(a.lo, b.lo, _CMP_GT_OQ)),
+            _mm256_castps_si256(_mm256_cmp_ps(a.hi, b.hi, _CMP_GT_OQ))};
+  }
+  // x - floor(x) (exact).
+  WEFT_SIMD_INLINE static F frac(F x) {
+    constexpr int kFloor = _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC;
+    return {_mm256_sub_ps(x.lo, _mm256_round_ps(x.lo, kFloor)),
+            _mm256_sub_ps(x.hi, _mm256_round_ps(x.hi, kFloor))};
   }
   WEFT_SIMD_INLINE static F fadd(F a, F b) {
     return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
@@ -179,6 +200,60 @@ struct V {
                         _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32)));
   }
   WEFT_SIMD_INLINE static void store8(uint8_t* p, U a) { store128(p, narrow(a)); }
+
+  // ---- 64 bytes of codes, made by packs (one instruction per two or four
+  // registers, where narrow() takes four per vector) ----
+
+  struct B {
+    __m256i lo, hi;
+  };
+  // Four vectors' lanes (each below 256) as bytes: a's, then b's, c's, d's.
+  // In each half, the packs leave 128-bit lane l holding lanes 4l .. 4l + 3
+  // and 4l + 8 .. 4l + 11 of each of two vectors: a dword permute puts them
+  // in order.
+  WEFT_SIMD_INLINE static B pack8(U a, U b, U c, U d) {
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i ab =
+        _mm256_packus_epi16(_mm256_packus_epi32(a.lo, a.hi), _mm256_packus_epi32(b.lo, b.hi));
+    const __m256i cd =
+        _mm256_packus_epi16(_mm256_packus_epi32(c.lo, c.hi), _mm256_packus_epi32(d.lo, d.hi));
+    return {_mm256_permutevar8x32_epi32(ab, order), _mm256_permutevar8x32_epi32(cd, order)};
+  }
+  // Eight vectors' lanes (each below 16) as nibbles, two a byte (the even
+  // lane low): v[0]'s 8 bytes, then v[1]'s ... In each half (four vectors),
+  // bytes as pack8 leaves them, pairs joined by a multiply-add (low + 16 ·
+  // high) and packed again: 128-bit lane l holds the 16-bit words 2k + l (k <
+  // 4) of each vector's result, which interleaving the two lanes puts in order.
+  WEFT_SIMD_INLINE static B pack4(const U* v) {
+    const __m256i join = _mm256_set1_epi16(0x1001);  // bytes 1, 16
+    __m256i r[4];
+    for (int i = 0; i < 4; ++i) {
+      const U& a = v[2 * i];
+      const U& b = v[2 * i + 1];
+      const __m256i q =
+          _mm256_packus_epi16(_mm256_packus_epi32(a.lo, a.hi), _mm256_packus_epi32(b.lo, b.hi));
+      r[i] = _mm256_maddubs_epi16(q, join);
+    }
+    __m256i out[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i w = _mm256_packus_epi16(r[2 * h], r[2 * h + 1]);
+      const __m256i swapped = _mm256_permute4x64_epi64(w, 0x4e);
+      out[h] = _mm256_permute2x128_si256(_mm256_unpacklo_epi16(w, swapped),
+                                         _mm256_unpackhi_epi16(w, swapped), 0x20);
+    }
+    return {out[0], out[1]};
+  }
+  // To p, past the caches where `stream` and p is a line.
+  WEFT_SIMD_INLINE static void put64(uint8_t* p, B v, bool stream) {
+    auto* d = reinterpret_cast<__m256i*>(p);
+    if (stream && (reinterpret_cast<uintptr_t>(p) & 63) == 0) {
+      _mm256_stream_si256(d, v.lo);
+      _mm256_stream_si256(d + 1, v.hi);
+    } else {
+      _mm256_storeu_si256(d, v.lo);
+      _mm256_storeu_si256(d + 1, v.hi);
+    }
+  }
   // 16 nibbles (lanes < 16), two a byte, the even lane low.
   WEFT_SIMD_INLINE static void store4(uint8_t* p, U a) {
     const __m128i b = narrow(a);
@@ -224,33 +299,36 @@ struct V {
     }
   }
 
-  // hi, lo: the halves of each lane's a · m (64 bits).
-  WEFT_SIMD_INLINE static void mul_wide(U a, uint32_t m, U& hi, U& lo) {
-    const __m256i mv = _mm256_set1_epi32(static_cast<int>(m));
-    const __m256i* halves[2] = {&a.lo, &a.hi};
-    __m256i* his[2] = {&hi.lo, &hi.hi};
-    __m256i* los[2] = {&lo.lo, &lo.hi};
-    for (int h = 0; h < 2; ++h) {
-      const __m256i x = *halves[h];
-      const __m256i even = _mm256_mul_epu32(x, mv);
-      const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), mv);
-      *his[h] = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xaa);
-      *los[h] = _mm256_mullo_epi32(x, mv);
-    }
+  // ---- Philox, eight blocks a vector: block j in 64-bit lane j, its word in
+  // the lane's low half (what the multiplies read; the high half is ignored) ----
+
+  // The counters of blocks first .. first + 7: their low words (c0) and high
+  // words (c1).
+  WEFT_SIMD_INLINE static void counters(uint64_t first, U& c0, U& c1) {
+    const __m256i f = _mm256_set1_epi64x(static_cast<long long>(first));
+    c0 = {_mm256_add_epi64(f, _mm256_setr_epi64x(0, 1, 2, 3)),
+          _mm256_add_epi64(f, _mm256_setr_epi64x(4, 5, 6, 7))};
+    c1 = {_mm256_srli_epi64(c0.lo, 32), _mm256_srli_epi64(c0.hi, 32)};
   }
-  // Within each 128-bit lane, the 4x4 transpose of (c0, c1, c2, c3); out[16k ..]
-  // gets the k-th result.
-  WEFT_SIMD_INLINE static void interleave4(U c0, U c1, U c2, U c3, uint32_t* out) {
+  // Each lane's 64-bit product of the low halves of a and m.
+  WEFT_SIMD_INLINE static U mul32(U a, U m) {
+    return {_mm256_mul_epu32(a.lo, m.lo), _mm256_mul_epu32(a.hi, m.hi)};
+  }
+  // Each lane's high half copied to its low half.
+  WEFT_SIMD_INLINE static U high32(U a) {
+    return {_mm256_shuffle_epi32(a.lo, 0xf5), _mm256_shuffle_epi32(a.hi, 0xf5)};
+  }
+  // The eight blocks' words (c0 .. c3) in order: block j's at out[4j .. 4j + 3].
+  WEFT_SIMD_INLINE static void put_words(U c0, U c1, U c2, U c3, uint32_t* out) {
     for (int h = 0; h < 2; ++h) {
-      const __m256i a = h ? c0.hi : c0.lo, b = h ? c1.hi : c1.lo;
-      const __m256i c = h ? c2.hi : c2.lo, d = h ? c3.hi : c3.lo;
-      const __m256i t0 = _mm256_unpacklo_epi32(a, b), t1 = _mm256_unpackhi_epi32(a, b);
-      const __m256i t2 = _mm256_unpacklo_epi32(c, d), t3 = _mm256_unpackhi_epi32(c, d);
-      auto* o = reinterpret_cast<__m256i*>(out + 8 * h);
-      _mm256_storeu_si256(o, _mm256_unpacklo_epi64(t0, t2));
-      _mm256_storeu_si256(o + 2, _mm256_unpackhi_epi64(t0, t2));
-      _mm256_storeu_si256(o + 4, _mm256_unpacklo_epi64(t1, t3));
-      _mm256_storeu_si256(o + 6, _mm256_unpackhi_epi64(t1, t3));
+      const __m256i w0 = h ? c0.hi : c0.lo, w1 = h ? c1.hi : c1.lo;
+      const __m256i w2 = h ? c2.hi : c2.lo, w3 = h ? c3.hi : c3.lo;
+      const __m256i a = _mm256_blend_epi32(w0, _mm256_shuffle_epi32(w1, 0xa0), 0xaa);  // (c0, c1)
+      const __m256i b = _mm256_blend_epi32(w2, _mm256_shuffle_epi32(w3, 0xa0), 0xaa);  // (c2, c3)
+      const __m256i even = _mm256_unpacklo_epi64(a, b), odd = _mm256_unpackhi_epi64(a, b);
+      auto* o = reinterpret_cast<__m256i*>(out + 16 * h);
+      _mm256_storeu_si256(o, _mm256_permute2x128_si256(even, odd, 0x20));
+      _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(even, odd, 0x31));
     }
   }
 };

@@ -18,6 +18,10 @@ constexpr const char* kIsaName = "avx512";
 // 4 (b mod 4) + b / 4: the transpose of a 4x4 grid of lanes (its own inverse).
 constexpr int kTranspose4[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
 
+// 8 (j mod 4) + j / 4: the 16-bit words of V::pack4's last pack put in order.
+constexpr short kNibbleOrder[32] = {0, 8,  16, 24, 1, 9,  17, 25, 2, 10, 18, 26, 3, 11, 19, 27,
+                                    4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31};
+
 // 16 lanes: one register.
 struct V {
   using F = __m512;
@@ -27,6 +31,12 @@ struct V {
   // x made opaque: the compiler keeps it where it is instead of rebuilding it.
   WEFT_SIMD_INLINE static void hold(U& x) { asm("" : "+v"(x)); }
   WEFT_SIMD_INLINE static F f(float v) { return _mm512_set1_ps(v); }
+  // 32 registers: the kernels may keep 16 vectors of accumulators in them.
+  static constexpr int kAccumulators = 16;
+  // Philox groups computed side by side (kernels/cpu/cast_simd.inc).
+  static constexpr int kPhiloxGroups = 4;
+  // NVFP4 round-to-nearest-even through a table of 32 lanes (E2m1Table).
+  static constexpr bool kTable32 = true;
   WEFT_SIMD_INLINE static F loadf(const float* p) { return _mm512_loadu_ps(p); }
   WEFT_SIMD_INLINE static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
   WEFT_SIMD_INLINE static U load32(const uint32_t* p) { return _mm512_loadu_si512(p); }
@@ -53,6 +63,21 @@ struct V {
   WEFT_SIMD_INLINE static M mand(M a, M b) { return _kand_mask16(a, b); }
   WEFT_SIMD_INLINE static M mnot(M a) { return _knot_mask16(a); }
   WEFT_SIMD_INLINE static U sel(M m, U a, U b) { return _mm512_mask_blend_epi32(m, b, a); }
+  // a + 1 where m, else a.
+  WEFT_SIMD_INLINE static U inc_if(M m, U a) { return _mm512_mask_sub_epi32(a, m, a, u(~0u)); }
+  // a | b where m, else a.
+  WEFT_SIMD_INLINE static U or_if(M m, U a, U b) { return _mm512_mask_or_epi32(a, m, a, b); }
+  // Lanes whose bits under `mask` are not all zero.
+  WEFT_SIMD_INLINE static M any_bits(U a, U mask) { return _mm512_test_epi32_mask(a, mask); }
+  // t[idx & 31] of the 32 lanes of t0 (0 .. 15) and t1 (16 .. 31).
+  WEFT_SIMD_INLINE static U table32(U idx, U t0, U t1) {
+    return _mm512_permutex2var_epi32(t0, idx, t1);
+  }
+  WEFT_SIMD_INLINE static M fgt(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+  // x - floor(x) (exact).
+  WEFT_SIMD_INLINE static F frac(F x) {
+    return _mm512_reduce_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  }
   WEFT_SIMD_INLINE static F fadd(F a, F b) { return _mm512_add_ps(a, b); }
   WEFT_SIMD_INLINE static F fsub(F a, F b) { return _mm512_sub_ps(a, b); }
   WEFT_SIMD_INLINE static F fmul(F a, F b) { return _mm512_mul_ps(a, b); }
@@ -104,6 +129,40 @@ struct V {
     _mm512_stream_si512(reinterpret_cast<__m512i*>(p), _mm512_load_si512(src));
   }
   WEFT_SIMD_INLINE static void store8(uint8_t* p, U a) { store128(p, narrow(a)); }
+
+  // ---- 64 bytes of codes, made by packs (one instruction per two or four
+  // vectors, where narrow() takes one per vector) ----
+
+  using B = __m512i;
+  // Four vectors' lanes (each below 256) as bytes: a's, then b's, c's, d's.
+  // The packs leave 128-bit lane l holding lanes 4l .. 4l + 3 of a, b, c
+  // and d in turn: a 4x4 transpose of dwords puts them in order.
+  WEFT_SIMD_INLINE static B pack8(U a, U b, U c, U d) {
+    const U bytes = _mm512_packus_epi16(_mm512_packus_epi32(a, b), _mm512_packus_epi32(c, d));
+    return _mm512_permutexvar_epi32(_mm512_loadu_si512(kTranspose4), bytes);
+  }
+  // Eight vectors' lanes (each below 16) as nibbles, two a byte (the even
+  // lane low): v[0]'s 8 bytes, then v[1]'s ... Bytes as pack8 leaves them in
+  // lane l (lanes 4l .. 4l + 3 of four vectors), pairs joined by a multiply-add
+  // (low + 16 · high), packed again (lane l: bytes 2l, 2l + 1 of each of the
+  // eight vectors' results), the 16-bit words put in order.
+  WEFT_SIMD_INLINE static B pack4(const U* v) {
+    const U q0 =
+        _mm512_packus_epi16(_mm512_packus_epi32(v[0], v[1]), _mm512_packus_epi32(v[2], v[3]));
+    const U q1 =
+        _mm512_packus_epi16(_mm512_packus_epi32(v[4], v[5]), _mm512_packus_epi32(v[6], v[7]));
+    const U join = _mm512_set1_epi16(0x1001);  // bytes 1, 16
+    const U w = _mm512_packus_epi16(_mm512_maddubs_epi16(q0, join), _mm512_maddubs_epi16(q1, join));
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(kNibbleOrder), w);
+  }
+  // To p, past the caches where `stream` and p is a line.
+  WEFT_SIMD_INLINE static void put64(uint8_t* p, B v, bool stream) {
+    if (stream && (reinterpret_cast<uintptr_t>(p) & 63) == 0) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+    } else {
+      _mm512_storeu_si512(p, v);
+    }
+  }
   // 16 nibbles (lanes < 16), two a byte, the even lane low.
   WEFT_SIMD_INLINE static void store4(uint8_t* p, U a) {
     store64(p, _mm512_cvtepi64_epi8(_mm512_or_si512(a, _mm512_srli_epi64(a, 28))));
@@ -143,22 +202,28 @@ struct V {
     }
   }
 
-  // hi, lo: the halves of each lane's a · m (64 bits).
-  WEFT_SIMD_INLINE static void mul_wide(U a, uint32_t m, U& hi, U& lo) {
-    const U mv = u(m);
-    const U even = _mm512_mul_epu32(a, mv), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), mv);
-    hi = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64(even, 32), odd);
-    lo = _mm512_mullo_epi32(a, mv);
+  // ---- Philox, eight blocks a vector: block j in 64-bit lane j, its word in
+  // the lane's low half (what the multiplies read; the high half is ignored) ----
+
+  // The counters of blocks first .. first + 7: their low words (c0) and high
+  // words (c1).
+  WEFT_SIMD_INLINE static void counters(uint64_t first, U& c0, U& c1) {
+    c0 = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first)),
+                          _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+    c1 = _mm512_srli_epi64(c0, 32);
   }
-  // Within each 128-bit lane, the 4x4 transpose of (c0, c1, c2, c3); out[16k ..]
-  // gets the k-th result.
-  WEFT_SIMD_INLINE static void interleave4(U c0, U c1, U c2, U c3, uint32_t* out) {
-    const U t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
-    const U t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
-    _mm512_storeu_si512(out, _mm512_unpacklo_epi64(t0, t2));
-    _mm512_storeu_si512(out + 16, _mm512_unpackhi_epi64(t0, t2));
-    _mm512_storeu_si512(out + 32, _mm512_unpacklo_epi64(t1, t3));
-    _mm512_storeu_si512(out + 48, _mm512_unpackhi_epi64(t1, t3));
+  // Each lane's 64-bit product of the low halves of a and m.
+  WEFT_SIMD_INLINE static U mul32(U a, U m) { return _mm512_mul_epu32(a, m); }
+  // Each lane's high half copied to its low half.
+  WEFT_SIMD_INLINE static U high32(U a) { return _mm512_shuffle_epi32(a, _MM_PERM_DDBB); }
+  // The eight blocks' words (c0 .. c3) in order: block j's at out[4j .. 4j + 3].
+  WEFT_SIMD_INLINE static void put_words(U c0, U c1, U c2, U c3, uint32_t* out) {
+    const U a = _mm512_mask_shuffle_epi32(c0, 0xaaaa, c1, _MM_PERM_CCAA);  // (c0, c1) a lane
+    const U b = _mm512_mask_shuffle_epi32(c2, 0xaaaa, c3, _MM_PERM_CCAA);  // (c2, c3)
+    _mm512_storeu_si512(
+        out, _mm512_permutex2var_epi64(a, _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11), b));
+    _mm512_storeu_si512(
+        out + 16, _mm512_permutex2var_epi64(a, _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15), b));
   }
 };
 

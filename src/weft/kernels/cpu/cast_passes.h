@@ -44,7 +44,12 @@ struct SegmentParams {
   uint64_t seed;
   const float* enc_scale;       // NVFP4: nvfp4_encode_scale of each scale code
   const cast_simd::Kernels* k;  // the vector kernels, or null
+  bool stream = false;          // write the codes past the caches (a large row-wise copy)
 };
+
+// Copies of at least this many bytes of codes are written past the caches
+// (non-temporal stores): they would not stay in them.
+constexpr int64_t kStreamBytes = int64_t{4} << 20;
 
 // cast_simd's name for an element type.
 int simd_format(DType t);
@@ -57,8 +62,9 @@ float nvfp4_encode_scale(uint8_t block_scale, const SegmentParams& p);
 // Quantizes x[0, n), the elements at columns [c0, c0 + n) of one output row
 // (c0 a multiple of the block size), into elements [at, at + n) of the data
 // buffer `data` (e2m1: packed, at and n even) and the row's block scales
-// `scales` (indexed by block: c0 / block + j; null: not written). 16x16
-// tiles take their scale codes from `tile_scales` (the same indexing).
+// `scales` (indexed by block: c0 / block + j; null: not written). NVFP4
+// blocks whose scale codes came first (16x16 tiles, 1x16 blocks whose amaxes
+// came first) take them from `tile_scales` (the same indexing).
 // `stream` is the random-stream index of x[0]; consecutive elements follow.
 // Returns the bits of the largest |x[i]| (NaN above every number).
 uint32_t quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0,

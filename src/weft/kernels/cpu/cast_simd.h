@@ -19,6 +19,13 @@ namespace weft::kernels::cpu::cast_simd {
 // Element formats, as the kernels' `fmt` arguments.
 enum Fmt : int { kE4M3 = 0, kE5M2 = 1, kE2M1 = 2 };
 
+// The random stream of stochastic rounding (kernels/random.h): element
+// `offset` is the first element's.
+struct RandomStream {
+  uint64_t seed;
+  uint64_t offset;
+};
+
 // A band of rows of x for the column-wise encoders.
 struct ColumnBand {
   const float* x;  // element (r0, 0) of x
@@ -37,21 +44,31 @@ struct Kernels {
 
   // ---- row-wise encoders (n a multiple of 16, blocks whole) -----------------
   // Each returns the largest |x| among its inputs as f32 bits (NaN above Inf).
+  // `stream`: write the codes past the caches (a copy too large to stay in
+  // them).
 
   uint32_t (*abs_max)(const float* x, int64_t n);
   // m[b] = max(m[b], the largest |x| of block b) over blocks of 16 (as bits).
   void (*block_amax)(const float* x, int64_t blocks, uint32_t* m);
   // out[i] = encode(x[i] · s), fp8 (fmt e4m3 or e5m2).
-  uint32_t (*encode_tensor)(int fmt, const float* x, float s, int64_t n, uint8_t* out);
+  uint32_t (*encode_tensor)(int fmt, const float* x, float s, int64_t n, uint8_t* out, bool stream);
   // MXFP8 blocks of 32: e8m0 scales[b], codes one a byte (cast_blocks.h mx_blocks).
   uint32_t (*mx_blocks)(int fmt, const float* x, int64_t blocks, float inv_max, uint8_t* codes,
-                        uint8_t* scales);
+                        uint8_t* scales, bool stream);
   // NVFP4 blocks of 16 (cast_blocks.h nv_blocks), the e2m1 codes packed two a
-  // byte into `packed`; tile_scales (16x16), scales and u may be null.
+  // byte into `packed`. tile_scales: the blocks' scale codes, given (16x16
+  // tiles, or 1x16 blocks whose amaxes came first); then the amax is not
+  // computed and 0 is returned. Else the scale codes are computed and written
+  // to scales unless it is null. random: stochastic rounding on that stream
+  // (null: round to nearest even).
   uint32_t (*nv_blocks)(const float* x, int64_t blocks, float s_enc, const float* enc_scale,
-                        const uint8_t* tile_scales, const float* u, uint8_t* packed,
-                        uint8_t* scales);
-  // u[i] = uniform_at(seed, stream, i) for i < n (any n).
+                        const uint8_t* tile_scales, const RandomStream* random, uint8_t* packed,
+                        uint8_t* scales, bool stream);
+  // codes[i] = NVFP4's scale code of a block whose largest magnitude is m[i]
+  // (as bits): e4m3(amax / 6 · s_enc) (cast_blocks.h nv_scale_codes; any n).
+  void (*nv_scale_codes)(const uint32_t* m, int64_t n, float s_enc, uint8_t* codes);
+  // u[i] = uniform_at(seed, stream, i) for i < n (any n): the uniforms of
+  // nv_blocks' stochastic rounding.
   void (*uniforms)(uint64_t seed, uint64_t stream, int64_t n, float* u);
 
   // ---- column-wise encoders: a band of rows of x -----------------------------
