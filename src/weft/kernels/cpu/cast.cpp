@@ -12,6 +12,10 @@
 #include "weft/kernels/cpu/cast_blocks.h"
 #include "weft/kernels/cpu/cast_passes.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace weft::kernels {
 
 namespace cpu {
@@ -262,9 +266,13 @@ uint32_t quantize_rows(const ExecContext& ec, const Tensor& x, const QuantizeCon
                        QuantizedTensor& q) {
   const RowsOut o = prepare_rows(cfg, tiles, q);
   uint32_t amax_bits = 0;
-#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : amax_bits)
-  for (int64_t r = 0; r < q.rows; ++r) {
-    amax_bits = std::max(amax_bits, quantize_row(x, cfg, p, tiles, o, r));
+#pragma omp parallel num_threads(ec.threads()) reduction(max : amax_bits)
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t r = 0; r < q.rows; ++r) {
+      amax_bits = std::max(amax_bits, quantize_row(x, cfg, p, tiles, o, r));
+    }
+    if (p.stream) stream_fence();
   }
   return amax_bits;
 }
@@ -279,13 +287,19 @@ uint32_t quantize_both(const ExecContext& ec, const Tensor& x, const QuantizeCon
   const ColumnsOut oc = prepare_columns(cfg, tiles_t, q);
   const int64_t bands = (q.rows + plan.band - 1) / plan.band;
   uint32_t amax_bits = 0;
-#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : amax_bits)
-  for (int64_t b = 0; b < bands; ++b) {
-    const int64_t r0 = b * plan.band, r1 = std::min(q.rows, r0 + plan.band);
-    for (int64_t r = r0; r < r1; ++r) {
-      amax_bits = std::max(amax_bits, quantize_row(x, cfg, p, tiles, o, r));
+#pragma omp parallel num_threads(ec.threads()) reduction(max : amax_bits)
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t b = 0; b < bands; ++b) {
+      const int64_t r0 = b * plan.band, r1 = std::min(q.rows, r0 + plan.band);
+      for (int64_t r = r0; r < r1; ++r) {
+        amax_bits = std::max(amax_bits, quantize_row(x, cfg, p, tiles, o, r));
+      }
+      if (r0 < plan.nr) {
+        column_band(x, cfg, p, tiles_t, q, oc, plan, r0, std::min(r1, plan.nr) - r0);
+      }
     }
-    if (r0 < plan.nr) column_band(x, cfg, p, tiles_t, q, oc, plan, r0, std::min(r1, plan.nr) - r0);
+    if (p.stream) stream_fence();
   }
   column_rest(ec, x, cfg, p, tiles_t, oc, plan);
   return amax_bits;
@@ -329,6 +343,12 @@ uint32_t quantize_segment(const SegmentParams& p, const float* x, int64_t n, int
                           uint64_t stream) {
   if (p.k == nullptr) return baseline_segment(p, x, n, c0, data, at, scales, tile_scales, stream);
   return simd_segment(*p.k, p, x, n, c0, data, at, scales, tile_scales, stream);
+}
+
+void stream_fence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
 }
 
 const float* f32_row(const Tensor& x, int64_t r, int64_t cols, std::vector<float>& buf) {

@@ -18,6 +18,10 @@ constexpr const char* kIsaName = "avx512";
 // 4 (b mod 4) + b / 4: the transpose of a 4x4 grid of lanes (its own inverse).
 constexpr int kTranspose4[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
 
+// 2j + 1: the high 16-bit halves of two vectors' lanes (V::high16).
+constexpr short kHighHalves[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31,
+                                   33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+
 // 8 (j mod 4) + j / 4: the 16-bit words of V::pack4's last pack put in order.
 constexpr short kNibbleOrder[32] = {0, 8,  16, 24, 1, 9,  17, 25, 2, 10, 18, 26, 3, 11, 19, 27,
                                     4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31};
@@ -74,6 +78,29 @@ struct V {
     return _mm512_permutex2var_epi32(t0, idx, t1);
   }
   WEFT_SIMD_INLINE static M fgt(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+
+  // ---- 32 16-bit lanes (the codes of two vectors, E2m1Table::pair) ----
+
+  // The high 16-bit halves of a's lanes, then of b's.
+  WEFT_SIMD_INLINE static U high16(U a, U b) {
+    return _mm512_permutex2var_epi16(a, _mm512_loadu_si512(kHighHalves), b);
+  }
+  template <int N>
+  WEFT_SIMD_INLINE static U shr16(U a) {
+    return _mm512_srli_epi16(a, N);
+  }
+  WEFT_SIMD_INLINE static U subs16(U a, U b) { return _mm512_subs_epu16(a, b); }  // saturating
+  WEFT_SIMD_INLINE static U min16(U a, U b) { return _mm512_min_epu16(a, b); }
+  // a's lanes' mask, then b's, as one of 32 16-bit lanes.
+  WEFT_SIMD_INLINE static __mmask32 join(M a, M b) { return _mm512_kunpackw(b, a); }
+  // t[idx & 63] of the 64 16-bit lanes of t0 (0 .. 31) and t1 (32 .. 63).
+  WEFT_SIMD_INLINE static U table64(U idx, U t0, U t1) {
+    return _mm512_permutex2var_epi16(t0, idx, t1);
+  }
+  // a + c where m, else a.
+  WEFT_SIMD_INLINE static U add16_if(__mmask32 m, U a, uint16_t c) {
+    return _mm512_mask_add_epi16(a, m, a, _mm512_set1_epi16(static_cast<short>(c)));
+  }
   // x - floor(x) (exact).
   WEFT_SIMD_INLINE static F frac(F x) {
     return _mm512_reduce_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
@@ -154,6 +181,17 @@ struct V {
     const U join = _mm512_set1_epi16(0x1001);  // bytes 1, 16
     const U w = _mm512_packus_epi16(_mm512_maddubs_epi16(q0, join), _mm512_maddubs_epi16(q1, join));
     return _mm512_permutexvar_epi16(_mm512_loadu_si512(kNibbleOrder), w);
+  }
+  // Four vectors of 32 16-bit lanes (each below 16) as nibbles, two a byte
+  // (the even lane low): w0's 16 bytes, then w1's ... Packed to bytes
+  // (lane l: lanes 8l .. 8l + 7 of two vectors), pairs joined by a
+  // multiply-add and packed again (lane l: bytes 4l .. 4l + 3 of each
+  // vector's result), the dwords put in order.
+  WEFT_SIMD_INLINE static B pack4w(U w0, U w1, U w2, U w3) {
+    const U join = _mm512_set1_epi16(0x1001);  // bytes 1, 16
+    const U f = _mm512_packus_epi16(_mm512_maddubs_epi16(_mm512_packus_epi16(w0, w1), join),
+                                    _mm512_maddubs_epi16(_mm512_packus_epi16(w2, w3), join));
+    return _mm512_permutexvar_epi32(_mm512_loadu_si512(kTranspose4), f);
   }
   // To p, past the caches where `stream` and p is a line.
   WEFT_SIMD_INLINE static void put64(uint8_t* p, B v, bool stream) {

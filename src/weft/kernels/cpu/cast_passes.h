@@ -44,8 +44,13 @@ struct SegmentParams {
   uint64_t seed;
   const float* enc_scale;       // NVFP4: nvfp4_encode_scale of each scale code
   const cast_simd::Kernels* k;  // the vector kernels, or null
-  bool stream = false;          // write the codes past the caches (a large row-wise copy)
+  bool stream = false;          // write the codes past the caches (a large row-wise copy;
+                                // each thread calls stream_fence() after its last segment)
 };
+
+// Orders this thread's stores past the caches before its later stores (an
+// sfence): the row-wise kernels leave that to the end of the pass.
+void stream_fence();
 
 // Copies of at least this many bytes of codes are written past the caches
 // (non-temporal stores): they would not stay in them.

@@ -45,7 +45,7 @@ struct Kernels {
   // ---- row-wise encoders (n a multiple of 16, blocks whole) -----------------
   // Each returns the largest |x| among its inputs as f32 bits (NaN above Inf).
   // `stream`: write the codes past the caches (a copy too large to stay in
-  // them).
+  // them) — with no fence: the caller's, once its pass is done.
 
   uint32_t (*abs_max)(const float* x, int64_t n);
   // m[b] = max(m[b], the largest |x| of block b) over blocks of 16 (as bits).
