@@ -40,8 +40,9 @@ struct V {
   // 16 registers (each vector takes two): the kernels keep at most 4 vectors
   // of accumulators in them.
   static constexpr int kAccumulators = 4;
-  // Philox groups computed side by side (kernels/cpu/cast_simd.inc).
-  static constexpr int kPhiloxGroups = 2;
+  // Philox groups computed side by side (kernels/cpu/cast_simd.inc): one
+  // fills the registers.
+  static constexpr int kPhiloxGroups = 1;
   // No table of 32 lanes: NVFP4 rounds to nearest even by Encoder.
   static constexpr bool kTable32 = false;
   WEFT_SIMD_INLINE static F loadf(const float* p) {
@@ -299,36 +300,68 @@ struct V {
     }
   }
 
-  // ---- Philox, eight blocks a vector: block j in 64-bit lane j, its word in
-  // the lane's low half (what the multiplies read; the high half is ignored) ----
+  // ---- Philox-4x32-10, sixteen blocks a vector (one to a lane): lane i
+  // holds block kLaneBlock[i] of the group, so that the 4x4 transposes
+  // inside each 128-bit lane leave the words in stream order. (Sixteen
+  // 64-bit products take four multiplies here either way; the low halves by
+  // mullo keep the shuffles off the multipliers' ports.) ----
 
-  // The counters of blocks first .. first + 7: their low words (c0) and high
-  // words (c1).
-  WEFT_SIMD_INLINE static void counters(uint64_t first, U& c0, U& c1) {
-    const __m256i f = _mm256_set1_epi64x(static_cast<long long>(first));
-    c0 = {_mm256_add_epi64(f, _mm256_setr_epi64x(0, 1, 2, 3)),
-          _mm256_add_epi64(f, _mm256_setr_epi64x(4, 5, 6, 7))};
-    c1 = {_mm256_srli_epi64(c0.lo, 32), _mm256_srli_epi64(c0.hi, 32)};
+  static constexpr int kPhiloxBlocks = 16;
+  WEFT_SIMD_INLINE static void philox_counters(uint64_t first, U& c0, U& c1) {
+    static constexpr uint32_t kLaneBlock[16] = {0, 4, 8,  12, 1, 5, 9,  13,
+                                                2, 6, 10, 14, 3, 7, 11, 15};
+    const auto lo = static_cast<uint32_t>(first), hi = static_cast<uint32_t>(first >> 32);
+    if (lo <= 0xffffffffu - 15) {
+      c0 = add(u(lo), load32(kLaneBlock));
+      c1 = u(hi);
+    } else {  // the group straddles a carry into the high word
+      alignas(32) uint32_t l[16], h[16];
+      for (int i = 0; i < 16; ++i) {
+        const uint64_t blk = first + kLaneBlock[i];
+        l[i] = static_cast<uint32_t>(blk);
+        h[i] = static_cast<uint32_t>(blk >> 32);
+      }
+      c0 = load32(l);
+      c1 = load32(h);
+    }
   }
-  // Each lane's 64-bit product of the low halves of a and m.
-  WEFT_SIMD_INLINE static U mul32(U a, U m) {
-    return {_mm256_mul_epu32(a.lo, m.lo), _mm256_mul_epu32(a.hi, m.hi)};
-  }
-  // Each lane's high half copied to its low half.
-  WEFT_SIMD_INLINE static U high32(U a) {
-    return {_mm256_shuffle_epi32(a.lo, 0xf5), _mm256_shuffle_epi32(a.hi, 0xf5)};
-  }
-  // The eight blocks' words (c0 .. c3) in order: block j's at out[4j .. 4j + 3].
-  WEFT_SIMD_INLINE static void put_words(U c0, U c1, U c2, U c3, uint32_t* out) {
+  // hi, lo: the halves of each lane's a · m (64 bits).
+  WEFT_SIMD_INLINE static void mul_wide(U a, uint32_t m, U& hi, U& lo) {
+    const __m256i mv = _mm256_set1_epi32(static_cast<int>(m));
+    const __m256i* halves[2] = {&a.lo, &a.hi};
+    __m256i* his[2] = {&hi.lo, &hi.hi};
+    __m256i* los[2] = {&lo.lo, &lo.hi};
     for (int h = 0; h < 2; ++h) {
-      const __m256i w0 = h ? c0.hi : c0.lo, w1 = h ? c1.hi : c1.lo;
-      const __m256i w2 = h ? c2.hi : c2.lo, w3 = h ? c3.hi : c3.lo;
-      const __m256i a = _mm256_blend_epi32(w0, _mm256_shuffle_epi32(w1, 0xa0), 0xaa);  // (c0, c1)
-      const __m256i b = _mm256_blend_epi32(w2, _mm256_shuffle_epi32(w3, 0xa0), 0xaa);  // (c2, c3)
-      const __m256i even = _mm256_unpacklo_epi64(a, b), odd = _mm256_unpackhi_epi64(a, b);
-      auto* o = reinterpret_cast<__m256i*>(out + 16 * h);
-      _mm256_storeu_si256(o, _mm256_permute2x128_si256(even, odd, 0x20));
-      _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(even, odd, 0x31));
+      const __m256i x = *halves[h];
+      const __m256i even = _mm256_mul_epu32(x, mv);
+      const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), mv);
+      *his[h] = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xaa);
+      *los[h] = _mm256_mullo_epi32(x, mv);
+    }
+  }
+  // One round under the keys k0, k1.
+  WEFT_SIMD_INLINE static void philox_round(U& c0, U& c1, U& c2, U& c3, U k0, U k1) {
+    U hi0, lo0, hi1, lo1;
+    mul_wide(c0, 0xD2511F53u, hi0, lo0);
+    mul_wide(c2, 0xCD9E8D57u, hi1, lo1);
+    c0 = xor3(hi1, c1, k0);
+    c1 = lo1;
+    c2 = xor3(hi0, c3, k1);
+    c3 = lo0;
+  }
+  // The group's words in stream order (block j's at out[4j ..]): within each
+  // 128-bit lane, the 4x4 transpose of (c0, c1, c2, c3).
+  WEFT_SIMD_INLINE static void philox_words(U c0, U c1, U c2, U c3, uint32_t* out) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i a = h ? c0.hi : c0.lo, b = h ? c1.hi : c1.lo;
+      const __m256i c = h ? c2.hi : c2.lo, d = h ? c3.hi : c3.lo;
+      const __m256i t0 = _mm256_unpacklo_epi32(a, b), t1 = _mm256_unpackhi_epi32(a, b);
+      const __m256i t2 = _mm256_unpacklo_epi32(c, d), t3 = _mm256_unpackhi_epi32(c, d);
+      auto* o = reinterpret_cast<__m256i*>(out + 8 * h);
+      _mm256_storeu_si256(o, _mm256_unpacklo_epi64(t0, t2));
+      _mm256_storeu_si256(o + 2, _mm256_unpackhi_epi64(t0, t2));
+      _mm256_storeu_si256(o + 4, _mm256_unpacklo_epi64(t1, t3));
+      _mm256_storeu_si256(o + 6, _mm256_unpackhi_epi64(t1, t3));
     }
   }
 };

@@ -240,22 +240,29 @@ struct V {
     }
   }
 
-  // ---- Philox, eight blocks a vector: block j in 64-bit lane j, its word in
-  // the lane's low half (what the multiplies read; the high half is ignored) ----
+  // ---- Philox-4x32-10, eight blocks a vector: block j in 64-bit lane j,
+  // its word in the lane's low half (what the multiplies read; the high
+  // halves are never read back): a multiply gives a lane's whole product,
+  // whose high half a shuffle moves down. ----
 
+  static constexpr int kPhiloxBlocks = 8;
   // The counters of blocks first .. first + 7: their low words (c0) and high
   // words (c1).
-  WEFT_SIMD_INLINE static void counters(uint64_t first, U& c0, U& c1) {
+  WEFT_SIMD_INLINE static void philox_counters(uint64_t first, U& c0, U& c1) {
     c0 = _mm512_add_epi64(_mm512_set1_epi64(static_cast<long long>(first)),
                           _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
     c1 = _mm512_srli_epi64(c0, 32);
   }
-  // Each lane's 64-bit product of the low halves of a and m.
-  WEFT_SIMD_INLINE static U mul32(U a, U m) { return _mm512_mul_epu32(a, m); }
-  // Each lane's high half copied to its low half.
-  WEFT_SIMD_INLINE static U high32(U a) { return _mm512_shuffle_epi32(a, _MM_PERM_DDBB); }
-  // The eight blocks' words (c0 .. c3) in order: block j's at out[4j .. 4j + 3].
-  WEFT_SIMD_INLINE static void put_words(U c0, U c1, U c2, U c3, uint32_t* out) {
+  // One round under the keys k0, k1.
+  WEFT_SIMD_INLINE static void philox_round(U& c0, U& c1, U& c2, U& c3, U k0, U k1) {
+    const U p0 = _mm512_mul_epu32(c0, u(0xD2511F53u)), p1 = _mm512_mul_epu32(c2, u(0xCD9E8D57u));
+    c0 = xor3(_mm512_shuffle_epi32(p1, _MM_PERM_DDBB), c1, k0);
+    c1 = p1;
+    c2 = xor3(_mm512_shuffle_epi32(p0, _MM_PERM_DDBB), c3, k1);
+    c3 = p0;
+  }
+  // The group's words in stream order: block j's at out[4j .. 4j + 3].
+  WEFT_SIMD_INLINE static void philox_words(U c0, U c1, U c2, U c3, uint32_t* out) {
     const U a = _mm512_mask_shuffle_epi32(c0, 0xaaaa, c1, _MM_PERM_CCAA);  // (c0, c1) a lane
     const U b = _mm512_mask_shuffle_epi32(c2, 0xaaaa, c3, _MM_PERM_CCAA);  // (c2, c3)
     _mm512_storeu_si512(
