@@ -454,8 +454,10 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   }
   const ColumnPlan plan = cfg.columnwise ? plan_columns(x, cfg, p) : ColumnPlan{};
   // A large row-wise copy goes past the caches, unless the column-wise copy
-  // is made from its codes.
-  p.stream = (fp4 ? rows * cols / 2 : rows * cols) >= kStreamBytes && !plan.from_codes;
+  // is made from its codes (per-tensor scaling; MXFP8, where it can).
+  const bool rows_reread =
+      plan.band > 0 && (plan.from_codes || cfg.mode == ScalingMode::block_1x32);
+  p.stream = (fp4 ? rows * cols / 2 : rows * cols) >= kStreamBytes && !rows_reread;
   if (cfg.rowwise) {
     const uint32_t amax_bits = plan.band > 0 ? quantize_both(ec, x, cfg, p, tiles, tiles_t, plan, q)
                                              : quantize_rows(ec, x, cfg, p, tiles, q);

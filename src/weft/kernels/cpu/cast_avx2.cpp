@@ -103,6 +103,10 @@ struct V {
     return {_mm256_cmpeq_epi32(a.lo, b.lo), _mm256_cmpeq_epi32(a.hi, b.hi)};
   }
   WEFT_SIMD_INLINE static M mand(M a, M b) { return band(a, b); }
+  WEFT_SIMD_INLINE static bool any(M m) {
+    const __m256i both = _mm256_or_si256(m.lo, m.hi);
+    return !_mm256_testz_si256(both, both);
+  }
   WEFT_SIMD_INLINE static M mnot(M a) { return bxor(a, u(0xffffffffu)); }
   WEFT_SIMD_INLINE static U sel(M m, U a, U b) {
     return {_mm256_blendv_epi8(b.lo, a.lo, m.lo), _mm256_blendv_epi8(b.hi, a.hi, m.hi)};
@@ -243,6 +247,66 @@ struct V {
                                          _mm256_unpackhi_epi16(w, swapped), 0x20);
     }
     return {out[0], out[1]};
+  }
+  // ---- 64 bytes as byte lanes (mx_cols_t: MXFP8 codes rescaled) ----
+
+  // 16 bytes from each of p, p + ld, p + 2 ld, p + 3 ld.
+  WEFT_SIMD_INLINE static B load4x16(const uint8_t* p, int64_t ld) {
+    return {_mm256_set_m128i(load128(p + ld), load128(p)),
+            _mm256_set_m128i(load128(p + 3 * ld), load128(p + 2 * ld))};
+  }
+  // a, a, b, b: 16 bytes each.
+  WEFT_SIMD_INLINE static B twice2(__m128i a, __m128i b) {
+    return {_mm256_broadcastsi128_si256(a), _mm256_broadcastsi128_si256(b)};
+  }
+  // Byte g of `four` in each byte of the 16-byte group g.
+  WEFT_SIMD_INLINE static B spread4(uint32_t four) {
+    const __m256i v = _mm256_set1_epi32(static_cast<int>(four));
+    return {
+        _mm256_shuffle_epi8(v, _mm256_setr_epi64x(0, 0, 0x0101010101010101, 0x0101010101010101)),
+        _mm256_shuffle_epi8(v, _mm256_setr_epi64x(0x0202020202020202, 0x0202020202020202,
+                                                  0x0303030303030303, 0x0303030303030303))};
+  }
+  // MXFP8 codes cr under e8m0 scales er, as codes under scales ec, by byte
+  // lane (see mx_cols_t): the same code where er = ec, else the magnitude
+  // moved by (er - ec) binades (2^Man codes each) where both scales are
+  // ordinary (1 .. 0xfd) and the magnitude is normal before and after
+  // (2^Man + 1 .. MaxCode). Whether every lane took one of those ways.
+  template <int Man, int MaxCode>
+  WEFT_SIMD_INLINE static bool rescale_codes(B cr, B er, B ec, B& out) {
+    const __m256i one = _mm256_set1_epi8(1), top = _mm256_set1_epi8(static_cast<char>(0xfc));
+    const __m256i cap = _mm256_set1_epi8(31);
+    const __m256i keep = _mm256_set1_epi8(static_cast<char>(0xff << Man));
+    const __m256i lo = _mm256_set1_epi8((1 << Man) + 1), hi = _mm256_set1_epi8(MaxCode);
+    const __m256i low7 = _mm256_set1_epi8(0x7f);
+    // Unsigned a <= b, a >= b: all ones where true.
+    auto le = [](__m256i a, __m256i b) { return _mm256_cmpeq_epi8(_mm256_min_epu8(a, b), a); };
+    auto ge = [](__m256i a, __m256i b) { return _mm256_cmpeq_epi8(_mm256_max_epu8(a, b), a); };
+    if (_mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpeq_epi8(er.lo, ec.lo),
+                                              _mm256_cmpeq_epi8(er.hi, ec.hi))) == -1) {
+      out = cr;  // one scale: the same codes
+      return true;
+    }
+    bool all = true;
+    __m256i* outs[2] = {&out.lo, &out.hi};
+    for (int h = 0; h < 2; ++h) {
+      const __m256i r = h ? cr.hi : cr.lo, a = h ? er.hi : er.lo, c = h ? ec.hi : ec.lo;
+      const __m256i same = _mm256_cmpeq_epi8(a, c);
+      __m256i ok =
+          _mm256_and_si256(le(_mm256_sub_epi8(a, one), top), le(_mm256_sub_epi8(c, one), top));
+      const __m256i mag = _mm256_and_si256(r, low7);
+      const __m256i up = _mm256_and_si256(
+          _mm256_slli_epi16(_mm256_min_epu8(_mm256_subs_epu8(a, c), cap), Man), keep);
+      const __m256i down = _mm256_and_si256(
+          _mm256_slli_epi16(_mm256_min_epu8(_mm256_subs_epu8(c, a), cap), Man), keep);
+      const __m256i t = _mm256_subs_epu8(_mm256_adds_epu8(mag, up), down);
+      ok = _mm256_and_si256(ok,
+                            _mm256_and_si256(ge(mag, lo), _mm256_and_si256(ge(t, lo), le(t, hi))));
+      const __m256i moved = _mm256_or_si256(t, _mm256_andnot_si256(low7, r));
+      *outs[h] = _mm256_blendv_epi8(moved, r, same);
+      all = all && _mm256_movemask_epi8(_mm256_or_si256(ok, same)) == -1;
+    }
+    return all;
   }
   // To p, past the caches where `stream` and p is a line.
   WEFT_SIMD_INLINE static void put64(uint8_t* p, B v, bool stream) {

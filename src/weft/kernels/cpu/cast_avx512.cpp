@@ -65,6 +65,7 @@ struct V {
   WEFT_SIMD_INLINE static M gts(U a, U b) { return _mm512_cmpgt_epi32_mask(a, b); }
   WEFT_SIMD_INLINE static M eq(U a, U b) { return _mm512_cmpeq_epi32_mask(a, b); }
   WEFT_SIMD_INLINE static M mand(M a, M b) { return _kand_mask16(a, b); }
+  WEFT_SIMD_INLINE static bool any(M m) { return m != 0; }
   WEFT_SIMD_INLINE static M mnot(M a) { return _knot_mask16(a); }
   WEFT_SIMD_INLINE static U sel(M m, U a, U b) { return _mm512_mask_blend_epi32(m, b, a); }
   // a + 1 where m, else a.
@@ -192,6 +193,60 @@ struct V {
     const U f = _mm512_packus_epi16(_mm512_maddubs_epi16(_mm512_packus_epi16(w0, w1), join),
                                     _mm512_maddubs_epi16(_mm512_packus_epi16(w2, w3), join));
     return _mm512_permutexvar_epi32(_mm512_loadu_si512(kTranspose4), f);
+  }
+  // ---- 64 bytes as byte lanes (mx_cols_t: MXFP8 codes rescaled) ----
+
+  // 16 bytes from each of p, p + ld, p + 2 ld, p + 3 ld.
+  WEFT_SIMD_INLINE static B load4x16(const uint8_t* p, int64_t ld) {
+    B v = _mm512_castsi128_si512(load128(p));
+    v = _mm512_inserti32x4(v, load128(p + ld), 1);
+    v = _mm512_inserti32x4(v, load128(p + 2 * ld), 2);
+    return _mm512_inserti32x4(v, load128(p + 3 * ld), 3);
+  }
+  // a, a, b, b: 16 bytes each.
+  WEFT_SIMD_INLINE static B twice2(__m128i a, __m128i b) {
+    return _mm512_inserti64x4(_mm512_broadcast_i32x4(a), _mm256_broadcastsi128_si256(b), 1);
+  }
+  // Byte g of `four` in each byte of the 16-byte group g.
+  WEFT_SIMD_INLINE static B spread4(uint32_t four) {
+    const B group =
+        _mm512_set_epi64(0x0303030303030303, 0x0303030303030303, 0x0202020202020202,
+                         0x0202020202020202, 0x0101010101010101, 0x0101010101010101, 0, 0);
+    return _mm512_shuffle_epi8(_mm512_set1_epi32(static_cast<int>(four)), group);
+  }
+  // MXFP8 codes cr under e8m0 scales er, as codes under scales ec, by byte
+  // lane (see mx_cols_t): the same code where er = ec, else the magnitude
+  // moved by (er - ec) binades (2^Man codes each) where both scales are
+  // ordinary (1 .. 0xfd) and the magnitude is normal before and after
+  // (2^Man + 1 .. MaxCode). Whether every lane took one of those ways.
+  template <int Man, int MaxCode>
+  WEFT_SIMD_INLINE static bool rescale_codes(B cr, B er, B ec, B& out) {
+    const B one = _mm512_set1_epi8(1), top = _mm512_set1_epi8(static_cast<char>(0xfc));
+    const B cap = _mm512_set1_epi8(31), keep = _mm512_set1_epi8(static_cast<char>(0xff << Man));
+    const B lo = _mm512_set1_epi8((1 << Man) + 1), hi = _mm512_set1_epi8(MaxCode);
+    const __mmask64 same = _mm512_cmpeq_epi8_mask(er, ec);
+    if (static_cast<uint64_t>(same) == ~uint64_t{0}) {  // one scale: the same codes
+      out = cr;
+      return true;
+    }
+    __mmask64 ok = _mm512_cmple_epu8_mask(_mm512_sub_epi8(er, one), top) &
+                   _mm512_cmple_epu8_mask(_mm512_sub_epi8(ec, one), top);
+    const B mag = _mm512_and_si512(cr, _mm512_set1_epi8(0x7f));
+    // (binades up or down, at most 31) << Man: a 16-bit shift, the bits that
+    // crossed into the next byte cleared.
+    const B up = _mm512_and_si512(
+        _mm512_slli_epi16(_mm512_min_epu8(_mm512_subs_epu8(er, ec), cap), Man), keep);
+    const B down = _mm512_and_si512(
+        _mm512_slli_epi16(_mm512_min_epu8(_mm512_subs_epu8(ec, er), cap), Man), keep);
+    const B t = _mm512_subs_epu8(_mm512_adds_epu8(mag, up), down);
+    ok = _mm512_mask_cmpge_epu8_mask(ok, mag, lo);
+    ok = _mm512_mask_cmpge_epu8_mask(ok, t, lo);
+    ok = _mm512_mask_cmple_epu8_mask(ok, t, hi);
+    // t with cr's sign bit, or cr itself.
+    const B moved =
+        _mm512_ternarylogic_epi32(t, cr, _mm512_set1_epi8(static_cast<char>(0x80)), 0xd8);
+    out = _mm512_mask_blend_epi8(same, moved, cr);
+    return static_cast<uint64_t>(ok | same) == ~uint64_t{0};
   }
   // To p, past the caches where `stream` and p is a line.
   WEFT_SIMD_INLINE static void put64(uint8_t* p, B v, bool stream) {

@@ -158,6 +158,12 @@ void column_band(const Tensor& x, const QuantizeConfig& cfg, const SegmentParams
   if (cfg.mode == ScalingMode::block_1x32 || cfg.mode == ScalingMode::block_1x16) {
     cb.cs = o.sc + r0 / block;
   }
+  if (cfg.mode == ScalingMode::block_1x32 && cfg.rowwise) {  // the band's rows are made
+    cb.rc = static_cast<const uint8_t*>(q.data.raw()) + r0 * cols;
+    cb.ldr = cols;
+    cb.rs = static_cast<const uint8_t*>(q.scale_inv.raw()) + r0 * q.scale_inv.shape().last();
+    cb.ldrs = q.scale_inv.shape().last();
+  }
   const int fmt = simd_format(cfg.dtype);
   switch (cfg.mode) {
     case ScalingMode::tensor: k.tensor_cols(fmt, cb, p.scale); break;

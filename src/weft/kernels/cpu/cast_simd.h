@@ -37,6 +37,12 @@ struct ColumnBand {
   uint8_t* cs;     // the scale of (0, r0)'s block in its scales (null where none are written)
   int64_t lds;     // scales from one of its rows to the next
   bool stream;     // write the codes past the caches (a copy too large to stay in them)
+  // MXFP8 with a row-wise copy already made for the band (null: none): its
+  // codes and e8m0 scales at element (r0, 0), rows ldr and ldrs apart.
+  const uint8_t* rc = nullptr;
+  int64_t ldr = 0;
+  const uint8_t* rs = nullptr;
+  int64_t ldrs = 0;
 };
 
 struct Kernels {
