@@ -54,22 +54,24 @@ struct Kernels {
   // them) — with no fence: the caller's, once its pass is done.
 
   uint32_t (*abs_max)(const float* x, int64_t n);
-  // m[b] = max(m[b], the largest |x| of block b) over blocks of 16 (as bits).
-  void (*block_amax)(const float* x, int64_t blocks, uint32_t* m);
+  // m[b] = the largest |x| of block b over blocks of 16 (as bits), or the
+  // larger of that and m[b] where `accumulate`. Returns the largest m[b].
+  uint32_t (*block_amax)(const float* x, int64_t blocks, uint32_t* m, bool accumulate);
   // out[i] = encode(x[i] · s), fp8 (fmt e4m3 or e5m2).
   uint32_t (*encode_tensor)(int fmt, const float* x, float s, int64_t n, uint8_t* out, bool stream);
   // MXFP8 blocks of 32: e8m0 scales[b], codes one a byte (cast_blocks.h mx_blocks).
   uint32_t (*mx_blocks)(int fmt, const float* x, int64_t blocks, float inv_max, uint8_t* codes,
                         uint8_t* scales, bool stream);
   // NVFP4 blocks of 16 (cast_blocks.h nv_blocks), the e2m1 codes packed two a
-  // byte into `packed`. tile_scales: the blocks' scale codes, given (16x16
-  // tiles, or 1x16 blocks whose amaxes came first); then the amax is not
-  // computed and 0 is returned. Else the scale codes are computed and written
-  // to scales unless it is null. random: stochastic rounding on that stream
-  // (null: round to nearest even).
+  // byte into `packed`. The blocks' scale codes: tile_scales where given
+  // (16x16 tiles), else computed from their amaxes — block_amax (as bits)
+  // where given (1x16 blocks whose amaxes came first), else computed here —
+  // and written to scales unless it is null. When tile_scales or block_amax
+  // is given, x's amax is not computed and 0 is returned. random: stochastic
+  // rounding on that stream (null: round to nearest even).
   uint32_t (*nv_blocks)(const float* x, int64_t blocks, float s_enc, const float* enc_scale,
-                        const uint8_t* tile_scales, const RandomStream* random, uint8_t* packed,
-                        uint8_t* scales, bool stream);
+                        const uint8_t* tile_scales, const uint32_t* block_amax,
+                        const RandomStream* random, uint8_t* packed, uint8_t* scales, bool stream);
   // codes[i] = NVFP4's scale code of a block whose largest magnitude is m[i]
   // (as bits): e4m3(amax / 6 · s_enc) (cast_blocks.h nv_scale_codes; any n).
   void (*nv_scale_codes)(const uint32_t* m, int64_t n, float s_enc, uint8_t* codes);
