@@ -336,10 +336,14 @@ struct V {
 
   // 16 lines of 64 bytes: in each 128-bit lane, the 16x16 transpose of the
   // lines' 16-byte parts (four perfect shuffles); line j of the result to
-  // dst + j · ldd, past the caches where `stream` and dst is aligned.
+  // dst + j · ldd, past the caches where `stream` and dst is aligned. The
+  // two halves of the lines are transposed one after the other, so a line
+  // streamed out goes whole, from a buffer: halves written 16 stores apart
+  // would leave the write-combining buffers as partial lines.
   WEFT_SIMD_INLINE static void transpose_lines(const uint8_t* src, uint8_t* dst, int64_t ldd,
                                                bool stream) {
     const bool nt = stream && ((reinterpret_cast<uintptr_t>(dst) | ldd) & 63) == 0;
+    alignas(64) uint8_t lines[16 * 64];
     for (int h = 0; h < 2; ++h) {
       __m256i t[16];
       for (int i = 0; i < 16; ++i) {
@@ -354,13 +358,15 @@ struct V {
         for (int i = 0; i < 16; ++i) t[i] = o[i];
       }
       for (int j = 0; j < 16; ++j) {
-        auto* d = reinterpret_cast<__m256i*>(dst + j * ldd + 32 * h);
         if (nt) {
-          _mm256_stream_si256(d, t[j]);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(lines + 64 * j + 32 * h), t[j]);
         } else {
-          _mm256_storeu_si256(d, t[j]);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j * ldd + 32 * h), t[j]);
         }
       }
+    }
+    if (nt) {
+      for (int j = 0; j < 16; ++j) stream64(dst + j * ldd, lines + 64 * j);
     }
   }
 
