@@ -438,8 +438,10 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   // The amax: a by-product of the row-wise pass, else a pass of its own.
   // NVFP4 needs it first when it derives its per-tensor scale from it. 16x16
   // tiles have it from their own amaxes, which come first; so do 1x16 blocks
-  // that need it first for a row-wise copy (their scale codes then come
-  // first too, and the row-wise pass only encodes).
+  // that need it first for a row-wise copy: that pass keeps their amaxes, and
+  // the row-wise pass takes their scale codes from them instead of finding
+  // the amaxes again. (The grid is kept from call to call, as large as the
+  // last one: a fresh one would cost its page faults every call.)
   const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
   const bool tiled = cfg.mode == ScalingMode::block_16x16;
   const bool blocks_first = cfg.mode == ScalingMode::block_1x16 && cfg.rowwise && amax_first;
