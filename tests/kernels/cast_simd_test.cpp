@@ -231,6 +231,62 @@ TEST(CastSimd, FormatBoundariesTiesAndSaturation) {
   }
 }
 
+// MXFP8 with both copies, whose column-wise codes mostly follow from the
+// row-wise ones (cast_simd_tiles.inc mx_cols_t): row and column block
+// scales several binades apart in both directions, magnitudes at every
+// e4m3 / e5m2 boundary (the smallest normals, ties, the largest values),
+// zeros, Inf and NaN (capped and NaN scales), and blocks of nothing but
+// f32 subnormals or tiny normals (scale codes 0 and 1).
+TEST(CastSimd, MxfpColumnCodesFromRowCodes) {
+  WEFT_REQUIRE_VECTOR_BUILDS();
+  // Row r's largest magnitude, 448 · 2^-(r mod 5), on the diagonal of each
+  // 32x32 tile, so that its scale maps it to 448, and the rest of the row
+  // ordinary values with a boundary value up to 28 here and there (one in
+  // 61, so that most runs of codes follow and the boundary ones are tested),
+  // all at that scale: a column's largest is its diagonal's, and the two
+  // scales are up to 4 binades apart either way.
+  std::vector<float> b;
+  for (float v : format_boundaries()) {
+    if (std::abs(v) <= 28.0f) b.push_back(v);
+  }
+  const int64_t rows = 192, cols = 160;
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int scale = -static_cast<int>(r % 5);
+    for (int64_t c = 0; c < cols; ++c) {
+      const auto i = static_cast<size_t>(r * 131 + c * 17);
+      float m = i % 61 ? 1.0f + static_cast<float>(i % 13) * 0.125f : b[i / 61 % b.size()];
+      if (c % 32 == r % 32) m = r % 3 ? 448.0f : -448.0f;
+      x[static_cast<size_t>(r * cols + c)] = std::ldexp(m, scale);
+    }
+  }
+  for (int64_t r = 64; r < 96; ++r) {
+    for (int64_t c = 96; c < 128; ++c) {
+      x[static_cast<size_t>(r * cols + c)] =
+          std::numeric_limits<float>::denorm_min() * static_cast<float>(r - c);
+    }
+  }
+  // A tile of f32 normals so small that the rows' scale code is 1 (their
+  // largest magnitudes, 2^-117.5, all in the first 16 columns) and the last
+  // 16 columns' is 0 (a scale of 1, not 2^127).
+  for (int64_t r = 160; r < 192; ++r) {
+    for (int64_t c = 64; c < 96; ++c) {
+      x[static_cast<size_t>(r * cols + c)] =
+          c - 64 == (r - 160) % 16
+              ? std::ldexp(1.41f, -118)
+              : std::ldexp(1.0f + 0.03f * static_cast<float>((r + c) % 10), -119);
+    }
+  }
+  x[5 * cols + 7] = std::numeric_limits<float>::infinity();
+  x[70 * cols + 40] = std::numeric_limits<float>::quiet_NaN();
+  x[130 * cols + 100] = -std::numeric_limits<float>::infinity();
+  const Tensor t = Tensor::from({rows, cols}, x);
+  for (DType d : {DType::e4m3, DType::e5m2}) {
+    expect_same(t, {.mode = ScalingMode::block_1x32, .dtype = d, .columnwise = true},
+                std::string("mxfp8 ") + std::string(dtype_name(d)));
+  }
+}
+
 // Random f32 values over a wide range with zeros, ±FLT_MAX, ±Inf and NaN
 // sprinkled in.
 std::vector<float> random_values(int64_t n, uint32_t seed) {
@@ -266,6 +322,23 @@ TEST(CastSimd, RandomTensorsOfOddShapes) {
         expect_same(x, cfg, name + " " + shape + (dir == 0 ? " row" : dir == 1 ? " col" : " both"));
       }
     }
+  }
+}
+
+// Copies of at least cpu::kStreamBytes of codes go past the caches: a
+// tensor large enough for that in each mode (fp4 too), its rows 2064
+// elements long so that some start on a cache line and some do not.
+TEST(CastSimd, LargeCopiesWrittenPastTheCaches) {
+  WEFT_REQUIRE_VECTOR_BUILDS();
+  const int64_t rows = 4096, cols = 2064;
+  ASSERT_GE(rows * cols / 2, cpu::kStreamBytes);
+  const Tensor x = Tensor::from({rows, cols}, random_values(rows * cols, 11));
+  for (const auto& [name, cfg] : configs(true, true)) {
+    if (name.find("scale 300") == std::string::npos && name.find("mxfp8") == std::string::npos &&
+        name.find("amax -1") == std::string::npos && name.find("offset 3") == std::string::npos) {
+      continue;
+    }
+    expect_same(x, cfg, name + " large");
   }
 }
 

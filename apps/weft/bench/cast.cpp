@@ -33,6 +33,7 @@ cli::Options run_options() {
   opts.option("tokens", "N", "8192", "rows of the tensor")
       .option("width", "C", "1024", "columns of the tensor")
       .option("rounds", "N", "7", "timing rounds per row (the median is reported)")
+      .option("only", "TEXT", "", "run only the rows whose name contains TEXT")
       .flag("json", "print one JSON object per row instead of the table");
   return opts;
 }
@@ -122,7 +123,11 @@ int run(const std::vector<std::string>& args) {
     std::printf("%-27s %9s %9s %9s %9s %7s\n", "kernel", "ms", "GB/s", "memcpy ms", "memcpy GB/s",
                 "ratio");
   }
-  for (const Case& c : kCases) time_case(ec, c, x, copy, rounds, json);
+  const std::string only = opts.str("only");
+  for (const Case& c : kCases) {
+    if (std::string(c.name).find(only) != std::string::npos)
+      time_case(ec, c, x, copy, rounds, json);
+  }
   return 0;
 }
 

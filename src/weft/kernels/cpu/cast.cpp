@@ -13,6 +13,10 @@
 #include "weft/kernels/cpu/cast_blocks.h"
 #include "weft/kernels/cpu/cast_passes.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace weft::kernels {
 
 namespace cpu {
@@ -88,7 +92,7 @@ void store_codes(DType t, const uint8_t* codes, int64_t n, uint8_t* data, int64_
 // the end for e2m1.
 uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0,
                           uint8_t* data, int64_t at, uint8_t* scales, const uint8_t* tile_scales,
-                          uint64_t stream) {
+                          uint64_t stream, const uint32_t* amax_given) {
   thread_local std::vector<uint8_t> buf;
   buf.resize(static_cast<size_t>(n));
   uint8_t* codes = p.dtype == DType::e2m1 ? buf.data() : data + at;
@@ -115,6 +119,14 @@ uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int
     } else {
       mx_blocks<2, 15, 0x7b, 7, 0x7f>(x, full, inv_max, codes, scales + first);
     }
+  } else if (amax_given != nullptr && tile_scales == nullptr) {
+    // The blocks' scale codes from their amaxes, then as given ones.
+    thread_local std::vector<uint8_t> given;
+    given.resize(static_cast<size_t>(full));
+    nv_scale_codes(amax_given + first, full, p.s_enc, given.data());
+    if (scales) std::copy(given.begin(), given.end(), scales + first);
+    nv_blocks(x, full, p.s_enc, p.enc_scale, given.data(), p.stochastic ? uniform.data() : nullptr,
+              codes, nullptr);
   } else {
     nv_blocks(x, full, p.s_enc, p.enc_scale, tile_scales ? tile_scales + first : nullptr,
               p.stochastic ? uniform.data() : nullptr, codes, scales ? scales + first : nullptr);
@@ -128,9 +140,13 @@ uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int
       scales[block] = e;
       s = e8m0_encode_scale(e);
     } else {
-      const uint8_t sc = p.mode == ScalingMode::block_16x16
-                             ? tile_scales[block]
-                             : nvfp4_block_scale(block_amax(x + b0, len), p);
+      uint8_t sc = 0;
+      if (tile_scales != nullptr) {
+        sc = tile_scales[block];
+      } else {
+        sc = nvfp4_block_scale(
+            amax_given ? float_of_bits(amax_given[block]) : block_amax(x + b0, len), p);
+      }
       if (scales) scales[block] = sc;
       s = nvfp4_encode_scale(sc, p);
     }
@@ -150,76 +166,88 @@ uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int
 // the rest by the baseline code.
 uint32_t simd_segment(const cast_simd::Kernels& k, const SegmentParams& p, const float* x,
                       int64_t n, int64_t c0, uint8_t* data, int64_t at, uint8_t* scales,
-                      const uint8_t* tile_scales, uint64_t stream) {
+                      const uint8_t* tile_scales, uint64_t stream, const uint32_t* amax_given) {
   const int64_t bc = p.mode == ScalingMode::tensor ? 16 : scaling_block_cols(p.mode);
   const int64_t full = n / bc, done = full * bc, first = c0 / bc;
   uint32_t m = 0;
   if (p.mode == ScalingMode::tensor) {
-    m = k.encode_tensor(simd_format(p.dtype), x, p.scale, done, data + at);
+    m = k.encode_tensor(simd_format(p.dtype), x, p.scale, done, data + at, p.stream);
   } else if (p.mode == ScalingMode::block_1x32) {
     m = k.mx_blocks(simd_format(p.dtype), x, full, 1.0f / dtype_max(p.dtype), data + at,
-                    scales + first);
+                    scales + first, p.stream);
   } else {
-    thread_local std::vector<float> uniform;
-    if (p.stochastic) {
-      uniform.resize(static_cast<size_t>(done));
-      k.uniforms(p.seed, stream, done, uniform.data());
-    }
+    const cast_simd::RandomStream random{p.seed, stream};
     m = k.nv_blocks(x, full, p.s_enc, p.enc_scale, tile_scales ? tile_scales + first : nullptr,
-                    p.stochastic ? uniform.data() : nullptr, data + at / 2,
-                    scales ? scales + first : nullptr);
+                    amax_given ? amax_given + first : nullptr, p.stochastic ? &random : nullptr,
+                    data + at / 2, scales ? scales + first : nullptr, p.stream);
   }
   if (done == n) return m;
-  return std::max(m, baseline_segment(p, x + done, n - done, c0 + done, data, at + done, scales,
-                                      tile_scales, stream + static_cast<uint64_t>(done)));
+  return std::max(
+      m, baseline_segment(p, x + done, n - done, c0 + done, data, at + done, scales, tile_scales,
+                          stream + static_cast<uint64_t>(done), amax_given));
 }
 
 float load(const Tensor& x, int64_t i) {
   return x.dtype() == DType::f32 ? x.data<float>()[i] : bf16_to_f32(x.bf16_data()[i]);
 }
 
-// NVFP4 16x16: the largest magnitude of each tile (tr, tc), as f32 bits.
-std::vector<uint32_t> nvfp4_tile_amax(const ExecContext& ec, const Tensor& x, int64_t rows,
-                                      int64_t cols, const cast_simd::Kernels* k) {
-  const int64_t tr = (rows + 15) / 16, tc = (cols + 15) / 16, full = cols / 16;
-  std::vector<uint32_t> m(static_cast<size_t>(tr * tc), 0);
-#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+// NVFP4 tiles of h rows (16x16: 16; 1x16 blocks: 1) by 16 columns: the
+// largest magnitude of each tile (tr, tc) into m, as f32 bits. Returns the
+// largest of them.
+uint32_t nvfp4_tile_amax(const ExecContext& ec, const Tensor& x, int64_t rows, int64_t cols,
+                         int64_t h, const cast_simd::Kernels* k, std::vector<uint32_t>& m) {
+  const int64_t tr = (rows + h - 1) / h, tc = (cols + 15) / 16, full = cols / 16;
+  m.resize(static_cast<size_t>(tr * tc));
+  uint32_t largest = 0;
+#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : largest)
   for (int64_t bi = 0; bi < tr; ++bi) {
     std::vector<float> buf;
     uint32_t* mrow = m.data() + bi * tc;
-    for (int64_t r = bi * 16; r < std::min(rows, bi * 16 + 16); ++r) {
+    for (int64_t r = bi * h; r < std::min(rows, bi * h + h); ++r) {
       const float* xr = f32_row(x, r, cols, buf);
+      const bool accumulate = r > bi * h;
       int64_t bj = 0;
       if (k != nullptr) {
-        k->block_amax(xr, full, mrow);
+        largest = std::max(largest, k->block_amax(xr, full, mrow, accumulate));
         bj = full;
       }
       for (; bj < tc; ++bj) {
         const int64_t c0 = bj * 16, len = std::min<int64_t>(16, cols - c0);
-        mrow[bj] = std::max(mrow[bj], abs_max_bits(xr + c0, len));
+        const uint32_t v = abs_max_bits(xr + c0, len);
+        mrow[bj] = accumulate ? std::max(mrow[bj], v) : v;
+        largest = std::max(largest, mrow[bj]);
       }
     }
   }
-  return m;
+  return largest;
 }
 
-// Their e4m3 scale codes, into tiles (tr, tc) and the transposed grid
-// tiles_t (tc, tr) for the column-wise copy.
-void nvfp4_tile_scales(const std::vector<uint32_t>& tile_amax, int64_t rows, int64_t cols,
+// Their e4m3 scale codes (nvfp4_block_scale), into tiles (tr, tc) and the
+// transposed grid tiles_t (tc, tr) for the column-wise copy.
+void nvfp4_tile_scales(const std::vector<uint32_t>& tile_amax, int64_t tr, int64_t tc,
                        const SegmentParams& p, std::vector<uint8_t>& tiles,
                        std::vector<uint8_t>& tiles_t) {
-  const int64_t tr = (rows + 15) / 16, tc = (cols + 15) / 16;
-  tiles.assign(static_cast<size_t>(tr * tc), 0);
-  tiles_t.assign(tiles.size(), 0);
+  tiles.resize(tile_amax.size());
+  const auto n = static_cast<int64_t>(tile_amax.size());
+  if (p.k != nullptr) {
+    p.k->nv_scale_codes(tile_amax.data(), n, p.s_enc, tiles.data());
+  } else {
+    nv_scale_codes(tile_amax.data(), n, p.s_enc, tiles.data());
+  }
+  tiles_t.resize(tiles.size());
   for (int64_t bi = 0; bi < tr; ++bi) {
     for (int64_t bj = 0; bj < tc; ++bj) {
-      const auto i = static_cast<size_t>(bi * tc + bj);
-      const uint8_t code = nvfp4_block_scale(float_of_bits(tile_amax[i]), p);
-      tiles[i] = code;
-      tiles_t[static_cast<size_t>(bj * tr + bi)] = code;
+      tiles_t[static_cast<size_t>(bj * tr + bi)] = tiles[static_cast<size_t>(bi * tc + bj)];
     }
   }
 }
+
+// What NVFP4's row-wise pass takes from a pass before it: 16x16 tiles'
+// scale codes (tr, tc), or 1x16 blocks' amaxes (rows, tc), as bits.
+struct First {
+  const std::vector<uint8_t>& tiles;
+  const std::vector<uint32_t>& block_amax;
+};
 
 // Where the row-wise copy goes: q.data, q.scale_inv, made ready.
 struct RowsOut {
@@ -230,18 +258,19 @@ struct RowsOut {
 
 RowsOut prepare_rows(const QuantizeConfig& cfg, const std::vector<uint8_t>& tiles,
                      QuantizedTensor& q) {
+  // 16x16: the tile scales are the row-wise scales.
   reuse(q.data, {q.rows, q.cols}, cfg.dtype);
   reuse(q.scale_inv, scale_shape(cfg.mode, q.rows, q.cols), scale_dtype(cfg.mode));
   if (cfg.mode == ScalingMode::tensor) q.scale_inv.data<float>()[0] = q.tensor_scale_inv;
   auto* sc = static_cast<uint8_t*>(q.scale_inv.raw());
-  if (cfg.mode == ScalingMode::block_16x16) std::memcpy(sc, tiles.data(), tiles.size());
+  if (!tiles.empty()) std::memcpy(sc, tiles.data(), tiles.size());
   return {static_cast<uint8_t*>(q.data.raw()), sc, q.scale_inv.shape().last()};
 }
 
 // Row r of the row-wise copy; returns the bits of the row's largest magnitude
 // (NaN above every number).
 uint32_t quantize_row(const Tensor& x, const QuantizeConfig& cfg, const SegmentParams& p,
-                      const std::vector<uint8_t>& tiles, const RowsOut& o, int64_t r) {
+                      const First& first, const RowsOut& o, int64_t r) {
   const int64_t cols = x.shape().last(), tc = (cols + 15) / 16;
   thread_local std::vector<float> buf;
   const float* xr = f32_row(x, r, cols, buf);
@@ -249,21 +278,24 @@ uint32_t quantize_row(const Tensor& x, const QuantizeConfig& cfg, const SegmentP
   uint8_t* row_scales = cfg.mode == ScalingMode::tensor || cfg.mode == ScalingMode::block_16x16
                             ? nullptr
                             : o.sc + r * o.scale_cols;
-  const uint8_t* tile_row =
-      cfg.mode == ScalingMode::block_16x16 ? tiles.data() + (r / 16) * tc : nullptr;
+  const uint8_t* tile_row = first.tiles.empty() ? nullptr : first.tiles.data() + (r / 16) * tc;
+  const uint32_t* amax_row = first.block_amax.empty() ? nullptr : first.block_amax.data() + r * tc;
   const uint64_t stream = cfg.offset + static_cast<uint64_t>(cfg.stochastic ? r * cols : 0);
-  return quantize_segment(p, xr, cols, 0, o.data, r * cols, row_scales, tile_row, stream);
+  return quantize_segment(p, xr, cols, 0, o.data, r * cols, row_scales, tile_row, stream, amax_row);
 }
 
 // The row-wise copy; returns the bits of x's largest magnitude, a by-product.
 uint32_t quantize_rows(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
-                       const SegmentParams& p, const std::vector<uint8_t>& tiles,
-                       QuantizedTensor& q) {
-  const RowsOut o = prepare_rows(cfg, tiles, q);
+                       const SegmentParams& p, const First& first, QuantizedTensor& q) {
+  const RowsOut o = prepare_rows(cfg, first.tiles, q);
   uint32_t amax_bits = 0;
-#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : amax_bits)
-  for (int64_t r = 0; r < q.rows; ++r) {
-    amax_bits = std::max(amax_bits, quantize_row(x, cfg, p, tiles, o, r));
+#pragma omp parallel num_threads(ec.threads()) reduction(max : amax_bits)
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t r = 0; r < q.rows; ++r) {
+      amax_bits = std::max(amax_bits, quantize_row(x, cfg, p, first, o, r));
+    }
+    if (p.stream) stream_fence();
   }
   return amax_bits;
 }
@@ -271,20 +303,26 @@ uint32_t quantize_rows(const ExecContext& ec, const Tensor& x, const QuantizeCon
 // Both copies in one pass over bands of x's rows: each band's rows, then
 // its share of the column-wise copy while the band is still in cache.
 uint32_t quantize_both(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
-                       const SegmentParams& p, const std::vector<uint8_t>& tiles,
+                       const SegmentParams& p, const First& first,
                        const std::vector<uint8_t>& tiles_t, const ColumnPlan& plan,
                        QuantizedTensor& q) {
-  const RowsOut o = prepare_rows(cfg, tiles, q);
+  const RowsOut o = prepare_rows(cfg, first.tiles, q);
   const ColumnsOut oc = prepare_columns(cfg, tiles_t, q);
   const int64_t bands = (q.rows + plan.band - 1) / plan.band;
   uint32_t amax_bits = 0;
-#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : amax_bits)
-  for (int64_t b = 0; b < bands; ++b) {
-    const int64_t r0 = b * plan.band, r1 = std::min(q.rows, r0 + plan.band);
-    for (int64_t r = r0; r < r1; ++r) {
-      amax_bits = std::max(amax_bits, quantize_row(x, cfg, p, tiles, o, r));
+#pragma omp parallel num_threads(ec.threads()) reduction(max : amax_bits)
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t b = 0; b < bands; ++b) {
+      const int64_t r0 = b * plan.band, r1 = std::min(q.rows, r0 + plan.band);
+      for (int64_t r = r0; r < r1; ++r) {
+        amax_bits = std::max(amax_bits, quantize_row(x, cfg, p, first, o, r));
+      }
+      if (r0 < plan.nr) {
+        column_band(x, cfg, p, tiles_t, q, oc, plan, r0, std::min(r1, plan.nr) - r0);
+      }
     }
-    if (r0 < plan.nr) column_band(x, cfg, p, tiles_t, q, oc, plan, r0, std::min(r1, plan.nr) - r0);
+    if (p.stream) stream_fence();
   }
   column_rest(ec, x, cfg, p, tiles_t, oc, plan);
   return amax_bits;
@@ -325,9 +363,17 @@ float nvfp4_encode_scale(uint8_t block_scale, const SegmentParams& p) {
 
 uint32_t quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0,
                           uint8_t* data, int64_t at, uint8_t* scales, const uint8_t* tile_scales,
-                          uint64_t stream) {
-  if (p.k == nullptr) return baseline_segment(p, x, n, c0, data, at, scales, tile_scales, stream);
-  return simd_segment(*p.k, p, x, n, c0, data, at, scales, tile_scales, stream);
+                          uint64_t stream, const uint32_t* block_amax) {
+  if (p.k == nullptr) {
+    return baseline_segment(p, x, n, c0, data, at, scales, tile_scales, stream, block_amax);
+  }
+  return simd_segment(*p.k, p, x, n, c0, data, at, scales, tile_scales, stream, block_amax);
+}
+
+void stream_fence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
 }
 
 const float* f32_row(const Tensor& x, int64_t r, int64_t cols, std::vector<float>& buf) {
@@ -395,14 +441,19 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   q.rows = rows;
   q.cols = cols;
   // The amax: a by-product of the row-wise pass, else a pass of its own.
-  // NVFP4 needs it first when it derives its per-tensor scale from it; 16x16
-  // tiles have it from their own amaxes, which come first.
-  const bool tiled = cfg.mode == ScalingMode::block_16x16;
-  std::vector<uint32_t> tile_amax;
-  if (tiled) tile_amax = nvfp4_tile_amax(ec, x, rows, cols, cast_kernels());
+  // NVFP4 needs it first when it derives its per-tensor scale from it. 16x16
+  // tiles have it from their own amaxes, which come first; so do 1x16 blocks
+  // that need it first for a row-wise copy: that pass keeps their amaxes, and
+  // the row-wise pass takes their scale codes from them instead of finding
+  // the amaxes again. (The grid is kept from call to call, as large as the
+  // last one: a fresh one would cost its page faults every call.)
   const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
-  if (tiled) {
-    q.amax = float_of_bits(*std::max_element(tile_amax.begin(), tile_amax.end()));
+  const bool tiled = cfg.mode == ScalingMode::block_16x16;
+  const bool blocks_first = cfg.mode == ScalingMode::block_1x16 && cfg.rowwise && amax_first;
+  thread_local std::vector<uint32_t> tile_amax;
+  if (tiled || blocks_first) {
+    q.amax = float_of_bits(
+        nvfp4_tile_amax(ec, x, rows, cols, tiled ? 16 : 1, cast_kernels(), tile_amax));
   } else {
     q.amax = amax_first ? amax<Backend::cpu>(ec, x) : 0.0f;
   }
@@ -426,11 +477,18 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   }
   // 16x16: the tile scales first, shared by both copies.
   std::vector<uint8_t> tiles, tiles_t;
-  if (tiled) nvfp4_tile_scales(tile_amax, rows, cols, p, tiles, tiles_t);
+  if (tiled) nvfp4_tile_scales(tile_amax, (rows + 15) / 16, (cols + 15) / 16, p, tiles, tiles_t);
+  const std::vector<uint32_t> none;
+  const First first{tiles, blocks_first ? tile_amax : none};
   const ColumnPlan plan = cfg.columnwise ? plan_columns(x, cfg, p) : ColumnPlan{};
+  // A large row-wise copy goes past the caches, unless the column-wise copy
+  // is made from its codes (per-tensor scaling; MXFP8, where it can).
+  const bool rows_reread =
+      plan.band > 0 && (plan.from_codes || cfg.mode == ScalingMode::block_1x32);
+  p.stream = (fp4 ? rows * cols / 2 : rows * cols) >= kStreamBytes && !rows_reread;
   if (cfg.rowwise) {
-    const uint32_t amax_bits = plan.band > 0 ? quantize_both(ec, x, cfg, p, tiles, tiles_t, plan, q)
-                                             : quantize_rows(ec, x, cfg, p, tiles, q);
+    const uint32_t amax_bits = plan.band > 0 ? quantize_both(ec, x, cfg, p, first, tiles_t, plan, q)
+                                             : quantize_rows(ec, x, cfg, p, first, q);
     if (!amax_first && !tiled) q.amax = float_of_bits(amax_bits);
   } else {
     q.data = Tensor();

@@ -243,6 +243,15 @@ WEFT_CAST_CLONES inline void nv_blocks(const float* x, int64_t blocks, float s_e
   }
 }
 
+// NVFP4's scale codes of blocks (or tiles) whose largest magnitudes are
+// m[i] (max_abs_bits): e4m3(amax / 6 · s_enc), as nv_blocks computes them.
+WEFT_CAST_CLONES inline void nv_scale_codes(const uint32_t* m, int64_t n, float s_enc,
+                                            uint8_t* codes) {
+  for (int64_t i = 0; i < n; ++i) {
+    codes[i] = encode_one<3, 7, 0x7e, 7, 0x7f>(amax_of_bits(m[i]) / 6.0f * s_enc);
+  }
+}
+
 // out[k] = codes[2k] | codes[2k + 1] << 4 for k < n / 2: e2m1 codes packed.
 WEFT_CAST_CLONES inline void pack_e2m1(const uint8_t* codes, int64_t n, uint8_t* out) {
   for (int64_t k = 0; k < n / 2; ++k) {

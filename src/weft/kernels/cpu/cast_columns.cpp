@@ -71,6 +71,8 @@ void baseline_columns(const ExecContext& ec, const Tensor& x, const QuantizeConf
   const int64_t row_tiles = (r_end - r_begin + kTileRows - 1) / kTileRows;
   const int64_t col_tiles = (c_end - c_begin + kTileCols - 1) / kTileCols;
   const uint64_t col_stream = cfg.offset + static_cast<uint64_t>(rows * cols);
+  SegmentParams pc = p;
+  pc.stream = false;  // segments of at most a tile's rows
 #if defined(__x86_64__)
   const bool avx2 = __builtin_cpu_supports("avx2");
 #else
@@ -98,16 +100,13 @@ void baseline_columns(const ExecContext& ec, const Tensor& x, const QuantizeConf
           row_scales = nullptr;  // written below
           tile_row = tiles_t.data() + (xc / 16) * tr;
         }
-        quantize_segment(p, t.data() + c * kTileRows, nr, r0, o.data, xc * rows + r0, row_scales,
+        quantize_segment(pc, t.data() + c * kTileRows, nr, r0, o.data, xc * rows + r0, row_scales,
                          tile_row,
                          col_stream + static_cast<uint64_t>((xc * rows + r0) * elem_stride));
       }
     }
   }
 }
-
-// Writing this many bytes of codes bypasses the caches (non-temporal stores).
-constexpr int64_t kStreamBytes = int64_t{4} << 20;
 
 }  // namespace
 
@@ -158,6 +157,12 @@ void column_band(const Tensor& x, const QuantizeConfig& cfg, const SegmentParams
                            .stream = o.stream};
   if (cfg.mode == ScalingMode::block_1x32 || cfg.mode == ScalingMode::block_1x16) {
     cb.cs = o.sc + r0 / block;
+  }
+  if (cfg.mode == ScalingMode::block_1x32 && cfg.rowwise) {  // the band's rows are made
+    cb.rc = static_cast<const uint8_t*>(q.data.raw()) + r0 * cols;
+    cb.ldr = cols;
+    cb.rs = static_cast<const uint8_t*>(q.scale_inv.raw()) + r0 * q.scale_inv.shape().last();
+    cb.ldrs = q.scale_inv.shape().last();
   }
   const int fmt = simd_format(cfg.dtype);
   switch (cfg.mode) {

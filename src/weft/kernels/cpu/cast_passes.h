@@ -44,7 +44,17 @@ struct SegmentParams {
   uint64_t seed;
   const float* enc_scale;       // NVFP4: nvfp4_encode_scale of each scale code
   const cast_simd::Kernels* k;  // the vector kernels, or null
+  bool stream = false;          // write the codes past the caches (a large row-wise copy;
+                                // each thread calls stream_fence() after its last segment)
 };
+
+// Orders this thread's stores past the caches before its later stores (an
+// sfence): the row-wise kernels leave that to the end of the pass.
+void stream_fence();
+
+// Copies of at least this many bytes of codes are written past the caches
+// (non-temporal stores): they would not stay in them.
+constexpr int64_t kStreamBytes = int64_t{4} << 20;
 
 // cast_simd's name for an element type.
 int simd_format(DType t);
@@ -58,12 +68,14 @@ float nvfp4_encode_scale(uint8_t block_scale, const SegmentParams& p);
 // (c0 a multiple of the block size), into elements [at, at + n) of the data
 // buffer `data` (e2m1: packed, at and n even) and the row's block scales
 // `scales` (indexed by block: c0 / block + j; null: not written). 16x16
-// tiles take their scale codes from `tile_scales` (the same indexing).
+// tiles take their scale codes from `tile_scales`, and 1x16 blocks whose
+// amaxes came first those amaxes (as bits) from `block_amax` (the same
+// indexing).
 // `stream` is the random-stream index of x[0]; consecutive elements follow.
 // Returns the bits of the largest |x[i]| (NaN above every number).
 uint32_t quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0,
                           uint8_t* data, int64_t at, uint8_t* scales, const uint8_t* tile_scales,
-                          uint64_t stream);
+                          uint64_t stream, const uint32_t* block_amax = nullptr);
 
 // Row `r` of x as f32: the row itself, or converted into `buf`.
 const float* f32_row(const Tensor& x, int64_t r, int64_t cols, std::vector<float>& buf);

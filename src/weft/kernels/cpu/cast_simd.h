@@ -19,6 +19,13 @@ namespace weft::kernels::cpu::cast_simd {
 // Element formats, as the kernels' `fmt` arguments.
 enum Fmt : int { kE4M3 = 0, kE5M2 = 1, kE2M1 = 2 };
 
+// The random stream of stochastic rounding (kernels/random.h): element
+// `offset` is the first element's.
+struct RandomStream {
+  uint64_t seed;
+  uint64_t offset;
+};
+
 // A band of rows of x for the column-wise encoders.
 struct ColumnBand {
   const float* x;  // element (r0, 0) of x
@@ -30,6 +37,12 @@ struct ColumnBand {
   uint8_t* cs;     // the scale of (0, r0)'s block in its scales (null where none are written)
   int64_t lds;     // scales from one of its rows to the next
   bool stream;     // write the codes past the caches (a copy too large to stay in them)
+  // MXFP8 with a row-wise copy already made for the band (null: none): its
+  // codes and e8m0 scales at element (r0, 0), rows ldr and ldrs apart.
+  const uint8_t* rc = nullptr;
+  int64_t ldr = 0;
+  const uint8_t* rs = nullptr;
+  int64_t ldrs = 0;
 };
 
 struct Kernels {
@@ -37,21 +50,33 @@ struct Kernels {
 
   // ---- row-wise encoders (n a multiple of 16, blocks whole) -----------------
   // Each returns the largest |x| among its inputs as f32 bits (NaN above Inf).
+  // `stream`: write the codes past the caches (a copy too large to stay in
+  // them) — with no fence: the caller's, once its pass is done.
 
   uint32_t (*abs_max)(const float* x, int64_t n);
-  // m[b] = max(m[b], the largest |x| of block b) over blocks of 16 (as bits).
-  void (*block_amax)(const float* x, int64_t blocks, uint32_t* m);
+  // m[b] = the largest |x| of block b over blocks of 16 (as bits), or the
+  // larger of that and m[b] where `accumulate`. Returns the largest m[b].
+  uint32_t (*block_amax)(const float* x, int64_t blocks, uint32_t* m, bool accumulate);
   // out[i] = encode(x[i] · s), fp8 (fmt e4m3 or e5m2).
-  uint32_t (*encode_tensor)(int fmt, const float* x, float s, int64_t n, uint8_t* out);
+  uint32_t (*encode_tensor)(int fmt, const float* x, float s, int64_t n, uint8_t* out, bool stream);
   // MXFP8 blocks of 32: e8m0 scales[b], codes one a byte (cast_blocks.h mx_blocks).
   uint32_t (*mx_blocks)(int fmt, const float* x, int64_t blocks, float inv_max, uint8_t* codes,
-                        uint8_t* scales);
+                        uint8_t* scales, bool stream);
   // NVFP4 blocks of 16 (cast_blocks.h nv_blocks), the e2m1 codes packed two a
-  // byte into `packed`; tile_scales (16x16), scales and u may be null.
+  // byte into `packed`. The blocks' scale codes: tile_scales where given
+  // (16x16 tiles), else computed from their amaxes — block_amax (as bits)
+  // where given (1x16 blocks whose amaxes came first), else computed here —
+  // and written to scales unless it is null. When tile_scales or block_amax
+  // is given, x's amax is not computed and 0 is returned. random: stochastic
+  // rounding on that stream (null: round to nearest even).
   uint32_t (*nv_blocks)(const float* x, int64_t blocks, float s_enc, const float* enc_scale,
-                        const uint8_t* tile_scales, const float* u, uint8_t* packed,
-                        uint8_t* scales);
-  // u[i] = uniform_at(seed, stream, i) for i < n (any n).
+                        const uint8_t* tile_scales, const uint32_t* block_amax,
+                        const RandomStream* random, uint8_t* packed, uint8_t* scales, bool stream);
+  // codes[i] = NVFP4's scale code of a block whose largest magnitude is m[i]
+  // (as bits): e4m3(amax / 6 · s_enc) (cast_blocks.h nv_scale_codes; any n).
+  void (*nv_scale_codes)(const uint32_t* m, int64_t n, float s_enc, uint8_t* codes);
+  // u[i] = uniform_at(seed, stream, i) for i < n (any n): the uniforms of
+  // nv_blocks' stochastic rounding.
   void (*uniforms)(uint64_t seed, uint64_t stream, int64_t n, float* u);
 
   // ---- column-wise encoders: a band of rows of x -----------------------------
