@@ -44,7 +44,7 @@ uint32_t abs_max_any(const cast_simd::Kernels* k, const float* x, int64_t n) {
 void encode_any(const cast_simd::Kernels* k, DType t, const float* x, float s, int64_t n,
                 uint8_t* out) {
   const int64_t n16 = k != nullptr ? n & ~int64_t{15} : 0;
-  if (n16 > 0) k->encode_tensor(simd_format(t), x, s, n16, out);
+  if (n16 > 0) k->encode_tensor(simd_format(t), x, s, n16, out, false);
   for (int64_t i = n16; i < n; ++i) {
     out[i] = t == DType::e4m3 ? encode_one<3, 7, 0x7e, 7, 0x7f>(x[i] * s)
                               : encode_one<2, 15, 0x7b, 7, 0x7f>(x[i] * s);
