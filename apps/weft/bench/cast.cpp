@@ -51,6 +51,10 @@ const Case kCases[] = {
     {"mxfp8 1x32 e4m3 row", {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3}},
     {"mxfp8 1x32 e4m3 row+col",
      {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3, .columnwise = true}},
+    {"fp8-block 1x128 e4m3 row", {.mode = ScalingMode::block_1x128, .dtype = DType::e4m3}},
+    {"fp8-block 1x128 e4m3 row+col",
+     {.mode = ScalingMode::block_1x128, .dtype = DType::e4m3, .columnwise = true}},
+    {"fp8-block 128x128 e4m3 row", {.mode = ScalingMode::block_128x128, .dtype = DType::e4m3}},
     {"nvfp4 1x16 row", {.mode = ScalingMode::block_1x16, .dtype = DType::e2m1}},
     {"nvfp4 16x16 row", {.mode = ScalingMode::block_16x16, .dtype = DType::e2m1}},
     {"nvfp4 1x16 row stochastic",
@@ -59,6 +63,7 @@ const Case kCases[] = {
      {.mode = ScalingMode::tensor, .dtype = DType::e4m3, .scale = 300},
      true},
     {"dequantize mxfp8", {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3}, true},
+    {"dequantize fp8-block", {.mode = ScalingMode::block_1x128, .dtype = DType::e4m3}, true},
     {"dequantize nvfp4", {.mode = ScalingMode::block_1x16, .dtype = DType::e2m1}, true},
 };
 

@@ -4,12 +4,15 @@
 // Every element is encode(x · s) with its block's encode scale s
 // (fp8_block_scale): the per-tensor encoder of cast_simd.h applied to one
 // block at a time, so the vector builds and the baseline code give the same
-// codes. Row-wise blocks are contiguous runs of a row; the column-wise copy
-// (xᵀ, blocks of 128 down x's columns) is made from 16-column strips of a
-// 128-row band transposed into a small buffer, each strip row then being one
-// block. 128x128 tiles take their scale from the tile's amax, computed first,
-// and encode both copies with it, so the column-wise codes are the row-wise
-// ones transposed.
+// codes. Row-wise blocks are contiguous runs of a row. The column-wise copy
+// (xᵀ, blocks of 128 down x's columns) goes band by band of 128 rows: the
+// columns' amaxes (rows in order, columns side by side), their scales, the
+// band scaled column by column (exact: the scales are powers of two, and
+// encode(x · s) is encode((x · s) · 1)), then the per-tensor column encoder
+// of cast_simd.h at scale 1 for whole 16 x 16 tiles and the baseline encoder
+// for ragged edges. 128x128 tiles take their scale from the tile's amax,
+// computed first, and encode both copies with it, so the column-wise codes
+// are the row-wise ones transposed.
 #include "weft/kernels/cpu/cast_block128.h"
 
 #include <algorithm>
@@ -40,15 +43,17 @@ uint32_t abs_max_any(const cast_simd::Kernels* k, const float* x, int64_t n) {
   return m;
 }
 
+uint8_t encode_one_of(DType t, float v) {
+  return t == DType::e4m3 ? encode_one<3, 7, 0x7e, 7, 0x7f>(v)
+                          : encode_one<2, 15, 0x7b, 7, 0x7f>(v);
+}
+
 // out[i] = encode(x[i] · s), any n.
 void encode_any(const cast_simd::Kernels* k, DType t, const float* x, float s, int64_t n,
                 uint8_t* out) {
   const int64_t n16 = k != nullptr ? n & ~int64_t{15} : 0;
   if (n16 > 0) k->encode_tensor(simd_format(t), x, s, n16, out, false);
-  for (int64_t i = n16; i < n; ++i) {
-    out[i] = t == DType::e4m3 ? encode_one<3, 7, 0x7e, 7, 0x7f>(x[i] * s)
-                              : encode_one<2, 15, 0x7b, 7, 0x7f>(x[i] * s);
-  }
+  for (int64_t i = n16; i < n; ++i) out[i] = encode_one_of(t, x[i] * s);
 }
 
 float value_of(DType t, uint8_t code) {
@@ -133,36 +138,78 @@ uint32_t rows_pass(const ExecContext& ec, const Job& j) {
   return all;
 }
 
+// m[c] = the largest |x[r][c]| over rows r < nr (as bits), x's rows `cols` long.
+WEFT_CAST_CLONES void column_amax(const float* x, int64_t nr, int64_t cols, uint32_t* m) {
+  for (int64_t r = 0; r < nr; ++r) {
+    const float* row = x + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint32_t a = std::bit_cast<uint32_t>(row[c]) & 0x7fffffffu;
+      m[c] = a > m[c] ? a : m[c];
+    }
+  }
+}
+
+// y[r][c] = x[r][c] · s[c].
+WEFT_CAST_CLONES void scale_columns(const float* x, int64_t nr, int64_t cols, const float* s,
+                                    float* y) {
+  for (int64_t r = 0; r < nr; ++r) {
+    for (int64_t c = 0; c < cols; ++c) y[r * cols + c] = x[r * cols + c] * s[c];
+  }
+}
+
 // The column-wise copy, by bands of 128 rows; returns the amax bits.
 uint32_t columns_pass(const ExecContext& ec, const Job& j) {
   const int64_t bands = ceil_div(j.rows, kB), tc = ceil_div(j.cols, kB);
   const bool tiled = j.cfg.mode == ScalingMode::block_128x128;
+  const int fmt = simd_format(j.cfg.dtype);
   uint32_t all = 0;
+  // Scratch per thread, for all its bands (allocating per band pays page
+  // faults: the scaled band is 512 KiB at 1024 columns).
+  thread_local std::vector<float> buf, s, y;
+  thread_local std::vector<uint32_t> m;
 #pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : all)
   for (int64_t t = 0; t < bands; ++t) {
     const int64_t r0 = t * kB, nr = std::min(kB, j.rows - r0);
-    std::vector<float> buf;
     const float* band = band_of(j, r0, nr, buf);
-    alignas(64) std::array<float, kStrip * kB> strip{};
-    for (int64_t c0 = 0; c0 < j.cols; c0 += kStrip) {
-      const int64_t nc = std::min(kStrip, j.cols - c0);
-      for (int64_t r = 0; r < nr; ++r) {
-        const float* src = band + r * j.cols + c0;
-        for (int64_t c = 0; c < nc; ++c) strip[static_cast<size_t>(c * kB + r)] = src[c];
+    // Each column's block: its amax (rows in order, the columns side by
+    // side), then its scale.
+    m.assign(static_cast<size_t>(j.cols), 0);
+    column_amax(band, nr, j.cols, m.data());
+    s.resize(static_cast<size_t>(j.cols));
+    for (int64_t c = 0; c < j.cols; ++c) {
+      if (tiled) {
+        s[static_cast<size_t>(c)] = j.tile_scale[static_cast<size_t>(t * tc + c / kB)];
+      } else {
+        const uint32_t mc = m[static_cast<size_t>(c)];
+        all = std::max(all, mc);
+        s[static_cast<size_t>(c)] = fp8_block_scale(amax_of_bits(mc), j.fmax);
+        j.cscales[c * bands + t] = 1.0f / s[static_cast<size_t>(c)];
       }
-      for (int64_t c = 0; c < nc; ++c) {
-        const float* v = strip.data() + c * kB;
-        const int64_t col = c0 + c;
-        float s = 0.0f;
-        if (tiled) {
-          s = j.tile_scale[static_cast<size_t>(t * tc + col / kB)];
-        } else {
-          const uint32_t m = abs_max_any(j.k, v, nr);
-          all = std::max(all, m);
-          s = fp8_block_scale(amax_of_bits(m), j.fmax);
-          j.cscales[col * bands + t] = 1.0f / s;
-        }
-        encode_any(j.k, j.cfg.dtype, v, s, nr, j.cdata + col * j.rows + r0);
+    }
+    // The band scaled column by column: encode(x · s) is encode((x · s) · 1),
+    // so the per-tensor column encoder of cast_simd.h (scale 1) writes the
+    // codes of whole 16 x 16 tiles transposed; the rest element by element.
+    y.resize(static_cast<size_t>(nr * j.cols));
+    scale_columns(band, nr, j.cols, s.data(), y.data());
+    const int64_t vr = j.k != nullptr ? nr / 16 * 16 : 0,
+                  vc = j.k != nullptr ? j.cols / 16 * 16 : 0;
+    for (int64_t h = 0; h < vr && vc > 0; h += 64) {
+      const cast_simd::ColumnBand cb{.x = y.data() + h * j.cols,
+                                     .ld = j.cols,
+                                     .nr = std::min<int64_t>(64, vr - h),
+                                     .nc = vc,
+                                     .cd = j.cdata + r0 + h,
+                                     .ldc = j.rows,
+                                     .cs = nullptr,
+                                     .lds = 0,
+                                     .stream = false};
+      j.k->tensor_cols(fmt, cb, 1.0f);
+    }
+    for (int64_t c = 0; c < j.cols; ++c) {
+      const int64_t from = c < vc ? vr : 0;  // rows the vector tiles left
+      for (int64_t r = from; r < nr; ++r) {
+        j.cdata[c * j.rows + r0 + r] =
+            encode_one_of(j.cfg.dtype, y[static_cast<size_t>(r * j.cols + c)]);
       }
     }
   }
