@@ -6,13 +6,11 @@
 // block at a time, so the vector builds and the baseline code give the same
 // codes. Row-wise blocks are contiguous runs of a row. The column-wise copy
 // (xᵀ, blocks of 128 down x's columns) goes band by band of 128 rows: the
-// columns' amaxes (rows in order, columns side by side), their scales, the
-// band scaled column by column (exact: the scales are powers of two, and
-// encode(x · s) is encode((x · s) · 1)), then the per-tensor column encoder
-// of cast_simd.h at scale 1 for whole 16 x 16 tiles and the baseline encoder
-// for ragged edges. 128x128 tiles take their scale from the tile's amax,
-// computed first, and encode both copies with it, so the column-wise codes
-// are the row-wise ones transposed.
+// columns' amaxes (rows in order, columns side by side), their scales, then
+// cast_simd.h's column encoder with a scale per column for whole 16 x 16
+// tiles (64 rows at a time) and the baseline encoder for ragged edges. 128x128 tiles take their
+// scale from the tile's amax, computed first, and encode both copies with it, so the column-wise
+// codes are the row-wise ones transposed.
 #include "weft/kernels/cpu/cast_block128.h"
 
 #include <algorithm>
@@ -149,23 +147,14 @@ WEFT_CAST_CLONES void column_amax(const float* x, int64_t nr, int64_t cols, uint
   }
 }
 
-// y[r][c] = x[r][c] · s[c].
-WEFT_CAST_CLONES void scale_columns(const float* x, int64_t nr, int64_t cols, const float* s,
-                                    float* y) {
-  for (int64_t r = 0; r < nr; ++r) {
-    for (int64_t c = 0; c < cols; ++c) y[r * cols + c] = x[r * cols + c] * s[c];
-  }
-}
-
 // The column-wise copy, by bands of 128 rows; returns the amax bits.
 uint32_t columns_pass(const ExecContext& ec, const Job& j) {
   const int64_t bands = ceil_div(j.rows, kB), tc = ceil_div(j.cols, kB);
   const bool tiled = j.cfg.mode == ScalingMode::block_128x128;
   const int fmt = simd_format(j.cfg.dtype);
   uint32_t all = 0;
-  // Scratch per thread, for all its bands (allocating per band pays page
-  // faults: the scaled band is 512 KiB at 1024 columns).
-  thread_local std::vector<float> buf, s, y;
+  // Scratch per thread, for all its bands.
+  thread_local std::vector<float> buf, s;
   thread_local std::vector<uint32_t> m;
 #pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : all)
   for (int64_t t = 0; t < bands; ++t) {
@@ -186,15 +175,12 @@ uint32_t columns_pass(const ExecContext& ec, const Job& j) {
         j.cscales[c * bands + t] = 1.0f / s[static_cast<size_t>(c)];
       }
     }
-    // The band scaled column by column: encode(x · s) is encode((x · s) · 1),
-    // so the per-tensor column encoder of cast_simd.h (scale 1) writes the
+    // The column encoder of cast_simd.h with a scale per column writes the
     // codes of whole 16 x 16 tiles transposed; the rest element by element.
-    y.resize(static_cast<size_t>(nr * j.cols));
-    scale_columns(band, nr, j.cols, s.data(), y.data());
     const int64_t vr = j.k != nullptr ? nr / 16 * 16 : 0,
                   vc = j.k != nullptr ? j.cols / 16 * 16 : 0;
     for (int64_t h = 0; h < vr && vc > 0; h += 64) {
-      const cast_simd::ColumnBand cb{.x = y.data() + h * j.cols,
+      const cast_simd::ColumnBand cb{.x = band + h * j.cols,
                                      .ld = j.cols,
                                      .nr = std::min<int64_t>(64, vr - h),
                                      .nc = vc,
@@ -203,13 +189,13 @@ uint32_t columns_pass(const ExecContext& ec, const Job& j) {
                                      .cs = nullptr,
                                      .lds = 0,
                                      .stream = false};
-      j.k->tensor_cols(fmt, cb, 1.0f);
+      j.k->scaled_cols(fmt, cb, s.data());
     }
     for (int64_t c = 0; c < j.cols; ++c) {
       const int64_t from = c < vc ? vr : 0;  // rows the vector tiles left
       for (int64_t r = from; r < nr; ++r) {
         j.cdata[c * j.rows + r0 + r] =
-            encode_one_of(j.cfg.dtype, y[static_cast<size_t>(r * j.cols + c)]);
+            encode_one_of(j.cfg.dtype, band[r * j.cols + c] * s[static_cast<size_t>(c)]);
       }
     }
   }

@@ -83,6 +83,9 @@ struct Kernels {
   // The band's codes go to the column-wise copy (its rows are x's columns).
 
   void (*tensor_cols)(int fmt, const ColumnBand& band, float s);
+  // The same with one scale per column of x: codes encode(x(r, c) · col_scale[c])
+  // (col_scale indexed from the band's column 0; fp8-block's column blocks).
+  void (*scaled_cols)(int fmt, const ColumnBand& band, const float* col_scale);
   void (*mx_cols)(int fmt, const ColumnBand& band, float inv_max);
   // tile_scales: the 16x16 tiles' scale codes of column 0's tiles down the
   // band (one per 16 rows), tile_ld apart from one 16 columns to the next;
