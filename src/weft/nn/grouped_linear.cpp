@@ -85,6 +85,11 @@ std::vector<std::string> GroupedLinear::own_parameters_elsewhere() {
   return out;
 }
 
+parallel::LocalShardSource* GroupedLinear::packs(size_t e) const {
+  if (!quantizers_.empty() || pc_->precision.gemm_input() != DType::bf16) return nullptr;
+  return dynamic_cast<parallel::LocalShardSource*>(sources_[e].get());
+}
+
 Tensor GroupedLinear::forward(Ctx&, const Tensor&) {
   WEFT_FAIL("{}: GroupedLinear::forward needs the rows per expert: forward(ctx, x, counts)",
             cfg_.name);
@@ -106,6 +111,15 @@ Tensor GroupedLinear::forward(Ctx& ctx, const Tensor& x, std::span<const int64_t
   int64_t start = 0;
   for (size_t e = 0; e < sources_.size(); ++e) {
     parallel::GemmQuantizer* q = quantizers_.empty() ? nullptr : quantizers_[e].get();
+    parallel::LocalShardSource* local = packs(e);
+    if (local) {
+      const kernels::PackedWeight& w = local->packed_weight(false, ctx);
+      const int64_t n = counts[e];
+      Tensor ye = y.rows(start, n);
+      kernels::gemm(ec, s.x.rows(start, n), w, ye, {.trans_b = true});
+      start += n;
+      continue;
+    }
     const Tensor w =
         q ? sources_[e]->quantized_weight(*q, false, ctx) : sources_[e]->weight_for_forward(ctx);
     const int64_t n = counts[e];
@@ -137,13 +151,21 @@ Tensor GroupedLinear::backward(Ctx& ctx, const Tensor& dy_in) {
   for (size_t e = 0; e < sources_.size(); ++e) {
     parallel::WeightSource& src = *sources_[e];
     parallel::GemmQuantizer* q = quantizers_.empty() ? nullptr : quantizers_[e].get();
-    const Tensor w = q ? src.quantized_weight(*q, true, ctx) : src.weight_for_backward(ctx);
+    parallel::LocalShardSource* local = packs(e);
+    const kernels::PackedWeight* packed = local ? &local->packed_weight(true, ctx) : nullptr;
+    const Tensor w = packed ? Tensor()
+                     : q    ? src.quantized_weight(*q, true, ctx)
+                            : src.weight_for_backward(ctx);
     Tensor wgrad = src.weight_grad(ctx);
     const int64_t n = saved.counts[e];
     if (n > 0) {
       const Tensor dye = dy.rows(start, n), xe = saved.x.rows(start, n);
       Tensor dxe = dx.rows(start, n);
-      kernels::gemm(ec, q ? q->operand(Op::grad_output, dye, false, ctx) : dye, w, dxe);
+      if (packed) {
+        kernels::gemm(ec, dye, *packed, dxe);
+      } else {
+        kernels::gemm(ec, q ? q->operand(Op::grad_output, dye, false, ctx) : dye, w, dxe);
+      }
       kernels::gemm(ec, q ? q->operand(Op::grad_output, dye, true, ctx) : dye,
                     q ? q->operand(Op::input, xe, true, ctx) : xe, wgrad,
                     {.trans_a = true, .accumulate = true, .alpha = wgrad_scale});

@@ -33,11 +33,16 @@
 // The GEMMs are a loop over the local experts: fetch the expert's weight,
 // multiply its row block (a view, no copy), release. A single grouped call
 // would need every expert's weight resident at once, which GTP exists to
-// avoid; at GPT-2-small width 8 experts run at 0.9x or more of one dense GEMM
-// of the same total size (`weft bench gemm`, the grouped row). Experts without
-// rows skip their GEMMs but still fetch their weights and finalize their
-// (zero) gradients, so that every pass asks for the same weights in the same
-// order (the prefetch chain records it).
+// avoid. Under bf16 on the CPU an expert's few hundred rows would pay oneDNN's
+// copy of the weight into its blocked layout in every product, so experts
+// with a plain source read their weight packed (LocalShardSource::
+// packed_weight: packed once per cast, i.e. once per optimizer step when the
+// passes reuse casts, as the trainer's do; the products are bit for bit the
+// plain ones). At GPT-2-small width 8 experts run at 0.9x or more of one
+// dense GEMM of the same total size (`weft bench gemm`, the grouped row).
+// Experts without rows skip their GEMMs but still fetch their weights and
+// finalize their (zero) gradients, so that every pass asks for the same
+// weights in the same order (the prefetch chain records it).
 #pragma once
 
 #include <cstdint>
@@ -92,6 +97,9 @@ class GroupedLinear : public Module {
   static GroupedLinearConfig checked(GroupedLinearConfig cfg, int tp, int ep);
   std::string expert_name(int64_t global_expert) const;  // "h.0.mlp.fc1.experts.3"
   std::string weight_name(int64_t global_expert) const;
+  // Local expert e's source where its products read a packed bf16 weight
+  // (a plain source under the bf16 recipe); null otherwise.
+  parallel::LocalShardSource* packs(size_t e) const;
 
   ContextPtr pc_;
   GroupedLinearConfig cfg_;
