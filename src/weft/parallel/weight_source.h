@@ -20,6 +20,8 @@
 #pragma once
 
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "weft/core/exec_context.h"
 #include "weft/kernels/gemm.h"
@@ -49,6 +51,30 @@ class WeightSource {
   // weight asked for, quantized; generalized tensor parallelism's source
   // quantizes its shard and gathers it in the quantized format.
   virtual Tensor quantized_weight(GemmQuantizer& quantizer, bool columnwise, PassContext& pass);
+};
+
+// WeightBatch: the weights of several sources of one shape that a module
+// reads together (a GroupedLinear's local experts), fetched as one: under
+// generalized tensor parallelism one all-gather brings all of them and one
+// reduce-scatter reduces all their gradients (gtp::SourceBatch), at the cost
+// of holding every one of them gathered at once. A pass calls, in order:
+//   weights_for_forward(pass)            (or quantized_weights(.., false, ..))
+//   weights_for_backward(pass)           (or quantized_weights(.., true, ..))
+//   weight_grads(pass)                   f32 buffers the wgrad GEMMs accumulate into
+//   finalize_weight_grads(pass)          they hold this pass's gradients
+// Each vector holds one tensor per source, in the sources' order, valid as a
+// WeightSource's weights are (until the next weight is asked for).
+class WeightBatch {
+ public:
+  virtual ~WeightBatch() = default;
+  virtual std::vector<Tensor> weights_for_forward(PassContext& pass) = 0;
+  virtual std::vector<Tensor> weights_for_backward(PassContext& pass) = 0;
+  // Under a quantized recipe: source i's weight quantized by quantizers[i]
+  // as the GEMM operand (WeightSource::quantized_weight for all of them).
+  virtual std::vector<Tensor> quantized_weights(std::span<GemmQuantizer* const> quantizers,
+                                                bool columnwise, PassContext& pass) = 0;
+  virtual std::vector<Tensor> weight_grads(PassContext& pass) = 0;
+  virtual void finalize_weight_grads(PassContext& pass) = 0;
 };
 
 // The plain source: this rank's shard of a parameter (all of it without TP),
