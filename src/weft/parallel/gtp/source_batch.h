@@ -19,7 +19,10 @@
 // gradients) at once — E experts' where a source at a time holds one; with
 // the default prefetch depth two batches (E·2 experts' weights) can be alive.
 // What it saves is E - 1 collectives per use and pass, the latency that
-// dominates when experts are small.
+// dominates when experts are small. On the host backends (local, mpi) a
+// coalesced collective packs its tensors into one temporary buffer and
+// copies the result out (comm/process_group.h): during a batch's gather a
+// transient second copy of its gathered weights, and a copy in and out.
 #pragma once
 
 #include <memory>
