@@ -65,6 +65,16 @@ Cache& cache() {
   return c;
 }
 
+// One thread at a time creates a primitive: oneDNN's primitive cache hands a
+// second thread asking for the same matmul (or reorder) the object the first
+// one built, published inside libdnnl through synchronization that
+// ThreadSanitizer cannot see (make test-tsan found the second thread's query
+// of it as a race). Creation happens once per shape and thread.
+std::mutex& creation_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 void put(Key& key, size_t& i, const Operand& op) {
   // A packed operand: ndims 0 (no plain operand has it), then its dims.
   key[i++] = op.layout ? 0 : op.ndims;
@@ -115,13 +125,7 @@ void execute_matmul(const ExecContext& ec, const Operand& a, const Operand& b, c
   Cache& cc = cache();
   auto it = cc.entries.find(key);
   if (it == cc.entries.end()) {
-    // One thread at a time creates a primitive: oneDNN's primitive cache
-    // hands a second thread asking for the same matmul the object the first
-    // one built, published inside libdnnl through synchronization that
-    // ThreadSanitizer cannot see (make test-tsan found the second thread's
-    // query of it as a race). Creation happens once per shape and thread.
-    static std::mutex creation;
-    const std::lock_guard<std::mutex> lock(creation);
+    const std::lock_guard<std::mutex> lock(creation_mutex());
     try {
       memory::desc bias_md;
       if (bias) {
@@ -399,6 +403,7 @@ const memory::desc& packed_layout(int64_t k, int64_t n) {
   const memory::desc c({kRows, n}, bf16, memory::format_tag::ab);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const std::lock_guard<std::mutex> lock(creation_mutex());
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cpu::engine());
   return layouts.emplace(std::make_pair(k, n), pd.weights_desc()).first->second;
 }
@@ -423,6 +428,7 @@ bool pack_b_cpu(const ExecContext& ec, const Tensor& b, bool trans_b, Tensor& pa
     const std::array<int64_t, 3> key{plain.dims[0], plain.dims[1], trans_b ? 1 : 0};
     auto it = reorders.find(key);
     if (it == reorders.end()) {
+      const std::lock_guard<std::mutex> lock(creation_mutex());
       const dnnl::reorder::primitive_desc pd(cpu::engine(), src, cpu::engine(), layout);
       it = reorders.emplace(key, dnnl::reorder(pd)).first;
     }
