@@ -32,8 +32,9 @@ struct Options {
   // formats such as MXFP8 need their block size).
   int64_t alignment = 16;
   // Gathered weights alive at once: the one the GEMMs read and those
-  // prefetched behind it. 2 (the default): one layer computes while the
-  // next layer's all-gather runs; 1: no prefetch.
+  // prefetched behind it (a batch of experts, below, counts as one). 2 (the
+  // default): one layer computes while the next layer's all-gather runs; 1:
+  // no prefetch.
   int cache_weights = 2;
   GradAccumulation grad_accumulation = GradAccumulation::shard;
   // A GroupedLinear's local experts gathered by one all-gather and reduced
