@@ -45,7 +45,7 @@ test-asan: deps
 # accounting, gradient sync, checkpoints and the trainer; built in build-tsan/
 # (WEFT_SANITIZE=thread). One kernel thread per rank: libgomp, which the
 # kernels' OpenMP regions run on, is not built with TSan (tests/tsan.supp).
-TSAN_TESTS := ^(Worlds/LocalCollectives|LocalFaults|LocalBackend|GridLayout|Reduce|Worlds/Mappings|Mapping|RngTracker|Threads|Timeout|Memory|GradSync|TrainerTest|KvReplication|Checkpoint|SaveFaults|Layouts/Overlap|OverlapOrder|OverlapFallback|Worlds/Schedules|ScheduleErrors|GtpChain|GtpRows|WeightCache|GtpTrainer|EpTrainer|DelayedScaling)[./]
+TSAN_TESTS := ^(Worlds/LocalCollectives|LocalFaults|LocalBackend|GridLayout|Reduce|Worlds/Mappings|Mapping|RngTracker|Threads|Timeout|Memory|GradSync|TrainerTest|KvReplication|Checkpoint|SaveFaults|Layouts/Overlap|OverlapOrder|OverlapFallback|Worlds/Schedules|ScheduleErrors|GtpChain|GtpBatch|GtpRows|WeightCache|GtpTrainer|EpTrainer|DelayedScaling)[./]
 TSAN_TARGETS := comm_tests core_tests parallel_tests optim_tests io_tests train_tests
 test-tsan: deps
 	@cmake -S . -B build-tsan -G Ninja $(SAN_FLAGS) -DWEFT_SANITIZE=thread >/dev/null

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <iterator>
 
 #include "testing.h"
 #include "weft/core/threads.h"
@@ -114,6 +116,35 @@ TEST(Elementwise, AddAxpyScale) {
   EXPECT_THROW(add(ec, a, wrong, out), Error);
   Tensor i32 = Tensor::zeros({50}, DType::i32);
   EXPECT_THROW(add(ec, a, i32, out), Error);
+}
+
+// convert: bit for bit Tensor::copy_from's conversion, f32 -> bf16 (ties
+// to even, NaNs kept NaN, infinities, subnormals, values that round up to
+// infinity) and back, over more elements than one parallel chunk, at one
+// thread and at all.
+TEST(Elementwise, ConvertIsCopyFromBitForBit) {
+  const int64_t n = (int64_t{1} << 16) + 37;
+  Tensor f = random_tensor({n}, 11, -3, 3);
+  const uint32_t special[] = {0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7f800000u, 0xff800000u,
+                              0x00000001u, 0x80400000u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu,
+                              0x3f80ffffu, 0x00000000u, 0x80000000u};
+  for (size_t i = 0; i < std::size(special); ++i) {
+    f.data<float>()[i * 997] = bits_to_f32(special[i]);
+  }
+  for (const int threads : {1, 0}) {
+    set_num_threads(threads);
+    Tensor want = Tensor::empty({n}, DType::bf16), got = Tensor::empty({n}, DType::bf16);
+    want.copy_from(f);
+    convert(ec, f, got);
+    EXPECT_EQ(std::memcmp(want.raw(), got.raw(), static_cast<size_t>(want.nbytes())), 0);
+    Tensor back_want = Tensor::empty({n}), back_got = Tensor::empty({n});
+    back_want.copy_from(got);
+    convert(ec, got, back_got);
+    EXPECT_EQ(std::memcmp(back_want.raw(), back_got.raw(), static_cast<size_t>(n * 4)), 0);
+  }
+  set_num_threads(0);
+  Tensor wrong = Tensor::empty({n - 1}, DType::bf16);
+  EXPECT_THROW(convert(ec, f, wrong), Error);
 }
 
 }  // namespace

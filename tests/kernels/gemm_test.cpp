@@ -227,6 +227,53 @@ TEST(Gemm, ShapeMismatchIsAClearError) {
   EXPECT_THROW(gemm(ec, i, i, c), Error);
 }
 
+// A packed weight (pack_b) gives the plain weight's product bit for bit, in
+// both directions a layer reads it (x·Wᵀ forward, dy·W dgrad), for row
+// counts a grouped layer's experts get (none, one, odd, a few hundred), into
+// bf16 and accumulated f32 outputs; on a CPU with native bf16 kernels the
+// weight is packed, elsewhere (and under f32) products read it plain.
+TEST(Gemm, PackedWeightEqualsPlainBitForBit) {
+  const int64_t out = 96, in = 80;
+  for (const DType dt : {DType::bf16, DType::f32}) {
+    const Tensor w = random_tensor({out, in}, 31, -1, 1, dt);
+    for (const bool trans_b : {true, false}) {
+      SCOPED_TRACE(format("{} trans_b {}", dtype_name(dt), trans_b));
+      PackedWeight p;
+      pack_b(ec, w, trans_b, p);
+      EXPECT_EQ(p.packed(), dt == DType::bf16 && cpu_support().native_bf16);
+      EXPECT_EQ(p.k(), trans_b ? in : out);
+      EXPECT_EQ(p.n(), trans_b ? out : in);
+      for (const int64_t m : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{256}}) {
+        const Tensor a = random_tensor({m, p.k()}, 40 + static_cast<uint32_t>(m), -1, 1, dt);
+        Tensor plain = Tensor::zeros({m, p.n()}, dt), packed = Tensor::zeros({m, p.n()}, dt);
+        gemm(ec, a, w, plain, {.trans_b = trans_b});
+        gemm(ec, a, p, packed, {.trans_b = trans_b});
+        EXPECT_EQ(packed.to_vector(), plain.to_vector()) << m << " rows";
+        // wgrad-style: f32 output, accumulated, scaled.
+        Tensor acc = random_tensor({m, p.n()}, 50, -1, 1, DType::f32), acc2 = acc.clone();
+        gemm(ec, a, w, acc, {.trans_b = trans_b, .accumulate = true, .alpha = 0.5f});
+        gemm(ec, a, p, acc2, {.trans_b = trans_b, .accumulate = true, .alpha = 0.5f});
+        EXPECT_EQ(acc2.to_vector(), acc.to_vector()) << m << " rows, accumulated";
+      }
+    }
+  }
+  // Packing again into the same PackedWeight reuses its buffer.
+  const Tensor w = random_tensor({out, in}, 32, -1, 1, DType::bf16);
+  PackedWeight p;
+  pack_b(ec, w, true, p);
+  const Tensor first = p.plain();
+  MemoryTracker tracker;
+  {
+    ScopedMemoryTracker scope(tracker);
+    pack_b(ec, w, true, p);
+  }
+  EXPECT_EQ(tracker.device(Device::cpu()).peak, 0);
+  EXPECT_TRUE(p.plain().same_storage(first));
+  Tensor a = random_tensor({4, in}, 33, -1, 1, DType::bf16),
+         c = Tensor::zeros({4, out}, DType::bf16);
+  EXPECT_THROW(gemm(ec, a, p, c, {.trans_b = false}), Error);
+}
+
 TEST(BatchedGemm, HeadsInsidePackedBuffer) {
   // qkv (B,T,3C) with H heads of D: scores[b,h] = q[b,:,h] · k[b,:,h]ᵀ, no copies.
   const int64_t B = 2, T = 5, H = 3, D = 4, C = H * D;

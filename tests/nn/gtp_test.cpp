@@ -12,6 +12,7 @@
 #include "weft/comm/local.h"
 #include "weft/kernels/activation.h"
 #include "weft/nn/gpt.h"
+#include "weft/nn/grouped_linear.h"
 #include "weft/nn/weight_sources.h"
 #include "weft/optim/grad_norm.h"
 #include "weft/parallel/gtp/runtime.h"
@@ -210,6 +211,52 @@ INSTANTIATE_TEST_SUITE_P(
       for (char& ch : name) ch = ch == '-' ? '_' : ch;
       return name;
     });
+
+// A GroupedLinear's experts under GTP: batched (the default), one all-gather
+// per forward and per backward and one reduce-scatter per pass bring and
+// reduce all of its experts; unbatched, one each per expert. Both compute
+// the same outputs and gradients, bit for bit, in f32, bf16 and fp8 (each
+// expert's shard quantized by its own quantizer).
+TEST(GtpGroupedLinear, BatchedIsOneCollectivePerUseAndEqualsUnbatched) {
+  constexpr int64_t E = 4, in = 24, out = 40;
+  const std::vector<int64_t> counts{5, 0, 3, 9};
+  comm::run_local(2, [&](comm::ProcessGroup& world) {
+    auto gtp = world.new_subgroups_by_enumeration({{0, 1}}, "gtp");
+    for (const parallel::Recipe recipe :
+         {parallel::Recipe::f32, parallel::Recipe::bf16, parallel::Recipe::fp8_current}) {
+      SCOPED_TRACE(parallel::recipe_name(recipe));
+      std::vector<std::vector<float>> results[2];
+      for (const bool batched : {false, true}) {
+        SCOPED_TRACE(batched ? "batched" : "one expert at a time");
+        auto c = std::make_shared<parallel::ParallelContext>(*ctx_of(nullptr));
+        c->precision = parallel::Precision::of(recipe);
+        parallel::gtp::enable(*c, gtp, {.batch_experts = batched});
+        GroupedLinear g(c, {.name = "m", .experts = E, .in = in, .out = out});
+        EXPECT_EQ(g.batched(), batched);
+        const DType dt = c->compute();
+        for (int pass = 0; pass < 3; ++pass) {
+          const Tensor x = on_test_device(
+              weft::testing::random_tensor({17, in}, 10 * pass + world.rank(), -1, 1, dt));
+          const Tensor dy = on_test_device(
+              weft::testing::random_tensor({17, out}, 20 * pass + world.rank(), -1, 1, dt));
+          const comm::CommStats before = gtp->stats();
+          Ctx ctx;
+          results[batched].push_back(g.forward(ctx, x, counts).to_vector());
+          results[batched].push_back(g.backward(ctx, dy).to_vector());
+          const comm::CommStats after = gtp->stats();
+          EXPECT_EQ(after.count(comm::OpKind::all_gather) - before.count(comm::OpKind::all_gather),
+                    batched ? 2 : 2 * E);
+          EXPECT_EQ(after.count(comm::OpKind::reduce_scatter) -
+                        before.count(comm::OpKind::reduce_scatter),
+                    batched ? 1 : E);
+        }
+        c->gtp_runtime->chain.drain();
+        for (int64_t e = 0; e < E; ++e) results[batched].push_back(g.weight(e).grad.to_vector());
+      }
+      EXPECT_EQ(results[1], results[0]);
+    }
+  });
+}
 
 }  // namespace
 }  // namespace weft::nn

@@ -8,6 +8,7 @@
 
 #include "contexts.h"
 #include "testing.h"
+#include "weft/kernels/gemm.h"
 #include "weft/nn/grouped_linear.h"
 #include "weft/nn/router.h"
 
@@ -166,6 +167,50 @@ TEST(GroupedLinear, MatchesPerExpertProducts) {
     EXPECT_TRUE(close(dw, g.weight(e).grad.to_vector(), Tolerance{1e-5, 1e-6}));
     EXPECT_EQ(g.weight(e).name, format("m.experts.{}.weight", e));
     row += counts[static_cast<size_t>(e)];
+  }
+}
+
+// Under bf16 the experts' products (read from packed weights where the CPU
+// packs them) are bit for bit those of kernels::gemm on each expert's cast
+// weight and row block, over passes that reuse the casts and after the
+// weights change.
+TEST(GroupedLinear, Bf16EqualsPerExpertGemmsBitForBit) {
+  auto pc = ctx_of(nullptr, parallel::SequenceParallel::off, DType::bf16);
+  const int64_t in = 48, out = 80;
+  GroupedLinear g(pc, {.name = "m", .experts = E, .in = in, .out = out});
+  const std::vector<int64_t> counts{37, 0, 1, 64};
+  const ExecContext& ec = pc->exec;
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(format("step {}", step));
+    if (step == 2) {  // an optimizer step: new values, a new version
+      for (int64_t e = 0; e < E; ++e) {
+        Parameter& w = g.weight(e);
+        w.value.copy_from(random_tensor(w.value.shape(), 90 + static_cast<uint32_t>(e)));
+        ++w.version;
+      }
+    }
+    std::vector<Tensor> grads_before;
+    for (int64_t e = 0; e < E; ++e) grads_before.push_back(g.weight(e).grad.clone());
+    Tensor x = on_test_device(random_tensor({102, in}, 10 + step, -1, 1, DType::bf16));
+    Tensor dy = on_test_device(random_tensor({102, out}, 20 + step, -1, 1, DType::bf16));
+    Ctx ctx;
+    ctx.set_reuse_weight_casts(true);
+    const Tensor y = g.forward(ctx, x, counts);
+    const Tensor dx = g.backward(ctx, dy);
+    int64_t row = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t n = counts[static_cast<size_t>(e)];
+      const Tensor w = g.weight(e).value.to(DType::bf16);
+      Tensor ye = ec.zeros({n, out}, DType::bf16), dxe = ec.zeros({n, in}, DType::bf16);
+      Tensor dw = grads_before[static_cast<size_t>(e)];
+      kernels::gemm(ec, x.rows(row, n), w, ye, {.trans_b = true});
+      kernels::gemm(ec, dy.rows(row, n), w, dxe);
+      kernels::gemm(ec, dy.rows(row, n), x.rows(row, n), dw, {.trans_a = true, .accumulate = true});
+      EXPECT_EQ(y.rows(row, n).to_vector(), ye.to_vector()) << "expert " << e;
+      EXPECT_EQ(dx.rows(row, n).to_vector(), dxe.to_vector()) << "expert " << e;
+      EXPECT_EQ(g.weight(e).grad.to_vector(), dw.to_vector()) << "expert " << e;
+      row += n;
+    }
   }
 }
 

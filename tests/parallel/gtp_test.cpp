@@ -14,6 +14,7 @@
 #include "weft/kernels/activation.h"
 #include "weft/parallel/gtp/runtime.h"
 #include "weft/parallel/gtp/sharded_weight_source.h"
+#include "weft/parallel/gtp/source_batch.h"
 #include "weft/parallel/mappings.h"
 
 namespace weft::parallel::gtp {
@@ -331,6 +332,179 @@ TEST(GtpChain, ReportsEachGradientFinalOncePerPass) {
     run_pass(m, world.rank(), mark);
     EXPECT_EQ(reported, (std::vector<std::string>{"finalized 2", "w2.weight", "finalized 1",
                                                   "w1.weight", "w0.weight", "finalized 0"}));
+  });
+}
+
+// A batch of sources (a GroupedLinear's experts) between two single
+// weights on the chain: layer 1 is kExperts weights of one shape, gathered by
+// one all_gather_coalesced per use and reduced by one
+// reduce_scatter_coalesced per pass, or (unbatched) one source each.
+constexpr int kExperts = 3;
+const Shape kExpertShape{20, 8};  // unaligned: padded to 32 rows over 2 ranks
+
+struct BatchModel {
+  std::shared_ptr<ParallelContext> context;
+  std::vector<std::unique_ptr<ShardedWeightSource>> sources;  // w0, experts, w2
+  std::unique_ptr<SourceBatch> batch;                         // over the experts, or null
+  ShardedWeightSource& expert(int e) { return *sources[static_cast<size_t>(1 + e)]; }
+};
+
+Tensor expert_value(int e) { return random_tensor(kExpertShape, 50 + e); }
+Tensor expert_gradient(int e, int rank, int micro) {
+  return random_tensor(kExpertShape, 500 + 10 * e + rank + 100 * micro);
+}
+
+BatchModel make_batch_model(std::shared_ptr<comm::ProcessGroup> group, bool batched,
+                            Options options = {}) {
+  BatchModel m;
+  m.context = std::make_shared<ParallelContext>();
+  enable(*m.context, group, std::move(options));
+  const auto add = [&](const std::string& name, const Tensor& value) {
+    m.sources.push_back(std::make_unique<ShardedWeightSource>(
+        whole_weight(name, value), group, m.context->gtp_runtime, m.context->precision,
+        m.context->exec));
+  };
+  add("w0.weight", random_tensor(kShapes[0], 10));
+  for (int e = 0; e < kExperts; ++e) add(format("x.experts.{}.weight", e), expert_value(e));
+  add("w2.weight", random_tensor(kShapes[2], 12));
+  if (batched) {
+    std::vector<ShardedWeightSource*> experts;
+    for (int e = 0; e < kExperts; ++e) experts.push_back(&m.expert(e));
+    m.batch = std::make_unique<SourceBatch>(experts, m.context->gtp_runtime);
+  }
+  return m;
+}
+
+// One pass over w0, the experts, w2 and back; every weight checked, every
+// gradient the rank's (micro: the microbatch).
+void run_batch_pass(BatchModel& m, int rank, PassContext& pass, int micro = 0) {
+  // Layer i of kShapes (0 or 2): the first source or the last.
+  const auto single = [&](int i, bool backward) {
+    ShardedWeightSource& s = i == 0 ? *m.sources.front() : *m.sources.back();
+    const Tensor w = backward ? s.weight_for_backward(pass) : s.weight_for_forward(pass);
+    EXPECT_EQ(w.to_vector(), random_tensor(kShapes[i], 10 + i).to_vector());
+    if (!backward) return;
+    Tensor g = s.weight_grad(pass);
+    kernels::axpy(ExecContext::host(), 1.0f, rank_gradient(i, rank), g);
+    s.finalize_weight_grad(pass, g);
+  };
+  const auto experts = [&](bool backward) {
+    std::vector<Tensor> ws, gs;
+    if (m.batch) {
+      ws = backward ? m.batch->weights_for_backward(pass) : m.batch->weights_for_forward(pass);
+      if (backward) gs = m.batch->weight_grads(pass);
+    }
+    for (int e = 0; e < kExperts; ++e) {
+      ShardedWeightSource& s = m.expert(e);
+      const Tensor w = m.batch    ? ws[static_cast<size_t>(e)]
+                       : backward ? s.weight_for_backward(pass)
+                                  : s.weight_for_forward(pass);
+      EXPECT_EQ(w.to_vector(), expert_value(e).to_vector()) << "expert " << e;
+      if (!backward) continue;
+      Tensor g = m.batch ? gs[static_cast<size_t>(e)] : s.weight_grad(pass);
+      EXPECT_EQ(g.shape(), kExpertShape);
+      kernels::axpy(ExecContext::host(), 1.0f, expert_gradient(e, rank, micro), g);
+      if (!m.batch) s.finalize_weight_grad(pass, g);
+    }
+    if (m.batch && backward) m.batch->finalize_weight_grads(pass);
+  };
+  single(0, false);
+  experts(false);
+  single(2, false);
+  single(2, true);
+  experts(true);
+  single(0, true);
+}
+
+// The experts' shard gradients after the passes (drained).
+std::vector<std::vector<float>> expert_grads(BatchModel& m) {
+  m.context->gtp_runtime->chain.drain();
+  std::vector<std::vector<float>> out;
+  for (int e = 0; e < kExperts; ++e) out.push_back(m.expert(e).parameter().grad.to_vector());
+  return out;
+}
+
+TEST(GtpBatch, OneAllGatherPerUseAndOneReduceScatterPerPass) {
+  comm::run_local(2, [&](comm::ProcessGroup& world) {
+    auto group = world.new_subgroups_by_enumeration({{0, 1}}, "gtp");
+    std::vector<std::vector<float>> grads[2];
+    for (const bool batched : {false, true}) {
+      SCOPED_TRACE(batched ? "batched" : "one source at a time");
+      BatchModel m = make_batch_model(group, batched);
+      for (int pass = 0; pass < 4; ++pass) {
+        const comm::CommStats before = group->stats();
+        const PrefetchChain::Stats chain_before = m.context->gtp_runtime->chain.stats();
+        PassContext ctx;
+        run_batch_pass(m, world.rank(), ctx);
+        const comm::CommStats after = group->stats();
+        const int64_t expert_collectives = batched ? 1 : kExperts;
+        // Forward and backward: w0, w2 and the experts' gathers.
+        EXPECT_EQ(after.count(comm::OpKind::all_gather) - before.count(comm::OpKind::all_gather),
+                  2 * (2 + expert_collectives));
+        EXPECT_EQ(
+            after.count(comm::OpKind::reduce_scatter) - before.count(comm::OpKind::reduce_scatter),
+            2 + expert_collectives);
+        const PrefetchChain::Stats& chain = m.context->gtp_runtime->chain.stats();
+        EXPECT_EQ(chain.gathers - chain_before.gathers, 2 * (2 + expert_collectives));
+        EXPECT_EQ(chain.reductions - chain_before.reductions, 2 + expert_collectives);
+      }
+      // After the recording pass the batch was prefetched along the chain
+      // like any weight, and the cache held at most two members at once.
+      EXPECT_TRUE(m.context->gtp_runtime->chain.recorded());
+      EXPECT_GT(m.context->gtp_runtime->chain.stats().prefetched, 0);
+      EXPECT_EQ(m.context->gtp_runtime->cache.peak_live_weights(), 2);
+      EXPECT_EQ(m.context->gtp_runtime->cache.live_weights(), 0);
+      grads[batched ? 1 : 0] = expert_grads(m);
+      // Each shard's gradient: the mean over the ranks, four passes of it.
+      for (int e = 0; e < kExperts; ++e) {
+        Tensor mean = Tensor::zeros(kExpertShape);
+        for (int r = 0; r < 2; ++r)
+          kernels::axpy(ExecContext::host(), 0.5f, expert_gradient(e, r, 0), mean);
+        kernels::scale(ExecContext::host(), mean, 4.0f);
+        const Parameter& p = m.expert(e).parameter();
+        EXPECT_TRUE(close(shard_of(p.spec, mean), p.grad, kF32, 1.0)) << "expert " << e;
+      }
+    }
+    // Batched reductions are the single ones, bit for bit.
+    EXPECT_EQ(grads[1], grads[0]);
+  });
+}
+
+// Steady-state batched passes allocate nothing, and under full-gradient
+// accumulation the batch reduces once a step, equal to one source at a time.
+TEST(GtpBatch, SteadyStateAllocatesNothingAndFullAccumulationAgrees) {
+  comm::run_local(2, [&](comm::ProcessGroup& world) {
+    auto group = world.new_subgroups_by_enumeration({{0, 1}}, "gtp");
+    {
+      BatchModel m = make_batch_model(group, true);
+      for (int pass = 0; pass < 2; ++pass) {
+        PassContext ctx;
+        run_batch_pass(m, world.rank(), ctx);
+      }
+      const int64_t buffers = m.context->gtp_runtime->cache.buffers();
+      PassContext ctx;
+      run_batch_pass(m, world.rank(), ctx);
+      EXPECT_EQ(m.context->gtp_runtime->cache.buffers(), buffers);
+    }
+    std::vector<std::vector<float>> grads[2];
+    for (const bool batched : {false, true}) {
+      BatchModel m =
+          make_batch_model(group, batched, {.grad_accumulation = GradAccumulation::full});
+      for (int step = 0; step < 2; ++step) {
+        const comm::CommStats before = group->stats();
+        for (int micro = 0; micro < 3; ++micro) {
+          PassContext ctx;
+          ctx.set_final_microbatch(micro == 2);
+          run_batch_pass(m, world.rank(), ctx, micro);
+        }
+        const comm::CommStats after = group->stats();
+        EXPECT_EQ(
+            after.count(comm::OpKind::reduce_scatter) - before.count(comm::OpKind::reduce_scatter),
+            2 + (batched ? 1 : kExperts));
+      }
+      grads[batched ? 1 : 0] = expert_grads(m);
+    }
+    EXPECT_EQ(grads[1], grads[0]);
   });
 }
 

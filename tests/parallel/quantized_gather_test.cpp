@@ -7,7 +7,7 @@
 // weight's gather issued before this one's GEMMs), each shard is quantized
 // once per step and direction (again when the optimizer writes it or, under
 // delayed scaling, when end_step moved its scale), and steady-state passes
-// allocate nothing.
+// allocate nothing. A SourceBatch moves several such weights in one gather.
 #include "weft/parallel/gtp/quantized_gather.h"
 
 #include <gtest/gtest.h>
@@ -23,6 +23,7 @@
 #include "weft/parallel/context.h"
 #include "weft/parallel/gtp/runtime.h"
 #include "weft/parallel/gtp/sharded_weight_source.h"
+#include "weft/parallel/gtp/source_batch.h"
 
 namespace weft::parallel::gtp {
 namespace {
@@ -241,6 +242,56 @@ TEST(QuantizedGtpChain, GathersAlongTheChainOncePerStep) {
       // Passes that do not allow reuse quantize once each.
       run_pass(m, false, nothing);
       EXPECT_EQ(quantizations(m), before + 2 * per_step);
+    });
+  }
+}
+
+// A batch of the three weights (a GroupedLinear's experts, each with its own
+// quantizer): one all-gather per use moves every weight's quantized data and
+// scales, one reduce-scatter their gradients; each operand is still the whole
+// weight quantized, and each shard is quantized once per step, as alone.
+TEST(QuantizedGtpBatch, MovesEveryWeightsDataAndScalesInOneGather) {
+  for (Recipe r : kRecipes) {
+    SCOPED_TRACE(recipe_name(r));
+    const int64_t per_step = kLayers * (r == Recipe::mxfp8 ? 2 : 1);
+    comm::run_local(2, [&](comm::ProcessGroup& world) {
+      auto group = world.new_subgroups_by_enumeration({{0, 1}}, "gtp");
+      Model m = make_model(r, group);
+      std::vector<ShardedWeightSource*> sources;
+      std::vector<GemmQuantizer*> quantizers;
+      for (int i = 0; i < kLayers; ++i) {
+        sources.push_back(m.sources[static_cast<size_t>(i)].get());
+        quantizers.push_back(m.quantizers[static_cast<size_t>(i)].get());
+      }
+      SourceBatch batch(sources, m.context->gtp_runtime);
+      for (int pass = 0; pass < 3; ++pass) {
+        SCOPED_TRACE(::testing::Message() << "pass " << pass);
+        const comm::CommStats before = group->stats();
+        PassContext ctx, ref_pass;
+        ctx.set_reuse_weight_casts(true);
+        for (const bool col : {false, true}) {
+          const std::vector<Tensor> ws = batch.quantized_weights(quantizers, col, ctx);
+          ASSERT_EQ(ws.size(), static_cast<size_t>(kLayers));
+          for (int i = 0; i < kLayers; ++i) {
+            const Tensor ref = m.ref_quantizers[static_cast<size_t>(i)]->operand(
+                GemmQuantizer::Operand::weight, m.whole[static_cast<size_t>(i)], col, ref_pass);
+            EXPECT_EQ(ws[static_cast<size_t>(i)].to_vector(), ref.to_vector())
+                << "weight " << i << (col ? " backward" : " forward");
+          }
+        }
+        batch.weight_grads(ctx);
+        batch.finalize_weight_grads(ctx);
+        const comm::CommStats after = group->stats();
+        EXPECT_EQ(after.count(comm::OpKind::all_gather) - before.count(comm::OpKind::all_gather),
+                  2);
+        EXPECT_EQ(
+            after.count(comm::OpKind::reduce_scatter) - before.count(comm::OpKind::reduce_scatter),
+            1);
+        EXPECT_EQ(quantizations(m), per_step);
+      }
+      const PrefetchChain::Stats& stats = m.context->gtp_runtime->chain.stats();
+      EXPECT_EQ(stats.quantized_bytes, stats.gathered_bytes);
+      EXPECT_LT(stats.quantized_bytes_per_element(), 1.1);
     });
   }
 }

@@ -3,7 +3,8 @@
 // alone, with TP 2 inside the experts (sequence parallelism off, seq and
 // batch), with GTP 2, with data parallelism and with gradient
 // accumulation — gives the losses, gradient norms (clipping included) and
-// weights of EP 1 on as many data ranks over 20 steps; checkpoints saved
+// weights of EP 1 on as many data ranks over 20 steps; GTP's batched expert
+// gathers train bit for bit as one gather per expert; checkpoints saved
 // at EP 4 resume at EP 4 bitwise and at EP 2 and 1 (and TP 2) within fp32
 // tolerance.
 #include <gtest/gtest.h>
@@ -122,6 +123,22 @@ TEST_F(EpTrainer, GtpShardsEachExpert) {
     }
     EXPECT_EQ(experts, 8);
   });
+}
+
+// GTP's batched expert gathers (the default: one all-gather and one
+// reduce-scatter per MoE layer's GroupedLinear and pass) train bit for bit as
+// one gather per expert (--gtp-batch-experts off), with fewer collectives.
+TEST_F(EpTrainer, GtpBatchedExpertGathersEqualOneAtATime) {
+  TrainConfig batched = config(1, 2, 2, 2);
+  batched.steps = 6;
+  TrainConfig single = batched;
+  single.gtp_batch_experts = false;
+  const RunResult a = run(batched, data_), b = run(single, data_);
+  EXPECT_EQ(a.losses, b.losses);
+  EXPECT_EQ(a.grad_norms, b.grad_norms);
+  EXPECT_EQ(a.val_loss, b.val_loss);
+  ASSERT_EQ(a.params.size(), b.params.size());
+  for (const auto& [name, p] : a.params) EXPECT_EQ(p.values, b.params.at(name).values) << name;
 }
 
 // FP8 with delayed scaling reaches the experts: each expert has its own amax

@@ -225,15 +225,17 @@ void print_grouped_row(const Settings& st, DType dt, int64_t tokens, int64_t wid
     std::printf(
         "{\"layer\":\"moe\",\"op\":\"grouped\",\"experts\":%lld,\"m\":%lld,\"n\":%lld,"
         "\"k\":%lld,\"dtype\":\"%s\",\"device\":\"cpu\",\"ms\":%.4f,\"gflops\":%.1f,"
-        "\"dense_gflops\":%.1f,\"ratio\":%.3f}\n",
+        "\"dense_gflops\":%.1f,\"ratio\":%.3f,\"cast_ms\":%.4f}\n",
         static_cast<long long>(experts), static_cast<long long>(tokens),
         static_cast<long long>(4 * width), static_cast<long long>(width),
-        std::string(dtype_name(dt)).c_str(), t.grouped * 1e3, g, d, g / d);
+        std::string(dtype_name(dt)).c_str(), t.grouped * 1e3, g, d, g / d, t.cast * 1e3);
   } else {
-    std::printf("%-5s %-6s %6lld %6lld %6lld %-5s %-8s %10.3f %10.1f %10.1f %7.3f\n", "moe",
+    std::printf("%-5s %-6s %6lld %6lld %6lld %-5s %-8s %10.3f %10.1f %10.1f %7.3f", "moe",
                 name.c_str(), static_cast<long long>(tokens), static_cast<long long>(4 * width),
                 static_cast<long long>(width), std::string(dtype_name(dt)).c_str(), "grouped",
                 t.grouped * 1e3, g, d, g / d);
+    if (t.cast > 0) std::printf("   + %.3f ms weight casts per step", t.cast * 1e3);
+    std::printf("\n");
   }
   std::fflush(stdout);
 }
@@ -260,7 +262,9 @@ cli::Options run_options() {
                     "The last row per dtype (CPU) is a Mixture-of-Experts fc1: nn::GroupedLinear\n"
                     "with --experts experts of tokens/experts rows each, forward + backward (3\n"
                     "GEMMs per expert), against the 3 dense GEMMs of the same total size; its\n"
-                    "`direct` column is the dense GFLOP/s and ms is per forward + backward.");
+                    "`direct` column is the dense GFLOP/s and ms is per forward + backward. As\n"
+                    "in training, the passes reuse the experts' bf16 weight casts, which are\n"
+                    "made once per optimizer step: the bf16 row ends with their time apart.");
   opts.option("device", "cpu|cuda", "cpu", "where the GEMMs run (cuda: GPU 0, cuBLASLt)")
       .option("dtype", "f32|bf16|both|fp8|all", "both",
               "input type; fp8 (cuda): the bf16 rows, then per-tensor FP8 rows with their "

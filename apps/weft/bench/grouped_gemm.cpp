@@ -23,10 +23,19 @@ GroupedTiming time_grouped_fc1(DType dtype, int64_t tokens, int64_t width, int64
   Tensor x = ec.empty({tokens, width}, dtype), dy = ec.empty({tokens, hidden}, dtype);
   x.fill(0.01f);
   dy.fill(0.02f);
+  // As the trainer runs it: the passes of an optimizer step reuse the
+  // experts' weight casts, made once per step (timed apart, below).
   auto grouped_call = [&] {
     nn::Ctx ctx;
+    ctx.set_reuse_weight_casts(true);
     grouped.forward(ctx, x, counts);
     grouped.backward(ctx, dy);
+  };
+  // The step's weight casts: every expert's f32 weight to the GEMM input
+  // type, as after an optimizer step (nothing under f32).
+  auto cast_call = [&] {
+    nn::Ctx ctx;
+    for (int64_t e = 0; e < grouped.local_experts(); ++e) grouped.source(e).weight_for_forward(ctx);
   };
   // The dense layer: the same three GEMMs over all rows at once.
   Tensor w = ec.empty({hidden, width}, dtype), y = ec.empty({tokens, hidden}, dtype),
@@ -42,9 +51,11 @@ GroupedTiming time_grouped_fc1(DType dtype, int64_t tokens, int64_t width, int64
   const double once = seconds_per_call(grouped_call, 1);
   const int iters = std::max(1, static_cast<int>(min_time / std::max(once, 1e-9)));
   const auto samples = alternate(rounds, {[&] { return seconds_per_call(grouped_call, iters); },
-                                          [&] { return seconds_per_call(dense_call, iters); }});
+                                          [&] { return seconds_per_call(dense_call, iters); },
+                                          [&] { return seconds_per_call(cast_call, iters); }});
   return {.grouped = best(samples[0]),
           .dense = best(samples[1]),
+          .cast = dtype == DType::f32 ? 0.0 : best(samples[2]),
           .flops = 3 * 2.0 * static_cast<double>(tokens) * static_cast<double>(width) *
                    static_cast<double>(hidden)};
 }

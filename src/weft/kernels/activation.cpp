@@ -1,5 +1,6 @@
 #include "weft/kernels/activation.h"
 
+#include "weft/kernels/cpu/onednn.h"
 #include "weft/kernels/dispatch.h"
 #include "weft/kernels/elementwise.h"
 #include "weft/kernels/impl/activation.h"
@@ -106,6 +107,19 @@ void scale(const ExecContext& ec, Tensor& y, float alpha) {
   detail::check_float(y, "scale");
   return detail::dispatch(ec, "scale", {&y},
                           [&]<Backend B>() { return impl::scale<B>(ec, y, alpha); });
+}
+
+void convert(const ExecContext& ec, const Tensor& src, Tensor& dst) {
+  WEFT_CHECK(src.numel() == dst.numel(), "convert: src has {} elements, dst {}", src.numel(),
+             dst.numel());
+  const bool host = ec.device().is_cpu() && src.device().is_cpu() && dst.device().is_cpu();
+  if (host && src.dtype() == DType::f32 && dst.dtype() == DType::bf16) {
+    cpu::narrow_to_bf16(ec, src.data<float>(), dst.bf16_data(), src.numel());
+  } else if (host && src.dtype() == DType::bf16 && dst.dtype() == DType::f32) {
+    cpu::widen_bf16(ec, src.bf16_data(), dst.data<float>(), src.numel());
+  } else {
+    dst.copy_from(src);
+  }
 }
 
 }  // namespace weft::kernels

@@ -31,4 +31,10 @@ void axpy(const ExecContext& ec, float alpha, const Tensor& x, Tensor& y);
 // y (N) *= alpha
 void scale(const ExecContext& ec, Tensor& y, float alpha);
 
+// dst (N) = src (N) in dst's dtype, as Tensor::copy_from converts (f32 to
+// bf16 rounds to nearest even), bit for bit; on the CPU f32 <-> bf16 runs on
+// the context's threads (a weight cast before a bf16 GEMM), any other pair,
+// and a GPU, as copy_from.
+void convert(const ExecContext& ec, const Tensor& src, Tensor& dst);
+
 }  // namespace weft::kernels

@@ -74,6 +74,38 @@ void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
                           [&]<Backend B>() { return impl::gemm<B>(ec, a, b, c, opt); });
 }
 
+int64_t PackedWeight::k() const { return trans_b_ ? plain_.shape().last() : plain_.shape().rows(); }
+int64_t PackedWeight::n() const { return trans_b_ ? plain_.shape().rows() : plain_.shape().last(); }
+
+void pack_b(const ExecContext& ec, const Tensor& b, bool trans_b, PackedWeight& out) {
+  WEFT_CHECK(b.defined() && b.dim() == 2, "pack_b packs a matrix, got {}", b.shape());
+  out.plain_ = b;
+  out.trans_b_ = trans_b;
+  const bool cpu = ec.device().is_cpu() && b.device().is_cpu();
+  if (!cpu || b.dtype() != DType::bf16 || !impl::pack_b_cpu(ec, b, trans_b, out.packed_)) {
+    out.packed_ = Tensor();
+  }
+}
+
+void gemm(const ExecContext& ec, const Tensor& a, const PackedWeight& b, Tensor& c,
+          const GemmOptions& opt) {
+  WEFT_CHECK(b.defined(), "gemm with a packed weight that was never packed (pack_b)");
+  WEFT_CHECK(opt.trans_b == b.trans_b(),
+             "gemm: the weight was packed for op(b) = {}, but the call asks for {}",
+             b.trans_b() ? "bᵀ" : "b", opt.trans_b ? "bᵀ" : "b");
+  if (!b.packed()) return gemm(ec, a, b.plain(), c, opt);
+  WEFT_CHECK(opt.bias == nullptr, "gemm with a packed weight takes no bias");
+  check_dtypes(a.dtype(), b.plain().dtype(), c.dtype());
+  const OpDims oa = op_dims(a, opt.trans_a), oc = op_dims(c, false);
+  WEFT_CHECK(oa.cols == b.k(), "gemm inner dimensions differ: op(a) is {}x{}, op(b) is {}x{}",
+             oa.rows, oa.cols, b.k(), b.n());
+  WEFT_CHECK(oc.rows == oa.rows && oc.cols == b.n(),
+             "gemm output is {}x{} but op(a)·op(b) is {}x{} (a {}, b {}, c {})", oc.rows, oc.cols,
+             oa.rows, b.n(), a.shape(), b.plain().shape(), c.shape());
+  detail::kernel_device(ec, "gemm", {&a, &b.plain(), &c});
+  impl::gemm_packed_cpu(ec, a, b.plain(), b.trans_b(), b.packed_, c, opt);
+}
+
 void quantized_gemm(const ExecContext& ec, const QuantizedOperand& a, const QuantizedOperand& b,
                     Tensor& c, const QuantizedGemmOptions& opt) {
   for (const QuantizedOperand* o : {&a, &b}) {

@@ -32,6 +32,47 @@ struct GemmOptions {
 void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
           const GemmOptions& opt = {});
 
+// A weight laid out once for many products as GEMM operand b (pack_b). On a
+// CPU with native bf16 kernels, oneDNN's bf16 matmul reads b in a blocked
+// layout, into which a plain b is copied inside every product: a grouped
+// layer whose experts' weights each multiply a few hundred rows pays that
+// copy in every GEMM, where a packed weight pays it once per weight change.
+// Elsewhere (f32, emulated bf16, a GPU) nothing is packed and products read
+// the plain operand. Packed or not, a product's result is bit for bit the
+// plain operand's: products whose shape would make oneDNN pick another layout
+// or kernel read the plain operand (it must stay alive and unchanged while
+// the packed copy is used).
+class PackedWeight {
+ public:
+  bool defined() const { return plain_.defined(); }
+  // Whether a packed copy exists (else products read plain()).
+  bool packed() const { return packed_.defined(); }
+  const Tensor& plain() const { return plain_; }
+  // Whether the products read plainᵀ (the forward's x·Wᵀ).
+  bool trans_b() const { return trans_b_; }
+  // op(plain) is (k, n).
+  int64_t k() const;
+  int64_t n() const;
+  // The packed copy's bytes (0 when nothing is packed).
+  int64_t packed_bytes() const { return packed_.defined() ? packed_.nbytes() : 0; }
+
+ private:
+  friend void pack_b(const ExecContext& ec, const Tensor& b, bool trans_b, PackedWeight& out);
+  friend void gemm(const ExecContext& ec, const Tensor& a, const PackedWeight& b, Tensor& c,
+                   const GemmOptions& opt);
+  Tensor plain_;
+  bool trans_b_ = false;
+  Tensor packed_;  // u8, oneDNN's blocked layout of op(plain)
+};
+
+// Packs `b` (op(b) = bᵀ when trans_b) into `out`, reusing its buffer when
+// the size fits; `out` refers to `b` for the products that read it plain.
+// Memory: tagged weight_cache.
+void pack_b(const ExecContext& ec, const Tensor& b, bool trans_b, PackedWeight& out);
+// gemm() with a packed b: opt.trans_b must be b.trans_b() (and no bias).
+void gemm(const ExecContext& ec, const Tensor& a, const PackedWeight& b, Tensor& c,
+          const GemmOptions& opt = {});
+
 // A batch of matrices inside a buffer, described by strides (in elements), so
 // that e.g. attention heads can be multiplied in place inside a (B, T, 3C)
 // activation without copies. The last dimension must be dense (col stride 1)

@@ -60,8 +60,10 @@ GroupedLinear::GroupedLinear(ContextPtr context, GroupedLinearConfig cfg)
     if (pc_->precision.quantized()) {
       quantizers_.push_back(std::make_unique<parallel::GemmQuantizer>(
           *pc_, expert_name(e), split ? pc_->tp_group() : nullptr));
+      quantizer_ptrs_.push_back(quantizers_.back().get());
     }
   }
+  batch_ = make_weight_batch(pc_, sources_);
 }
 
 int64_t GroupedLinear::local_in() const {
@@ -85,6 +87,11 @@ std::vector<std::string> GroupedLinear::own_parameters_elsewhere() {
   return out;
 }
 
+parallel::LocalShardSource* GroupedLinear::packs(size_t e) const {
+  if (!quantizers_.empty() || pc_->precision.gemm_input() != DType::bf16) return nullptr;
+  return dynamic_cast<parallel::LocalShardSource*>(sources_[e].get());
+}
+
 Tensor GroupedLinear::forward(Ctx&, const Tensor&) {
   WEFT_FAIL("{}: GroupedLinear::forward needs the rows per expert: forward(ctx, x, counts)",
             cfg_.name);
@@ -103,11 +110,26 @@ Tensor GroupedLinear::forward(Ctx& ctx, const Tensor& x, std::span<const int64_t
   s.x = x.to(pc_->compute());
   s.counts.assign(counts.begin(), counts.end());
   Tensor y = ec.empty({m, local_out()}, pc_->compute(), MemoryTag::activations);
+  std::vector<Tensor> batched;
+  if (batch_) {
+    batched = quantizers_.empty() ? batch_->weights_for_forward(ctx)
+                                  : batch_->quantized_weights(quantizer_ptrs_, false, ctx);
+  }
   int64_t start = 0;
   for (size_t e = 0; e < sources_.size(); ++e) {
     parallel::GemmQuantizer* q = quantizers_.empty() ? nullptr : quantizers_[e].get();
-    const Tensor w =
-        q ? sources_[e]->quantized_weight(*q, false, ctx) : sources_[e]->weight_for_forward(ctx);
+    parallel::LocalShardSource* local = packs(e);
+    if (local) {
+      const kernels::PackedWeight& w = local->packed_weight(false, ctx);
+      const int64_t n = counts[e];
+      Tensor ye = y.rows(start, n);
+      kernels::gemm(ec, s.x.rows(start, n), w, ye, {.trans_b = true});
+      start += n;
+      continue;
+    }
+    const Tensor w = batch_ ? batched[e]
+                     : q    ? sources_[e]->quantized_weight(*q, false, ctx)
+                            : sources_[e]->weight_for_forward(ctx);
     const int64_t n = counts[e];
     if (n == 0) continue;
     Tensor xe = s.x.rows(start, n);
@@ -133,24 +155,40 @@ Tensor GroupedLinear::backward(Ctx& ctx, const Tensor& dy_in) {
   Tensor dx = ec.empty(saved.x.shape(), pc_->compute(), MemoryTag::activations);
   // Expert parallelism: these rows are ep_size() ranks' tokens (see the header).
   const float wgrad_scale = 1.0f / static_cast<float>(pc_->ep_size());
+  std::vector<Tensor> batched, batched_grads;
+  if (batch_) {
+    batched = quantizers_.empty() ? batch_->weights_for_backward(ctx)
+                                  : batch_->quantized_weights(quantizer_ptrs_, true, ctx);
+    batched_grads = batch_->weight_grads(ctx);
+  }
   int64_t start = 0;
   for (size_t e = 0; e < sources_.size(); ++e) {
     parallel::WeightSource& src = *sources_[e];
     parallel::GemmQuantizer* q = quantizers_.empty() ? nullptr : quantizers_[e].get();
-    const Tensor w = q ? src.quantized_weight(*q, true, ctx) : src.weight_for_backward(ctx);
-    Tensor wgrad = src.weight_grad(ctx);
+    parallel::LocalShardSource* local = packs(e);
+    const kernels::PackedWeight* packed = local ? &local->packed_weight(true, ctx) : nullptr;
+    const Tensor w = packed   ? Tensor()
+                     : batch_ ? batched[e]
+                     : q      ? src.quantized_weight(*q, true, ctx)
+                              : src.weight_for_backward(ctx);
+    Tensor wgrad = batch_ ? batched_grads[e] : src.weight_grad(ctx);
     const int64_t n = saved.counts[e];
     if (n > 0) {
       const Tensor dye = dy.rows(start, n), xe = saved.x.rows(start, n);
       Tensor dxe = dx.rows(start, n);
-      kernels::gemm(ec, q ? q->operand(Op::grad_output, dye, false, ctx) : dye, w, dxe);
+      if (packed) {
+        kernels::gemm(ec, dye, *packed, dxe);
+      } else {
+        kernels::gemm(ec, q ? q->operand(Op::grad_output, dye, false, ctx) : dye, w, dxe);
+      }
       kernels::gemm(ec, q ? q->operand(Op::grad_output, dye, true, ctx) : dye,
                     q ? q->operand(Op::input, xe, true, ctx) : xe, wgrad,
                     {.trans_a = true, .accumulate = true, .alpha = wgrad_scale});
       start += n;
     }
-    src.finalize_weight_grad(ctx, wgrad);
+    if (!batch_) src.finalize_weight_grad(ctx, wgrad);
   }
+  if (batch_) batch_->finalize_weight_grads(ctx);
   return dx;
 }
 

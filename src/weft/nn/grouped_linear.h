@@ -24,20 +24,32 @@
 // Each expert's weight comes from a WeightSource, as every Linear's does
 // (make_weight_source): under generalized tensor parallelism each expert's
 // weight is sharded 1/N over the gtp group and gathered just in time along
-// the prefetch chain (the next expert's gather in flight while this one's
-// GEMMs run; its gradient reduce-scattered back), and under a quantized
-// recipe each expert has its own GemmQuantizer, so every expert keeps its own
-// amax history and the step's end reduces all of them in the one collective
-// that reduces every amax (parallel/scaling.h).
+// the prefetch chain, and under a quantized recipe each expert has its own
+// GemmQuantizer, so every expert keeps its own amax history and the step's
+// end reduces all of them in the one collective that reduces every amax
+// (parallel/scaling.h). Under GTP the local experts are fetched as one
+// batch by default (make_weight_batch, gtp::SourceBatch;
+// gtp::Options::batch_experts): one all-gather brings every expert's weight
+// (quantized: every expert's data and scales) and one reduce-scatter reduces
+// every expert's gradient, the batch one event of the prefetch chain (the
+// next layer's gather in flight while this one's GEMMs run). The trade-off:
+// all E local experts' gathered weights (and, in backward, their full-size
+// f32 gradients) are resident at once — with the prefetch, two such layers'
+// — where one expert at a time (batch_experts off: each expert its own chain
+// event, the next expert's gather in flight while this one computes) holds
+// two experts' weights; batching saves E - 1 collectives per use and pass.
 //
-// The GEMMs are a loop over the local experts: fetch the expert's weight,
-// multiply its row block (a view, no copy), release. A single grouped call
-// would need every expert's weight resident at once, which GTP exists to
-// avoid; at GPT-2-small width 8 experts run at 0.9x or more of one dense GEMM
-// of the same total size (`weft bench gemm`, the grouped row). Experts without
-// rows skip their GEMMs but still fetch their weights and finalize their
-// (zero) gradients, so that every pass asks for the same weights in the same
-// order (the prefetch chain records it).
+// The GEMMs are a loop over the local experts: fetch the expert's weight
+// (or take it from the batch), multiply its row block (a view, no copy); no
+// single grouped kernel call. Under bf16 on the CPU an expert's few hundred
+// rows would pay oneDNN's copy of the weight into its blocked layout in every
+// product, so experts with a plain source read their weight packed
+// (LocalShardSource::packed_weight: packed once per cast, i.e. once per
+// optimizer step when the passes reuse casts, as the trainer's do; the
+// products are bit for bit the plain ones). At GPT-2-small width 8 experts run at 0.9x or more of
+// one dense GEMM of the same total size (`weft bench gemm`, the grouped row). Experts without rows
+// skip their GEMMs but still fetch their weights and finalize their (zero) gradients, so that every
+// pass asks for the same weights in the same order (the prefetch chain records it).
 #pragma once
 
 #include <cstdint>
@@ -81,6 +93,9 @@ class GroupedLinear : public Module {
   // Local expert e (global index first_expert() + e).
   Parameter& weight(int64_t e) { return sources_[static_cast<size_t>(e)]->parameter(); }
   parallel::WeightSource& source(int64_t e) { return *sources_[static_cast<size_t>(e)]; }
+  // Whether the local experts' weights are fetched as one batch (GTP's
+  // batched all-gather and reduce-scatter; see the header).
+  bool batched() const { return batch_ != nullptr; }
   int64_t local_in() const;
   int64_t local_out() const;
 
@@ -92,6 +107,9 @@ class GroupedLinear : public Module {
   static GroupedLinearConfig checked(GroupedLinearConfig cfg, int tp, int ep);
   std::string expert_name(int64_t global_expert) const;  // "h.0.mlp.fc1.experts.3"
   std::string weight_name(int64_t global_expert) const;
+  // Local expert e's source where its products read a packed bf16 weight
+  // (a plain source under the bf16 recipe); null otherwise.
+  parallel::LocalShardSource* packs(size_t e) const;
 
   ContextPtr pc_;
   GroupedLinearConfig cfg_;
@@ -100,6 +118,10 @@ class GroupedLinear : public Module {
   std::vector<Parameter> weights_;
   std::vector<std::shared_ptr<parallel::WeightSource>> sources_;
   std::vector<std::unique_ptr<parallel::GemmQuantizer>> quantizers_;  // quantized recipes only
+  std::vector<parallel::GemmQuantizer*> quantizer_ptrs_;
+  // The experts' weights fetched together (GTP's batched gathers), or null:
+  // declared last, so that it goes before the sources it refers to.
+  std::unique_ptr<parallel::WeightBatch> batch_;
 };
 
 }  // namespace weft::nn

@@ -2,6 +2,7 @@
 
 #include "weft/parallel/gtp/runtime.h"
 #include "weft/parallel/gtp/sharded_weight_source.h"
+#include "weft/parallel/gtp/source_batch.h"
 
 namespace weft::nn {
 
@@ -19,6 +20,20 @@ std::shared_ptr<parallel::WeightSource> make_weight_source(const parallel::Conte
       weight, context->gtp, runtime, context->precision, context->exec);
   weight = Parameter{};
   return source;
+}
+
+std::unique_ptr<parallel::WeightBatch> make_weight_batch(
+    const parallel::ContextPtr& context,
+    const std::vector<std::shared_ptr<parallel::WeightSource>>& sources) {
+  const auto& runtime = context->gtp_runtime;
+  if (!runtime || !runtime->options.batch_experts || sources.empty()) return nullptr;
+  std::vector<parallel::gtp::ShardedWeightSource*> sharded;
+  for (const auto& s : sources) {
+    auto* g = dynamic_cast<parallel::gtp::ShardedWeightSource*>(s.get());
+    if (!g) return nullptr;  // some weights kept whole (Options::shards)
+    sharded.push_back(g);
+  }
+  return std::make_unique<parallel::gtp::SourceBatch>(std::move(sharded), runtime);
 }
 
 }  // namespace weft::nn

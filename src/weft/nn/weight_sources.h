@@ -1,6 +1,7 @@
-// Which weight source a module's weight gets: the one place in nn/ that
-// knows generalized tensor parallelism (GTP) exists, and the call that puts
-// a model's weights under it.
+// Which weight source a module's weight gets (and which batch a
+// GroupedLinear's experts get): the one place in nn/ that knows generalized
+// tensor parallelism (GTP) exists, and the call that puts a model's weights
+// under it.
 //
 // GTP shards every selected weight 1/N over the context's gtp group, on top
 // of tensor parallelism: the GEMMs still read the whole TP-level weight,
@@ -11,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "weft/nn/module.h"
 #include "weft/nn/partition.h"
@@ -26,6 +28,15 @@ namespace weft::nn {
 // rank's rows, and leaves `weight` empty.
 std::shared_ptr<parallel::WeightSource> make_weight_source(const parallel::ContextPtr& context,
                                                            Parameter& weight);
+
+// The batch that fetches `sources`' weights together (a GroupedLinear's
+// local experts), or null where each source fetches its own: under GTP with
+// Options::batch_experts, when every one of them is sharded, a
+// gtp::SourceBatch (one all-gather and one reduce-scatter for all of them).
+// The sources must outlive the batch.
+std::unique_ptr<parallel::WeightBatch> make_weight_batch(
+    const parallel::ContextPtr& context,
+    const std::vector<std::shared_ptr<parallel::WeightSource>>& sources);
 
 // Replaces `module` (built without GTP, at the TP size of `context` or
 // without TP) by the same module built on `context`, which has GTP on

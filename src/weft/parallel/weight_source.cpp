@@ -1,5 +1,6 @@
 #include "weft/parallel/weight_source.h"
 
+#include "weft/kernels/activation.h"
 #include "weft/parallel/gemm_quantizer.h"
 
 namespace weft::parallel {
@@ -29,7 +30,7 @@ Tensor LocalShardSource::cast(bool allow_reuse) {
   if (!cast_.defined() || !(cast_.shape() == parameter_.value.shape()) || cast_.dtype() != dt) {
     cast_ = exec_.empty(parameter_.value.shape(), dt, MemoryTag::weight_cache);
   }
-  cast_.copy_from(parameter_.value);
+  kernels::convert(exec_, parameter_.value, cast_);
   cast_valid_ = true;
   cast_version_ = parameter_.version;
   ++casts_;
@@ -44,6 +45,19 @@ Tensor LocalShardSource::weight_for_backward(PassContext&) {
   // The forward of this pass made (or reused) the cast, and weights do not
   // change between a pass's forward and backward.
   return cast(true);
+}
+
+const kernels::PackedWeight& LocalShardSource::packed_weight(bool backward, PassContext& pass) {
+  const Tensor w = backward ? weight_for_backward(pass) : weight_for_forward(pass);
+  const auto d = static_cast<size_t>(backward);
+  // Without a cast the weight is the parameter's value, which may change
+  // at any time: its products read it plain.
+  const bool cast = parameter_.value.dtype() != precision_.gemm_input();
+  if (!cast || packed_from_[d] != casts_ || !packed_[d].plain().same_storage(w)) {
+    kernels::pack_b(exec_, w, !backward, packed_[d]);
+    packed_from_[d] = cast ? casts_ : -1;
+  }
+  return packed_[d];
 }
 
 Tensor LocalShardSource::weight_grad(PassContext&) { return parameter_.grad; }

@@ -20,9 +20,12 @@
 #pragma once
 
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "weft/core/exec_context.h"
 #include "weft/core/quantized.h"
+#include "weft/kernels/gemm.h"
 #include "weft/parallel/parameter.h"
 #include "weft/parallel/pass.h"
 #include "weft/parallel/precision.h"
@@ -60,13 +63,44 @@ class WeightSource {
                                                          PassContext& pass);
 };
 
+// WeightBatch: the weights of several sources of one shape that a module
+// reads together (a GroupedLinear's local experts), fetched as one: under
+// generalized tensor parallelism one all-gather brings all of them and one
+// reduce-scatter reduces all their gradients (gtp::SourceBatch), at the cost
+// of holding every one of them gathered at once. A pass calls, in order:
+//   weights_for_forward(pass)            (or quantized_weights(.., false, ..))
+//   weights_for_backward(pass)           (or quantized_weights(.., true, ..))
+//   weight_grads(pass)                   f32 buffers the wgrad GEMMs accumulate into
+//   finalize_weight_grads(pass)          they hold this pass's gradients
+// Each vector holds one tensor per source, in the sources' order, valid as a
+// WeightSource's weights are (until the next weight is asked for).
+class WeightBatch {
+ public:
+  virtual ~WeightBatch() = default;
+  virtual std::vector<Tensor> weights_for_forward(PassContext& pass) = 0;
+  virtual std::vector<Tensor> weights_for_backward(PassContext& pass) = 0;
+  // Under a quantized recipe: source i's weight quantized by quantizers[i]
+  // as the GEMM operand (WeightSource::quantized_weight for all of them).
+  virtual std::vector<Tensor> quantized_weights(std::span<GemmQuantizer* const> quantizers,
+                                                bool columnwise, PassContext& pass) = 0;
+  virtual std::vector<Tensor> weight_grads(PassContext& pass) = 0;
+  virtual void finalize_weight_grads(PassContext& pass) = 0;
+};
+
 // The plain source: this rank's shard of a parameter (all of it without TP),
-// cast to the GEMM input dtype. The cast lives in a buffer of the source,
-// reused across steps; it is made at most once per pass, and once per
-// optimizer step when the pass allows reuse (PassContext::reuse_weight_casts)
-// and the parameter's version is unchanged. Under f32 the parameter's value
-// itself is handed out. The gradient accumulates directly into the
-// parameter's grad; finalize has nothing left to do.
+// cast to the GEMM input dtype (on the context's threads). The cast lives in
+// a buffer of the source, reused across steps; it is made at most once per
+// pass, and once per optimizer step when the pass allows reuse
+// (PassContext::reuse_weight_casts) and the parameter's version is unchanged.
+// Under f32 the parameter's value itself is handed out. The gradient
+// accumulates directly into the parameter's grad; finalize has nothing left
+// to do.
+//
+// packed_weight: the cast weight as a packed GEMM operand
+// (kernels::PackedWeight), for users whose products are many and small (a
+// GroupedLinear's experts): packed from each new cast, once per direction,
+// and kept with it — two more copies of the weight (forward and backward
+// layouts) in weight_cache memory, made only where the CPU packs bf16.
 class LocalShardSource final : public WeightSource {
  public:
   LocalShardSource(Parameter& parameter, Precision precision, ExecContext exec);
@@ -81,6 +115,10 @@ class LocalShardSource final : public WeightSource {
   // Casts made so far (tests check that one step casts once).
   int64_t casts() const { return casts_; }
 
+  // In place of weight_for_forward (backward false: op(b) = Wᵀ, y = x·Wᵀ) or
+  // weight_for_backward (true: op(b) = W, dx = dy·W): the same weight packed.
+  const kernels::PackedWeight& packed_weight(bool backward, PassContext& pass);
+
  private:
   Tensor cast(bool allow_reuse);
 
@@ -91,6 +129,9 @@ class LocalShardSource final : public WeightSource {
   bool cast_valid_ = false;
   uint64_t cast_version_ = 0;
   int64_t casts_ = 0;
+  // The packed weights (forward, backward) and the cast each was packed from.
+  kernels::PackedWeight packed_[2];
+  int64_t packed_from_[2] = {-1, -1};
 };
 
 }  // namespace weft::parallel

@@ -388,6 +388,12 @@ const std::vector<KeyDef>& key_defs() {
                    c.gtp_grad_accum = to_choice(v, w, {"shard", "full"});
                  },
                  [](const TrainConfig& c) { return io::Json(c.gtp_grad_accum); }});
+    d.push_back(choice_key(
+        {"gtp-batch-experts", "on|off", "",
+         "GTP with MoE: on gathers a MoE layer's local experts in one all-gather and "
+         "reduce-scatters their gradients in one (all of them gathered at once); off: one "
+         "expert at a time, one collective each"},
+        [](auto& c) -> auto& { return c.gtp_batch_experts; }, {{"on", true}, {"off", false}}));
     d.push_back(string_key({"gtp-plan", "RULES", "all weights",
                             "GTP: weights kept whole, as pattern=replicate rules over the names "
                             "without .weight (wte=replicate,h.*.mlp=replicate)"},

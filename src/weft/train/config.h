@@ -53,6 +53,7 @@ struct TrainConfig {
   int ep = 1;
   int gtp_cache = 2;                     // gathered weights alive at once (1: no prefetch)
   std::string gtp_grad_accum = "shard";  // shard | full (parallel/gtp/options.h)
+  bool gtp_batch_experts = true;         // a MoE layer's experts in one gather (options.h)
   std::string gtp_plan{};                // weights left whole: "wte=replicate,h.*.mlp=replicate"
   nn::SequenceParallel sp = nn::SequenceParallel::off;
   // Comm-GEMM overlap (overlap_config): off, on, a list or a JSON file.

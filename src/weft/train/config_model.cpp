@@ -63,7 +63,8 @@ parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::P
   pc->overlap = overlap_config(c.overlap);
   parallel::gtp::Options options{
       .cache_weights = c.gtp_cache,
-      .grad_accumulation = parallel::gtp::parse_grad_accumulation(c.gtp_grad_accum)};
+      .grad_accumulation = parallel::gtp::parse_grad_accumulation(c.gtp_grad_accum),
+      .batch_experts = c.gtp_batch_experts};
   if (!c.gtp_plan.empty()) {
     options.shards = [plan = nn::PartitionPlan::parse(c.gtp_plan)](const std::string& name) {
       return plan.partitioned(name);

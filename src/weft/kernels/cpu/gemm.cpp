@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <mutex>
+#include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "weft/core/exec_context.h"
 #include "weft/core/profile.h"
@@ -23,17 +26,20 @@ struct Operand {
   std::array<int64_t, 4> strides{};
   DType dtype = DType::f32;
   void* ptr = nullptr;
+  // A packed operand (PackedWeight): its oneDNN layout; strides are unused.
+  const memory::desc* layout = nullptr;
 
   memory::desc desc() const {
+    if (layout) return *layout;
     memory::dims d(dims.begin(), dims.begin() + ndims);
     memory::dims s(strides.begin(), strides.begin() + ndims);
     return memory::desc(d, cpu::to_dnnl(dtype), s);
   }
 };
 
-// Everything that selects a primitive: shapes, strides, types, options and
-// the thread count it was created for.
-using Key = std::array<int64_t, 3 * 9 + 6>;
+// Everything that selects a primitive: shapes, strides, types, options, the
+// thread count it was created for and, for a packed b, its plain operand.
+using Key = std::array<int64_t, 4 * 9 + 6>;
 
 struct KeyHash {
   size_t operator()(const Key& k) const {
@@ -46,6 +52,7 @@ struct KeyHash {
 struct Entry {
   dnnl::matmul prim;
   memory a, b, c, bias, scratch;
+  bool reads_plain_b = false;  // a packed b whose product reads the plain operand
 };
 
 struct Cache {
@@ -58,22 +65,56 @@ Cache& cache() {
   return c;
 }
 
+// One thread at a time creates a primitive: oneDNN's primitive cache hands a
+// second thread asking for the same matmul (or reorder) the object the first
+// one built, published inside libdnnl through synchronization that
+// ThreadSanitizer cannot see (make test-tsan found the second thread's query
+// of it as a race). Creation happens once per shape and thread.
+std::mutex& creation_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 void put(Key& key, size_t& i, const Operand& op) {
-  key[i++] = op.ndims;
+  // A packed operand: ndims 0 (no plain operand has it), then its dims.
+  key[i++] = op.layout ? 0 : op.ndims;
   for (int d = 0; d < 4; ++d) key[i++] = op.dims[static_cast<size_t>(d)];
-  for (int d = 0; d < 4; ++d) key[i++] = op.strides[static_cast<size_t>(d)];
+  for (int d = 0; d < 4; ++d) key[i++] = op.layout ? 0 : op.strides[static_cast<size_t>(d)];
+}
+
+// Whether the product of a packed b (its layout b.layout) gives what the
+// plain b's gives, bit for bit: the same kernel, and a blocked layout that
+// oneDNN would copy the plain b into for this shape.
+bool packed_matches_plain(const dnnl::matmul::primitive_desc& packed,
+                          const dnnl::matmul::primitive_desc& plain, const memory::desc& a,
+                          const Operand& b, const memory::desc& c,
+                          const dnnl::primitive_attr& attr) {
+  const memory::desc any(memory::dims{b.dims[0], b.dims[1]}, cpu::to_dnnl(b.dtype),
+                         memory::format_tag::any);
+  const dnnl::matmul::primitive_desc chosen(dnnl::matmul::desc(a, any, c), attr, cpu::engine());
+  return chosen.weights_desc() == *b.layout &&
+         std::string(packed.impl_info_str()) == plain.impl_info_str() &&
+         std::string(chosen.impl_info_str()) == plain.impl_info_str();
 }
 
 // Runs the primitive for these operands, creating and caching it on first use.
-// bias (if any) is a vector of c's last dimension.
+// bias (if any) is a vector of c's last dimension. A packed b (b.layout set)
+// comes with `plain_b`, the same operand plain, which the product reads where
+// the packed layout would not give the plain product bit for bit.
 void execute_matmul(const ExecContext& ec, const Operand& a, const Operand& b, const Operand& c,
-                    const Operand* bias, float alpha, bool accumulate) {
+                    const Operand* bias, float alpha, bool accumulate,
+                    const Operand* plain_b = nullptr) {
   const int threads = cpu::apply_thread_budget(ec);
   Key key{};
   size_t i = 0;
   put(key, i, a);
   put(key, i, b);
   put(key, i, c);
+  if (plain_b) {
+    put(key, i, *plain_b);
+  } else {
+    i += 9;
+  }
   key[i++] = static_cast<int64_t>(a.dtype) | static_cast<int64_t>(b.dtype) << 8 |
              static_cast<int64_t>(c.dtype) << 16;
   key[i++] = bias ? 1 + static_cast<int64_t>(bias->dtype) : 0;
@@ -84,13 +125,7 @@ void execute_matmul(const ExecContext& ec, const Operand& a, const Operand& b, c
   Cache& cc = cache();
   auto it = cc.entries.find(key);
   if (it == cc.entries.end()) {
-    // One thread at a time creates a primitive: oneDNN's primitive cache
-    // hands a second thread asking for the same matmul the object the first
-    // one built, published inside libdnnl through synchronization that
-    // ThreadSanitizer cannot see (make test-tsan found the second thread's
-    // query of it as a race). Creation happens once per shape and thread.
-    static std::mutex creation;
-    const std::lock_guard<std::mutex> lock(creation);
+    const std::lock_guard<std::mutex> lock(creation_mutex());
     try {
       memory::desc bias_md;
       if (bias) {
@@ -111,6 +146,14 @@ void execute_matmul(const ExecContext& ec, const Operand& a, const Operand& b, c
       dnnl::matmul::desc desc(a.desc(), b.desc(), bias_md, c.desc());
       dnnl::matmul::primitive_desc pd(desc, attr, cpu::engine());
       Entry e;
+      if (plain_b) {
+        dnnl::matmul::primitive_desc plain(
+            dnnl::matmul::desc(a.desc(), plain_b->desc(), bias_md, c.desc()), attr, cpu::engine());
+        if (!packed_matches_plain(pd, plain, a.desc(), b, c.desc(), attr)) {
+          pd = plain;
+          e.reads_plain_b = true;
+        }
+      }
       e.prim = dnnl::matmul(pd);
       e.a = memory(pd.src_desc(), cpu::engine(), nullptr);
       e.b = memory(pd.weights_desc(), cpu::engine(), nullptr);
@@ -128,7 +171,7 @@ void execute_matmul(const ExecContext& ec, const Operand& a, const Operand& b, c
   }
   Entry& e = it->second;
   e.a.set_data_handle(a.ptr);
-  e.b.set_data_handle(b.ptr);
+  e.b.set_data_handle(e.reads_plain_b ? plain_b->ptr : b.ptr);
   e.c.set_data_handle(c.ptr);
   // A fixed argument array through the C API: the C++ execute() takes an
   // unordered_map, which would allocate on every call.
@@ -338,6 +381,82 @@ void quantized_gemm<Backend::cpu>(const ExecContext& ec, const QuantizedOperand&
   Tensor wide = opt.accumulate ? c.to(DType::f32) : ec.empty(c.shape(), DType::f32);
   gemm<Backend::cpu>(ec, fa, fb, wide, g);
   c.copy_from(wide.to(DType::bf16));
+}
+
+namespace {
+
+// op(b) (k x n) of a bf16 b, plain: trans_b reads b (n, k) transposed.
+Operand plain_b_operand(const Tensor& b, bool trans_b) { return matrix(b, trans_b); }
+
+// The blocked layout oneDNN's bf16 matmul reads a (k x n) b in, or the
+// plain layout where it reads b as it is; per thread, by shape.
+const memory::desc& packed_layout(int64_t k, int64_t n) {
+  thread_local std::map<std::pair<int64_t, int64_t>, memory::desc> layouts;
+  auto it = layouts.find({k, n});
+  if (it != layouts.end()) return it->second;
+  // The layout depends on k and n (the product's shape decides only whether
+  // it is used: packed_matches_plain); 128 rows stand for any.
+  constexpr int64_t kRows = 128;
+  const auto bf16 = memory::data_type::bf16;
+  const memory::desc a({kRows, k}, bf16, memory::format_tag::ab);
+  const memory::desc b({k, n}, bf16, memory::format_tag::any);
+  const memory::desc c({kRows, n}, bf16, memory::format_tag::ab);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const std::lock_guard<std::mutex> lock(creation_mutex());
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cpu::engine());
+  return layouts.emplace(std::make_pair(k, n), pd.weights_desc()).first->second;
+}
+
+}  // namespace
+
+bool pack_b_cpu(const ExecContext& ec, const Tensor& b, bool trans_b, Tensor& packed) {
+  if (cpu::emulate_bf16()) return false;
+  const Operand plain = plain_b_operand(b, trans_b);
+  const memory::desc src = plain.desc();
+  const memory::desc& layout = packed_layout(plain.dims[0], plain.dims[1]);
+  if (layout == src) return false;
+  const auto bytes = static_cast<int64_t>(layout.get_size());
+  if (!packed.defined() || packed.nbytes() != bytes) {
+    packed = ec.empty({bytes}, DType::u8, MemoryTag::weight_cache);
+  }
+  profile::Scope timed(profile::Category::gemm);
+  cpu::apply_thread_budget(ec);
+  try {
+    // Reorders cached per thread, by shape and direction.
+    thread_local std::map<std::array<int64_t, 3>, dnnl::reorder> reorders;
+    const std::array<int64_t, 3> key{plain.dims[0], plain.dims[1], trans_b ? 1 : 0};
+    auto it = reorders.find(key);
+    if (it == reorders.end()) {
+      const std::lock_guard<std::mutex> lock(creation_mutex());
+      const dnnl::reorder::primitive_desc pd(cpu::engine(), src, cpu::engine(), layout);
+      it = reorders.emplace(key, dnnl::reorder(pd)).first;
+    }
+    memory from(src, cpu::engine(), b.raw()), to(layout, cpu::engine(), packed.raw());
+    it->second.execute(cpu::stream(), from, to);
+    cpu::stream().wait();
+  } catch (const dnnl::error& err) {
+    WEFT_FAIL("oneDNN cannot pack a {}x{} bf16 weight: {}", plain.dims[0], plain.dims[1],
+              err.what());
+  }
+  return true;
+}
+
+void gemm_packed_cpu(const ExecContext& ec, const Tensor& a, const Tensor& plain, bool trans_b,
+                     const Tensor& packed, Tensor& c, const GemmOptions& opt) {
+  const Operand oa = matrix(a, opt.trans_a), oc = matrix(c, false);
+  const Operand plain_b = plain_b_operand(plain, trans_b);
+  const int64_t m = oa.dims[0], k = oa.dims[1], n = plain_b.dims[1];
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!opt.accumulate) c.zero();
+    return;
+  }
+  Operand ob = plain_b;
+  ob.layout = &packed_layout(k, n);
+  ob.ptr = packed.raw();
+  profile::Scope timed(profile::Category::gemm);
+  execute_matmul(ec, oa, ob, oc, nullptr, opt.alpha, opt.accumulate, &plain_b);
 }
 
 template <>

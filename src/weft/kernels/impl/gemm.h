@@ -27,6 +27,16 @@ template <Backend B>
 void quantized_gemm(const ExecContext& ec, const QuantizedOperand& a, const QuantizedOperand& b,
                     Tensor& c, const QuantizedGemmOptions& opt);
 
+// The CPU's packed b operands (kernels::PackedWeight; nothing is packed on
+// CUDA). pack_b_cpu: op(b) (b bf16, k x n) in oneDNN's layout for bf16
+// products into `packed` (bytes, reallocated when the size differs); false
+// when oneDNN reads this operand plain (then nothing is written).
+bool pack_b_cpu(const ExecContext& ec, const Tensor& b, bool trans_b, Tensor& packed);
+// c = alpha · a · op(plain) (+ c), op(plain) read from `packed`, or from
+// `plain` where oneDNN would use another layout or kernel for this shape.
+void gemm_packed_cpu(const ExecContext& ec, const Tensor& a, const Tensor& plain, bool trans_b,
+                     const Tensor& packed, Tensor& c, const GemmOptions& opt);
+
 // Matmul plans created so far by the calling thread (oneDNN primitives on the
 // CPU; cuBLASLt descriptors and algorithm on CUDA): a steady state creates
 // none.

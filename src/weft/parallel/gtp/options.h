@@ -1,6 +1,7 @@
 // The options of generalized tensor parallelism (GTP) for one model: how
 // weights are sharded over the gtp group, how many gathered weights the
-// weight cache keeps alive and where microbatch gradients are summed.
+// weight cache keeps alive, where microbatch gradients are summed and
+// whether a MoE layer's experts are gathered together.
 #pragma once
 
 #include <cstdint>
@@ -31,10 +32,16 @@ struct Options {
   // formats such as MXFP8 need their block size).
   int64_t alignment = 16;
   // Gathered weights alive at once: the one the GEMMs read and those
-  // prefetched behind it. 2 (the default): one layer computes while the
-  // next layer's all-gather runs; 1: no prefetch.
+  // prefetched behind it (a batch of experts, below, counts as one). 2 (the
+  // default): one layer computes while the next layer's all-gather runs; 1:
+  // no prefetch.
   int cache_weights = 2;
   GradAccumulation grad_accumulation = GradAccumulation::shard;
+  // A GroupedLinear's local experts gathered by one all-gather and reduced
+  // by one reduce-scatter per pass and use (source_batch.h), holding all of
+  // them gathered at once; false: each expert its own chain event (one
+  // expert's weight at a time, E collectives).
+  bool batch_experts = true;
   // Which weights are sharded, by the weight's name without ".weight"
   // ("h.3.mlp.fc1", "wte"); null: every weight a weight source gives out.
   std::function<bool(const std::string&)> shards{};

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "weft/parallel/gtp/sharded_weight_source.h"
-
 namespace weft::parallel::gtp {
 
 PrefetchChain::PrefetchChain(int depth) : depth_(depth) {
@@ -32,7 +30,7 @@ void PrefetchChain::freeze() {
   frozen_ = true;
   last_of_source_.assign(events_.size(), false);
   last_gradient_ = -1;
-  std::vector<const ShardedWeightSource*> seen;
+  std::vector<const ChainMember*> seen;
   for (int64_t i = static_cast<int64_t>(events_.size()) - 1; i >= 0; --i) {
     const Event& e = events_[static_cast<size_t>(i)];
     if (e.use != Use::gradient) continue;
@@ -60,7 +58,7 @@ bool PrefetchChain::advance(const Event& e) {
   return false;
 }
 
-Tensor PrefetchChain::materialize(ShardedWeightSource& source, Use use, const PassContext& pass) {
+void PrefetchChain::materialize(ChainMember& source, Use use, const PassContext& pass) {
   begin(pass);
   const Event e{&source, use};
   const bool on_chain = advance(e);
@@ -80,7 +78,6 @@ Tensor PrefetchChain::materialize(ShardedWeightSource& source, Use use, const Pa
   work.wait();
   stats_.exposed_gather_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return source.gathered(use);
 }
 
 void PrefetchChain::prefetch(const PassContext& pass) {
@@ -106,7 +103,7 @@ void PrefetchChain::prefetch(const PassContext& pass) {
   }
 }
 
-void PrefetchChain::count(const ShardedWeightSource& source, Use use) {
+void PrefetchChain::count(const ChainMember& source, Use use) {
   ++stats_.gathers;
   const int64_t bytes = source.gather_bytes(use), elements = source.shard_elements();
   stats_.gathered_bytes += bytes;
@@ -117,7 +114,7 @@ void PrefetchChain::count(const ShardedWeightSource& source, Use use) {
   }
 }
 
-void PrefetchChain::reduce(ShardedWeightSource& source, const PassContext& pass) {
+void PrefetchChain::reduce(ChainMember& source, const PassContext& pass) {
   begin(pass);
   const bool on_chain = advance({&source, Use::gradient});
   complete_reductions();
@@ -178,17 +175,17 @@ void PrefetchChain::drain() {
   report_pending();
 }
 
-void PrefetchChain::report(ShardedWeightSource& source) {
-  if (on_final_) on_final_(source.parameter());
+void PrefetchChain::report(ChainMember& source) {
+  if (on_final_) source.each_parameter(on_final_);
 }
 
 void PrefetchChain::report_pending() {
-  std::vector<ShardedWeightSource*> sources;
+  std::vector<ChainMember*> sources;
   sources.swap(unreported_);
-  for (ShardedWeightSource* s : sources) report(*s);
+  for (ChainMember* s : sources) report(*s);
 }
 
-void PrefetchChain::forget(const ShardedWeightSource& source) {
+void PrefetchChain::forget(const ChainMember& source) {
   drain();
   const auto is_source = [&](const Event& e) { return e.source == &source; };
   if (std::any_of(events_.begin(), events_.end(), is_source)) {

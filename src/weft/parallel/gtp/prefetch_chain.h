@@ -28,6 +28,10 @@
 // A pass whose events leave the recorded order (another model shape, a
 // partial pass) runs synchronously from there on, and a new pass starts
 // with every collective of the previous one completed.
+//
+// An event's member is one sharded weight (ShardedWeightSource) or a batch
+// of them (SourceBatch: a GroupedLinear's local experts), gathered by one
+// collective and reduced by one: the chain treats a batch as one weight.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +46,30 @@
 
 namespace weft::parallel::gtp {
 
-class ShardedWeightSource;
+// What one event of the chain gathers and reduces: the collectives a
+// member issues and completes, and what they cost.
+class ChainMember {
+ public:
+  virtual ~ChainMember() = default;
+  // Issues the all-gather of `use` (forward or backward) for `pass` into a
+  // weight-cache buffer the member holds until release(use).
+  virtual comm::Work gather(Use use, const PassContext& pass) = 0;
+  virtual void release(Use use) = 0;
+  // Bytes this rank sent in its latest gather of `use`, the elements of its
+  // shards (padding included) and whether they travel quantized.
+  virtual int64_t gather_bytes(Use use) const = 0;
+  virtual int64_t shard_elements() const = 0;
+  virtual bool quantized() const = 0;
+  // Issues the reduce-scatter of this pass's gradient; false when there is
+  // nothing to reduce in this pass (full-gradient accumulation before the
+  // last microbatch).
+  virtual bool reduce_scatter(const PassContext& pass, comm::Work& work) = 0;
+  // After the reduce-scatter: adds the reduced rows into the shards'
+  // gradients and frees the buffer for the next pass.
+  virtual void add_reduced() = 0;
+  // Calls f with each parameter whose gradient the member's reductions make.
+  virtual void each_parameter(const std::function<void(Parameter&)>& f) = 0;
+};
 
 class PrefetchChain {
  public:
@@ -50,23 +77,24 @@ class PrefetchChain {
   PrefetchChain(const PrefetchChain&) = delete;
   PrefetchChain& operator=(const PrefetchChain&) = delete;
 
-  // The gathered weight of `source` for `use` (forward or backward) in `pass`.
-  Tensor materialize(ShardedWeightSource& source, Use use, const PassContext& pass);
+  // Gathers `source`'s weight for `use` (forward or backward) in `pass`:
+  // when this returns, the member's buffer of `use` holds it.
+  void materialize(ChainMember& source, Use use, const PassContext& pass);
   // `source`'s gradient of `pass` is in its buffer: completes the reductions
   // issued before, then issues this one.
-  void reduce(ShardedWeightSource& source, const PassContext& pass);
+  void reduce(ChainMember& source, const PassContext& pass);
   // Completes the reductions issued so far (before a buffer is reused).
   void complete_reductions();
   // Waits for every collective in flight, completes every reduction,
   // releases every buffer and reports the gradients that became final.
   void drain();
   // `source` is going away: drains, and records anew if it was on the chain.
-  void forget(const ShardedWeightSource& source);
+  void forget(const ChainMember& source);
 
   void set_on_gradient_final(std::function<void(Parameter&)> f) { on_final_ = std::move(f); }
 
   struct Event {
-    ShardedWeightSource* source = nullptr;
+    ChainMember* source = nullptr;
     Use use = Use::forward;
     bool operator==(const Event&) const = default;
   };
@@ -75,9 +103,9 @@ class PrefetchChain {
   const std::vector<Event>& events() const { return events_; }
 
   struct Stats {
-    int64_t gathers = 0;          // all-gathers issued
+    int64_t gathers = 0;          // all-gathers issued (a batch's is one)
     int64_t prefetched = 0;       // of them, issued ahead of their use
-    int64_t reductions = 0;       // reduce-scatters issued
+    int64_t reductions = 0;       // reduce-scatters issued (a batch's is one)
     double exposed_gather_s = 0;  // time materializations waited for all-gathers
     // What this rank sent in its all-gathers (data and scales; quantized
     // gathers count their per-tensor scale) and the elements of its shards,
@@ -107,7 +135,7 @@ class PrefetchChain {
     comm::Work work;
   };
   struct Reduction {
-    ShardedWeightSource* source = nullptr;
+    ChainMember* source = nullptr;
     comm::Work work;
     Report report = Report::later;
   };
@@ -119,10 +147,10 @@ class PrefetchChain {
   bool advance(const Event& e);
   void freeze();
   void prefetch(const PassContext& pass);
-  void count(const ShardedWeightSource& source, Use use);
+  void count(const ChainMember& source, Use use);
   void wait_gathers();
   void release_held();
-  void report(ShardedWeightSource& source);
+  void report(ChainMember& source);
   void report_pending();
 
   int depth_;
@@ -130,14 +158,14 @@ class PrefetchChain {
   std::vector<bool> last_of_source_;  // per gradient event: the source's last in the pass
   int64_t last_gradient_ = -1;        // the pass's last gradient event
   bool frozen_ = false;
-  bool recording_backward_ = false;               // the pass being recorded has backward events
-  uint64_t serial_ = 0;                           // the current pass
-  int64_t pos_ = -1;                              // its latest event
-  bool off_chain_ = false;                        // it left the recorded order
-  std::deque<Gather> in_flight_;                  // prefetched gathers, in chain order
-  std::vector<Event> held_;                       // the weight the GEMMs read (at most one)
-  std::vector<Reduction> pending_;                // issued reduce-scatters, oldest first
-  std::vector<ShardedWeightSource*> unreported_;  // final at the next drain
+  bool recording_backward_ = false;       // the pass being recorded has backward events
+  uint64_t serial_ = 0;                   // the current pass
+  int64_t pos_ = -1;                      // its latest event
+  bool off_chain_ = false;                // it left the recorded order
+  std::deque<Gather> in_flight_;          // prefetched gathers, in chain order
+  std::vector<Event> held_;               // the weight the GEMMs read (at most one)
+  std::vector<Reduction> pending_;        // issued reduce-scatters, oldest first
+  std::vector<ChainMember*> unreported_;  // final at the next drain
   std::function<void(Parameter&)> on_final_;
   Stats stats_;
 };

@@ -35,44 +35,63 @@ WeightCache::Ticket ShardedWeightSource::ticket(Use use) const {
 }
 
 Tensor ShardedWeightSource::weight_for_forward(PassContext& pass) {
-  return runtime_->chain.materialize(*this, Use::forward, pass);
+  runtime_->chain.materialize(*this, Use::forward, pass);
+  return gathered(Use::forward);
 }
 
 Tensor ShardedWeightSource::weight_for_backward(PassContext& pass) {
-  return runtime_->chain.materialize(*this, Use::backward, pass);
+  runtime_->chain.materialize(*this, Use::backward, pass);
+  return gathered(Use::backward);
 }
 
-Tensor ShardedWeightSource::quantized_weight(GemmQuantizer& quantizer, bool columnwise,
-                                             PassContext& pass) {
+void ShardedWeightSource::set_quantizer(GemmQuantizer& quantizer) {
   WEFT_CHECK(!quantizer_ || quantizer_ == &quantizer,
              "{}: a GTP weight quantized by two quantizers; each Linear keeps its own source",
              weight_.parameter().name);
   quantizer_ = &quantizer;
-  return runtime_->chain.materialize(*this, columnwise ? Use::backward : Use::forward, pass);
 }
 
-comm::Work ShardedWeightSource::gather(Use use, const PassContext& pass) {
-  if (quantizer_) return gather_quantized(use, pass);
-  Tensor buffer = runtime_->cache.get(ticket(use));
-  const Tensor& shard = weight_.parameter().value;
-  if (buffer.dtype() == shard.dtype()) return group_->all_gather(buffer, shard);
-  // Cast into this rank's place and gather in place.
-  Tensor own = buffer.chunk(group_->size())[static_cast<size_t>(group_->rank())];
-  own.copy_from(shard);
-  return group_->all_gather(buffer, own);
+Tensor ShardedWeightSource::quantized_weight(GemmQuantizer& quantizer, bool columnwise,
+                                             PassContext& pass) {
+  set_quantizer(quantizer);
+  const Use use = columnwise ? Use::backward : Use::forward;
+  runtime_->chain.materialize(*this, use, pass);
+  return gathered(use);
 }
 
-comm::Work ShardedWeightSource::gather_quantized(Use use, const PassContext& pass) {
+std::pair<Shape, DType> ShardedWeightSource::gather_buffer(Use use, const PassContext& pass) {
+  if (!quantizer_) return {weight_.gathered_shape(), gather_dtype_};
   const Parameter& p = weight_.parameter();
   QuantizedShard& shard = quantized_shard(use);
   shard.update(*quantizer_, *group_, p.value, p.version, reads_columnwise(use), pass);
-  WeightCache::Ticket& t = use == Use::forward ? quantized_forward_ : quantized_backward_;
-  const int64_t bytes = shard.packed().nbytes() * group_->size();
-  if (t < 0) t = runtime_->cache.reserve({bytes}, DType::u8, use);
-  Tensor buffer = runtime_->cache.get(t);
-  WEFT_CHECK(buffer.nbytes() == bytes, "{}: the gathered quantized weight holds {} bytes, not {}",
-             p.name, buffer.nbytes(), bytes);
-  return group_->all_gather(buffer, shard.packed());
+  return {Shape{shard.packed().nbytes() * group_->size()}, DType::u8};
+}
+
+ShardedWeightSource::CollectiveArgs ShardedWeightSource::gather_args(const Tensor& buffer,
+                                                                     Use use) {
+  if (quantizer_) {
+    const Tensor& packed = quantized_shard(use).packed();
+    WEFT_CHECK(buffer.nbytes() == packed.nbytes() * group_->size(),
+               "{}: the gathered quantized weight holds {} bytes, not {}", weight_.parameter().name,
+               buffer.nbytes(), packed.nbytes() * group_->size());
+    return {buffer, packed};
+  }
+  const Tensor& shard = weight_.parameter().value;
+  if (buffer.dtype() == shard.dtype()) return {buffer, shard};
+  // Cast into this rank's place and gather in place.
+  Tensor own = buffer.chunk(group_->size())[static_cast<size_t>(group_->rank())];
+  kernels::convert(exec_, shard, own);
+  return {buffer, own};
+}
+
+comm::Work ShardedWeightSource::gather(Use use, const PassContext& pass) {
+  const auto [shape, dtype] = gather_buffer(use, pass);
+  if (quantizer_) {
+    WeightCache::Ticket& t = use == Use::forward ? quantized_forward_ : quantized_backward_;
+    if (t < 0) t = runtime_->cache.reserve(shape, dtype, use);
+  }
+  const CollectiveArgs a = gather_args(runtime_->cache.get(ticket(use)), use);
+  return group_->all_gather(a.out, a.in);
 }
 
 int64_t ShardedWeightSource::gather_bytes(Use use) const {
@@ -80,23 +99,28 @@ int64_t ShardedWeightSource::gather_bytes(Use use) const {
   return dtype_storage_bytes(gather_dtype_, shard_elements());
 }
 
-Tensor ShardedWeightSource::gathered(Use use) {
-  Tensor buffer = runtime_->cache.get(ticket(use));
+Tensor ShardedWeightSource::decode(const Tensor& buffer, Use use) {
   if (!quantizer_) return buffer.narrow(0, weight_.rows());
   Tensor out = quantizer_->weight_operand_buffer(use == Use::backward, weight_.gathered_shape());
   quantized_shard(use).dequantize(exec_, buffer, weight_.rows(), out);
   return out.narrow(0, weight_.rows());
 }
 
+Tensor ShardedWeightSource::gathered(Use use) {
+  return decode(runtime_->cache.get(ticket(use)), use);
+}
+
 void ShardedWeightSource::release(Use use) { runtime_->cache.release(ticket(use)); }
 
-Tensor ShardedWeightSource::full_gradient() {
-  if (runtime_->options.grad_accumulation == GradAccumulation::full) {
-    if (!accumulated_.defined()) {
-      accumulated_ = exec_.zeros(weight_.gathered_shape(), DType::f32, MemoryTag::grads);
-    }
-    return accumulated_;
+Tensor ShardedWeightSource::accumulated_gradient() {
+  if (!accumulated_.defined()) {
+    accumulated_ = exec_.zeros(weight_.gathered_shape(), DType::f32, MemoryTag::grads);
   }
+  return accumulated_;
+}
+
+Tensor ShardedWeightSource::full_gradient() {
+  if (runtime_->options.grad_accumulation == GradAccumulation::full) return accumulated_gradient();
   // A reduction of this weight still in flight (a weight used twice in one
   // backward, with nothing in between) holds the buffer: finish it first.
   if (runtime_->cache.held(gradient_)) runtime_->chain.complete_reductions();
@@ -119,20 +143,27 @@ void ShardedWeightSource::finalize_weight_grad(PassContext& pass, const Tensor& 
   runtime_->chain.reduce(*this, pass);
 }
 
+ShardedWeightSource::CollectiveArgs ShardedWeightSource::reduce_args(const Tensor& buffer) const {
+  Tensor own = buffer.chunk(group_->size())[static_cast<size_t>(group_->rank())];
+  return {own, buffer};
+}
+
+void ShardedWeightSource::add_reduced(const Tensor& buffer) {
+  kernels::axpy(exec_, 1.0f, reduce_args(buffer).out, weight_.parameter().grad);
+}
+
 bool ShardedWeightSource::reduce_scatter(const PassContext& pass, comm::Work& work) {
   const bool full = runtime_->options.grad_accumulation == GradAccumulation::full;
   if (full && !pass.final_microbatch()) return false;
-  Tensor buffer = full ? accumulated_ : runtime_->cache.get(gradient_);
-  Tensor own = buffer.chunk(group_->size())[static_cast<size_t>(group_->rank())];
-  work = group_->reduce_scatter(own, buffer, comm::ReduceOp::avg);
+  const CollectiveArgs a = reduce_args(full ? accumulated_ : runtime_->cache.get(gradient_));
+  work = group_->reduce_scatter(a.out, a.in, comm::ReduceOp::avg);
   return true;
 }
 
 void ShardedWeightSource::add_reduced() {
   const bool full = runtime_->options.grad_accumulation == GradAccumulation::full;
   Tensor buffer = full ? accumulated_ : runtime_->cache.get(gradient_);
-  const Tensor own = buffer.chunk(group_->size())[static_cast<size_t>(group_->rank())];
-  kernels::axpy(exec_, 1.0f, own, weight_.parameter().grad);
+  add_reduced(buffer);
   if (full) {
     buffer.zero();
   } else {

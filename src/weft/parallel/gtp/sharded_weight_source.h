@@ -26,11 +26,19 @@
 // gathered along the same prefetch chain into weight-cache buffers (the
 // packed shards), and decoded into the quantizer's weight-operand buffer
 // when the chain materializes it.
+//
+// A source is one member of the chain, or one of a SourceBatch's (a
+// GroupedLinear's experts gathered together, source_batch.h): the batch
+// runs the same steps — gather_buffer, gather_args, decode, reduce_args,
+// add_reduced — on its own buffers, in one collective for all its sources.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <utility>
 
 #include "weft/comm/process_group.h"
+#include "weft/parallel/gtp/prefetch_chain.h"
 #include "weft/parallel/gtp/quantized_gather.h"
 #include "weft/parallel/gtp/sharded_parameter.h"
 #include "weft/parallel/gtp/weight_cache.h"
@@ -40,7 +48,7 @@ namespace weft::parallel::gtp {
 
 struct Runtime;
 
-class ShardedWeightSource final : public WeightSource {
+class ShardedWeightSource final : public WeightSource, public ChainMember {
  public:
   // Takes this rank's shard of `local` (the TP-level weight) over `group`
   // (more than one rank); `runtime` is the model's (its chain and cache).
@@ -68,7 +76,10 @@ class ShardedWeightSource final : public WeightSource {
   // Whether the weight is gathered quantized (a Linear asked for
   // quantized_weight), and the times its shard was quantized, both
   // directions (tests: once per step).
-  bool quantized() const { return quantizer_ != nullptr; }
+  bool quantized() const override { return quantizer_ != nullptr; }
+  // The quantizer its shard is quantized by (quantized_weight sets it; a
+  // batch sets it before its first gather): one per source.
+  void set_quantizer(GemmQuantizer& quantizer);
   int64_t quantizations() const { return rowwise_.quantizations() + columnwise_.quantizations(); }
 
   const ShardedParameter& sharded() const { return weight_; }
@@ -77,21 +88,40 @@ class ShardedWeightSource final : public WeightSource {
   // ---- the prefetch chain's side (prefetch_chain.h) ----
   // Issues the all-gather of the shard into the buffer of `use` (forward or
   // backward) for `pass`; quantized, the shard quantized first unless current.
-  comm::Work gather(Use use, const PassContext& pass);
-  // Bytes this rank sent in its latest gather of `use`, and the elements
-  // of its shard (padding included).
-  int64_t gather_bytes(Use use) const;
-  int64_t shard_elements() const { return weight_.parameter().value.numel(); }
+  comm::Work gather(Use use, const PassContext& pass) override;
+  int64_t gather_bytes(Use use) const override;
+  int64_t shard_elements() const override { return weight_.parameter().value.numel(); }
   // The gathered weight of `use` (after its all-gather completed).
   Tensor gathered(Use use);
-  void release(Use use);
+  void release(Use use) override;
   // Issues the reduce-scatter of this pass's gradient in place, into this
-  // rank's rows of the buffer; false when there is nothing to reduce in this
-  // pass (full-gradient accumulation before the last microbatch).
-  bool reduce_scatter(const PassContext& pass, comm::Work& work);
-  // After the reduce-scatter: adds this rank's reduced rows into the
-  // shard's gradient and frees the buffer for the next pass.
-  void add_reduced();
+  // rank's rows of the buffer.
+  bool reduce_scatter(const PassContext& pass, comm::Work& work) override;
+  void add_reduced() override;
+  void each_parameter(const std::function<void(Parameter&)>& f) override { f(parameter()); }
+
+  // ---- the steps of a gather and a reduction, on any buffer (a batch's) ----
+  struct CollectiveArgs {
+    Tensor out, in;
+  };
+  // Readies this rank's part of a gather of `use` (quantized: the shard
+  // quantized unless current) and returns the gathered buffer's shape and
+  // dtype: the padded weight in the gather dtype, or the packed quantized
+  // shards' bytes.
+  std::pair<Shape, DType> gather_buffer(Use use, const PassContext& pass);
+  // The all-gather's out and in for a buffer of gather_buffer's shape (the
+  // shard cast into this rank's place of it where the dtypes differ).
+  CollectiveArgs gather_args(const Tensor& buffer, Use use);
+  // The weight the GEMMs read, (rows, cols), from a gathered buffer.
+  Tensor decode(const Tensor& buffer, Use use);
+  // The full-size f32 gradient (padded: sharded().gathered_shape()) the
+  // wgrad GEMM accumulates into under full-gradient accumulation: the
+  // source's own, accumulating the step's microbatches.
+  Tensor accumulated_gradient();
+  // The reduce-scatter's out (this rank's rows) and in for a full-size f32
+  // gradient buffer, and adding the reduced rows into the shard's gradient.
+  CollectiveArgs reduce_args(const Tensor& buffer) const;
+  void add_reduced(const Tensor& buffer);
 
  private:
   WeightCache::Ticket ticket(Use use) const;

@@ -14,6 +14,7 @@
 // pooled: after the first step, steps allocate nothing. At most
 // `max_live_weights` gathered weights (forward and backward buffers) are
 // held at once; asking for more is an error (the prefetch chain never does).
+// A batch of experts' weights (SourceBatch) is one buffer and counts as one.
 // Memory is tagged weight_cache. One cache per model and rank; not thread-safe.
 #pragma once
 
