@@ -251,7 +251,7 @@ TEST(QuantizedGtpChain, GathersAlongTheChainOncePerStep) {
 // scales, one reduce-scatter their gradients; each operand is still the whole
 // weight quantized, and each shard is quantized once per step, as alone.
 TEST(QuantizedGtpBatch, MovesEveryWeightsDataAndScalesInOneGather) {
-  for (Recipe r : kRecipes) {
+  for (Recipe r : kQuantizedRecipes) {
     SCOPED_TRACE(recipe_name(r));
     const int64_t per_step = kLayers * (r == Recipe::mxfp8 ? 2 : 1);
     comm::run_local(2, [&](comm::ProcessGroup& world) {
