@@ -174,9 +174,12 @@ using parallel::QuantizedGemm;
 std::shared_ptr<parallel::ParallelContext> native_context(std::shared_ptr<comm::ProcessGroup> tp,
                                                           parallel::SequenceParallel sp,
                                                           parallel::Recipe recipe,
-                                                          QuantizedGemm mode) {
-  auto pc = std::make_shared<parallel::ParallelContext>(
-      *parallel::make_context(std::move(tp), sp, parallel::Precision::of(recipe), 5));
+                                                          QuantizedGemm mode,
+                                                          DType activations = DType::f32) {
+  parallel::Precision p = parallel::Precision::of(recipe);
+  p.quantized_activations = activations;
+  auto pc =
+      std::make_shared<parallel::ParallelContext>(*parallel::make_context(std::move(tp), sp, p, 5));
   pc->workspace = std::make_shared<parallel::Workspace>();
   pc->scaling = std::make_shared<parallel::ScalingRegistry>();
   pc->quantized_gemm = mode;
@@ -196,12 +199,15 @@ bool made_transposed_inputs(const parallel::ParallelContext& pc) {
 // then a row-parallel layer at TP 1 and 2, with and without sequence
 // parallelism (whose gathering GEMMs stay on the dequantized operands).
 TEST(QuantizedLinearNative, EqualsTheEmulationBitForBit) {
-  for (parallel::Recipe r : {parallel::Recipe::fp8_delayed, parallel::Recipe::fp8_current}) {
+  for (const auto& [r, act] : {std::pair{parallel::Recipe::fp8_delayed, DType::f32},
+                               std::pair{parallel::Recipe::fp8_current, DType::f32},
+                               std::pair{parallel::Recipe::fp8_delayed, DType::bf16}}) {
     for (const auto& [tp_size, sp] : {std::pair{1, parallel::SequenceParallel::off},
                                       std::pair{2, parallel::SequenceParallel::off},
                                       std::pair{2, parallel::SequenceParallel::seq}}) {
-      SCOPED_TRACE(::testing::Message() << parallel::recipe_name(r) << " tp " << tp_size << " "
-                                        << parallel::sequence_parallel_name(sp));
+      SCOPED_TRACE(::testing::Message()
+                   << parallel::recipe_name(r) << " " << dtype_name(act) << " tp " << tp_size << " "
+                   << parallel::sequence_parallel_name(sp));
       comm::run_local(tp_size, [&](comm::ProcessGroup& world) {
         std::shared_ptr<comm::ProcessGroup> tp =
             tp_size > 1 ? world.new_subgroups_by_enumeration({{0, 1}}, "tp") : nullptr;
@@ -211,7 +217,7 @@ TEST(QuantizedLinearNative, EqualsTheEmulationBitForBit) {
         };
         auto make = [&](QuantizedGemm mode) {
           Pair p;
-          p.pc = native_context(tp, sp, r, mode);
+          p.pc = native_context(tp, sp, r, mode, act);
           const Parallel first = tp_size > 1 ? Parallel::column : Parallel::none;
           const Parallel second = tp_size > 1 ? Parallel::row : Parallel::none;
           p.a = std::make_unique<Linear>(
@@ -223,21 +229,19 @@ TEST(QuantizedLinearNative, EqualsTheEmulationBitForBit) {
         Pair emu = make(QuantizedGemm::emulate), nat = make(QuantizedGemm::native);
         for (int step = 0; step < 2; ++step) {
           const int64_t rows = sp == parallel::SequenceParallel::off ? kTokens : kTokens / 2;
-          const Tensor x = random_tensor({rows, kIn}, 7 + static_cast<uint32_t>(step), -3.0f, 3.0f);
+          const Tensor x =
+              random_tensor({rows, kIn}, 7 + static_cast<uint32_t>(step), -3.0f, 3.0f).to(act);
           const Tensor dy =
-              random_tensor({rows, kIn}, 9 + static_cast<uint32_t>(step), -0.1f, 0.1f);
+              random_tensor({rows, kIn}, 9 + static_cast<uint32_t>(step), -0.1f, 0.1f).to(act);
           std::vector<std::vector<float>> got[2];
           for (int k = 0; k < 2; ++k) {
             Pair& p = k == 0 ? emu : nat;
             Ctx ctx;
             const Tensor y = p.b->forward(ctx, p.a->forward(ctx, x));
             const Tensor dx = p.a->backward(ctx, p.b->backward(ctx, dy));
-            got[k] = {y.to_vector(),
-                      dx.to_vector(),
-                      p.a->weight().grad.to_vector(),
-                      p.b->weight().grad.to_vector(),
-                      p.a->bias()->grad.to_vector(),
-                      p.b->bias()->grad.to_vector()};
+            got[k] = {y.to(DType::f32).to_vector(),   dx.to(DType::f32).to_vector(),
+                      p.a->weight().grad.to_vector(), p.b->weight().grad.to_vector(),
+                      p.a->bias()->grad.to_vector(),  p.b->bias()->grad.to_vector()};
             p.pc->scaling->end_step(p.pc->precision, tp.get());
           }
           for (size_t i = 0; i < got[0].size(); ++i) EXPECT_EQ(got[0][i], got[1][i]) << i;

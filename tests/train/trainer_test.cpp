@@ -132,9 +132,9 @@ TEST_F(TrainerTest, QuantizedRecipesTrainCloseToF32) {
 // kernels::quantized_gemm on transposed quantized copies (what a GPU's FP8
 // GEMM reads); on the CPU that call is the emulation itself, so the whole
 // model trains bit for bit as with the dequantized operands.
-// Under a quantized recipe --dtype bf16 makes the activations bf16 (the
-// quantizers read them, the GEMMs write them; weights are still quantized
-// from the f32 masters): every recipe trains within 3% of the bf16 recipe.
+// Under a quantized recipe --dtype bf16 makes the activations and the weight
+// casts bf16 (the quantizers read them, the GEMMs write bf16, the LM head
+// multiplies bf16): every recipe trains within 3% of the bf16 recipe.
 TEST_F(TrainerTest, QuantizedRecipesTrainWithBf16Activations) {
   TrainConfig c = tiny_config();
   c.model.width = 128;
@@ -361,7 +361,7 @@ TEST(TrainConfigTest, DtypeSetsAQuantizedRecipesActivations) {
     apply_settings(c, io::parse_json(json), "run.json");
     EXPECT_EQ(c.precision.recipe, parallel::Recipe::fp8_delayed) << json;
     EXPECT_EQ(c.precision.activation(), DType::bf16) << json;
-    EXPECT_EQ(c.precision.gemm_input(), DType::f32) << json;  // weights from the f32 masters
+    EXPECT_EQ(c.precision.gemm_input(), DType::bf16) << json;  // bf16 weight casts, quantized
     EXPECT_EQ(c.compute_dtype(), DType::bf16) << json;
   }
   TrainConfig f;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "weft/core/cuda.h"
+#include "weft/kernels/activation.h"
 #include "weft/kernels/cast.h"
 #include "weft/kernels/dispatch.h"
 #include "weft/kernels/impl/gemm.h"
@@ -65,9 +66,10 @@ void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
     // f32 operands, a bf16 output (a quantized recipe's emulation under bf16
     // activations): the f32 product (plus c and the bias) rounded once, as
     // quantized_gemm's emulation does, on either backend.
-    Tensor wide = opt.accumulate ? c.to(DType::f32) : ec.empty(c.shape(), DType::f32);
+    Tensor wide = ec.empty(c.shape(), DType::f32, MemoryTag::activations);
+    if (opt.accumulate) convert(ec, c, wide);
     gemm(ec, a, b, wide, opt);
-    c.copy_from(wide.to(DType::bf16));
+    convert(ec, wide, c);
     return;
   }
   return detail::dispatch(ec, span_name(m, n, k, opt, c.dtype()), {&a, &b, &c, opt.bias},

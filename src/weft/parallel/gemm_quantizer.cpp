@@ -194,10 +194,11 @@ const QuantizedTensor& GemmQuantizer::per_tensor(Operand which, const Tensor& x,
     // the device, without a host read (end_step folds it). Not reduced over
     // TP or a shard's group here: the registry reduces every amax over its
     // group once per step.
+    // Evaluation records nothing: no amax is read back either.
+    cfg.want_amax = !ec.device().is_cuda();  // the CPU has it anyway (GTP's shards keep it)
     if (pass.training()) {
       cfg.amax_accumulator = registry_.amax_accumulator(ec.device());
       cfg.amax_slot = id;
-      cfg.want_amax = !ec.device().is_cuda();  // the CPU has it anyway (GTP's shards keep it)
     }
     kernels::quantize(ec, x, cfg, q);
     return q;

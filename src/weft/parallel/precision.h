@@ -89,20 +89,24 @@ struct Precision {
   // NVFP4 (TE's disable_stochastic_rounding / disable_rht, inverted).
   bool stochastic_rounding = true;
   bool hadamard = true;
-  // Under a quantized recipe: the dtype of the activations (--dtype f32|bf16),
-  // which the quantizers read and the GEMMs write; the f32 and bf16 recipes
-  // ignore it.
+  // Under a quantized recipe: the dtype of the activations and of the
+  // weights handed to the GEMMs (--dtype f32|bf16): the quantizers read it,
+  // the GEMMs write it, and the unquantized GEMMs (the LM head) multiply in
+  // it; the f32 and bf16 recipes ignore it.
   DType quantized_activations = DType::f32;
 
   // Whether the Linear GEMMs run on quantized operands.
   bool quantized() const { return recipe != Recipe::f32 && recipe != Recipe::bf16; }
-  // The dtype weights are handed to the GEMMs in, and activations converted
-  // to before an unquantized GEMM (the quantized recipes quantize f32 master
-  // weights and the activations as they are, and their emulation multiplies
-  // dequantized f32 operands).
-  DType gemm_input() const { return recipe == Recipe::bf16 ? DType::bf16 : DType::f32; }
+  // The dtype weights are handed to the GEMMs in (quantized recipes quantize
+  // that weight cast), and activations converted to before an unquantized
+  // GEMM (the quantized ones quantize activations as they are; their
+  // emulation multiplies dequantized f32 operands).
+  DType gemm_input() const {
+    if (quantized()) return quantized_activations;
+    return recipe == Recipe::bf16 ? DType::bf16 : DType::f32;
+  }
   // The dtype of activations between GEMMs (the residual stream included).
-  DType activation() const { return quantized() ? quantized_activations : gemm_input(); }
+  DType activation() const { return gemm_input(); }
   // The recipe whose activations are `dtype` (f32 or bf16).
   static Precision of(DType dtype);
   // `r` with the default options.

@@ -126,6 +126,7 @@ void ScalingRegistry::restore(const Snapshot& s) {
   }
   steps_ = s.steps;
   streams_ = 0;
+  if (accumulator_.defined()) accumulator_.zero();  // records before the restore are not the run's
 }
 
 }  // namespace weft::parallel

@@ -67,14 +67,23 @@ ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const 
   const Tensor& x = a;
   kernels::GemmOptions opt = call.options;
   Tensor c = out;
-  // The local GEMM: on the tensors, or on the quantized operands (the bias
-  // added after, as the schedule would).
+  // The local GEMM: on the tensors, or on the quantized operands, the bias
+  // added before the output's one rounding, as a GEMM's epilogue adds it (a
+  // bf16 output goes through an f32 buffer).
   const auto local_gemm = [&](const Tensor& lhs, Tensor& dst, const kernels::GemmOptions& o) {
     if (q == nullptr) return kernels::gemm(ec, lhs, b, dst, o);
-    kernels::quantized_gemm(
-        ec, q->a, q->b, dst,
-        {.accumulate = o.accumulate, .alpha = o.alpha, .fast_accumulation = q->fast_accumulation});
-    if (o.bias) kernels::bias_add(ec, dst, *o.bias);
+    const kernels::QuantizedGemmOptions qo{
+        .accumulate = o.accumulate, .alpha = o.alpha, .fast_accumulation = q->fast_accumulation};
+    if (!o.bias) return kernels::quantized_gemm(ec, q->a, q->b, dst, qo);
+    if (dst.dtype() == DType::f32) {
+      kernels::quantized_gemm(ec, q->a, q->b, dst, qo);
+      return kernels::bias_add(ec, dst, *o.bias);
+    }
+    Tensor wide = ec.empty(dst.shape(), DType::f32, MemoryTag::activations);
+    if (o.accumulate) kernels::convert(ec, dst, wide);
+    kernels::quantized_gemm(ec, q->a, q->b, wide, qo);
+    kernels::bias_add(ec, wide, *o.bias);
+    kernels::convert(ec, wide, dst);
   };
   if (call.overlap.method == OverlapMethod::ring ||
       call.overlap.method == OverlapMethod::pipeline) {

@@ -132,7 +132,7 @@ __global__ void fold_amax_kernel(const unsigned* bits, unsigned* slot) {
 
 // cfg's amax accumulator (kernels/cast.h) takes the amax in `bits`, on the
 // stream: a running max, a NaN dropped.
-inline void fold_amax(const ExecContext& ec, const QuantizeConfig& cfg, const Tensor& bits) {
+static inline void fold_amax(const ExecContext& ec, const QuantizeConfig& cfg, const Tensor& bits) {
   if (!cfg.amax_accumulator.defined()) return;
   fold_amax_kernel<<<1, 1, 0, stream_of(ec)>>>(
       dptr<const unsigned>(bits), dptr<unsigned>(cfg.amax_accumulator) + cfg.amax_slot);
