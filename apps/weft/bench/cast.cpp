@@ -20,7 +20,8 @@ namespace {
 
 cli::Options run_options() {
   cli::Options opts("weft bench cast [options]",
-                    "Times the cast kernels of the FP8 / MXFP8 / NVFP4 recipes on one thread:\n"
+                    "Times the cast kernels of the FP8 (per-tensor and fp8-block) / MXFP8 / NVFP4\n"
+                    "recipes on one thread: "
                     "quantizing an f32 (tokens, width) activation row-wise, row- and\n"
                     "column-wise, with stochastic rounding, and dequantizing it back, against\n"
                     "memcpy of the f32 input on the same thread. Rounds alternate cast and\n"
