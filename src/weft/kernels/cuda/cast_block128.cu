@@ -26,8 +26,6 @@ namespace {
 constexpr int kB = 128;  // block length
 constexpr int kThreads = 256;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // kernels::fp8_block_scale for the amax whose bits are m (NaN above Inf).
 __device__ __forceinline__ float block_scale(uint32_t m, float fmax) {
   if (m == 0u || m >= 0x7f800000u) return 1.0f;  // 0, Inf, NaN
@@ -169,47 +167,12 @@ __global__ void tiles_kernel(const T* x, int64_t rows, int64_t cols, float fmax,
   }
 }
 
-// The stored matrix (sr, sc) of codes with decode scales s (blocks br rows
-// by 128 columns, ns per row of blocks): out (sr, sc) row-wise.
-template <typename F>
-__global__ void dequant_rows_kernel(const uint8_t* codes, int64_t sr, int64_t sc, const float* s,
-                                    int64_t br, int64_t ns, float* out) {
-  const int64_t n = sr * sc, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
-       idx += stride) {
-    const int64_t i = idx / sc, j = idx % sc;
-    out[idx] = __fmul_rn(F::decode(codes[idx]), s[(i / br) * ns + j / kB]);
-  }
-}
-
-// The same, written transposed: out (sc, sr), through a 32x32 shared tile;
-// blockDim (32, 8).
-template <typename F>
-__global__ void dequant_cols_kernel(const uint8_t* codes, int64_t sr, int64_t sc, const float* s,
-                                    int64_t br, int64_t ns, float* out) {
-  __shared__ float tile[32][33];
-  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
-  const int64_t tiles_c = (sc + 31) / 32, tiles = tiles_c * ((sr + 31) / 32);
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int64_t r0 = (t / tiles_c) * 32, c0 = (t % tiles_c) * 32;
-    for (int i = ty; i < 32; i += 8) {
-      const int64_t r = r0 + i, c = c0 + tx;
-      if (r < sr && c < sc) {
-        tile[i][tx] = __fmul_rn(F::decode(codes[r * sc + c]), s[(r / br) * ns + c / kB]);
-      }
-    }
-    __syncthreads();
-    for (int i = ty; i < 32; i += 8) {
-      const int64_t c = c0 + i, r = r0 + tx;
-      if (r < sr && c < sc) out[c * sr + r] = tile[tx][i];
-    }
-    __syncthreads();
-  }
-}
-
-unsigned grid_of(int64_t items) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(items, int64_t{1} << 20)));
-}
+// fp8-block's decode scale of element (r, c): f32 per block of br x 128.
+struct Block128Scale {
+  const float* s;
+  int64_t br, ns;
+  __device__ float operator()(int64_t r, int64_t c) const { return s[(r / br) * ns + c / kB]; }
+};
 
 }  // namespace
 
@@ -275,16 +238,9 @@ void dequantize_block128(const ExecContext& ec, const QuantizedTensor& q, bool c
   if (n == 0) return;
   const int64_t ns = ceil_div(scols, kB);
   dispatch_fp8(q.dtype, "dequantize", [&]<typename F>() {
-    if (columnwise) {
-      const int64_t tiles = ceil_div(sr, 32) * ceil_div(scols, 32);
-      dequant_cols_kernel<F><<<grid_of(tiles), dim3(32, 8), 0, stream_of(ec)>>>(
-          dptr<const uint8_t>(data), sr, scols, dptr<const float>(sc), br, ns, dptr<float>(out));
-      check_launch("fp8-block dequant_cols_kernel");
-    } else {
-      dequant_rows_kernel<F><<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(
-          dptr<const uint8_t>(data), sr, scols, dptr<const float>(sc), br, ns, dptr<float>(out));
-      check_launch("fp8-block dequant_rows_kernel");
-    }
+    launch_block_dequant<F>(ec, dptr<const uint8_t>(data), sr, scols,
+                            Block128Scale{dptr<const float>(sc), br, ns}, columnwise,
+                            dptr<float>(out));
   });
 }
 

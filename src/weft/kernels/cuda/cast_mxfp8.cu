@@ -30,8 +30,6 @@ namespace {
 constexpr int kB = 32;  // block length
 constexpr int kThreads = 256;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 __device__ __forceinline__ uint32_t abs_bits(float v) { return __float_as_uint(v) & 0x7fffffffu; }
 
 // e8m0_round_up(amax · inv_max) for the amax whose bits are m (cast_blocks.h
@@ -131,45 +129,12 @@ __global__ void mx_cols_kernel(const T* x, int64_t rows, int64_t cols, float inv
   }
 }
 
-// The stored matrix (sr, sc) of codes, e8m0 scales (sr, ns): out (sr, sc).
-template <typename F>
-__global__ void mx_dequant_rows_kernel(const uint8_t* codes, int64_t sr, int64_t sc,
-                                       const uint8_t* s, int64_t ns, float* out) {
-  const int64_t n = sr * sc, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
-       idx += stride) {
-    const int64_t i = idx / sc, j = idx % sc;
-    out[idx] = __fmul_rn(F::decode(codes[idx]), e8m0_value(s[i * ns + j / kB]));
-  }
-}
-
-// The same written transposed, out (sc, sr); blockDim (32, 8).
-template <typename F>
-__global__ void mx_dequant_cols_kernel(const uint8_t* codes, int64_t sr, int64_t sc,
-                                       const uint8_t* s, int64_t ns, float* out) {
-  __shared__ float tile[32][33];
-  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
-  const int64_t tiles_c = (sc + 31) / 32, tiles = tiles_c * ((sr + 31) / 32);
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int64_t r0 = (t / tiles_c) * 32, c0 = (t % tiles_c) * 32;
-    for (int i = ty; i < 32; i += 8) {
-      const int64_t r = r0 + i, c = c0 + tx;
-      if (r < sr && c < sc) {
-        tile[i][tx] = __fmul_rn(F::decode(codes[r * sc + c]), e8m0_value(s[r * ns + c / kB]));
-      }
-    }
-    __syncthreads();
-    for (int i = ty; i < 32; i += 8) {
-      const int64_t c = c0 + i, r = r0 + tx;
-      if (r < sr && c < sc) out[c * sr + r] = tile[tx][i];
-    }
-    __syncthreads();
-  }
-}
-
-unsigned grid_of(int64_t items) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(items, int64_t{1} << 20)));
-}
+// MXFP8's decode scale of element (r, c): the e8m0 value of its 1x32 block.
+struct E8m0Scale {
+  const uint8_t* s;
+  int64_t ns;
+  __device__ float operator()(int64_t r, int64_t c) const { return e8m0_value(s[r * ns + c / kB]); }
+};
 
 }  // namespace
 
@@ -220,16 +185,8 @@ void dequantize_mxfp8(const ExecContext& ec, const QuantizedTensor& q, bool colu
   const int64_t n = sr * scols;
   if (n == 0) return;
   dispatch_fp8(q.dtype, "dequantize", [&]<typename F>() {
-    if (columnwise) {
-      const int64_t tiles = ceil_div(sr, 32) * ceil_div(scols, 32);
-      mx_dequant_cols_kernel<F><<<grid_of(tiles), dim3(32, 8), 0, stream_of(ec)>>>(
-          dptr<const uint8_t>(data), sr, scols, dptr<const uint8_t>(sc), ns, dptr<float>(out));
-      check_launch("mxfp8 mx_dequant_cols_kernel");
-    } else {
-      mx_dequant_rows_kernel<F><<<blocks_for(n, kThreads), kThreads, 0, stream_of(ec)>>>(
-          dptr<const uint8_t>(data), sr, scols, dptr<const uint8_t>(sc), ns, dptr<float>(out));
-      check_launch("mxfp8 mx_dequant_rows_kernel");
-    }
+    launch_block_dequant<F>(ec, dptr<const uint8_t>(data), sr, scols,
+                            E8m0Scale{dptr<const uint8_t>(sc), ns}, columnwise, dptr<float>(out));
   });
 }
 

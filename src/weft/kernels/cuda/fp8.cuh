@@ -139,6 +139,63 @@ static inline void fold_amax(const ExecContext& ec, const QuantizeConfig& cfg, c
   check_launch("fold_amax_kernel");
 }
 
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Blocks of a grid-stride loop over `items` work items (at least one).
+inline unsigned grid_of(int64_t items) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(items, int64_t{1} << 20)));
+}
+
+// A block-scaled dequantize: the stored matrix (sr, sc) of codes of format
+// F, each times scale(r, c) (its block's decode scale), into out (sr, sc)
+// row-wise, or out (sc, sr) for a column-wise copy put back in x's layout
+// (through a shared 32x32 tile, blockDim (32, 8)).
+template <typename F, typename Scale>
+__global__ void block_dequant_rows_kernel(const uint8_t* codes, int64_t sr, int64_t sc, Scale scale,
+                                          float* out) {
+  const int64_t n = sr * sc, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < n;
+       idx += stride) {
+    out[idx] = __fmul_rn(F::decode(codes[idx]), scale(idx / sc, idx % sc));
+  }
+}
+
+template <typename F, typename Scale>
+__global__ void block_dequant_cols_kernel(const uint8_t* codes, int64_t sr, int64_t sc, Scale scale,
+                                          float* out) {
+  __shared__ float tile[32][33];
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  const int64_t tiles_c = (sc + 31) / 32, tiles = tiles_c * ((sr + 31) / 32);
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t r0 = (t / tiles_c) * 32, c0 = (t % tiles_c) * 32;
+    for (int i = ty; i < 32; i += 8) {
+      const int64_t r = r0 + i, c = c0 + tx;
+      if (r < sr && c < sc) tile[i][tx] = __fmul_rn(F::decode(codes[r * sc + c]), scale(r, c));
+    }
+    __syncthreads();
+    for (int i = ty; i < 32; i += 8) {
+      const int64_t c = c0 + i, r = r0 + tx;
+      if (r < sr && c < sc) out[c * sr + r] = tile[tx][i];
+    }
+    __syncthreads();
+  }
+}
+
+template <typename F, typename Scale>
+void launch_block_dequant(const ExecContext& ec, const uint8_t* codes, int64_t sr, int64_t sc,
+                          Scale scale, bool columnwise, float* out) {
+  if (columnwise) {
+    block_dequant_cols_kernel<F>
+        <<<grid_of(ceil_div(sr, 32) * ceil_div(sc, 32)), dim3(32, 8), 0, stream_of(ec)>>>(
+            codes, sr, sc, scale, out);
+    check_launch("block_dequant_cols_kernel");
+  } else {
+    block_dequant_rows_kernel<F>
+        <<<blocks_for(sr * sc, 256), 256, 0, stream_of(ec)>>>(codes, sr, sc, scale, out);
+    check_launch("block_dequant_rows_kernel");
+  }
+}
+
 // A block-scaled quantize's outputs made ready: q's description (rows and
 // cols of x viewed as a matrix, per-tensor decode scale 1) and the copies
 // cfg asks for, in their shapes on ec's device, the others dropped.
