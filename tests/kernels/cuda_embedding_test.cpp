@@ -152,5 +152,36 @@ TEST(CudaEmbedding, PositionEmbeddingMatchesCpu) {
   }
 }
 
+// Token ids checked by the caller: no read-back, the rows grouped by token
+// on the device (a radix sort) and still added in the CPU's order, bit for
+// bit, in a slice with tokens of other slices and in the whole table.
+TEST(CudaEmbedding, IdsCheckedGroupOnTheDeviceBitForBit) {
+  WEFT_REQUIRE_GPU();
+  const ExecContext gec = ExecContext::cuda(0);
+  for (const bool slice : {false, true}) {
+    SCOPED_TRACE(slice ? "vocab slice" : "whole table");
+    EmbeddingOptions opt;
+    if (slice) {
+      opt.vocab_start = 1000;
+      opt.valid_vocab = 50304;
+    }
+    const int64_t rows = slice ? 3000 : 5000, channels = 771;
+    const Tensor tokens = random_tokens(3, 401, 5000, 9);
+    const Shape act{3, 401, channels};
+    const Tensor dout = random_tensor(act, 10, -1, 1, DType::bf16);
+    Tensor dwte = random_tensor({rows, channels}, 11), gdwte = gpu(dwte);
+    embedding_backward(cpu_ec, dout, tokens, dwte, opt);
+    EmbeddingOptions checked = opt;
+    checked.ids_checked = true;
+    embedding_backward(gec, gpu(dout), gpu(tokens), gdwte, checked);
+    EXPECT_TRUE(bitwise_equal(dwte, gdwte));
+    const Tensor wte = random_tensor({rows, channels}, 12);
+    Tensor out = Tensor::empty(act), gout = gpu(Tensor::zeros(act));
+    embedding_forward(cpu_ec, tokens, wte, out, opt);
+    embedding_forward(gec, gpu(tokens), gpu(wte), gout, checked);
+    EXPECT_TRUE(bitwise_equal(out, gout));
+  }
+}
+
 }  // namespace
 }  // namespace weft::kernels

@@ -253,5 +253,30 @@ TEST(CudaCrossEntropy, VocabParallelPiecesMatchCpu) {
   check_vocab_parallel(DType::bf16);
 }
 
+// The loss left on the device (mean and count), the targets checked by the
+// caller, and the backward scaled by the forward's count read on the device.
+TEST(CudaCrossEntropy, LossTensorAndDeviceCountMatchCpu) {
+  WEFT_REQUIRE_GPU();
+  const ExecContext ec = ExecContext::cuda(0);
+  const int64_t rows = 777, vocab = 50304;
+  const Tensor logits = random_tensor({rows, vocab}, 11, -4, 4, DType::bf16);
+  const Tensor targets = targets_tensor(make_targets(rows, vocab, 5));
+  Tensor lse = Tensor::empty({rows}), loss = Tensor::empty({2});
+  cross_entropy_forward(cpu_ec, logits, targets, lse, loss);
+  const Tensor g_logits = gpu(logits), g_targets = gpu(targets);
+  Tensor g_lse = gpu(lse), g_loss = gpu(loss);
+  CrossEntropyOptions opt;
+  opt.targets_checked = true;
+  cross_entropy_forward(ec, g_logits, g_targets, g_lse, g_loss, opt);
+  const Tensor h_loss = host(g_loss);
+  expect_loss_near(loss.data<float>()[0], h_loss.data<float>()[0]);
+  EXPECT_EQ(h_loss.data<float>()[1], loss.data<float>()[1]);
+  Tensor grad = Tensor::empty({rows, vocab}, DType::bf16), g_grad = gpu(grad);
+  cross_entropy_backward(cpu_ec, logits, targets, lse, 0.5f, grad);
+  opt.counted = &g_loss;
+  cross_entropy_backward(ec, g_logits, g_targets, g_lse, 0.5f, g_grad, opt);
+  EXPECT_TRUE(close(grad, host(g_grad), kGradBF16));
+}
+
 }  // namespace
 }  // namespace weft::kernels

@@ -8,12 +8,14 @@
 #include "cuda_testing.h"
 #include "testing.h"
 #include "weft/kernels/optimizer.h"
+#include "weft/kernels/step_scalars.h"
 
 namespace weft::kernels {
 namespace {
 
 using weft::testing::bitwise_equal;
 using weft::testing::gpu;
+using weft::testing::host;
 using weft::testing::random_tensor;
 
 const ExecContext& cpu_ec = ExecContext::host();
@@ -125,6 +127,71 @@ TEST(CudaOptimizer, SumOfSquaresMultiMatchesCpu) {
   }
   // Deterministic: the same bits on a second call.
   EXPECT_EQ(got, sum_of_squares_multi(gec, gxs));
+}
+
+// The step's scalars on the GPU: the CPU's arithmetic, bit for bit, and
+// nothing read back until the test copies the results.
+TEST(CudaOptimizer, StepScalarsMatchCpu) {
+  WEFT_REQUIRE_GPU();
+  const ExecContext gec = ExecContext::cuda(0);
+  const Tensor losses = Tensor::from({3}, std::vector<float>{2.5f, 1.0f / 3.0f, 7.25f});
+  Tensor acc = Tensor::zeros({1}, DType::f64), gacc = gpu(acc);
+  for (int64_t i = 0; i < 3; ++i) {
+    const Tensor l = losses.narrow(i, 1);
+    accumulate_scalar(cpu_ec, l, acc, i == 0);
+    accumulate_scalar(gec, gpu(l), gacc, i == 0);
+  }
+  EXPECT_TRUE(bitwise_equal(acc, gacc));
+  Tensor out = Tensor::zeros({2}), gout = gpu(out);
+  finish_mean(cpu_ec, acc, 3.0, 0.25f, out);
+  finish_mean(gec, gacc, 3.0, 0.25f, gout);
+  EXPECT_TRUE(bitwise_equal(out, gout));
+  for (const double sum : {4.0, 0.25, 1e10, -1.0, std::nan("")}) {
+    for (const double max_norm : {0.0, 1.0}) {
+      Tensor norm = Tensor::empty({1}, DType::f64), scale = Tensor::zeros({1});
+      *norm.data<double>() = sum;
+      Tensor gnorm = gpu(norm), gscale = gpu(scale);
+      clip_scale(cpu_ec, out, norm, max_norm, scale);
+      clip_scale(gec, gout, gnorm, max_norm, gscale);
+      EXPECT_TRUE(bitwise_equal(norm, gnorm)) << sum << " " << max_norm;
+      EXPECT_TRUE(bitwise_equal(scale, gscale)) << sum << " " << max_norm;
+    }
+  }
+}
+
+TEST(CudaOptimizer, AdamwGradScaleFromTheDeviceAndSumOfSquaresTotal) {
+  WEFT_REQUIRE_GPU();
+  const ExecContext gec = ExecContext::cuda(0);
+  const int64_t n = 37 * 771;
+  Tensor p = random_tensor({n}, 1), m = Tensor::zeros({n}), v = Tensor::zeros({n});
+  Tensor gp = gpu(p), gm = gpu(m), gv = gpu(v);
+  const Tensor g = random_tensor({n}, 2, -2, 2), gg = gpu(g);
+  const Tensor scale = Tensor::from({1}, std::vector<float>{0.37f}), gscale = gpu(scale);
+  AdamWConfig cfg;
+  cfg.lr = 6e-4f;
+  cfg.weight_decay = 0.1f;
+  cfg.grad_scale_from = &scale;
+  adamw_step(cpu_ec, p, g, m, v, cfg);
+  cfg.grad_scale_from = &gscale;
+  adamw_step(gec, gp, gg, gm, gv, cfg);
+  EXPECT_TRUE(bitwise_equal(p, gp));
+  EXPECT_TRUE(bitwise_equal(m, gm));
+  const Tensor gnan = gpu(Tensor::from({1}, std::vector<float>{std::nanf("")}));
+  cfg.grad_scale_from = &gnan;
+  cfg.step = 2;
+  adamw_step(gec, gp, gg, gm, gv, cfg);
+  EXPECT_TRUE(bitwise_equal(p, gp));  // skipped: still step 1's values
+  EXPECT_TRUE(bitwise_equal(v, gv));
+
+  const std::vector<Tensor> xs = {random_tensor({5}, 3), random_tensor({70001}, 4, -3, 3),
+                                  Tensor::zeros({0}), random_tensor({1 << 20}, 5)};
+  std::vector<Tensor> gxs;
+  for (const Tensor& x : xs) gxs.push_back(gpu(x));
+  double expected = 0;
+  for (double s : sum_of_squares_multi(gec, gxs)) expected += s;
+  Tensor gtotal = gpu(Tensor::zeros({1}, DType::f64));
+  sum_of_squares_total(gec, gxs, gtotal);
+  EXPECT_EQ(host(gtotal).data<double>()[0], expected);
 }
 
 }  // namespace

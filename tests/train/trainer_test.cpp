@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bitwise.h"
 #include "testing.h"
 #include "trainer_harness.h"
 #include "weft/comm/local.h"
@@ -279,6 +280,67 @@ TEST_F(TrainerTest, NonFiniteLossStopsNamingTheStepAndKeepsTheCheckpoint) {
   EXPECT_NE(message.find("step " + std::to_string(failed_at) + ":"), std::string::npos) << message;
   EXPECT_NE(message.find("is not finite"), std::string::npos) << message;
   EXPECT_EQ(io::CheckpointReader(dir).step(), failed_at - 1);
+}
+
+// The step's loss, norm and clipping factor stay on the model's device and
+// AdamW skips an update whose factor says the step is not finite: the step
+// that stops leaves the parameters and moments as the last good step left them.
+TEST_F(TrainerTest, NonFiniteStepLeavesParametersAndMomentsUntouched) {
+  TrainConfig c = tiny_config();
+  c.steps = 10;
+  c.warmup = 0;
+  c.lr = 1e30;
+  c.grad_clip = 1.0;
+  c.eval_every = 0;
+  bool stopped = false;
+  comm::run_local(1, [&](comm::ProcessGroup& world) {
+    Trainer t(c, world, data_);
+    for (int i = 0; i < 10 && !stopped; ++i) {
+      std::vector<Tensor> before;
+      for (nn::Parameter* p : t.model().parameters()) before.push_back(p->value.clone());
+      for (const Tensor& m : t.optimizer().first_moments()) before.push_back(m.clone());
+      try {
+        t.step();
+      } catch (const Error& e) {
+        stopped = true;
+        EXPECT_NE(std::string(e.what()).find("is not finite"), std::string::npos) << e.what();
+        size_t k = 0;
+        for (nn::Parameter* p : t.model().parameters()) {
+          EXPECT_TRUE(testing::bitwise_equal(before[k++], p->value)) << p->name;
+        }
+        for (const Tensor& m : t.optimizer().first_moments()) {
+          EXPECT_TRUE(testing::bitwise_equal(before[k++], m));
+        }
+      }
+    }
+  });
+  EXPECT_TRUE(stopped) << "lr 1e30 trained 10 finite steps";
+}
+
+// Ids outside the vocabulary in a host batch are named before anything runs.
+TEST_F(TrainerTest, TargetOutsideTheVocabularyIsNamedWithItsPosition) {
+  TrainConfig c = tiny_config();
+  comm::run_local(1, [&](comm::ProcessGroup& world) {
+    Trainer t(c, world, data_);
+    nn::Ctx ctx(nullptr, false);
+    std::vector<int32_t> ids(2 * 8, 1), bad = ids;
+    bad[11] = static_cast<int32_t>(c.model.vocab);  // batch 1, position 3
+    const Tensor tokens = Tensor::from_i32({2, 8}, ids);
+    const std::string target_error = testing::error_of([&] {
+      t.model().forward_loss(ctx, tokens, Tensor::from_i32({2, 8}, bad));
+    });
+    EXPECT_NE(target_error.find(format("target {} at (batch 1, position 3) is outside the "
+                                       "vocabulary",
+                                       c.model.vocab)),
+              std::string::npos)
+        << target_error;
+    bad[11] = -7;
+    const std::string token_error = testing::error_of([&] {
+      t.model().forward_loss(ctx, Tensor::from_i32({2, 8}, bad), tokens);
+    });
+    EXPECT_NE(token_error.find("token id -7 at (batch 1, position 3)"), std::string::npos)
+        << token_error;
+  });
 }
 
 TEST_F(TrainerTest, GenerationAndEvaluationAgreeAcrossTensorParallelSizes) {

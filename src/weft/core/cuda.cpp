@@ -218,6 +218,15 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   WEFT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, copy_kind(dst_device, src_device)));
 }
 
+void upload_bytes(void* dst, Device d, const void* src, size_t bytes, Stream stream) {
+  if (bytes == 0) return;
+  DeviceGuard guard(d.index);
+  // From pageable memory the runtime stages the bytes and returns; it waits
+  // for no GPU work.
+  WEFT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                  static_cast<cudaStream_t>(const_cast<void*>(stream))));
+}
+
 void zero_bytes(void* p, Device d, size_t bytes) {
   if (bytes == 0) return;
   DeviceGuard guard(d.index);
@@ -366,6 +375,7 @@ void empty_cache(Device) { not_built("empty_cache"); }
 void copy_bytes(void*, Device, const void*, Device, size_t) { not_built("copy_bytes"); }
 void record_stream(void*, Device, Stream) { not_built("record_stream"); }
 void zero_bytes(void*, Device, size_t) { not_built("zero_bytes"); }
+void upload_bytes(void*, Device, const void*, size_t, Stream) { not_built("upload_bytes"); }
 bool convert_on_device(const void*, DType, void*, DType, int64_t, Device) {
   not_built("convert_on_device");
 }

@@ -83,6 +83,10 @@ class ScopedAllocationStream {
 // returns; one between two GPU buffers may still be running (the CUDA runtime
 // does not wait for it), which the ordering makes invisible to weft's kernels.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// Copies `bytes` bytes of host memory to device memory of `d`, queued on
+// `stream` after the work queued there (the host bytes are staged before it
+// returns, so they may change at once; the host does not wait for the GPU).
+void upload_bytes(void* dst, Device d, const void* src, size_t bytes, Stream stream);
 // Sets `bytes` bytes of device memory to zero, on the legacy default stream
 // (ordered as copy_bytes; the host does not wait for it).
 void zero_bytes(void* p, Device d, size_t bytes);

@@ -35,6 +35,14 @@ Tensor ExecContext::zeros(const Shape& shape, DType dtype, MemoryTag tag) const 
   return t;
 }
 
+Tensor ExecContext::upload(const Tensor& t, MemoryTag tag) const {
+  if (t.device() == device_) return t;
+  if (!t.device().is_cpu() || !device_.is_cuda()) return t.to(device_);
+  Tensor out = empty(t.shape(), t.dtype(), tag);
+  cuda::upload_bytes(out.raw(), device_, t.raw(), static_cast<size_t>(t.nbytes()), stream());
+  return out;
+}
+
 Tensor ExecContext::reuse(Tensor& slot, const Shape& shape, DType dtype, MemoryTag tag) const {
   const int64_t n = shape.numel();
   if (!slot.defined() || !slot.sole_owner() || slot.dtype() != dtype ||

@@ -60,6 +60,10 @@ class ExecContext {
   // otherwise a new buffer of exactly that size, kept in `slot`. Steady-state
   // callers allocate nothing; a caller still holding the old tensor gets a
   // fresh one.
+  // A copy of `t` on this context's device, queued on its stream after the
+  // work queued there: a host tensor (a batch of token ids) goes to a GPU
+  // without the host waiting for the GPU. `t` itself when it is already here.
+  Tensor upload(const Tensor& t, MemoryTag tag = current_memory_tag()) const;
   Tensor reuse(Tensor& slot, const Shape& shape, DType dtype,
                MemoryTag tag = current_memory_tag()) const;
 

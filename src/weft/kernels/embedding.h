@@ -28,6 +28,11 @@ struct EmbeddingOptions {
   // vocab-parallel caller must give the global vocabulary size, or tokens held
   // by later ranks are rejected as out of range.
   int64_t valid_vocab = 0;
+  // The token ids were checked by the caller (on the host, before they were
+  // copied to the device): on a GPU no kernel reads them back, and the
+  // backward groups the rows by token on the device. Out-of-range ids are
+  // then never read out of bounds, but are not reported either.
+  bool ids_checked = false;
 };
 
 // tokens (B,T) i32, wte (V,C) f32|bf16 -> out (B,T,C) f32|bf16 = wte[tokens - vocab_start],

@@ -32,10 +32,28 @@ void check_targets_shape(const Tensor& targets, int64_t rows, const char* op) {
              dtype_name(targets.dtype()), targets.shape());
 }
 
+// The mean loss of a {mean, count} loss tensor, on the host.
+float mean_of(const Tensor& loss) {
+  return loss.device().is_cpu() ? *loss.data<float>() : loss.to(Device::cpu()).data<float>()[0];
+}
+
+void check_loss_out(const Tensor& loss, const char* op) {
+  WEFT_CHECK(loss.dtype() == DType::f32 && loss.numel() == 2,
+             "{}: loss must be f32 with two elements (mean, scored rows), got {} {}", op,
+             dtype_name(loss.dtype()), loss.shape());
+}
+
 }  // namespace
 
 float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                             Tensor& lse, const CrossEntropyOptions& opt) {
+  Tensor loss = ec.empty({2}, DType::f32);
+  cross_entropy_forward(ec, logits, targets, lse, loss, opt);
+  return mean_of(loss);
+}
+
+void cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
+                           Tensor& lse, Tensor& loss, const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_forward";
   const Vocab v = check_logits(logits, opt, op);
   WEFT_CHECK(opt.vocab_start == 0 && v.valid_vocab <= v.cols,
@@ -46,8 +64,9 @@ float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const T
   WEFT_CHECK(v.valid_cols > 0, "{}: logits {} hold no vocabulary column", op, logits.shape());
   check_targets_shape(targets, v.rows, op);
   check_row_vector(lse, v.rows, op, "lse");
-  return detail::dispatch(ec, "cross_entropy_forward", {&logits, &targets, &lse}, [&]<Backend B>() {
-    return impl::cross_entropy_forward<B>(ec, logits, targets, lse, opt);
+  check_loss_out(loss, op);
+  detail::dispatch(ec, "cross_entropy_forward", {&logits, &targets, &lse, &loss}, [&]<Backend B>() {
+    impl::cross_entropy_forward<B>(ec, logits, targets, lse, loss, opt);
   });
 }
 
@@ -67,10 +86,12 @@ void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const T
              "{}: dlogits shares storage with logits but is not the same tensor; pass logits "
              "itself to compute in place, or a separate buffer",
              op);
-  return detail::dispatch(
-      ec, "cross_entropy_backward", {&logits, &targets, &lse, &dlogits}, [&]<Backend B>() {
-        return impl::cross_entropy_backward<B>(ec, logits, targets, lse, dloss, dlogits, opt);
-      });
+  if (opt.counted) check_loss_out(*opt.counted, op);
+  return detail::dispatch(ec, "cross_entropy_backward",
+                          {&logits, &targets, &lse, &dlogits, opt.counted}, [&]<Backend B>() {
+                            return impl::cross_entropy_backward<B>(ec, logits, targets, lse, dloss,
+                                                                   dlogits, opt);
+                          });
 }
 
 void cross_entropy_row_max(const ExecContext& ec, const Tensor& logits, Tensor& row_max,
@@ -110,6 +131,14 @@ void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Te
 float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const Tensor& sum_exp,
                             const Tensor& target_logit, const Tensor& targets, Tensor& lse,
                             int32_t ignore_index) {
+  Tensor loss = ec.empty({2}, DType::f32);
+  cross_entropy_combine(ec, row_max, sum_exp, target_logit, targets, lse, loss, ignore_index);
+  return mean_of(loss);
+}
+
+void cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const Tensor& sum_exp,
+                           const Tensor& target_logit, const Tensor& targets, Tensor& lse,
+                           Tensor& loss, int32_t ignore_index) {
   constexpr const char* op = "cross_entropy_combine";
   WEFT_CHECK(row_max.dim() == 1, "{}: row_max must be (N), got {}", op, row_max.shape());
   const int64_t rows = row_max.size(0);
@@ -118,11 +147,12 @@ float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const 
   check_row_vector(target_logit, rows, op, "target_logit");
   check_row_vector(lse, rows, op, "lse");
   check_targets_shape(targets, rows, op);
-  return detail::dispatch(ec, "cross_entropy_combine",
-                          {&row_max, &sum_exp, &target_logit, &targets, &lse}, [&]<Backend B>() {
-                            return impl::cross_entropy_combine<B>(
-                                ec, row_max, sum_exp, target_logit, targets, lse, ignore_index);
-                          });
+  check_loss_out(loss, op);
+  detail::dispatch(ec, "cross_entropy_combine",
+                   {&row_max, &sum_exp, &target_logit, &targets, &lse, &loss}, [&]<Backend B>() {
+                     impl::cross_entropy_combine<B>(ec, row_max, sum_exp, target_logit, targets,
+                                                    lse, loss, ignore_index);
+                   });
 }
 
 int64_t count_targets(const ExecContext& ec, const Tensor& targets, int32_t ignore_index) {

@@ -46,6 +46,15 @@ struct CrossEntropyOptions {
   // caller must give the global vocabulary size, or targets held by later
   // ranks are rejected as out of range.
   int64_t valid_vocab = 0;
+  // The targets were checked by the caller (ids in [0, valid_vocab) or
+  // ignore_index, e.g. on the host before they were copied to the device):
+  // on a GPU no kernel reads them back to check them. Out-of-range ids are
+  // then never read out of bounds, but give an undefined loss.
+  bool targets_checked = false;
+  // cross_entropy_backward: the loss tensor of the forward (see below) whose
+  // count of scored rows scales the gradient, read on the device; null: the
+  // rows are counted here (on a GPU, a read of the targets to the host).
+  const Tensor* counted = nullptr;
 };
 
 // logits (N,V) f32|bf16, targets (N) i32 -> lse (N) f32; returns the mean loss
@@ -54,6 +63,11 @@ struct CrossEntropyOptions {
 // ignore_index throw weft::Error naming the row and the value.
 float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                             Tensor& lse, const CrossEntropyOptions& opt = {});
+// The same, the result left on the device: loss (f32, two elements, on ec's
+// device) = {the mean loss, the number of scored rows} (the count exact up to
+// 2^24 rows). Nothing returns to the host when opt.targets_checked.
+void cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
+                           Tensor& lse, Tensor& loss, const CrossEntropyOptions& opt = {});
 
 // logits (N,V), targets (N), lse (N) -> dlogits (N,V) f32|bf16
 //   = (exp(logits - lse) - onehot(targets - vocab_start)) · dloss / count
@@ -86,6 +100,11 @@ void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Te
 float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const Tensor& sum_exp,
                             const Tensor& target_logit, const Tensor& targets, Tensor& lse,
                             int32_t ignore_index = kIgnoreIndex);
+// The same into loss (f32, two elements) = {mean, scored rows}, as the
+// device form of cross_entropy_forward; nothing returns to the host.
+void cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const Tensor& sum_exp,
+                           const Tensor& target_logit, const Tensor& targets, Tensor& lse,
+                           Tensor& loss, int32_t ignore_index = kIgnoreIndex);
 
 // targets (N) -> how many are not ignore_index.
 int64_t count_targets(const ExecContext& ec, const Tensor& targets,

@@ -39,6 +39,11 @@ void check_config(const AdamWConfig& cfg, const char* op) {
              cfg.lr, cfg.eps, cfg.weight_decay);
   WEFT_CHECK(cfg.beta1 >= 0.0f && cfg.beta1 < 1.0f && cfg.beta2 >= 0.0f && cfg.beta2 < 1.0f,
              "{}: betas must lie in [0, 1), got beta1 {} beta2 {}", op, cfg.beta1, cfg.beta2);
+  if (cfg.grad_scale_from) {
+    WEFT_CHECK(cfg.grad_scale_from->dtype() == DType::f32 && cfg.grad_scale_from->numel() == 1,
+               "{}: grad_scale_from must be one f32 element, got {} {}", op,
+               dtype_name(cfg.grad_scale_from->dtype()), cfg.grad_scale_from->shape());
+  }
 }
 
 // A segment's four tensors: f32, as many elements as its params (and, in a
@@ -65,7 +70,7 @@ void adamw_step(const ExecContext& ec, Tensor& params, const Tensor& grads, Tens
       .params = &params, .grads = &grads, .m = &m, .v = &v, .decay = cfg.weight_decay > 0.0f};
   check_segment(ec, segment, op, -1);
   check_config(cfg, op);
-  return detail::dispatch(ec, op, {&params, &grads, &m, &v}, [&]<Backend B>() {
+  return detail::dispatch(ec, op, {&params, &grads, &m, &v, cfg.grad_scale_from}, [&]<Backend B>() {
     return impl::adamw_step_multi<B>(ec, std::span(&segment, 1), cfg);
   });
 }
@@ -77,8 +82,9 @@ void adamw_step_multi(const ExecContext& ec, std::span<const AdamWSegment> segme
     check_segment(ec, segments[i], op, static_cast<int64_t>(i));
   }
   check_config(cfg, op);
-  return detail::dispatch(
-      ec, op, {}, [&]<Backend B>() { return impl::adamw_step_multi<B>(ec, segments, cfg); });
+  return detail::dispatch(ec, op, {cfg.grad_scale_from}, [&]<Backend B>() {
+    return impl::adamw_step_multi<B>(ec, segments, cfg);
+  });
 }
 
 double sum_of_squares(const ExecContext& ec, const Tensor& x) {
@@ -96,6 +102,19 @@ std::vector<double> sum_of_squares_multi(const ExecContext& ec, std::span<const 
   }
   return detail::dispatch(ec, op, {},
                           [&]<Backend B>() { return impl::sum_of_squares_multi<B>(ec, xs); });
+}
+
+void sum_of_squares_total(const ExecContext& ec, std::span<const Tensor> xs, Tensor& total) {
+  constexpr const char* op = "sum_of_squares_total";
+  for (size_t i = 0; i < xs.size(); ++i) {
+    check_f32(xs[i], xs[i].numel(), op, static_cast<int64_t>(i), "x");
+    check_device(ec, xs[i], op, static_cast<int64_t>(i), "x");
+  }
+  WEFT_CHECK(total.dtype() == DType::f64 && total.numel() == 1,
+             "{}: total must be one f64 element, got {} {}", op, dtype_name(total.dtype()),
+             total.shape());
+  detail::dispatch(ec, op, {&total},
+                   [&]<Backend B>() { impl::sum_of_squares_total<B>(ec, xs, total); });
 }
 
 }  // namespace weft::kernels

@@ -33,6 +33,13 @@ struct AdamWConfig {
   // Multiplies the gradient before anything else: gradient clipping
   // (max_norm / norm) folded into the step, without rewriting the gradient.
   float grad_scale = 1.0f;
+  // When set (f32, one element, on the step's device): the grad_scale read
+  // from the device in place of the one above, so that a clipping factor
+  // computed on the device (clip_scale in kernels/step_scalars.h) reaches the
+  // step without a host read. A NaN there skips the step: nothing is
+  // written, parameters and moments keep their values (a non-finite loss or
+  // gradient norm stops training before the update).
+  const Tensor* grad_scale_from = nullptr;
 };
 
 // params, grads, m, v: f32, the same number of elements (any shape); updated in place:
@@ -67,5 +74,9 @@ double sum_of_squares(const ExecContext& ec, const Tensor& x);
 // xs: f32 tensors (any shapes) -> Σ x² of each, in their order, in one
 // threaded pass; element i is bit for bit sum_of_squares(ec, xs[i]).
 std::vector<double> sum_of_squares_multi(const ExecContext& ec, std::span<const Tensor> xs);
+// xs -> total (f64, one element, on ec's device) = the elements of
+// sum_of_squares_multi(xs) added in their order to 0, bit for bit, computed
+// where the tensors are: on a GPU nothing returns to the host.
+void sum_of_squares_total(const ExecContext& ec, std::span<const Tensor> xs, Tensor& total);
 
 }  // namespace weft::kernels

@@ -39,13 +39,21 @@ Slice slice_of(const Tensor& logits, const Tensor& targets, const CrossEntropyCo
           targets.reshape({rows}),
           {.ignore_index = cfg.ignore_index,
            .vocab_start = g ? g->rank() * cols : 0,
-           .valid_vocab = cfg.vocab}};
+           .valid_vocab = cfg.vocab,
+           .targets_checked = cfg.targets_checked}};
 }
 
 }  // namespace
 
 float vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, Tensor& lse,
                                    const CrossEntropyConfig& cfg) {
+  Tensor loss = cfg.exec.empty({2}, DType::f32);
+  vocab_parallel_cross_entropy(logits, targets, lse, loss, cfg);
+  return loss.device().is_cpu() ? *loss.data<float>() : loss.to(Device::cpu()).data<float>()[0];
+}
+
+void vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, Tensor& lse,
+                                  Tensor& loss, const CrossEntropyConfig& cfg) {
   Slice s = slice_of(logits, targets, cfg, "vocab_parallel_cross_entropy");
   comm::ProcessGroup* g = vocab_group(cfg);
   const int64_t rows = s.logits.size(0);
@@ -59,14 +67,15 @@ float vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, 
   kernels::cross_entropy_target_logit(cfg.exec, s.logits, s.targets, target_logit, s.opt);
   kernels::cross_entropy_sum_exp(cfg.exec, s.logits, row_max, sum_exp, s.opt);
   if (g) g->all_reduce(sums).wait();
-  return kernels::cross_entropy_combine(cfg.exec, row_max, sum_exp, target_logit, s.targets, lse,
-                                        cfg.ignore_index);
+  kernels::cross_entropy_combine(cfg.exec, row_max, sum_exp, target_logit, s.targets, lse, loss,
+                                 cfg.ignore_index);
 }
 
 void vocab_parallel_cross_entropy_backward(const Tensor& logits, const Tensor& targets,
                                            const Tensor& lse, float dloss, Tensor& dlogits,
-                                           const CrossEntropyConfig& cfg) {
+                                           const CrossEntropyConfig& cfg, const Tensor* counted) {
   Slice s = slice_of(logits, targets, cfg, "vocab_parallel_cross_entropy_backward");
+  s.opt.counted = counted;
   WEFT_CHECK(dlogits.shape() == logits.shape(),
              "vocab_parallel_cross_entropy_backward: dlogits {} must have the logits' shape {}",
              dlogits.shape(), logits.shape());

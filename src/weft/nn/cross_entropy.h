@@ -32,6 +32,9 @@ struct CrossEntropyConfig {
   std::shared_ptr<comm::ProcessGroup> tp{};  // null: the logits hold the whole vocabulary
   int32_t ignore_index = kernels::kIgnoreIndex;
   ExecContext exec{};  // where the kernels run
+  // The targets were checked on the host (kernels::CrossEntropyOptions::
+  // targets_checked): a GPU reads nothing back.
+  bool targets_checked = false;
 };
 
 // logits (..., Vp/T) f32|bf16, this rank's vocabulary slice; targets (...) i32
@@ -40,12 +43,19 @@ struct CrossEntropyConfig {
 // the backward. Targets outside [0, vocab) other than ignore_index throw.
 float vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, Tensor& lse,
                                    const CrossEntropyConfig& cfg);
+// The same, the result left where the logits are: loss (f32, two elements)
+// = {the mean loss, the number of scored rows} (kernels::cross_entropy_combine).
+void vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, Tensor& lse,
+                                  Tensor& loss, const CrossEntropyConfig& cfg);
 
 // logits, targets, lse from the forward -> dlogits (logits' shape) = the
 // gradient of dloss·loss on this rank's columns; no communication. dlogits
 // may be logits itself (same dtype): the gradient then overwrites the logits.
+// `counted`: the forward's loss tensor, whose count scales the gradient on
+// the device (null: the rows are counted again).
 void vocab_parallel_cross_entropy_backward(const Tensor& logits, const Tensor& targets,
                                            const Tensor& lse, float dloss, Tensor& dlogits,
-                                           const CrossEntropyConfig& cfg);
+                                           const CrossEntropyConfig& cfg,
+                                           const Tensor* counted = nullptr);
 
 }  // namespace weft::nn

@@ -89,6 +89,11 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens) {
 }
 
 Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t pos_offset) {
+  return forward(ctx, tokens, pos_offset, false);
+}
+
+Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t pos_offset,
+                                       bool ids_checked) {
   const cuda::NvtxRange nvtx(name() + " forward");
   WEFT_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::i32,
              "{}: tokens must be i32 of shape (B, T), got {} {}", wte().name,
@@ -97,7 +102,8 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
   WEFT_CHECK(pos_offset >= 0 && pos_offset + seq <= cfg_.max_seq,
              "{}: positions [{}, {}) do not fit the context length {}", wpe_.name, pos_offset,
              pos_offset + seq, cfg_.max_seq);
-  const kernels::EmbeddingOptions opt{.vocab_start = vocab_start(), .valid_vocab = cfg_.vocab};
+  const kernels::EmbeddingOptions opt{
+      .vocab_start = vocab_start(), .valid_vocab = cfg_.vocab, .ids_checked = ids_checked};
   const ExecContext& ec = pc_->exec;
   // The residual stream's token order: sequence-major under seq SP.
   Tensor ids = tokens;
@@ -120,6 +126,7 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
   Saved& s = ctx.saved<Saved>(this);
   s.tokens = ids;
   s.pos_offset = pos_offset;
+  s.ids_checked = ids_checked;
   return x;
 }
 
@@ -129,6 +136,7 @@ Tensor VocabParallelEmbedding::backward(Ctx& ctx, const Tensor& dx) {
   WEFT_CHECK(s.tokens.defined(), "{}: backward without a forward in this context", wte().name);
   const Tensor ids = s.tokens;
   const int64_t pos_offset = s.pos_offset;
+  const bool ids_checked = s.ids_checked;
   ctx.release(this);
   const int64_t seq = ids.size(sequence_major() ? 0 : 1);
   if (cfg_.learned_positions) {
@@ -142,8 +150,9 @@ Tensor VocabParallelEmbedding::backward(Ctx& ctx, const Tensor& dx) {
                      : parallel::backward(pc_->exec, Mapping::reduce_from_tp, g, dx);
   // No weight in backward: the gradient goes through the source alone.
   Tensor dwte = wte_source_->weight_grad(ctx);
-  kernels::embedding_backward(pc_->exec, dfull, ids, dwte,
-                              {.vocab_start = vocab_start(), .valid_vocab = cfg_.vocab});
+  kernels::embedding_backward(
+      pc_->exec, dfull, ids, dwte,
+      {.vocab_start = vocab_start(), .valid_vocab = cfg_.vocab, .ids_checked = ids_checked});
   wte_source_->finalize_weight_grad(ctx, dwte);
   return {};
 }
@@ -186,19 +195,29 @@ Tensor LmHead::forward(Ctx& ctx, const Tensor& x) {
 Tensor LmHead::backward(Ctx& ctx, const Tensor& dlogits) { return linear_.backward(ctx, dlogits); }
 
 float LmHead::forward_loss(Ctx& ctx, const Tensor& x, const Tensor& targets, int32_t ignore_index) {
+  const Tensor loss = forward_loss_tensor(ctx, x, targets, ignore_index);
+  return loss.device().is_cpu() ? *loss.data<float>() : loss.to(Device::cpu()).data<float>()[0];
+}
+
+Tensor LmHead::forward_loss_tensor(Ctx& ctx, const Tensor& x, const Tensor& targets,
+                                   int32_t ignore_index, bool targets_checked) {
   Tensor logits = forward(ctx, x);
-  Tensor lse =
-      embedding_.context()->exec.empty({logits.shape().rows()}, DType::f32, MemoryTag::activations);
+  const ExecContext& ec = embedding_.context()->exec;
+  Tensor lse = ec.empty({logits.shape().rows()}, DType::f32, MemoryTag::activations);
+  Tensor loss = ec.empty({2}, DType::f32, MemoryTag::activations);
   const CrossEntropyConfig ce{.vocab = embedding_.config().vocab,
                               .tp = embedding_.context()->tp,
                               .ignore_index = ignore_index,
-                              .exec = embedding_.context()->exec};
-  const float loss = vocab_parallel_cross_entropy(logits, targets, lse, ce);
+                              .exec = ec,
+                              .targets_checked = targets_checked};
+  vocab_parallel_cross_entropy(logits, targets, lse, loss, ce);
   Saved& s = ctx.saved<Saved>(this);
   s.logits = logits;
   s.targets = targets;
   s.lse = lse;
+  s.loss = loss;
   s.ignore_index = ignore_index;
+  s.targets_checked = targets_checked;
   return loss;
 }
 
@@ -209,9 +228,10 @@ Tensor LmHead::backward_loss(Ctx& ctx, float dloss) {
   const CrossEntropyConfig ce{.vocab = embedding_.config().vocab,
                               .tp = embedding_.context()->tp,
                               .ignore_index = s.ignore_index,
-                              .exec = embedding_.context()->exec};
-  vocab_parallel_cross_entropy_backward(s.logits, s.targets, s.lse, dloss, dlogits, ce);
-  s.logits = s.targets = s.lse = Tensor();
+                              .exec = embedding_.context()->exec,
+                              .targets_checked = s.targets_checked};
+  vocab_parallel_cross_entropy_backward(s.logits, s.targets, s.lse, dloss, dlogits, ce, &s.loss);
+  s.logits = s.targets = s.lse = s.loss = Tensor();
   return backward(ctx, dlogits);
 }
 

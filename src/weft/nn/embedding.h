@@ -81,6 +81,9 @@ class VocabParallelEmbedding : public Module {
   Tensor forward(Ctx& ctx, const Tensor& tokens) override;
   // pos_offset: the position of the first token (generation continuing a prefix).
   Tensor forward(Ctx& ctx, const Tensor& tokens, int64_t pos_offset);
+  // ids_checked: the caller checked the token ids on the host
+  // (kernels::EmbeddingOptions::ids_checked), so that a GPU reads nothing back.
+  Tensor forward(Ctx& ctx, const Tensor& tokens, int64_t pos_offset, bool ids_checked);
   // dx (B, T, C) [SP: shard] -> an undefined tensor; gradients accumulate.
   Tensor backward(Ctx& ctx, const Tensor& dx) override;
   std::vector<Parameter*> own_parameters() override;
@@ -102,6 +105,7 @@ class VocabParallelEmbedding : public Module {
   struct Saved {
     Tensor tokens;  // in the token layout: (B, T) or (T, B)
     int64_t pos_offset = 0;
+    bool ids_checked = false;
   };
   // Position of the first token this rank holds after the SP split.
   int64_t shard_pos_offset(int64_t seq, int64_t pos_offset) const;
@@ -155,6 +159,13 @@ class LmHead : public Module {
   // ignore_index, the same on every rank.
   float forward_loss(Ctx& ctx, const Tensor& x, const Tensor& targets,
                      int32_t ignore_index = kernels::kIgnoreIndex);
+  // The same, left on the device: f32 {mean loss, scored rows} where the
+  // logits are. targets_checked: the caller checked the targets' ids on the
+  // host, so that a GPU reads nothing back (the backward then takes the count
+  // from this tensor).
+  Tensor forward_loss_tensor(Ctx& ctx, const Tensor& x, const Tensor& targets,
+                             int32_t ignore_index = kernels::kIgnoreIndex,
+                             bool targets_checked = false);
   // -> dx of dloss · loss (see backward); the saved logits become their gradient.
   Tensor backward_loss(Ctx& ctx, float dloss = 1.0f);
 
@@ -163,8 +174,9 @@ class LmHead : public Module {
 
  private:
   struct Saved {
-    Tensor logits, targets, lse;
+    Tensor logits, targets, lse, loss;
     int32_t ignore_index = kernels::kIgnoreIndex;
+    bool targets_checked = false;
   };
 
   // The untied head's weight (undefined when tied) and the source the

@@ -193,13 +193,13 @@ Tensor Gpt::tokens_for_group(const Tensor& tokens) const {
   WEFT_CHECK(tokens.size(1) <= cfg_.seq, "sequence of {} tokens is longer than the context {}",
              tokens.size(1), cfg_.seq);
   // Token ids come from the host (the data loader): the model's device takes a copy.
-  const Tensor here = tokens.to(pc_->exec.device());
+  const Tensor here = pc_->exec.upload(tokens, MemoryTag::activations);
   if (pc_->sp != SequenceParallel::batch || !pc_->tp_group()) return here;
   return parallel::all_gather_along(pc_->exec, *pc_->tp, here, 0);
 }
 
-Tensor Gpt::forward_hidden(Ctx& ctx, const Tensor& tokens) {
-  TransformerLayer::Stream s{embedding_.forward(ctx, tokens_for_group(tokens)), {}};
+Tensor Gpt::forward_hidden(Ctx& ctx, const Tensor& tokens, bool ids_checked) {
+  TransformerLayer::Stream s{embedding_.forward(ctx, tokens_for_group(tokens), 0, ids_checked), {}};
   // Each layer runs the norm that reads its output (the next layer's ln_1,
   // then ln_f) fused with its last residual add.
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -226,11 +226,37 @@ Tensor Gpt::backward(Ctx& ctx, const Tensor& dlogits) {
   return {};
 }
 
+void Gpt::check_host_ids(const Tensor& ids, bool targets) const {
+  const int32_t* v = ids.data<int32_t>();
+  const int64_t seq = ids.size(1);
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    if (targets && v[i] == kernels::kIgnoreIndex) continue;
+    WEFT_CHECK(v[i] >= 0 && v[i] < cfg_.vocab,
+               "{} {} at (batch {}, position {}) is outside the vocabulary [0, {}){}; check the "
+               "data's token ids against the model's vocab_size",
+               targets ? "target" : "token id", v[i], i / seq, i % seq, cfg_.vocab,
+               targets ? format(" and is not the ignore_index {}", kernels::kIgnoreIndex) : "");
+  }
+}
+
 float Gpt::forward_loss(Ctx& ctx, const Tensor& tokens, const Tensor& targets) {
-  Tensor x = forward_hidden(ctx, tokens);
+  const Tensor loss = forward_loss_tensor(ctx, tokens, targets);
+  return loss.device().is_cpu() ? *loss.data<float>() : loss.to(Device::cpu()).data<float>()[0];
+}
+
+Tensor Gpt::forward_loss_tensor(Ctx& ctx, const Tensor& tokens, const Tensor& targets) {
+  // A host batch is checked here, where reading it is free.
+  const bool checked = tokens.device().is_cpu() && targets.device().is_cpu() && tokens.dim() == 2 &&
+                       targets.dim() == 2 && tokens.dtype() == DType::i32 &&
+                       targets.dtype() == DType::i32;
+  if (checked) {
+    check_host_ids(tokens, false);
+    check_host_ids(targets, true);
+  }
+  Tensor x = forward_hidden(ctx, tokens, checked);
   Tensor t = tokens_for_group(targets);
   if (pc_->token_layout() == parallel::TokenLayout::sequence_major) t = swap01(pc_->exec, t);
-  return head_.forward_loss(ctx, x, t);
+  return head_.forward_loss_tensor(ctx, x, t, kernels::kIgnoreIndex, checked);
 }
 
 void Gpt::backward_loss(Ctx& ctx, float dloss, const GradsReady& ready) {

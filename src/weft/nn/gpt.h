@@ -114,6 +114,10 @@ class Gpt : public Module {
   // over the TP group's tokens (the same on every rank of the group).
   // The MoE layers' auxiliary losses are not in it: see aux_loss.
   float forward_loss(Ctx& ctx, const Tensor& tokens, const Tensor& targets);
+  // The same, left where the model runs: f32 {mean loss, scored rows} on the
+  // model's device. Host batches (the data loader's) have their ids checked
+  // on the host first, so that a GPU reads nothing back during the step.
+  Tensor forward_loss_tensor(Ctx& ctx, const Tensor& tokens, const Tensor& targets);
   // The weighted auxiliary losses of ctx's forward (the MoE routers' load
   // balance and z losses; 0 for a dense model): backward_loss trains on
   // the language-model loss plus this, scaled alike.
@@ -134,7 +138,10 @@ class Gpt : public Module {
 
  private:
   Tensor tokens_for_group(const Tensor& tokens) const;
-  Tensor forward_hidden(Ctx& ctx, const Tensor& tokens);
+  Tensor forward_hidden(Ctx& ctx, const Tensor& tokens, bool ids_checked = false);
+  // Throws weft::Error naming the first id of a host batch outside the
+  // vocabulary (targets may also be the ignore index).
+  void check_host_ids(const Tensor& ids, bool targets) const;
 
   ContextPtr pc_;
   GptConfig cfg_;

@@ -19,7 +19,11 @@ AdamW::AdamW(std::vector<nn::Parameter*> params, AdamWOptions options, const Exe
   }
 }
 
-void AdamW::step(float lr, float grad_scale) {
+void AdamW::step(float lr, float grad_scale) { run(lr, grad_scale, nullptr); }
+
+void AdamW::step(float lr, const Tensor& grad_scale) { run(lr, 1.0f, &grad_scale); }
+
+void AdamW::run(float lr, float grad_scale, const Tensor* scale_from) {
   ++step_;
   segments_.clear();
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -35,7 +39,8 @@ void AdamW::step(float lr, float grad_scale) {
                              .eps = options_.eps,
                              .weight_decay = options_.weight_decay,
                              .step = step_,
-                             .grad_scale = grad_scale});
+                             .grad_scale = grad_scale,
+                             .grad_scale_from = scale_from});
 }
 
 }  // namespace weft::optim

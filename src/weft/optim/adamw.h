@@ -35,6 +35,10 @@ class AdamW {
   // One update with learning rate `lr`; grad_scale multiplies every gradient
   // first (clipping). Advances the step counter.
   void step(float lr, float grad_scale = 1.0f);
+  // The same with the gradient scale read on the device from `grad_scale`
+  // (f32, one element, where the moments are; kernels::clip_scale writes it):
+  // a NaN there leaves parameters and moments as they are.
+  void step(float lr, const Tensor& grad_scale);
 
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t s) { step_ = s; }
@@ -58,6 +62,8 @@ class AdamW {
   std::vector<Tensor> m_, v_;
   std::vector<kernels::AdamWSegment> segments_;
   int64_t step_ = 0;
+
+  void run(float lr, float grad_scale, const Tensor* scale_from);
 };
 
 }  // namespace weft::optim

@@ -26,6 +26,14 @@ using Groups = std::map<std::string, std::shared_ptr<comm::ProcessGroup>>;
 double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups& groups,
                         const ExecContext& ec = ExecContext::host());
 
+// The square of that norm computed where the gradients are, into
+// `sum_of_squares` (f64, one element, on ec's device): the local sums and the
+// group all-reduces run on the device and nothing returns to the host
+// (kernels::clip_scale takes its root; a training step reads it with the
+// loss). Its root is bit for bit what global_grad_norm returns.
+void global_grad_norm_sum(const std::vector<nn::Parameter*>& params, const Groups& groups,
+                          const ExecContext& ec, Tensor& sum_of_squares);
+
 // max_norm / norm when the norm exceeds max_norm, else 1 (0 disables clipping).
 float clip_scale(double norm, double max_norm);
 

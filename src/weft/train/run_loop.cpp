@@ -12,6 +12,7 @@
 #include "weft/io/checkpoint.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/io/scaling_state.h"
+#include "weft/kernels/step_scalars.h"
 #include "weft/optim/grad_norm.h"
 #include "weft/parallel/gtp/runtime.h"
 #include "weft/train/generate.h"
@@ -31,6 +32,39 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
+
+// A step's scalars in one buffer where the model runs, a view each, so that
+// one copy brings them all to the host at the end of the step.
+class StepScalars {
+ public:
+  static constexpr int64_t kBytes = 32;
+  explicit StepScalars(const Tensor& buffer)
+      : loss_sum(buffer.view_as(DType::f64, {1}, 0)),
+        losses(buffer.view_as(DType::f32, {2}, 8)),
+        norm(buffer.view_as(DType::f64, {1}, 16)),
+        scale(buffer.view_as(DType::f32, {1}, 24)),
+        buffer_(buffer) {}
+
+  Tensor loss_sum;  // f64: the micro-batches' mean losses added up
+  Tensor losses;    // f32 {loss, auxiliary loss}: the step's, averaged over the data ranks
+  Tensor norm;      // f64: the gradient's global sum of squares, then its norm
+  Tensor scale;     // f32: the clipping factor AdamW reads (NaN: no update)
+
+  struct Values {
+    double loss = 0, aux_loss = 0, grad_norm = 0;
+  };
+  // The step's one host read (on a GPU it waits for the step's work).
+  Values read() const {
+    const Tensor host = buffer_.device().is_cpu() ? buffer_ : buffer_.to(Device::cpu());
+    const StepScalars h(host);
+    return {.loss = h.losses.data<float>()[0],
+            .aux_loss = h.losses.data<float>()[1],
+            .grad_norm = *h.norm.data<double>()};
+  }
+
+ private:
+  Tensor buffer_;
+};
 
 }  // namespace
 
@@ -76,6 +110,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
   }
   optimizer_ = std::make_unique<optim::AdamW>(
       params_, optim::AdamWOptions{.weight_decay = static_cast<float>(cfg_.weight_decay)}, ec);
+  scalars_ = ec.zeros({StepScalars::kBytes}, DType::u8, MemoryTag::optimizer);
   const bool batch_sp = cfg_.sp == nn::SequenceParallel::batch;
   slice_ = {.dp_rank = data_group_->rank(),
             .dp_size = data_group_->size(),
@@ -136,7 +171,9 @@ StepResult Trainer::step() {
     }
   };
   parallel::gtp::Runtime* gtp = model_->context()->gtp_runtime.get();
-  double loss_sum = 0, aux_sum = 0;
+  const ExecContext& ec = model_->context()->exec;
+  StepScalars sc(scalars_);
+  double aux_sum = 0;
   for (int64_t m = 0; m < accum; ++m) {
     io::Batch b = sampler_->next_batch(step_, 0, part(m));
     nn::Ctx ctx(&rng_, true);
@@ -147,7 +184,8 @@ StepResult Trainer::step() {
     auto t = Clock::now();
     {
       const cuda::NvtxRange range("forward");
-      loss_sum += model_->forward_loss(ctx, b.inputs, b.targets);
+      kernels::accumulate_scalar(ec, model_->forward_loss_tensor(ctx, b.inputs, b.targets),
+                                 sc.loss_sum, /*reset=*/m == 0);
       aux_sum += model_->aux_loss(ctx);
     }
     r.times.forward += seconds_since(t);
@@ -164,7 +202,6 @@ StepResult Trainer::step() {
   std::optional<cuda::NvtxRange> sync_range(std::in_place, "gradient sync");
   syncs_->finish();
   // On a GPU the phases end when their kernels finish, not when they are queued.
-  const ExecContext& ec = model_->context()->exec;
   ec.synchronize();
   r.times.backward += seconds_since(t);
   sync_range.reset();
@@ -178,25 +215,30 @@ StepResult Trainer::step() {
 
   t = Clock::now();
   const cuda::NvtxRange optimizer_range("optimizer");
-  Tensor loss = Tensor::from({2}, std::vector<float>{static_cast<float>(loss_sum / accum),
-                                                     static_cast<float>(aux_sum / accum)});
-  data_group_->all_reduce(loss, comm::ReduceOp::avg).wait();
-  r.loss = loss.item(0);
-  r.aux_loss = loss.item(1);
+  // Loss, gradient norm and clipping stay on the model's device; AdamW reads
+  // the clipping factor there and skips the update when the loss or the
+  // norm is not finite, so the step reads the host once, below.
+  kernels::finish_mean(ec, sc.loss_sum, static_cast<double>(accum),
+                       static_cast<float>(aux_sum / static_cast<double>(accum)), sc.losses);
+  data_group_->all_reduce(sc.losses, comm::ReduceOp::avg).wait();
   optim::Groups groups{{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
   for (const char* dim : {"ep", "gtp"}) {
     if (grid_->layout().has(dim)) groups[dim] = grid_->group_ptr(dim);
   }
-  r.grad_norm = optim::global_grad_norm(params_, groups, ec);
-  check_finite(r.loss, r.grad_norm);
+  optim::global_grad_norm_sum(params_, groups, ec, sc.norm);
+  kernels::clip_scale(ec, sc.losses, sc.norm, cfg_.grad_clip, sc.scale);
   LrSchedule schedule{.lr = cfg_.lr_value(),
                       .warmup = cfg_.warmup_steps(),
                       .total = cfg_.schedule_total(),
                       .min_lr = cfg_.min_lr};
   r.lr = schedule.at(step_);
-  optimizer_->step(static_cast<float>(r.lr), optim::clip_scale(r.grad_norm, cfg_.grad_clip));
+  optimizer_->step(static_cast<float>(r.lr), sc.scale);
   model_->zero_grad();
-  ec.synchronize();
+  const StepScalars::Values v = sc.read();
+  r.loss = v.loss;
+  r.aux_loss = v.aux_loss;
+  r.grad_norm = v.grad_norm;
+  check_finite(r.loss, r.grad_norm);
   r.times.optimizer = seconds_since(t);
 
   ++step_;

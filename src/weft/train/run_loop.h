@@ -148,6 +148,9 @@ class Trainer {
   std::vector<nn::Parameter*> params_;
   std::unique_ptr<GradSyncs> syncs_;
   std::unique_ptr<optim::AdamW> optimizer_;
+  // The step's scalars where the model runs (kernels/step_scalars.h), read
+  // to the host once at the end of a step: see StepScalars in run_loop.cpp.
+  Tensor scalars_;
   std::unique_ptr<io::Sampler> sampler_;
   io::BatchSlice slice_{};
   int64_t step_ = 0;

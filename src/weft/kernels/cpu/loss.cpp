@@ -94,9 +94,9 @@ int64_t count_targets<Backend::cpu>(const ExecContext&, const Tensor& targets,
 }
 
 template <>
-float cross_entropy_forward<Backend::cpu>(const ExecContext& ec, const Tensor& logits,
-                                          const Tensor& targets, Tensor& lse,
-                                          const CrossEntropyOptions& opt) {
+void cross_entropy_forward<Backend::cpu>(const ExecContext& ec, const Tensor& logits,
+                                         const Tensor& targets, Tensor& lse, Tensor& loss_out,
+                                         const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_forward";
   Vocab v = vocab_of(logits, opt);
   int64_t count = check_targets(targets, v, opt.ignore_index, op);
@@ -113,7 +113,8 @@ float cross_entropy_forward<Backend::cpu>(const ExecContext& ec, const Tensor& l
     loss = mean_loss(out, t, v.rows, opt.ignore_index, count,
                      [&](int64_t n) { return load(x + n * v.cols, t[n]); });
   });
-  return loss;
+  loss_out.data<float>()[0] = loss;
+  loss_out.data<float>()[1] = static_cast<float>(count);
 }
 
 template <>
@@ -201,19 +202,20 @@ void cross_entropy_sum_exp<Backend::cpu>(const ExecContext& ec, const Tensor& lo
 }
 
 template <>
-float cross_entropy_combine<Backend::cpu>(const ExecContext& ec, const Tensor& row_max_in,
-                                          const Tensor& sum_exp, const Tensor& target_logit,
-                                          const Tensor& targets, Tensor& lse,
-                                          int32_t ignore_index) {
+void cross_entropy_combine<Backend::cpu>(const ExecContext& ec, const Tensor& row_max_in,
+                                         const Tensor& sum_exp, const Tensor& target_logit,
+                                         const Tensor& targets, Tensor& lse, Tensor& loss,
+                                         int32_t ignore_index) {
   int64_t rows = row_max_in.size(0);
   const float* m = row_max_in.data<float>();
   const float* s = sum_exp.data<float>();
   const float* z = target_logit.data<float>();
   float* out = lse.data<float>();
   for (int64_t n = 0; n < rows; ++n) out[n] = m[n] + std::log(s[n]);
-  return mean_loss(out, targets.data<int32_t>(), rows, ignore_index,
-                   count_targets<Backend::cpu>(ec, targets, ignore_index),
-                   [&](int64_t n) { return z[n]; });
+  const int64_t count = count_targets<Backend::cpu>(ec, targets, ignore_index);
+  loss.data<float>()[0] = mean_loss(out, targets.data<int32_t>(), rows, ignore_index, count,
+                                    [&](int64_t n) { return z[n]; });
+  loss.data<float>()[1] = static_cast<float>(count);
 }
 
 }  // namespace weft::kernels::impl

@@ -140,7 +140,11 @@ WEFT_ROW_CLONES void block_sums(const std::vector<const float*>& blocks,
 template <>
 void adamw_step_multi<Backend::cpu>(const ExecContext& ec, std::span<const AdamWSegment> segments,
                                     const AdamWConfig& cfg) {
-  const AdamWConstants c = adamw_constants(cfg);
+  AdamWConstants c = adamw_constants(cfg);
+  if (cfg.grad_scale_from) {
+    c.scale = *cfg.grad_scale_from->data<float>();
+    if (std::isnan(c.scale)) return;  // the step is skipped (kernels/optimizer.h)
+  }
   std::vector<AdamWRun> runs;
   std::vector<int64_t> sizes;
   runs.reserve(segments.size());
@@ -187,6 +191,14 @@ std::vector<double> sum_of_squares_multi<Backend::cpu>(const ExecContext& ec,
     sums[i] = total;
   }
   return sums;
+}
+
+template <>
+void sum_of_squares_total<Backend::cpu>(const ExecContext& ec, std::span<const Tensor> xs,
+                                        Tensor& total) {
+  double t = 0.0;
+  for (double s : sum_of_squares_multi<Backend::cpu>(ec, xs)) t += s;
+  *total.data<double>() = t;
 }
 
 }  // namespace weft::kernels::impl

@@ -1,4 +1,7 @@
 #include <algorithm>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_run_length_encode.cuh>
+#include <cub/device/device_scan.cuh>
 #include <utility>
 #include <vector>
 
@@ -67,12 +70,17 @@ __global__ void embedding_forward_kernel(const int32_t* tokens, const TW* wte, T
 
 // dout (rows, C) -> dwte (vocab, C) +=. One block per distinct token of the slice: its dwte row
 // adds the dout rows of its occurrences in token order (rows[starts[k] .. starts[k+1])), the CPU's
-// order, so the sums are the CPU's bit for bit.
+// order, so the sums are the CPU's bit for bit. The groups are `groups` many, or, grouped on
+// the device, *group_count many; a group whose token is table_rows or more (the tokens of other
+// slices, which the device grouping sorts last) is skipped.
 template <typename T>
 __global__ void embedding_backward_kernel(const T* dout, const int32_t* rows, const int32_t* starts,
-                                          const int32_t* locals, int64_t groups, int64_t channels,
-                                          float* dwte) {
+                                          const int32_t* locals, int64_t groups,
+                                          const int32_t* group_count, int64_t table_rows,
+                                          int64_t channels, float* dwte) {
+  if (group_count) groups = *group_count;
   for (int64_t k = blockIdx.x; k < groups; k += gridDim.x) {
+    if (locals[k] >= table_rows) continue;
     float* g = dwte + static_cast<int64_t>(locals[k]) * channels;
     const int32_t begin = starts[k], end = starts[k + 1];
     for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
@@ -80,6 +88,17 @@ __global__ void embedding_backward_kernel(const T* dout, const int32_t* rows, co
       for (int32_t p = begin; p < end; ++p) acc += load_f(dout, rows[p] * channels + c);
       g[c] = acc;
     }
+  }
+}
+
+// keys[n] = the slice row of token n, or table_rows for a token of another
+// slice; rows[n] = n (the values the stable sort carries).
+__global__ void slice_keys_kernel(const int32_t* tokens, int64_t n, int64_t vocab_start,
+                                  int64_t table_rows, int32_t* keys, int32_t* rows) {
+  for (int64_t i = grid_start(); i < n; i += grid_stride()) {
+    const int64_t local = static_cast<int64_t>(tokens[i]) - vocab_start;
+    keys[i] = static_cast<int32_t>(local >= 0 && local < table_rows ? local : table_rows);
+    rows[i] = static_cast<int32_t>(i);
   }
 }
 
@@ -110,6 +129,63 @@ __global__ void position_backward_kernel(const T* dout, float* grad, int64_t cha
   }
 }
 
+// embedding_backward with the rows grouped by token on the device (the ids
+// were checked by the caller): a stable radix sort of (slice row, row) pairs,
+// the runs of equal tokens and their starts, then the kernel above; nothing
+// is read back, so the step waits for nothing here.
+void embedding_backward_grouped_on_device(const ExecContext& ec, const Tensor& dout,
+                                          const Tensor& tokens, Tensor& dwte, const Shapes& s,
+                                          const EmbeddingOptions& opt) {
+  const int64_t n64 = tokens.numel();
+  WEFT_CHECK(n64 < (int64_t{1} << 31) && s.table_rows < (int64_t{1} << 30),
+             "embedding_backward: {} tokens or {} table rows exceed what this kernel handles", n64,
+             s.table_rows);
+  if (n64 == 0 || s.channels == 0) return;
+  const int n = static_cast<int>(n64);
+  int end_bit = 1;
+  while ((int64_t{1} << end_bit) <= s.table_rows) ++end_bit;  // keys run to table_rows
+  cudaStream_t stream = stream_of(ec);
+  // i32 scratch: keys and rows in and out, the runs' tokens, counts and starts, the run count.
+  Tensor ints = ec.empty({7 * n64 + 3}, DType::i32);
+  int32_t* keys_in = dptr<int32_t>(ints);
+  int32_t* keys_out = keys_in + n;
+  int32_t* rows_in = keys_out + n;
+  int32_t* rows_out = rows_in + n;
+  int32_t* uniques = rows_out + n;
+  int32_t* counts = uniques + n;     // n + 1
+  int32_t* starts = counts + n + 1;  // n + 1
+  int32_t* runs = starts + n + 1;
+  size_t sort_bytes = 0, rle_bytes = 0, scan_bytes = 0;
+  WEFT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys_in, keys_out, rows_in,
+                                                  rows_out, n, 0, end_bit, stream));
+  WEFT_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, rle_bytes, keys_out, uniques, counts,
+                                                     runs, n, stream));
+  WEFT_CUDA_CHECK(
+      cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, counts, starts, n + 1, stream));
+  const size_t temp_bytes = std::max({sort_bytes, rle_bytes, scan_bytes, size_t{1}});
+  Tensor temp = ec.empty({static_cast<int64_t>(temp_bytes)}, DType::u8);
+  void* t = temp.raw();
+  slice_keys_kernel<<<blocks_for(n64, kThreads), kThreads, 0, stream>>>(
+      dptr<const int32_t>(tokens), n64, opt.vocab_start, s.table_rows, keys_in, rows_in);
+  check_launch("embedding_backward slice_keys");
+  size_t bytes = temp_bytes;
+  WEFT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(t, bytes, keys_in, keys_out, rows_in, rows_out, n,
+                                                  0, end_bit, stream));
+  // Counts past the runs stay 0, so the scan's entry at the run count is n.
+  WEFT_CUDA_CHECK(cudaMemsetAsync(counts, 0, (n64 + 1) * sizeof(int32_t), stream));
+  bytes = temp_bytes;
+  WEFT_CUDA_CHECK(
+      cub::DeviceRunLengthEncode::Encode(t, bytes, keys_out, uniques, counts, runs, n, stream));
+  bytes = temp_bytes;
+  WEFT_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(t, bytes, counts, starts, n + 1, stream));
+  dispatch_float(dout.dtype(), "embedding_backward: dout", [&]<typename T>() {
+    embedding_backward_kernel<T><<<row_blocks(n64), kThreads, 0, stream>>>(
+        dptr<const T>(dout), rows_out, starts, uniques, n64, runs, s.table_rows, s.channels,
+        dptr<float>(dwte));
+    check_launch("embedding_backward");
+  });
+}
+
 }  // namespace
 
 template <>
@@ -117,7 +193,7 @@ void embedding_forward<Backend::cuda>(const ExecContext& ec, const Tensor& token
                                       const Tensor& wte, Tensor& out, const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_forward";
   const Shapes s = shapes_of(wte, out);
-  checked_tokens(ec, tokens, s.seq, s.table_rows, opt, op);
+  if (!opt.ids_checked) checked_tokens(ec, tokens, s.seq, s.table_rows, opt, op);
   const int64_t rows = s.batch * s.seq;
   if (rows == 0 || s.channels == 0) return;
   dispatch_float(wte.dtype(), "embedding_forward: wte", [&]<typename TW>() {
@@ -136,6 +212,10 @@ void embedding_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dout
                                        const EmbeddingOptions& opt) {
   constexpr const char* op = "embedding_backward";
   const Shapes s = shapes_of(dwte, dout);
+  if (opt.ids_checked) {
+    embedding_backward_grouped_on_device(ec, dout, tokens, dwte, s, opt);
+    return;
+  }
   const std::vector<int32_t> tok = checked_tokens(ec, tokens, s.seq, s.table_rows, opt, op);
   if (tok.empty() || s.channels == 0) return;
   // The rows of each token of this slice, in row order (a stable sort by
@@ -175,8 +255,8 @@ void embedding_backward<Backend::cuda>(const ExecContext& ec, const Tensor& dout
   const int32_t* group_locals = group_starts + starts.size();
   dispatch_float(dout.dtype(), "embedding_backward: dout", [&]<typename T>() {
     embedding_backward_kernel<T><<<row_blocks(groups), kThreads, 0, stream_of(ec)>>>(
-        dptr<const T>(dout), rows, group_starts, group_locals, groups, s.channels,
-        dptr<float>(dwte));
+        dptr<const T>(dout), rows, group_starts, group_locals, groups, nullptr, s.table_rows,
+        s.channels, dptr<float>(dwte));
     check_launch("embedding_backward");
   });
 }

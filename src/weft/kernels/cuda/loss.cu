@@ -64,19 +64,6 @@ Targets check_targets(const ExecContext& ec, const Tensor& targets, const Vocab&
   return t;
 }
 
-// Mean of lse - target logit over the counted rows, summed in f64 in row
-// order exactly as the CPU kernel sums it.
-float mean_loss(const std::vector<float>& lse, const std::vector<float>& target_logit,
-                const std::vector<int32_t>& targets, int32_t ignore_index, int64_t count) {
-  if (count == 0) return 0.0f;
-  double total = 0.0;
-  for (size_t n = 0; n < targets.size(); ++n) {
-    if (targets[n] == ignore_index) continue;
-    total += static_cast<double>(lse[n]) - static_cast<double>(target_logit[n]);
-  }
-  return static_cast<float>(total / static_cast<double>(count));
-}
-
 unsigned row_blocks(int64_t rows) {
   return static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
 }
@@ -188,12 +175,61 @@ __global__ void combine_kernel(const float* row_max_in, const float* sum_exp, in
   }
 }
 
+// loss = {mean of lse - target_logit over the scored rows (0 if none), their
+// count}: one block, the sums in f64 and the counts exact, in a fixed tree
+// (the same bits every run; the CPU adds in row order, which may differ in
+// the last f64 bit before the rounding to f32).
+constexpr int kStatThreads = 512;
+__global__ void loss_stats_kernel(const float* lse, const float* target_logit,
+                                  const int32_t* targets, int64_t rows, int32_t ignore_index,
+                                  float* loss) {
+  __shared__ double sums[kStatThreads];
+  __shared__ long long counts[kStatThreads];
+  double acc = 0.0;
+  long long count = 0;
+  for (int64_t n = threadIdx.x; n < rows; n += kStatThreads) {
+    if (targets[n] == ignore_index) continue;
+    acc += static_cast<double>(lse[n]) - static_cast<double>(target_logit[n]);
+    ++count;
+  }
+  sums[threadIdx.x] = acc;
+  counts[threadIdx.x] = count;
+  __syncthreads();
+  for (int half = kStatThreads / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) {
+      sums[threadIdx.x] += sums[threadIdx.x + half];
+      counts[threadIdx.x] += counts[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const long long c = counts[0];
+    loss[0] = c > 0 ? static_cast<float>(sums[0] / static_cast<double>(c)) : 0.0f;
+    loss[1] = static_cast<float>(c);
+  }
+}
+
+void launch_loss_stats(const ExecContext& ec, const Tensor& lse, const Tensor& target_logit,
+                       const Tensor& targets, int64_t rows, int32_t ignore_index, Tensor& loss) {
+  loss_stats_kernel<<<1, kStatThreads, 0, stream_of(ec)>>>(
+      dptr<const float>(lse), dptr<const float>(target_logit), dptr<const int32_t>(targets), rows,
+      ignore_index, dptr<float>(loss));
+  check_launch("cross_entropy loss_stats_kernel");
+}
+
 // dx may be x itself: every element is read and then written by the same
 // thread, so no pointer is __restrict__.
 template <typename T, typename D>
 __global__ void backward_kernel(const T* x, const int32_t* targets, const float* lse, int64_t rows,
                                 int64_t cols, int64_t start, int64_t valid_cols,
-                                int32_t ignore_index, float scale, bool packed, D* dx) {
+                                int32_t ignore_index, float scale, const float* counted,
+                                float dloss, bool packed, D* dx) {
+  if (counted) {
+    // The forward's count of scored rows (CrossEntropyOptions::counted), as
+    // the host computes the scale from it.
+    const double count = counted[1];
+    scale = count > 0.0 ? static_cast<float>(static_cast<double>(dloss) / count) : 0.0f;
+  }
   for (int64_t n = blockIdx.x; n < rows; n += gridDim.x) {
     const T* row = x + n * cols;
     D* drow = dx + n * cols;
@@ -262,18 +298,16 @@ int64_t count_targets<Backend::cuda>(const ExecContext& ec, const Tensor& target
 }
 
 template <>
-float cross_entropy_forward<Backend::cuda>(const ExecContext& ec, const Tensor& logits,
-                                           const Tensor& targets, Tensor& lse,
-                                           const CrossEntropyOptions& opt) {
+void cross_entropy_forward<Backend::cuda>(const ExecContext& ec, const Tensor& logits,
+                                          const Tensor& targets, Tensor& lse, Tensor& loss,
+                                          const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_forward";
   const Vocab v = vocab_of(logits, opt);
-  const Targets t = check_targets(ec, targets, v, opt.ignore_index, op);
-  if (v.rows == 0) return 0.0f;
-  launch_lse(ec, logits, v, lse);
+  if (!opt.targets_checked) check_targets(ec, targets, v, opt.ignore_index, op);
+  if (v.rows > 0) launch_lse(ec, logits, v, lse);
   Tensor target_logit = ec.empty({v.rows}, DType::f32);
-  launch_target_logit(ec, logits, targets, v, opt.ignore_index, target_logit);
-  return mean_loss(to_host<float>(ec, lse), to_host<float>(ec, target_logit), t.values,
-                   opt.ignore_index, t.count);
+  if (v.rows > 0) launch_target_logit(ec, logits, targets, v, opt.ignore_index, target_logit);
+  launch_loss_stats(ec, lse, target_logit, targets, v.rows, opt.ignore_index, loss);
 }
 
 template <>
@@ -282,17 +316,23 @@ void cross_entropy_backward<Backend::cuda>(const ExecContext& ec, const Tensor& 
                                            Tensor& dlogits, const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_backward";
   const Vocab v = vocab_of(logits, opt);
-  const int64_t count = check_targets(ec, targets, v, opt.ignore_index, op).count;
+  // The scored rows: the forward's count on the device, or counted here
+  // (the targets are read back and checked unless the caller checked them).
+  int64_t count = 0;
+  if (!opt.counted || !opt.targets_checked) {
+    count = check_targets(ec, targets, v, opt.ignore_index, op).count;
+  }
   if (v.rows == 0 || v.cols == 0) return;
   // count is 0 only when every row is ignored: then every row is zeroed.
   const float scale =
       count > 0 ? static_cast<float>(static_cast<double>(dloss) / static_cast<double>(count))
                 : 0.0f;
+  const float* counted = opt.counted ? dptr<const float>(*opt.counted) : nullptr;
   dispatch_float(logits.dtype(), op, [&]<typename T>() {
     dispatch_float(dlogits.dtype(), op, [&]<typename D>() {
       backward_kernel<T, D><<<row_blocks(v.rows), kRowThreads, 0, stream_of(ec)>>>(
           dptr<const T>(logits), dptr<const int32_t>(targets), dptr<const float>(lse), v.rows,
-          v.cols, v.start, v.valid_cols, opt.ignore_index, scale,
+          v.cols, v.start, v.valid_cols, opt.ignore_index, scale, counted, dloss,
           rows_packed<T>(logits.raw(), v.cols) && rows_packed<D>(dlogits.raw(), v.cols),
           dptr<D>(dlogits));
       check_launch("cross_entropy backward_kernel");
@@ -320,7 +360,7 @@ void cross_entropy_target_logit<Backend::cuda>(const ExecContext& ec, const Tens
                                                const CrossEntropyOptions& opt) {
   constexpr const char* op = "cross_entropy_target_logit";
   const Vocab v = vocab_of(logits, opt);
-  check_targets(ec, targets, v, opt.ignore_index, op);
+  if (!opt.targets_checked) check_targets(ec, targets, v, opt.ignore_index, op);
   if (v.rows == 0) return;
   launch_target_logit(ec, logits, targets, v, opt.ignore_index, target_logit);
 }
@@ -341,20 +381,17 @@ void cross_entropy_sum_exp<Backend::cuda>(const ExecContext& ec, const Tensor& l
 }
 
 template <>
-float cross_entropy_combine<Backend::cuda>(const ExecContext& ec, const Tensor& row_max_in,
-                                           const Tensor& sum_exp, const Tensor& target_logit,
-                                           const Tensor& targets, Tensor& lse,
-                                           int32_t ignore_index) {
+void cross_entropy_combine<Backend::cuda>(const ExecContext& ec, const Tensor& row_max_in,
+                                          const Tensor& sum_exp, const Tensor& target_logit,
+                                          const Tensor& targets, Tensor& lse, Tensor& loss,
+                                          int32_t ignore_index) {
   const int64_t rows = row_max_in.size(0);
-  if (rows == 0) return 0.0f;
-  combine_kernel<<<blocks_for(rows, kThreads), kThreads, 0, stream_of(ec)>>>(
-      dptr<const float>(row_max_in), dptr<const float>(sum_exp), rows, dptr<float>(lse));
-  check_launch("cross_entropy combine_kernel");
-  const std::vector<int32_t> t = to_host<int32_t>(ec, targets);
-  const auto count = static_cast<int64_t>(
-      std::count_if(t.begin(), t.end(), [&](int32_t id) { return id != ignore_index; }));
-  return mean_loss(to_host<float>(ec, lse), to_host<float>(ec, target_logit), t, ignore_index,
-                   count);
+  if (rows > 0) {
+    combine_kernel<<<blocks_for(rows, kThreads), kThreads, 0, stream_of(ec)>>>(
+        dptr<const float>(row_max_in), dptr<const float>(sum_exp), rows, dptr<float>(lse));
+    check_launch("cross_entropy combine_kernel");
+  }
+  launch_loss_stats(ec, lse, target_logit, targets, rows, ignore_index, loss);
 }
 
 }  // namespace weft::kernels::impl

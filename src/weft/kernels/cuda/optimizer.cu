@@ -91,7 +91,13 @@ void for_each_launch(size_t count, int64_t chunk, SizeOf&& size_of, SetSlot&& se
 // with every operation rounded on its own (_rn intrinsics: no FMA
 // contraction, which the CPU loop does not have either), so each element is
 // updated bit for bit as on the CPU.
-__global__ void adamw_multi_kernel(AdamWLaunch L, AdamWConstants c) {
+// scale_from: the grad_scale on the device (AdamWConfig::grad_scale_from), or
+// null for c.scale; a NaN there leaves everything as it is.
+__global__ void adamw_multi_kernel(AdamWLaunch L, AdamWConstants c, const float* scale_from) {
+  if (scale_from) {
+    c.scale = *scale_from;
+    if (isnan(c.scale)) return;
+  }
   const int t = L.blocks.tensor[blockIdx.x];
   const int64_t begin = static_cast<int64_t>(L.blocks.chunk[blockIdx.x]) * kAdamWChunk;
   const int64_t end = min(L.n[t], begin + kAdamWChunk);
@@ -176,14 +182,26 @@ void adamw_step_multi<Backend::cuda>(const ExecContext& ec, std::span<const Adam
         L.decay[slot] = s.decay ? c.decay : 1.0f;
       },
       [&](const AdamWLaunch& L, int blocks) {
-        adamw_multi_kernel<<<blocks, kAdamWThreads, 0, stream_of(ec)>>>(L, c);
+        adamw_multi_kernel<<<blocks, kAdamWThreads, 0, stream_of(ec)>>>(
+            L, c, cfg.grad_scale_from ? dptr<const float>(*cfg.grad_scale_from) : nullptr);
         check_launch("adamw_step_multi");
       });
 }
 
-template <>
-std::vector<double> sum_of_squares_multi<Backend::cuda>(const ExecContext& ec,
-                                                        std::span<const Tensor> xs) {
+namespace {
+
+// total[0] = Σ sums[0 .. count) in order, from 0 (one thread: a host loop's order).
+__global__ void ordered_total_kernel(const double* sums, int64_t count, double* total) {
+  double t = 0.0;
+  for (int64_t i = 0; i < count; ++i) t += sums[i];
+  *total = t;
+}
+
+// Each tensor's sum of squares into a scratch buffer on ec's stream, in the
+// order of xs; returns the buffer (empty when no tensor has an element) and
+// sets `sums` to the first of those xs.size() values.
+Tensor tensor_sums_on_device(const ExecContext& ec, std::span<const Tensor> xs,
+                             const double*& sums) {
   const size_t count = xs.size();
   std::vector<int32_t> first(count + 1, 0);
   for (size_t i = 0; i < count; ++i) {
@@ -192,8 +210,8 @@ std::vector<double> sum_of_squares_multi<Backend::cuda>(const ExecContext& ec,
                xs[i].numel());
     first[i + 1] = static_cast<int32_t>(first[i] + chunks);
   }
-  std::vector<double> sums(count, 0.0);
-  if (first.back() == 0) return sums;
+  sums = nullptr;
+  if (first.back() == 0) return {};
   // The chunk sums (in tensor and chunk order), then the tensors' sums.
   Tensor scratch =
       ec.empty({static_cast<int64_t>(first.back()) + static_cast<int64_t>(count)}, DType::f64);
@@ -219,11 +237,38 @@ std::vector<double> sum_of_squares_multi<Backend::cuda>(const ExecContext& ec,
         partial, r, n, tensor_sums + base);
     check_launch("sum_of_squares_multi (tensor sums)");
   }
-  WEFT_CUDA_CHECK(cudaMemcpyAsync(sums.data(), tensor_sums, count * sizeof(double),
+  sums = tensor_sums;
+  return scratch;
+}
+
+}  // namespace
+
+template <>
+std::vector<double> sum_of_squares_multi<Backend::cuda>(const ExecContext& ec,
+                                                        std::span<const Tensor> xs) {
+  std::vector<double> sums(xs.size(), 0.0);
+  const double* on_device = nullptr;
+  const Tensor scratch = tensor_sums_on_device(ec, xs, on_device);
+  if (!on_device) return sums;
+  WEFT_CUDA_CHECK(cudaMemcpyAsync(sums.data(), on_device, sums.size() * sizeof(double),
                                   cudaMemcpyDeviceToHost, stream_of(ec)));
   weft::cuda::count_host_sync();
   WEFT_CUDA_CHECK(cudaStreamSynchronize(stream_of(ec)));
   return sums;
+}
+
+template <>
+void sum_of_squares_total<Backend::cuda>(const ExecContext& ec, std::span<const Tensor> xs,
+                                         Tensor& total) {
+  const double* on_device = nullptr;
+  const Tensor scratch = tensor_sums_on_device(ec, xs, on_device);
+  if (!on_device) {
+    WEFT_CUDA_CHECK(cudaMemsetAsync(total.raw(), 0, sizeof(double), stream_of(ec)));
+    return;
+  }
+  ordered_total_kernel<<<1, 1, 0, stream_of(ec)>>>(on_device, static_cast<int64_t>(xs.size()),
+                                                   dptr<double>(total));
+  check_launch("sum_of_squares_total");
 }
 
 }  // namespace weft::kernels::impl

@@ -15,9 +15,10 @@
 
 namespace weft::kernels::impl {
 
+// loss: f32 {2} on the device = {mean, scored rows}.
 template <Backend B>
-float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
-                            Tensor& lse, const CrossEntropyOptions& opt);
+void cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
+                           Tensor& lse, Tensor& loss, const CrossEntropyOptions& opt);
 template <Backend B>
 void cross_entropy_backward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                             const Tensor& lse, float dloss, Tensor& dlogits,
@@ -32,9 +33,9 @@ template <Backend B>
 void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Tensor& row_max,
                            Tensor& sum_exp, const CrossEntropyOptions& opt);
 template <Backend B>
-float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const Tensor& sum_exp,
-                            const Tensor& target_logit, const Tensor& targets, Tensor& lse,
-                            int32_t ignore_index);
+void cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const Tensor& sum_exp,
+                           const Tensor& target_logit, const Tensor& targets, Tensor& lse,
+                           Tensor& loss, int32_t ignore_index);
 template <Backend B>
 int64_t count_targets(const ExecContext& ec, const Tensor& targets, int32_t ignore_index);
 

@@ -48,5 +48,7 @@ void adamw_step_multi(const ExecContext& ec, std::span<const AdamWSegment> segme
                       const AdamWConfig& cfg);
 template <Backend B>
 std::vector<double> sum_of_squares_multi(const ExecContext& ec, std::span<const Tensor> xs);
+template <Backend B>
+void sum_of_squares_total(const ExecContext& ec, std::span<const Tensor> xs, Tensor& total);
 
 }  // namespace weft::kernels::impl
