@@ -290,6 +290,31 @@ bool kernel_profiling() { return profiling_flag().load(); }
 NvtxRange::NvtxRange(const char* name) { nvtxRangePushA(name); }
 NvtxRange::~NvtxRange() { nvtxRangePop(); }
 
+void* record_timing_event(Stream stream, int device) {
+  DeviceGuard guard(device);
+  cudaEvent_t e = nullptr;
+  WEFT_CUDA_CHECK(cudaEventCreate(&e));
+  WEFT_CUDA_CHECK(cudaEventRecord(e, static_cast<cudaStream_t>(stream)));
+  return e;
+}
+
+double elapsed_seconds(void* a, void* b) {
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(b));
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();  // not ready is not an error to keep
+    count_host_sync();
+    WEFT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(b)));
+  } else {
+    WEFT_CUDA_CHECK(status, "querying a timing event");
+  }
+  float ms = 0;
+  WEFT_CUDA_CHECK(
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(a), static_cast<cudaEvent_t>(b)));
+  return static_cast<double>(ms) * 1e-3;
+}
+
+void destroy_timing_event(void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
+
 KernelSpan::KernelSpan(const char* name, Stream stream) {
   if (!kernel_profiling()) return;
   name_ = name;
@@ -388,6 +413,10 @@ std::vector<KernelTime> kernel_profile() { return {}; }
 void reset_kernel_profile() {}
 NvtxRange::NvtxRange(const char*) {}
 NvtxRange::~NvtxRange() = default;
+
+void* record_timing_event(Stream, int) { not_built("record_timing_event"); }
+double elapsed_seconds(void*, void*) { not_built("elapsed_seconds"); }
+void destroy_timing_event(void*) {}
 
 KernelSpan::KernelSpan(const char*, Stream) {}
 KernelSpan::~KernelSpan() = default;

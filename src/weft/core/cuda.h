@@ -134,6 +134,13 @@ class NvtxRange {
   NvtxRange& operator=(const NvtxRange&) = delete;
 };
 
+// A CUDA event with timing, recorded on `stream` of GPU `device`
+// (PhaseClock's points); elapsed_seconds(a, b) waits for b when it has not
+// completed (counted as a host synchronization) and gives b - a.
+void* record_timing_event(Stream stream, int device);
+double elapsed_seconds(void* a, void* b);
+void destroy_timing_event(void* e);
+
 // Brackets one kernel (`name` must outlive the profile: a literal) on `stream`.
 class KernelSpan {
  public:

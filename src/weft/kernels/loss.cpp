@@ -47,6 +47,8 @@ void check_loss_out(const Tensor& loss, const char* op) {
 
 float cross_entropy_forward(const ExecContext& ec, const Tensor& logits, const Tensor& targets,
                             Tensor& lse, const CrossEntropyOptions& opt) {
+  // The tensors checked against the context before anything is allocated there.
+  detail::kernel_device(ec, "cross_entropy_forward", {&logits, &targets, &lse});
   Tensor loss = ec.empty({2}, DType::f32);
   cross_entropy_forward(ec, logits, targets, lse, loss, opt);
   return mean_of(loss);
@@ -131,6 +133,8 @@ void cross_entropy_sum_exp(const ExecContext& ec, const Tensor& logits, const Te
 float cross_entropy_combine(const ExecContext& ec, const Tensor& row_max, const Tensor& sum_exp,
                             const Tensor& target_logit, const Tensor& targets, Tensor& lse,
                             int32_t ignore_index) {
+  detail::kernel_device(ec, "cross_entropy_combine",
+                        {&row_max, &sum_exp, &target_logit, &targets, &lse});
   Tensor loss = ec.empty({2}, DType::f32);
   cross_entropy_combine(ec, row_max, sum_exp, target_logit, targets, lse, loss, ignore_index);
   return mean_of(loss);

@@ -8,6 +8,7 @@
 
 #include "weft/core/cuda.h"
 #include "weft/core/memory.h"
+#include "weft/core/phase_clock.h"
 #include "weft/core/profile.h"
 #include "weft/io/checkpoint.h"
 #include "weft/io/checkpoint_dir.h"
@@ -173,6 +174,10 @@ StepResult Trainer::step() {
   parallel::gtp::Runtime* gtp = model_->context()->gtp_runtime.get();
   const ExecContext& ec = model_->context()->exec;
   StepScalars sc(scalars_);
+  // The phases' points: host clock readings on the CPU, events on a GPU's
+  // stream (read after the step's one host read, so timing waits for nothing).
+  PhaseClock clock(ec);
+  std::vector<std::pair<int, int>> forward_spans, backward_spans;
   double aux_sum = 0;
   for (int64_t m = 0; m < accum; ++m) {
     io::Batch b = sampler_->next_batch(step_, 0, part(m));
@@ -181,29 +186,27 @@ StepResult Trainer::step() {
     ctx.set_reuse_weight_casts(true);
     ctx.set_final_microbatch(m == accum - 1);
     syncs_->set_sync(m == accum - 1);
-    auto t = Clock::now();
+    const int forward_start = clock.mark();
     {
       const cuda::NvtxRange range("forward");
       kernels::accumulate_scalar(ec, model_->forward_loss_tensor(ctx, b.inputs, b.targets),
                                  sc.loss_sum, /*reset=*/m == 0);
       aux_sum += model_->aux_loss(ctx);
     }
-    r.times.forward += seconds_since(t);
-    t = Clock::now();
+    const int backward_start = clock.mark();
+    forward_spans.emplace_back(forward_start, backward_start);
     {
       const cuda::NvtxRange range("backward");
       model_->backward_loss(ctx, 1.0f / static_cast<float>(accum), ready);
       // Every reduce-scatter completed before anything reads a gradient.
       if (gtp) gtp->chain.drain();
     }
-    r.times.backward += seconds_since(t);
+    backward_spans.emplace_back(backward_start, clock.mark());
   }
-  auto t = Clock::now();
+  const int sync_start = clock.mark();
   std::optional<cuda::NvtxRange> sync_range(std::in_place, "gradient sync");
   syncs_->finish();
-  // On a GPU the phases end when their kernels finish, not when they are queued.
-  ec.synchronize();
-  r.times.backward += seconds_since(t);
+  const int sync_end = clock.mark();
   sync_range.reset();
   // The quantized recipes' step end: delayed scaling reduces every amax of
   // the step over its group in one collective and updates the scales.
@@ -213,7 +216,7 @@ StepResult Trainer::step() {
     pc.scaling->end_step(pc.precision, world_group ? &world_ : replica_group_.get());
   }
 
-  t = Clock::now();
+  const int optimizer_start = clock.mark();
   const cuda::NvtxRange optimizer_range("optimizer");
   // Loss, gradient norm and clipping stay on the model's device; AdamW reads
   // the clipping factor there and skips the update when the loss or the
@@ -234,12 +237,16 @@ StepResult Trainer::step() {
   r.lr = schedule.at(step_);
   optimizer_->step(static_cast<float>(r.lr), sc.scale);
   model_->zero_grad();
+  const int optimizer_end = clock.mark();
   const StepScalars::Values v = sc.read();
   r.loss = v.loss;
   r.aux_loss = v.aux_loss;
   r.grad_norm = v.grad_norm;
+  for (const auto& [from, to] : forward_spans) r.times.forward += clock.seconds(from, to);
+  for (const auto& [from, to] : backward_spans) r.times.backward += clock.seconds(from, to);
+  r.times.backward += clock.seconds(sync_start, sync_end);
+  r.times.optimizer = clock.seconds(optimizer_start, optimizer_end);
   check_finite(r.loss, r.grad_norm);
-  r.times.optimizer = seconds_since(t);
 
   ++step_;
   r.step = step_;

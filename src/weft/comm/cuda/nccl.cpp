@@ -530,14 +530,31 @@ std::shared_ptr<ProcessGroup> nccl_world_over(ProcessGroup& bootstrap) {
              "{}: gethostname failed: {}", what, std::strerror(errno));
   Tensor hosts = Tensor::empty({kHostBytes * bootstrap.size()}, DType::u8);
   bootstrap.all_gather(hosts, host).wait();
-  int local = 0;
-  for (int p = 0; p < bootstrap.rank(); ++p)
+  int local = 0, on_host = 0;
+  for (int p = 0; p < bootstrap.size(); ++p) {
     if (std::memcmp(static_cast<const char*>(hosts.raw()) + p * kHostBytes, host.raw(),
-                    kHostBytes) == 0)
-      ++local;
+                    kHostBytes) != 0)
+      continue;
+    ++on_host;
+    if (p < bootstrap.rank()) ++local;
+  }
   const int count = cuda::device_count();
   WEFT_CHECK(count > 0, "{}: {}", what, cuda::unavailable_reason());
-  const int device = local % count;
+  // NCCL refuses two ranks on one GPU: say so before it fails obscurely, on
+  // every rank (the ranks of other hosts would otherwise wait for the id).
+  Tensor crowded = Tensor::empty({1}, DType::i64);
+  crowded.data<int64_t>()[0] = on_host > count ? 1 : 0;
+  bootstrap.all_reduce(crowded, ReduceOp::max).wait();
+  WEFT_CHECK(crowded.data<int64_t>()[0] == 0 || on_host > count,
+             "{}: a host runs more ranks than it has GPUs (its ranks say which); NCCL takes one "
+             "GPU per rank",
+             what);
+  WEFT_CHECK(on_host <= count,
+             "{}: {} ranks run on host {} but it has {} GPU{}; NCCL takes one GPU per rank: "
+             "start at most {} ranks per host (mpirun --map-by ppr:{}:node)",
+             what, on_host, static_cast<const char*>(host.raw()), count, count == 1 ? "" : "s",
+             count, count);
+  const int device = local;
 
   ncclUniqueId id{};
   Tensor id_bytes = Tensor::zeros({static_cast<int64_t>(sizeof(id))}, DType::u8);
