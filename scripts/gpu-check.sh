@@ -361,6 +361,31 @@ for recipe in fp8-delayed fp8-block mxfp8; do
     tail -n 5 "$OUT/train_gpu_$recipe.log"
   fi
 done
+# The nccl backend (one process per GPU, a hybrid world: GPU tensors over
+# NCCL, host values over MPI or the process): a world of one without mpirun,
+# and mpirun -np 1 where the machine has mpirun; each against the GPU run on
+# the local backend (the same kernels; the GEMM tuning may pick other
+# algorithms from run to run, hence not bitwise).
+if train cuda "$OUT/gpu_nccl.jsonl" --dtype f32 --backend nccl >"$OUT/train_gpu_nccl.log" 2>&1 &&
+  detail=$(compare f32 "$OUT/gpu_f32.jsonl" "$OUT/gpu_nccl.jsonl" 5e-4 20); then
+  row "train tiny f32 --backend nccl (world of one)" PASS "$detail"
+else
+  row "train tiny f32 --backend nccl (world of one)" FAIL "${detail:-see $OUT/train_gpu_nccl.log}"
+  tail -n 5 "$OUT/train_gpu_nccl.log"
+fi
+if command -v mpirun >/dev/null; then
+  if mpirun --allow-run-as-root -np 1 "$WEFT" train --preset tiny --tp 1 --steps 20 \
+    --sample-tokens 0 --log-every 1 --device cuda --dtype f32 \
+    --metrics "$OUT/gpu_mpirun.jsonl" "${data[@]}" >"$OUT/train_gpu_mpirun.log" 2>&1 &&
+    detail=$(compare f32 "$OUT/gpu_f32.jsonl" "$OUT/gpu_mpirun.jsonl" 5e-4 20); then
+    row "mpirun -np 1 weft train --device cuda (nccl)" PASS "$detail"
+  else
+    row "mpirun -np 1 weft train --device cuda (nccl)" FAIL "${detail:-see $OUT/train_gpu_mpirun.log}"
+    tail -n 5 "$OUT/train_gpu_mpirun.log"
+  fi
+else
+  row "mpirun -np 1 weft train --device cuda (nccl)" SKIP "no mpirun on this machine"
+fi
 # CPU checkpoint -> GPU resume, and GPU checkpoint -> CPU resume, against the
 # uninterrupted CPU run (f32).
 carry_checkpoint() {  # from-device to-device label

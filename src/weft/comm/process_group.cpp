@@ -211,6 +211,10 @@ void ProcessGroup::check_peer(const char* what, const char* role, int peer, bool
              name_, peer, role);
 }
 
+std::shared_ptr<const Work::Impl> ProcessGroup::submit_to(ProcessGroup& to, detail::Op op) {
+  return to.submit(std::move(op));
+}
+
 std::string ProcessGroup::unsupported(Device d) const {
   if (d.is_cpu()) return {};
   return format("the {} backend moves host memory only", backend());

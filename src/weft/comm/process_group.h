@@ -130,8 +130,11 @@ class ProcessGroup {
   const std::string& name() const { return name_; }
   // The world rank of each rank of this group.
   const std::vector<int>& world_ranks() const { return world_ranks_; }
-  // "local", "mpi" or "nccl".
+  // "local", "mpi", "nccl" or "nccl+mpi" (comm/hybrid.h).
   virtual std::string_view backend() const = 0;
+  // The accelerator whose memory this group moves (nccl: its GPU); the CPU
+  // for the host backends.
+  virtual Device device() const { return Device::cpu(); }
 
   Work all_gather(const Tensor& out, const Tensor& in);
   Work reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::sum);
@@ -199,6 +202,10 @@ class ProcessGroup {
   // Why this backend cannot move tensors on `d`, as a clause for an error
   // message; empty when it can. The host backends move host memory only.
   virtual std::string unsupported(Device d) const;
+
+  // For a group that hands its operations to other groups (comm/hybrid.h):
+  // `to`'s submit, with the operation as this group numbered it.
+  static std::shared_ptr<const Work::Impl> submit_to(ProcessGroup& to, detail::Op op);
 
   // For backends: the group's description for messages, "group 'tp' (ranks 4-7)".
   std::string label() const;

@@ -4,6 +4,7 @@
 #include <exception>
 #include <string_view>
 
+#include "weft/comm/hybrid.h"
 #include "weft/comm/local.h"
 #if WEFT_HAVE_NCCL
 #include "weft/comm/cuda/nccl.h"
@@ -72,10 +73,39 @@ std::shared_ptr<ProcessGroup> init_world(std::string_view backend) {
 }
 
 void run_world(int local_ranks, const std::function<void(ProcessGroup& world)>& fn) {
+  run_world(local_ranks, fn, "auto");
+}
+
+void run_world(int local_ranks, const std::function<void(ProcessGroup& world)>& fn,
+               std::string_view backend) {
   check_launcher();
+  if (backend == "nccl") {
+#if WEFT_HAVE_NCCL
+    if (!launched_by_mpi()) {
+      WEFT_CHECK(local_ranks == 1,
+                 "the nccl backend runs one process per GPU: start {} ranks with `mpirun -np {}`",
+                 local_ranks, local_ranks);
+      return run_local(1, [&](ProcessGroup& local) {
+        // A world of one: the local group carries the host tensors.
+        std::shared_ptr<ProcessGroup> host = local.new_subgroups_by_enumeration({{0}}, "world");
+        std::shared_ptr<ProcessGroup> world = hybrid_group(nccl_world_of_one(0), host);
+        fn(*world);
+      });
+    }
+#else
+    WEFT_FAIL(
+        "this build of weft has no nccl backend: it needs the CUDA backend and NCCL 2.18 or "
+        "newer at configure time (cmake -DWEFT_CUDA=ON with nccl.h and libnccl in the CUDA "
+        "toolkit)");
+#endif
+  }
   if (!launched_by_mpi()) return run_local(local_ranks, fn);
-  std::shared_ptr<ProcessGroup> world = mpi_world();
+  std::shared_ptr<ProcessGroup> world;
   try {
+    world = mpi_world();
+#if WEFT_HAVE_NCCL
+    if (backend == "nccl") world = hybrid_group(nccl_world_over(*world), world);
+#endif
     fn(*world);
   } catch (const std::exception& e) {
     abort_job(e.what(), 2);

@@ -39,5 +39,11 @@ std::shared_ptr<ProcessGroup> init_world(std::string_view backend);
 // job (MPI_Abort), so no other rank is left waiting. Otherwise: run_local with
 // `local_ranks` threads, rethrowing the first rank's exception.
 void run_world(int local_ranks, const std::function<void(ProcessGroup& world)>& fn);
+// The same on a named backend: "auto" as above; "nccl": one GPU per process,
+// the world a hybrid group (comm/hybrid.h) whose GPU tensors go over NCCL and
+// whose host tensors over MPI (under mpirun) or within the process (one
+// rank without mpirun; more is an error: NCCL takes one GPU per rank).
+void run_world(int local_ranks, const std::function<void(ProcessGroup& world)>& fn,
+               std::string_view backend);
 
 }  // namespace weft::comm

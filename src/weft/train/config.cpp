@@ -411,10 +411,13 @@ const std::vector<KeyDef>& key_defs() {
          "over the defaults (fc2_fprop=pipeline:8,qkv_fprop=off; comm_cores=N leaves N of a "
          "rank's threads to the transfers during an overlapped GEMM, default 0) or a JSON file"},
         &TrainConfig::overlap));
-    d.push_back({{"backend", "auto|local|mpi", "",
-                  "local: ranks are threads; mpi: one process per rank (start with mpirun)"},
+    d.push_back({{"backend", "auto|local|mpi|nccl", "",
+                  "local: ranks are threads; mpi: one process per rank (start with mpirun); "
+                  "nccl: one process per GPU under mpirun (--device cuda), GPU tensors over "
+                  "NCCL and host values over MPI; auto: mpi under mpirun (nccl with --device "
+                  "cuda), else local"},
                  [](TrainConfig& c, const io::Json& v, const Where& w) {
-                   c.backend = to_choice(v, w, {"auto", "local", "mpi"});
+                   c.backend = to_choice(v, w, {"auto", "local", "mpi", "nccl"});
                  },
                  [](const TrainConfig& c) { return io::Json(c.backend); }});
     d.push_back({{"device", "cpu|cuda|cuda:N", "cpu",

@@ -109,11 +109,12 @@ void validate(const TrainConfig& c) {
   }
   if (const Device device = Device::parse(c.device); device.is_cuda()) {
     cuda::check_device(device);
-    // Ranks are threads sharing the GPU (the local backend moves GPU memory);
-    // one process per GPU under mpirun (NCCL) is not wired into training yet.
-    WEFT_CHECK(c.backend == "local" || (c.backend == "auto" && !comm::launched_by_mpi()),
-               "--device {} runs its ranks as threads of one process sharing the GPU: start it "
-               "without mpirun and --backend mpi",
+    // Ranks are threads sharing the GPU (the local backend moves GPU memory),
+    // or one process per GPU under mpirun (the nccl backend, train/launch.cpp).
+    WEFT_CHECK(c.backend != "mpi",
+               "--device {} with --backend mpi: GPU ranks run as threads sharing the GPU "
+               "(--backend local) or one process per GPU over NCCL (--backend nccl under "
+               "mpirun)",
                c.device);
     WEFT_CHECK(c.gtp == 1,
                "--gtp {} with --device {}: generalized tensor parallelism has no GPU path yet; "

@@ -15,6 +15,16 @@ Launch plan_launch(const TrainConfig& cfg) {
   WEFT_CHECK(cfg.backend != "local" || !out.under_mpi,
              "--backend local runs the ranks as threads of one process: start weft without "
              "mpirun, or use --backend mpi");
+  const bool gpu = Device::parse(cfg.device).is_cuda();
+  WEFT_CHECK(cfg.backend != "nccl" || gpu,
+             "--backend nccl moves GPU memory: add --device cuda, or use --backend mpi");
+  WEFT_CHECK(!(gpu && out.under_mpi && cfg.backend == "mpi"),
+             "--device {} under mpirun takes one GPU per process over NCCL: use --backend nccl "
+             "(or leave --backend out)",
+             cfg.device);
+  if (gpu && (cfg.backend == "nccl" || (cfg.backend == "auto" && out.under_mpi))) {
+    out.backend = "nccl";
+  }
   // The ranks of one model replica: its TP, EP and GTP groups.
   const int model = cfg.tp * cfg.ep * cfg.gtp;
   std::string model_text = format("--tp {}", cfg.tp);
@@ -33,6 +43,11 @@ Launch plan_launch(const TrainConfig& cfg) {
     out.dp = (cfg.dp ? cfg.dp : 1) * cfg.ep * cfg.gtp;
   }
   out.local_ranks = model * (cfg.dp ? cfg.dp : 1);
+  WEFT_CHECK(out.backend != "nccl" || out.under_mpi || out.local_ranks == 1,
+             "--backend nccl runs one process per GPU, but {} x --dp {} asks for {} ranks in this "
+             "process: start it with `mpirun -np {} weft train --device cuda ...`, or drop "
+             "--backend nccl to run the ranks as threads sharing one GPU",
+             model_text, cfg.dp ? cfg.dp : 1, out.local_ranks, out.local_ranks);
   return out;
 }
 

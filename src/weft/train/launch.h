@@ -5,6 +5,8 @@
 // so that every process of a misconfigured job ends with the same error alone.
 #pragma once
 
+#include <string>
+
 #include "weft/train/config.h"
 
 namespace weft::train {
@@ -17,6 +19,9 @@ struct Launch {
   int dp = 1;
   // Ranks run as threads of this process on the local backend: tp · ep · gtp · dp.
   int local_ranks = 1;
+  // The world's backend for comm::run_world: "nccl" for --device cuda under
+  // mpirun (or --backend nccl), else "auto".
+  std::string backend = "auto";
 };
 
 // The layout of `cfg`; a weft::Error naming the option to change when

@@ -93,11 +93,16 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
                                                      : grid_->group_ptr("tp");
   const int tp_rank = grid_->rank_in("tp");
   rng_ = parallel::RngTracker(cfg_.seed, tp_rank);
-  model_ =
-      std::make_unique<nn::Gpt>(model_context(cfg_, grid_->group_ptr("tp"), grid_->group_ptr("dp"),
-                                              gtp ? grid_->group_ptr("gtp") : nullptr,
-                                              cfg_.ep > 1 ? grid_->group_ptr("ep") : nullptr),
-                                model_config(cfg_));
+  // One GPU per process (the nccl backend): the model runs on this rank's GPU.
+  TrainConfig on_device = cfg_;
+  if (world.device().is_cuda() && Device::parse(cfg_.device).is_cuda()) {
+    on_device.device = world.device().str();
+  }
+  model_ = std::make_unique<nn::Gpt>(
+      model_context(on_device, grid_->group_ptr("tp"), grid_->group_ptr("dp"),
+                    gtp ? grid_->group_ptr("gtp") : nullptr,
+                    cfg_.ep > 1 ? grid_->group_ptr("ep") : nullptr),
+      model_config(cfg_));
   params_ = model_->parameters();
   const auto bucket = std::max<int64_t>(static_cast<int64_t>(cfg_.bucket_mb * (1 << 20)), 1);
   // The model's execution context: optimizer and gradient sync run where it does.

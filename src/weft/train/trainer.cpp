@@ -50,76 +50,79 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
   TrainSummary summary;
   std::atomic<int> stopped_by{0};
   const StopSignals signals;
-  comm::run_world(launch.local_ranks, [&](comm::ProcessGroup& world) {
-    Trainer trainer(run, world, data);
-    const bool lead = world.rank() == 0;
-    auto note = [&](const std::string& s) {
-      if (lead && cb.on_note) cb.on_note(s);
-    };
-    if (lead && !run.metrics.empty() && !run.resume.empty()) {
-      const int64_t dropped = truncate_metrics(run.metrics, trainer.steps_done());
-      if (dropped > 0) {
-        note(format("{}: dropped {} lines past step {}", run.metrics, dropped,
-                    trainer.steps_done()));
-      }
-    }
-    MetricsLog metrics = lead ? MetricsLog({.jsonl = run.metrics,
-                                            .append = !run.resume.empty(),
-                                            .tensorboard = run.tensorboard,
-                                            .log_every = run.log_every})
-                              : MetricsLog();
-    if (lead && cb.on_start) cb.on_start(describe_run(trainer, data));
-    for (const std::string& line : plan) note(line);
-    TrainSummary s;
-    s.first_step = trainer.steps_done();
-    if (!run.resume.empty()) {
-      for (const std::string& line : resume_notes(run, data, s.first_step, trainer.dp_size())) {
-        note(line);
-      }
-    }
-    WEFT_CHECK(run.stop_at == 0 || run.stop_at > s.first_step,
-               "--stop-at {} is not after the checkpoint's step {}: pass a later step", run.stop_at,
-               s.first_step);
-    s.first_val_loss = trainer.evaluate();
-    note(format("step {}: val loss {:.4f}", s.first_step, *s.first_val_loss));
-    const StepsDone done = run_steps(
-        trainer, s.first_step, metrics,
-        [&](const StepReport& rep) {
-          if (lead && cb.on_step) cb.on_step(rep);
-        },
-        note);
-    s.final_loss = done.final_loss;
-    s.final_val_loss = done.final_val_loss;
-    // MoE: the routers' load balance in the latest forward (the final
-    // evaluation's), over every data rank; the busiest expert against an even share.
-    const std::vector<std::vector<int64_t>> load = trainer.expert_load();
-    for (size_t i = 0; i < load.size(); ++i) {
-      std::string counts;
-      int64_t total = 0, most = 0;
-      for (int64_t c : load[i]) {
-        counts += (counts.empty() ? "" : " ") + std::to_string(c);
-        total += c;
-        most = std::max(most, c);
-      }
-      const double even = static_cast<double>(total) / static_cast<double>(load[i].size());
-      note(format("MoE layer {}: tokens per expert {} (busiest {:.2f}x an even share)", i, counts,
-                  even > 0 ? static_cast<double>(most) / even : 0.0));
-    }
-    s.stop_signal = done.stop_signal;
-    if (done.stop_signal) stopped_by.store(done.stop_signal);
-    s.steps = trainer.steps_done();
-    s.seconds = done.seconds;
-    s.tokens_per_s = done.tokens_per_s;
-    if (run.sample_tokens > 0 && !s.stop_signal) {
-      s.sample_ids = trainer.sample(sample_prompt(run), run.sample_tokens, run.seed);
-      if (run.model.vocab == io::ByteTokenizer::kVocabSize)
-        s.sample = io::ByteTokenizer().decode(s.sample_ids);
-    }
-    if (lead) {
-      s.reporter = true;
-      summary = std::move(s);
-    }
-  });
+  comm::run_world(
+      launch.local_ranks,
+      [&](comm::ProcessGroup& world) {
+        Trainer trainer(run, world, data);
+        const bool lead = world.rank() == 0;
+        auto note = [&](const std::string& s) {
+          if (lead && cb.on_note) cb.on_note(s);
+        };
+        if (lead && !run.metrics.empty() && !run.resume.empty()) {
+          const int64_t dropped = truncate_metrics(run.metrics, trainer.steps_done());
+          if (dropped > 0) {
+            note(format("{}: dropped {} lines past step {}", run.metrics, dropped,
+                        trainer.steps_done()));
+          }
+        }
+        MetricsLog metrics = lead ? MetricsLog({.jsonl = run.metrics,
+                                                .append = !run.resume.empty(),
+                                                .tensorboard = run.tensorboard,
+                                                .log_every = run.log_every})
+                                  : MetricsLog();
+        if (lead && cb.on_start) cb.on_start(describe_run(trainer, data));
+        for (const std::string& line : plan) note(line);
+        TrainSummary s;
+        s.first_step = trainer.steps_done();
+        if (!run.resume.empty()) {
+          for (const std::string& line : resume_notes(run, data, s.first_step, trainer.dp_size())) {
+            note(line);
+          }
+        }
+        WEFT_CHECK(run.stop_at == 0 || run.stop_at > s.first_step,
+                   "--stop-at {} is not after the checkpoint's step {}: pass a later step",
+                   run.stop_at, s.first_step);
+        s.first_val_loss = trainer.evaluate();
+        note(format("step {}: val loss {:.4f}", s.first_step, *s.first_val_loss));
+        const StepsDone done = run_steps(
+            trainer, s.first_step, metrics,
+            [&](const StepReport& rep) {
+              if (lead && cb.on_step) cb.on_step(rep);
+            },
+            note);
+        s.final_loss = done.final_loss;
+        s.final_val_loss = done.final_val_loss;
+        // MoE: the routers' load balance in the latest forward (the final
+        // evaluation's), over every data rank; the busiest expert against an even share.
+        const std::vector<std::vector<int64_t>> load = trainer.expert_load();
+        for (size_t i = 0; i < load.size(); ++i) {
+          std::string counts;
+          int64_t total = 0, most = 0;
+          for (int64_t c : load[i]) {
+            counts += (counts.empty() ? "" : " ") + std::to_string(c);
+            total += c;
+            most = std::max(most, c);
+          }
+          const double even = static_cast<double>(total) / static_cast<double>(load[i].size());
+          note(format("MoE layer {}: tokens per expert {} (busiest {:.2f}x an even share)", i,
+                      counts, even > 0 ? static_cast<double>(most) / even : 0.0));
+        }
+        s.stop_signal = done.stop_signal;
+        if (done.stop_signal) stopped_by.store(done.stop_signal);
+        s.steps = trainer.steps_done();
+        s.seconds = done.seconds;
+        s.tokens_per_s = done.tokens_per_s;
+        if (run.sample_tokens > 0 && !s.stop_signal) {
+          s.sample_ids = trainer.sample(sample_prompt(run), run.sample_tokens, run.seed);
+          if (run.model.vocab == io::ByteTokenizer::kVocabSize)
+            s.sample = io::ByteTokenizer().decode(s.sample_ids);
+        }
+        if (lead) {
+          s.reporter = true;
+          summary = std::move(s);
+        }
+      },
+      launch.backend);
   summary.stop_signal = stopped_by.load();
   return summary;
 }

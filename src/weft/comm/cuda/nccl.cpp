@@ -95,6 +95,7 @@ class NcclProcessGroup final : public ProcessGroup {
   ~NcclProcessGroup() override;
 
   std::string_view backend() const override { return "nccl"; }
+  Device device() const override { return Device::cuda(device_); }
 
  protected:
   std::string unsupported(Device d) const override;
