@@ -104,11 +104,11 @@ void gemm_unfused(const ExecContext& ec, const Tensor& a, const Tensor& b, Tenso
   }
 }
 
-// Whether the backend may fuse: operands and output of one type (an f32
-// product for a bf16 output goes through an f32 buffer), and a product with
-// something to sum over.
+// Whether the backend may fuse: not f32 operands for a bf16 output (their
+// product goes through an f32 buffer), and a product with something to sum
+// over.
 bool may_fuse(const Tensor& a, const Tensor& c, int64_t m, int64_t n, int64_t k) {
-  return a.dtype() == c.dtype() && m > 0 && n > 0 && k > 0;
+  return !(a.dtype() == DType::f32 && c.dtype() == DType::bf16) && m > 0 && n > 0 && k > 0;
 }
 
 }  // namespace

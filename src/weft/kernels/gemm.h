@@ -68,7 +68,7 @@ void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
 // (cuBLASLt's epilogue) rather than as the unfused sequence: false on the
 // CPU and for GemmEpilogue::none; on a GPU, true when the tensors fit the
 // epilogue's layout rules (aux rows a multiple of 8 elements, 16-byte aligned
-// buffers, bf16 or f32 in and out alike) and cuBLASLt's heuristic has an
+// buffers; not f32 inputs for a bf16 output) and cuBLASLt's heuristic has an
 // algorithm for the epilogue on this shape. The answer (a refusal too) is
 // cached with the shape's plan, so asking costs a lookup after the first time.
 bool gemm_epilogue_fused(const ExecContext& ec, const Tensor& a, const Tensor& b, const Tensor& c,

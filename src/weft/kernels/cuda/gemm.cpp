@@ -608,7 +608,7 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 constexpr int64_t kFreshAlignment = 256;
 
 // A GemmEpilogue call as one cuBLASLt problem (kernels/gemm.cpp has checked
-// the arguments; operands and output have one type): false where the layout
+// the arguments; not f32 operands for a bf16 output): false where the layout
 // rules of cuBLASLt's epilogues rule it out (it then runs unfused).
 //
 // cuBLASLt computes weft's row-major c (m, n) = op(a)·op(b) as the
