@@ -182,6 +182,10 @@ TEST(GemmEpilogue, ArgumentsAreChecked) {
   EXPECT_THROW(gemm(ec, at, b, c, {.trans_a = true, .epilogue = E::bgrad_a, .bias_grad = &db16}),
                Error);
   EXPECT_NO_THROW(gemm(ec, at, b, c, {.trans_a = true, .epilogue = E::bgrad_a, .bias_grad = &db8}));
+  // The query checks the same.
+  EXPECT_THROW((void)gemm_epilogue_fused(ec, a, b, c, {.epilogue = E::gelu_aux}), Error);
+  EXPECT_THROW((void)gemm_epilogue_fused(ec, a, b, c, {.epilogue = E::bgrad_a, .bias_grad = &db8}),
+               Error);
 }
 
 }  // namespace

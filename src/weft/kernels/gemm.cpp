@@ -128,6 +128,7 @@ bool gemm_epilogue_fused(const ExecContext& ec, const Tensor& a, const Tensor& b
   if (opt.epilogue == GemmEpilogue::none) return false;
   check_dtypes(a.dtype(), b.dtype(), c.dtype());
   const OpDims oa = op_dims(a, opt.trans_a), ob = op_dims(b, opt.trans_b);
+  check_epilogue(a, c, opt, oa.rows, ob.cols);
   if (!may_fuse(a, c, oa.rows, ob.cols, oa.cols)) return false;
   return detail::dispatch(
       ec, "gemm_epilogue_fused", {&a, &b, &c, opt.bias, opt.aux, opt.bias_grad},
