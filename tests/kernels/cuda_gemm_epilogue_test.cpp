@@ -9,7 +9,7 @@
 // relative error ~2^-11), so an f32 activation or GELU gradient gets rel 1e-3
 // of max(|value|, 1); a fused bf16 one is rounded once where the CPU's
 // sequence rounds twice, within kBF16. A bias gradient is a sum over rows of
-// such values, and a bf16 output's is summed into bf16 by cuBLASLt: each
+// such values, and a bf16 output's is rounded to bf16 by cuBLASLt: each
 // column is allowed the same relative error of the sum of its terms'
 // magnitudes (and of the gradient it is added to).
 #include <gtest/gtest.h>

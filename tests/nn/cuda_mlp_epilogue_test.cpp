@@ -4,7 +4,7 @@
 // (BGRADB), against the same MLP on the CPU, which runs the unfused
 // sequence. Tolerances as layer_cases.cpp: bf16 kBF16 of the tensor's
 // largest magnitude (a fused GEMM rounds once where the sequence rounds
-// twice, and sums a bf16 output's bias gradient in bf16); f32 kF32 of
+// twice, and rounds a bf16 output's bias gradient to bf16); f32 kF32 of
 // max(|value|, 1) (only the bias gradients fuse, whose sums change order).
 #include <gtest/gtest.h>
 

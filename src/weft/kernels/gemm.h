@@ -26,7 +26,7 @@ namespace weft::kernels {
 // sequence written next to it, which is what the CPU (and a GPU where
 // gemm_epilogue_fused is false) runs, bit for bit; a fused GPU GEMM rounds
 // once where the sequence rounds twice (and a bias gradient of a bf16 output
-// is summed in bf16 by cuBLASLt before it is added to the f32 gradient).
+// is rounded to bf16 by cuBLASLt before it is added to the f32 gradient).
 // Epilogues take alpha = 1; only bgrad_a accumulates.
 enum class GemmEpilogue {
   none,
