@@ -164,13 +164,18 @@ if want gemm; then
 # GEMMs against cuBLASLt called directly: f32 on one layer's rows (2048
 # tokens); bf16 then per-tensor FP8 (with its speedup over bf16) on the layer's
 # rows and the LM head's, at 2048 tokens and at the training step's 16384
-# (micro-batch 16 x 1024).
+# (micro-batch 16 x 1024). Each dtype ends with the epilogue rows (fc1 gelu:
+# GELU_AUX_BIAS, fc2 dgelu: DGELU_BGRAD, fc1 bgrad: BGRADB), against a direct
+# cublasLtMatmul with the same epilogue, or `unfused` where cuBLASLt refuses.
 for run in "f32 2048 0 30" "fp8 2048 50304 30" "fp8 16384 50304 10"; do
   read -r dt tokens vocab rounds <<<"$run"
   log=$OUT/bench_gemm_${dt}_$tokens.log
   if "$WEFT" bench gemm --device cuda --dtype "$dt" --tokens "$tokens" --vocab "$vocab" \
     --rounds "$rounds" >"$log" 2>&1; then
     row "bench gemm $dt $tokens tokens" INFO "$(grep '^fp8 / bf16' "$log" | cut -c1-150)"
+    while read -r line; do
+      row "bench gemm $dt $tokens epilogue" INFO "$(echo "$line" | tr -s ' ' | cut -c1-150)"
+    done < <(grep -E '^fc[12] +(gelu|dgelu|bgrad) ' "$log")
   else
     row "bench gemm $dt $tokens tokens" FAIL "rc $? ($log)"
   fi
@@ -447,7 +452,7 @@ sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sani
 if [ -z "$sanitizer" ]; then
   row "compute-sanitizer" INFO "not installed here; skipped"
 else
-  filter=${GPU_CHECK_SANITIZER_FILTER:-'CudaActivation.*:CudaAttention.*:CudaAttentionGqa.*:CudaCast.*:CudaCrossEntropy.*:CudaEmbedding.*:CudaGemm.*:CudaNorm.*:CudaOptimizer.*:CudaQuantizedGemm.*:CudaRope.*:CudaSwiglu.*:CudaTranspose.*'}
+  filter=${GPU_CHECK_SANITIZER_FILTER:-'CudaActivation.*:CudaAttention.*:CudaAttentionGqa.*:CudaCast.*:CudaCrossEntropy.*:CudaEmbedding.*:CudaGemm.*:CudaGemmEpilogue.*:CudaNorm.*:CudaOptimizer.*:CudaQuantizedGemm.*:CudaRope.*:CudaSwiglu.*:CudaTranspose.*'}
   for tool in memcheck racecheck synccheck; do
     log=$OUT/sanitizer_$tool.log
     "$sanitizer" --tool "$tool" --error-exitcode 3 "$B/tests/kernels_tests" \

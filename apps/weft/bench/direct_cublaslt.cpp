@@ -60,7 +60,7 @@ struct DirectCublasLt::Impl {
 // b, its B weft's a, each read transposed exactly when weft's is not.
 DirectCublasLt::DirectCublasLt(const GemmShape& s, DType in, DType out, const void* a,
                                const void* b, void* c, bool accumulate, void* stream, int device,
-                               const DirectFp8* fp8)
+                               const DirectFp8* fp8, const DirectEpilogue* epilogue)
     : impl_(std::make_unique<Impl>()) {
   Impl& d = *impl_;
   check(cudaSetDevice(device), "cudaSetDevice");
@@ -97,6 +97,38 @@ DirectCublasLt::DirectCublasLt(const GemmShape& s, DType in, DType out, const vo
       check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
                                            sizeof(fast)),
             "cublasLtMatmulDescSetAttribute(FAST_ACCUM)");
+    }
+  }
+  if (epilogue && epilogue->kind != kernels::GemmEpilogue::none) {
+    using kernels::GemmEpilogue;
+    const bool bias = epilogue->bias || epilogue->bias_grad;
+    uint32_t e = CUBLASLT_EPILOGUE_BGRADB;
+    if (epilogue->kind == GemmEpilogue::gelu_aux) {
+      e = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    } else if (epilogue->kind == GemmEpilogue::dgelu_bgrad) {
+      e = bias ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+    }
+    check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)),
+          "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+    if (bias) {
+      const void* ptr = epilogue->bias ? epilogue->bias : epilogue->bias_grad;
+      const auto type = static_cast<int32_t>(cuda_type(out));
+      check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr,
+                                           sizeof(ptr)),
+            "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+      check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type,
+                                           sizeof(type)),
+            "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)");
+    }
+    if (epilogue->aux) {
+      const int64_t ld = s.n;
+      const void* ptr = epilogue->aux;
+      check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ptr,
+                                           sizeof(ptr)),
+            "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)");
+      check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                           sizeof(ld)),
+            "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)");
     }
   }
   check(s.trans_b ? cublasLtMatrixLayoutCreate(&d.a_layout, type_a, k, n, s.k)

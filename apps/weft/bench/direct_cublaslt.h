@@ -8,6 +8,7 @@
 
 #include "direct_gemm.h"
 #include "weft/core/dtype.h"
+#include "weft/kernels/gemm.h"
 
 namespace weft {
 
@@ -25,10 +26,23 @@ struct DirectFp8 {
   bool fast_accumulation = false;
 };
 
+// A cuBLASLt epilogue on the direct matmul, the yardstick of the epilogue
+// rows: GELU_AUX(_BIAS) for GemmEpilogue::gelu_aux, DGELU(_BGRAD) for
+// dgelu_bgrad, BGRADB for bgrad_a (cuBLASLt's B is weft's a). The bias and
+// the bias gradient have the output's type (what cuBLASLt takes); aux is
+// laid out as c (leading dimension n). Null pointers leave out BIAS / BGRAD.
+struct DirectEpilogue {
+  kernels::GemmEpilogue kind = kernels::GemmEpilogue::none;
+  const void* bias = nullptr;
+  void* aux = nullptr;
+  void* bias_grad = nullptr;
+};
+
 class DirectCublasLt {
  public:
   DirectCublasLt(const GemmShape& s, DType in, DType out, const void* a, const void* b, void* c,
-                 bool accumulate, void* stream, int device, const DirectFp8* fp8 = nullptr);
+                 bool accumulate, void* stream, int device, const DirectFp8* fp8 = nullptr,
+                 const DirectEpilogue* epilogue = nullptr);
   ~DirectCublasLt();
   DirectCublasLt(const DirectCublasLt&) = delete;
   DirectCublasLt& operator=(const DirectCublasLt&) = delete;

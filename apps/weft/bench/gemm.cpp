@@ -20,6 +20,7 @@
 #include "weft/core/exec_context.h"
 #include "weft/core/tensor.h"
 #include "weft/core/threads.h"
+#include "weft/kernels/activation.h"
 #include "weft/kernels/cast.h"
 #include "weft/kernels/cpu_support.h"
 #include "weft/kernels/random.h"
@@ -86,7 +87,7 @@ struct Operands {
 };
 
 Operands operands(const ExecContext& ec, const Row& r, DType dt) {
-  const bool wgrad = std::string(r.op) == "wgrad";
+  const bool wgrad = std::string(r.op) == "wgrad" || std::string(r.op) == "bgrad";
   Operands o{.a = r.trans_a ? ec.empty({r.k, r.m}, dt) : ec.empty({r.m, r.k}, dt),
              .b = r.trans_b ? ec.empty({r.n, r.k}, dt) : ec.empty({r.k, r.n}, dt),
              .c = ec.zeros({r.m, r.n}, wgrad ? DType::f32 : dt),
@@ -169,6 +170,89 @@ Timing time_cuda_row(const Settings& st, const ExecContext& ec, const Row& r, DT
   DirectCublasLt direct(r, dt, out, a.raw(), b.raw(), c.raw(), wgrad, ec.stream(),
                         ec.device().index);
   return against_direct(st, ec, weft_call, direct, dt);
+}
+
+// The epilogue rows (cuda): fc1's forward with GELU (GELU_AUX_BIAS: the
+// pre-activation written beside), fc2's dgrad with the GELU gradient and
+// fc1's bias gradient (DGELU_BGRAD), fc1's wgrad with its bias gradient
+// (BGRADB).
+struct EpilogueRow {
+  Row row;
+  kernels::GemmEpilogue kind;
+};
+
+std::vector<EpilogueRow> epilogue_rows(int64_t tokens, int64_t c) {
+  using kernels::GemmEpilogue;
+  return {{{"fc1", "gelu", tokens, 4 * c, c, false, true}, GemmEpilogue::gelu_aux},
+          {{"fc2", "dgelu", tokens, 4 * c, c, false, false}, GemmEpilogue::dgelu_bgrad},
+          {{"fc1", "bgrad", 4 * c, c, tokens, true, false}, GemmEpilogue::bgrad_a}};
+}
+
+// weft's gemm() with the epilogue (an f32 bias, rounded per call for a bf16
+// output; the bias gradient added to an f32 vector) against the direct
+// cuBLASLt matmul with the same epilogue (bias and bias gradient in the
+// output's type, nothing added); false where weft does not fuse it (then
+// nothing is timed).
+bool time_cuda_epilogue_row(const Settings& st, const ExecContext& ec, const EpilogueRow& er,
+                            DType dt, Timing& t) {
+  using kernels::GemmEpilogue;
+  const Row& r = er.row;
+  Operands o = operands(ec, r, dt);
+  const DType out = o.c.dtype();
+  Tensor &a = o.a, &b = o.b, &c = o.c;
+  const int64_t bias_n = er.kind == GemmEpilogue::bgrad_a ? r.m : r.n;
+  Tensor bias = ec.empty({bias_n}, DType::f32);
+  kernels::fill_uniform(ec, 31, 0, bias);
+  Tensor bias_out = ec.empty({bias_n}, out);
+  kernels::convert(ec, bias, bias_out);
+  Tensor aux = ec.empty({r.m, r.n}, out);
+  {
+    Tensor u = ec.empty({aux.numel()}, DType::f32);
+    kernels::fill_uniform(ec, 32, 0, u);
+    Tensor v = aux.reshape({aux.numel()});
+    kernels::convert(ec, u, v);
+  }
+  Tensor grad = ec.zeros({bias_n}), grad_out = ec.empty({bias_n}, out);
+  kernels::GemmOptions go = o.go;
+  go.epilogue = er.kind;
+  DirectEpilogue de{.kind = er.kind};
+  if (er.kind == GemmEpilogue::gelu_aux) {
+    go.bias = &bias;
+    go.aux = &aux;
+    de.bias = bias_out.raw();
+    de.aux = aux.raw();
+  } else {
+    go.bias_grad = &grad;
+    de.bias_grad = grad_out.raw();
+    if (er.kind == GemmEpilogue::dgelu_bgrad) {
+      go.aux = &aux;
+      de.aux = aux.raw();
+    }
+  }
+  if (!kernels::gemm_epilogue_fused(ec, a, b, c, go)) return false;
+  auto weft_call = [&] { kernels::gemm(ec, a, b, c, go); };
+  DirectCublasLt direct(r, dt, out, a.raw(), b.raw(), c.raw(), go.accumulate, ec.stream(),
+                        ec.device().index, nullptr, &de);
+  t = against_direct(st, ec, weft_call, direct, dt);
+  t.path = "fused";
+  return true;
+}
+
+void print_unfused_row(const Settings& st, const Row& r, DType dt) {
+  if (st.json) {
+    std::printf(
+        "{\"layer\":\"%s\",\"op\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"dtype\":\"%s\","
+        "\"device\":\"cuda\",\"fused\":false}\n",
+        r.layer, r.op, static_cast<long long>(r.m), static_cast<long long>(r.n),
+        static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str());
+  } else {
+    std::printf(
+        "%-5s %-6s %6lld %6lld %6lld %-5s %-8s cuBLASLt takes no such epilogue here: "
+        "weft runs it unfused; not timed\n",
+        r.layer, r.op, static_cast<long long>(r.m), static_cast<long long>(r.n),
+        static_cast<long long>(r.k), std::string(dtype_name(dt)).c_str(), "unfused");
+  }
+  std::fflush(stdout);
 }
 
 // The FP8 row: kernels::quantized_gemm against a direct cuBLASLt FP8 matmul
@@ -259,6 +343,10 @@ cli::Options run_options() {
                     "multiply per-tensor e4m3/e5m2 operands through kernels::quantized_gemm in\n"
                     "the TN layout Hopper's FP8 tensor cores need, against a direct cuBLASLt\n"
                     "FP8 matmul with the same settings, and end with their speedup over bf16.\n"
+                    "Each cuda dtype ends with the epilogue rows (path `fused`): fc1 gelu is\n"
+                    "fc1's forward with GELU_AUX_BIAS (pre-activation written beside), fc2 dgelu\n"
+                    "fc2's dgrad with DGELU_BGRAD (fc1's bias gradient), fc1 bgrad fc1's wgrad\n"
+                    "with BGRADB, each against a direct cublasLtMatmul with the same epilogue.\n"
                     "The last row per dtype (CPU) is a Mixture-of-Experts fc1: nn::GroupedLinear\n"
                     "with --experts experts of tokens/experts rows each, forward + backward (3\n"
                     "GEMMs per expert), against the 3 dense GEMMs of the same total size; its\n"
@@ -352,6 +440,18 @@ int run(const std::vector<std::string>& args) {
 #endif
       print_row(st, r, dt, time_cpu_row(st, r, dt));
     }
+#if WEFT_HAVE_CUDA
+    if (st.cuda && dt != DType::e4m3) {
+      for (const EpilogueRow& er : epilogue_rows(tokens, width)) {
+        Timing t;
+        if (time_cuda_epilogue_row(st, gpu, er, dt, t)) {
+          print_row(st, er.row, dt, t);
+        } else {
+          print_unfused_row(st, er.row, dt);
+        }
+      }
+    }
+#endif
     if (!st.cuda && experts > 0) print_grouped_row(st, dt, tokens, width, experts);
   }
   if (!speedups.empty() && !st.json) {

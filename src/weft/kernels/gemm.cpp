@@ -40,12 +40,100 @@ const char* span_name(int64_t m, int64_t n, int64_t k, const GemmOptions& opt, D
   static auto* names = new std::set<std::string>;
   const std::lock_guard<std::mutex> lock(mu);
   return names
-      ->insert(format("gemm {}x{}x{} {}{} {}", m, n, k, opt.trans_a ? "T" : "N",
-                      opt.trans_b ? "T" : "N", dtype_name(out)))
+      ->insert(format("gemm {}x{}x{} {}{} {}{}{}", m, n, k, opt.trans_a ? "T" : "N",
+                      opt.trans_b ? "T" : "N", dtype_name(out),
+                      opt.epilogue == GemmEpilogue::none ? "" : " ",
+                      opt.epilogue == GemmEpilogue::none ? "" : gemm_epilogue_name(opt.epilogue)))
       .first->c_str();
 }
 
+// The arguments of an epilogue (GemmOptions::epilogue), for a GEMM of
+// op(a) (m, k) and op(b) (k, n).
+void check_epilogue(const Tensor& a, const Tensor& c, const GemmOptions& opt, int64_t m,
+                    int64_t n) {
+  const char* name = gemm_epilogue_name(opt.epilogue);
+  WEFT_CHECK(opt.alpha == 1.0f, "gemm epilogue {} takes alpha = 1, got {}", name, opt.alpha);
+  WEFT_CHECK(!opt.accumulate || opt.epilogue == GemmEpilogue::bgrad_a,
+             "gemm epilogue {} writes c, it cannot accumulate", name);
+  WEFT_CHECK(opt.bias == nullptr || opt.epilogue == GemmEpilogue::gelu_aux,
+             "gemm epilogue {} takes no bias", name);
+  if (opt.epilogue == GemmEpilogue::gelu_aux || opt.epilogue == GemmEpilogue::dgelu_bgrad) {
+    WEFT_CHECK(opt.aux != nullptr && opt.aux->defined(), "gemm epilogue {} needs aux", name);
+    WEFT_CHECK(opt.aux->shape() == c.shape() && opt.aux->dtype() == c.dtype(),
+               "gemm epilogue {}: aux is {} {}, c {} {}", name, opt.aux->shape(),
+               dtype_name(opt.aux->dtype()), c.shape(), dtype_name(c.dtype()));
+    WEFT_CHECK(opt.aux->raw() != c.raw(), "gemm epilogue {}: aux and c must not overlap", name);
+  }
+  if (opt.epilogue == GemmEpilogue::bgrad_a) {
+    WEFT_CHECK(opt.trans_a, "gemm epilogue bgrad_a sums a's columns: it needs trans_a");
+    WEFT_CHECK(opt.bias_grad != nullptr, "gemm epilogue bgrad_a needs bias_grad");
+    WEFT_CHECK(a.raw() != c.raw(), "gemm epilogue bgrad_a: a and c must not overlap");
+  }
+  if (opt.bias_grad) {
+    WEFT_CHECK(opt.epilogue != GemmEpilogue::gelu_aux, "gemm epilogue gelu_aux takes no bias_grad");
+    const int64_t want = opt.epilogue == GemmEpilogue::bgrad_a ? m : n;
+    WEFT_CHECK(opt.bias_grad->dtype() == DType::f32 && opt.bias_grad->numel() == want,
+               "gemm epilogue {}: bias_grad must be f32 with {} elements, got {} {}", name, want,
+               dtype_name(opt.bias_grad->dtype()), opt.bias_grad->shape());
+  }
+}
+
+// The epilogue as the sequence gemm.h writes next to it.
+void gemm_unfused(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
+                  const GemmOptions& opt) {
+  const GemmOptions plain{.trans_a = opt.trans_a,
+                          .trans_b = opt.trans_b,
+                          .accumulate = opt.accumulate,
+                          .alpha = opt.alpha,
+                          .bias = opt.bias};
+  switch (opt.epilogue) {
+    case GemmEpilogue::none: gemm(ec, a, b, c, plain); return;
+    case GemmEpilogue::gelu_aux:
+      gemm(ec, a, b, *opt.aux, plain);
+      gelu_forward(ec, *opt.aux, c);
+      return;
+    case GemmEpilogue::dgelu_bgrad:
+      gemm(ec, a, b, c, plain);
+      gelu_backward(ec, c, *opt.aux, c);
+      if (opt.bias_grad) bias_backward(ec, c, *opt.bias_grad);
+      return;
+    case GemmEpilogue::bgrad_a:
+      gemm(ec, a, b, c, plain);
+      bias_backward(ec, a, *opt.bias_grad);
+      return;
+  }
+}
+
+// Whether the backend may fuse: not f32 operands for a bf16 output (their
+// product goes through an f32 buffer), and a product with something to sum
+// over.
+bool may_fuse(const Tensor& a, const Tensor& c, int64_t m, int64_t n, int64_t k) {
+  return !(a.dtype() == DType::f32 && c.dtype() == DType::bf16) && m > 0 && n > 0 && k > 0;
+}
+
 }  // namespace
+
+const char* gemm_epilogue_name(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::none: return "none";
+    case GemmEpilogue::gelu_aux: return "gelu_aux";
+    case GemmEpilogue::dgelu_bgrad: return "dgelu_bgrad";
+    case GemmEpilogue::bgrad_a: return "bgrad_a";
+  }
+  return "?";
+}
+
+bool gemm_epilogue_fused(const ExecContext& ec, const Tensor& a, const Tensor& b, const Tensor& c,
+                         const GemmOptions& opt) {
+  if (opt.epilogue == GemmEpilogue::none) return false;
+  check_dtypes(a.dtype(), b.dtype(), c.dtype());
+  const OpDims oa = op_dims(a, opt.trans_a), ob = op_dims(b, opt.trans_b);
+  check_epilogue(a, c, opt, oa.rows, ob.cols);
+  if (!may_fuse(a, c, oa.rows, ob.cols, oa.cols)) return false;
+  return detail::dispatch(
+      ec, "gemm_epilogue_fused", {&a, &b, &c, opt.bias, opt.aux, opt.bias_grad},
+      [&]<Backend B>() { return impl::gemm_epilogue_fused<B>(ec, a, b, c, opt); });
+}
 
 void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
           const GemmOptions& opt) {
@@ -61,6 +149,16 @@ void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
     WEFT_CHECK(opt.bias->numel() == n, "gemm bias has {} elements, expected {}", opt.bias->numel(),
                n);
     WEFT_CHECK(m == 0 || n == 0 || k > 0, "gemm with k = 0 and a bias is not supported");
+  }
+  if (opt.epilogue != GemmEpilogue::none) {
+    check_epilogue(a, c, opt, m, n);
+    const bool fused =
+        may_fuse(a, c, m, n, k) &&
+        detail::dispatch(ec, span_name(m, n, k, opt, c.dtype()),
+                         {&a, &b, &c, opt.bias, opt.aux, opt.bias_grad},
+                         [&]<Backend B>() { return impl::gemm_epilogue<B>(ec, a, b, c, opt); });
+    if (!fused) gemm_unfused(ec, a, b, c, opt);
+    return;
   }
   if (a.dtype() == DType::f32 && c.dtype() == DType::bf16) {
     // f32 operands, a bf16 output (a quantized recipe's emulation under bf16
@@ -97,6 +195,7 @@ void gemm(const ExecContext& ec, const Tensor& a, const PackedWeight& b, Tensor&
              b.trans_b() ? "bᵀ" : "b", opt.trans_b ? "bᵀ" : "b");
   if (!b.packed()) return gemm(ec, a, b.plain(), c, opt);
   WEFT_CHECK(opt.bias == nullptr, "gemm with a packed weight takes no bias");
+  WEFT_CHECK(opt.epilogue == GemmEpilogue::none, "gemm with a packed weight takes no epilogue");
   check_dtypes(a.dtype(), b.plain().dtype(), c.dtype());
   const OpDims oa = op_dims(a, opt.trans_a), oc = op_dims(c, false);
   WEFT_CHECK(oa.cols == b.k(), "gemm inner dimensions differ: op(a) is {}x{}, op(b) is {}x{}",

@@ -19,6 +19,33 @@
 
 namespace weft::kernels {
 
+// What a GEMM does with its product p = op(a)·op(b) besides writing it
+// (GemmOptions::epilogue): the MLP's activation and the bias gradients that
+// cuBLASLt's epilogues compute inside the GEMM (CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+// DGELU_BGRAD, BGRADB). Every epilogue has exactly the result of the unfused
+// sequence written next to it, which is what the CPU (and a GPU where
+// gemm_epilogue_fused is false) runs, bit for bit; a fused GPU GEMM rounds
+// once where the sequence rounds twice (and a bias gradient of a bf16 output
+// is rounded to bf16 by cuBLASLt before it is added to the f32 gradient).
+// Epilogues take alpha = 1; only bgrad_a accumulates.
+enum class GemmEpilogue {
+  none,
+  // aux = p + bias (the pre-activation: c's shape and dtype; bias optional),
+  // c = gelu(aux) (tanh approximation):
+  //   gemm(a, b, aux, {bias}); gelu_forward(aux, c)
+  gelu_aux,
+  // c = p ⊙ gelu'(aux) (aux: the forward's pre-activation, c's shape and
+  // dtype), and when bias_grad is given, bias_grad (n) += column sums of c:
+  //   gemm(a, b, c); gelu_backward(c, aux, c); bias_backward(c, bias_grad)
+  dgelu_bgrad,
+  // c = p (+ c if accumulate) and bias_grad (m) += the sums of op(a)'s rows
+  // over k; needs trans_a (a is (k, m): a's column sums), as in the wgrad GEMM
+  // dW = dyᵀ·x whose bias gradient is db = Σ_rows dy:
+  //   gemm(a, b, c); bias_backward(a, bias_grad)
+  bgrad_a,
+};
+const char* gemm_epilogue_name(GemmEpilogue e);  // "none", "gelu_aux", ...
+
 struct GemmOptions {
   bool trans_a = false;
   bool trans_b = false;
@@ -27,10 +54,25 @@ struct GemmOptions {
   float alpha = 1.0f;
   // Optional bias of n elements (f32), added to every row of the product.
   const Tensor* bias = nullptr;
+  GemmEpilogue epilogue = GemmEpilogue::none;
+  // gelu_aux: written; dgelu_bgrad: read. Shaped as c, c's dtype.
+  Tensor* aux = nullptr;
+  // dgelu_bgrad (optional): n elements; bgrad_a: m elements. f32, added to.
+  Tensor* bias_grad = nullptr;
 };
 
 void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
           const GemmOptions& opt = {});
+
+// Whether gemm(ec, a, b, c, opt) computes opt.epilogue inside the GEMM
+// (cuBLASLt's epilogue) rather than as the unfused sequence: false on the
+// CPU and for GemmEpilogue::none; on a GPU, true when the tensors fit the
+// epilogue's layout rules (aux rows a multiple of 8 elements, 16-byte aligned
+// buffers; not f32 inputs for a bf16 output) and cuBLASLt's heuristic has an
+// algorithm for the epilogue on this shape. The answer (a refusal too) is
+// cached with the shape's plan, so asking costs a lookup after the first time.
+bool gemm_epilogue_fused(const ExecContext& ec, const Tensor& a, const Tensor& b, const Tensor& c,
+                         const GemmOptions& opt);
 
 // A weight laid out once for many products as GEMM operand b (pack_b). On a
 // CPU with native bf16 kernels, oneDNN's bf16 matmul reads b in a blocked

@@ -66,17 +66,25 @@ Tensor LayerNormMLP::backward(Ctx& ctx, const Tensor& dy) {
 // 22.6) for the pre-activation; so fc1 writes the pre-activation and the pass
 // follows. (oneDNN's eltwise GELU took 1.10 / 0.71 forward and 1.61 / 0.82
 // backward in the same runs; kernels/cpu/activation.cpp has the loops.)
+//
+// On a GPU cuBLASLt writes both: fc1's GEMM takes GELU in its epilogue
+// (GELU_AUX_BIAS: the activation and the pre-activation), and backward's
+// fc2 dgrad GEMM the GELU gradient and fc1's bias gradient (DGELU_BGRAD),
+// where Linear::forward_gelu / backward_gelu find them applicable (bf16, no
+// quantized recipe, no collective splitting the GEMM); the CPU, and the GPU
+// elsewhere, run exactly the sequence above.
 Tensor LayerNormMLP::forward_normed(Ctx& ctx, const Tensor& n) {
   Saved& s = ctx.saved<Saved>(this);
+  if (!gated()) {
+    Linear::Activated h = fc1_.linear().forward_gelu(ctx, n);
+    s.h = h.pre;
+    return fc2_.forward(ctx, h.act);
+  }
   s.h = fc1_.forward_normed(ctx, n);
   Shape as = s.h.shape();
-  if (gated()) as[as.rank() - 1] /= 2;
+  as[as.rank() - 1] /= 2;
   Tensor a = pc_->exec.empty(as, s.h.dtype(), MemoryTag::activations);
-  if (gated()) {
-    kernels::swiglu_forward(pc_->exec, s.h, a);
-  } else {
-    kernels::gelu_forward(pc_->exec, s.h, a);
-  }
+  kernels::swiglu_forward(pc_->exec, s.h, a);
   return fc2_.forward(ctx, a);
 }
 
@@ -85,13 +93,15 @@ Tensor LayerNormMLP::backward_normed(Ctx& ctx, const Tensor& dy) {
   WEFT_CHECK(s.h.defined(), "{}: backward without a forward in this context", cfg_.name);
   Tensor h = s.h;
   ctx.release(this);
+  if (!gated()) {
+    Parameter* b1 = fc1_.linear().bias();
+    const Linear::GeluGrad g = fc2_.backward_gelu(ctx, dy, h, b1 ? &b1->grad : nullptr);
+    if (g.bias_grad_done) return fc1_.linear().backward_without_bias_grad(ctx, g.dpre);
+    return fc1_.backward_normed(ctx, g.dpre);
+  }
   Tensor da = fc2_.backward(ctx, dy);
   Tensor dh = pc_->exec.empty(h.shape(), h.dtype(), MemoryTag::activations);
-  if (gated()) {
-    kernels::swiglu_backward(pc_->exec, da, h, dh);
-  } else {
-    kernels::gelu_backward(pc_->exec, da, h, dh);
-  }
+  kernels::swiglu_backward(pc_->exec, da, h, dh);
   return fc1_.backward_normed(ctx, dh);
 }
 

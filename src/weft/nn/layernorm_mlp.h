@@ -16,7 +16,9 @@
 // backward: oneDNN cannot write both the pre- and the post-activation from one
 // matmul, and writing GELU as the matmul's post-op would make backward
 // recompute the pre-activation with a second GEMM (see layernorm_mlp.cpp for
-// the measurement).
+// the measurement). On a GPU cuBLASLt's epilogues write both (GELU_AUX_BIAS),
+// and fc2's dgrad GEMM the GELU gradient and fc1's bias gradient
+// (DGELU_BGRAD), where they apply (Linear::forward_gelu / backward_gelu).
 //
 // H (hidden) is 4·C by default. Under SwiGLU fc1's weight stacks Llama's
 // gate_proj over up_proj (2H rows), split over TP group by group, so each

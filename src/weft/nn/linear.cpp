@@ -167,9 +167,29 @@ Shape with_last(Shape s, int64_t last) {
   return s;
 }
 
+// Whether a schedule runs as this rank's plain GEMM (scheduled_gemm runs
+// every schedule over a trivial group as plain).
+bool plain_gemm(parallel::Schedule s, const comm::ProcessGroup* g) {
+  return s == Schedule::plain || g == nullptr || g->size() == 1;
+}
+
 }  // namespace
 
-Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
+bool Linear::epilogues() const { return !pc_->exec.device().is_cpu() && !quantizer_; }
+
+Tensor Linear::forward(Ctx& ctx, const Tensor& x) { return forward_impl(ctx, x, nullptr); }
+
+Linear::Activated Linear::forward_gelu(Ctx& ctx, const Tensor& x) {
+  Activated out;
+  out.pre = forward_impl(ctx, x, &out.act);
+  if (!out.act.defined()) {
+    out.act = pc_->exec.empty(out.pre.shape(), out.pre.dtype(), MemoryTag::activations);
+    kernels::gelu_forward(pc_->exec, out.pre, out.act);
+  }
+  return out;
+}
+
+Tensor Linear::forward_impl(Ctx& ctx, const Tensor& x, Tensor* act) {
   const cuda::NvtxRange nvtx(name() + " forward");
   const int64_t expected =
       cfg_.mode == Parallel::row && !cfg_.input_is_parallel ? cfg_.in : local_in();
@@ -225,12 +245,63 @@ Tensor Linear::forward(Ctx& ctx, const Tensor& x) {
     case Parallel::none: call.schedule = Schedule::plain; break;
   }
   Tensor y = ec.empty(ys, out_dtype, MemoryTag::activations);
+  if (act && epilogues() && out_dtype == DType::bf16 && !cfg_.gather_output &&
+      plain_gemm(call.schedule, g)) {
+    // GELU in the GEMM's epilogue: y is the pre-activation (aux), the
+    // activation the output.
+    Tensor a = ec.empty(ys, out_dtype, MemoryTag::activations);
+    kernels::GemmOptions fused = call.options;
+    fused.epilogue = kernels::GemmEpilogue::gelu_aux;
+    fused.aux = &y;
+    if (kernels::gemm_epilogue_fused(ec, xin, w, a, fused)) {
+      call.options = fused;
+      parallel::scheduled_gemm(ec, call, xin, w, a, ws().gemm);
+      *act = a;
+      return y;
+    }
+  }
   parallel::scheduled_gemm(ec, call, xin, w, y, ws().gemm);
   if (cfg_.gather_output) y = parallel::forward(pc_->exec, Mapping::gather_from_tp, g, y);
   return y;
 }
 
-Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
+Tensor Linear::backward(Ctx& ctx, const Tensor& dy) { return backward_impl(ctx, dy, {}); }
+
+Tensor Linear::backward_without_bias_grad(Ctx& ctx, const Tensor& dy) {
+  return backward_impl(ctx, dy, {.bias_grad = false});
+}
+
+Linear::GeluGrad Linear::backward_gelu(Ctx& ctx, const Tensor& dy, const Tensor& pre,
+                                       Tensor* pre_bias_grad) {
+  GeluGrad out;
+  bool fused = false;
+  Tensor dx = backward_impl(
+      ctx, dy, {.gelu_pre = &pre, .gelu_bias_grad = pre_bias_grad, .gelu_fused = &fused});
+  if (fused) {
+    out.dpre = dx;
+    out.bias_grad_done = pre_bias_grad != nullptr;
+    return out;
+  }
+  out.dpre = pc_->exec.empty(pre.shape(), pre.dtype(), MemoryTag::activations);
+  kernels::gelu_backward(pc_->exec, dx, pre, out.dpre);
+  return out;
+}
+
+kernels::GemmOptions Linear::dgrad_options(const Grads& d, bool plain, const Tensor& w,
+                                           const Tensor& dx, Tensor& aux) const {
+  if (d.gelu_pre == nullptr || !plain || !epilogues() || d.q_w != nullptr ||
+      dx.dtype() != DType::bf16 || !(d.gelu_pre->shape() == dx.shape()) ||
+      d.gelu_pre->dtype() != dx.dtype()) {
+    return {};
+  }
+  aux = *d.gelu_pre;  // only read (DGELU's input)
+  const kernels::GemmOptions opt{
+      .epilogue = kernels::GemmEpilogue::dgelu_bgrad, .aux = &aux, .bias_grad = d.gelu_bias_grad};
+  if (!kernels::gemm_epilogue_fused(pc_->exec, d.dy, w, dx, opt)) return {};
+  return opt;
+}
+
+Tensor Linear::backward_impl(Ctx& ctx, const Tensor& dy_in, Grads extras) {
   const cuda::NvtxRange nvtx(name() + " backward");
   Saved& s = ctx.saved<Saved>(this);
   WEFT_CHECK(s.x.defined(), "{}: backward without a forward in this context", cfg_.name);
@@ -258,7 +329,9 @@ Tensor Linear::backward(Ctx& ctx, const Tensor& dy_in) {
   if (!quantizer_) dy = parallel::gemm_input(ec, pc_->precision.gemm_input(), dy, ws().grad_cast);
   // Quantized recipes: the dgrad GEMM's operands, and the wgrad GEMM's made
   // from the high-precision tensors.
-  Grads d{.dy = dy, .dy_hp = dy};
+  Grads d = extras;
+  d.dy = dy;
+  d.dy_hp = dy;
   if (qw != nullptr) {
     d.q_dy = &quantizer_->native(Op::grad_output, dy, false, ctx);
     d.q_w = qw;
@@ -281,9 +354,16 @@ Tensor Linear::backward_row(Ctx& ctx, const Tensor& x, const Grads& d, const Ten
   const std::string dgrad_name = gemm_name("dgrad");
   const parallel::QuantizedOperands q{.a = {d.q_dy, false}, .b = {d.q_w, true}};
   const bool native = d.q_w != nullptr;
+  // Fused with the GELU backward (backward_gelu) where dx is the dgrad
+  // GEMM's own output.
+  Tensor aux;
+  const kernels::GemmOptions dgrad =
+      dgrad_options(d, plain_gemm(schedule, g) && cfg_.input_is_parallel, w, dx, aux);
+  if (dgrad.epilogue != kernels::GemmEpilogue::none) *d.gelu_fused = true;
   const parallel::ScheduledGemm run = parallel::scheduled_gemm(ec,
                                                                {.schedule = schedule,
                                                                 .group = g,
+                                                                .options = dgrad,
                                                                 .overlap = overlap("dgrad"),
                                                                 .name = dgrad_name.c_str(),
                                                                 .quantized = native ? &q : nullptr},
@@ -299,10 +379,15 @@ Tensor Linear::backward_row(Ctx& ctx, const Tensor& x, const Grads& d, const Ten
     }
   }
   Tensor wgrad = source_->weight_grad(ctx);
-  wgrad_gemm(ec, ctx, dy_full, x, native, wgrad);
   // The bias was added after the reduction: its gradient is this rank's
-  // rows of dy (partial over the group under SP: grad_sum_group).
-  if (cfg_.bias) kernels::bias_backward(ec, d.dy_hp, bias_.grad);
+  // rows of dy (partial over the group under SP: grad_sum_group), which the
+  // wgrad GEMM sums where it reads them (no gather, no quantized recipe).
+  const bool bias_grad = cfg_.bias && d.bias_grad;
+  const bool in_gemm = bias_grad && !quantizer_ && !run.gathered.defined();
+  if (!wgrad_gemm(ec, ctx, dy_full, x, native, wgrad, in_gemm ? &bias_.grad : nullptr) &&
+      bias_grad) {
+    kernels::bias_backward(ec, d.dy_hp, bias_.grad);
+  }
   source_->finalize_weight_grad(ctx, wgrad);
   if (!cfg_.input_is_parallel) {
     // The dual of the input mapping: this rank's tokens, all features.
@@ -328,6 +413,9 @@ Tensor Linear::backward_column(Ctx& ctx, const parallel::Pending& xs, const Grad
   const std::string dgrad_name = gemm_name("dgrad");
   const bool native = d.q_w != nullptr;
   const parallel::QuantizedOperands q{.a = {d.q_dy, false}, .b = {d.q_w, true}};
+  Tensor aux;
+  const kernels::GemmOptions dgrad = dgrad_options(d, plain_gemm(schedule, g), w, dx, aux);
+  if (dgrad.epilogue != kernels::GemmEpilogue::none) *d.gelu_fused = true;
   const parallel::overlap::DgradBesideWgrad call{.schedule = schedule,
                                                  .group = g,
                                                  .bulk = bulk,
@@ -335,13 +423,21 @@ Tensor Linear::backward_column(Ctx& ctx, const parallel::Pending& xs, const Grad
                                                  .regather = regather,
                                                  .comm_cores = pc_->overlap.comm_cores(),
                                                  .name = dgrad_name.c_str(),
-                                                 .quantized = native ? &q : nullptr};
+                                                 .quantized = native ? &q : nullptr,
+                                                 .options = dgrad};
   parallel::overlap::dgrad_beside_wgrad(
       ec, call, d.dy, w, dx, ws().gemm, [&](const ExecContext& gemm_context) {
         Tensor wgrad = source_->weight_grad(ctx);
         const Tensor x_full = xs.get(ec);
-        wgrad_gemm(gemm_context, ctx, quantizer_ ? d.dy_hp : d.dy, x_full, native, wgrad);
-        if (cfg_.bias) kernels::bias_backward(ec, d.dy_hp, bias_.grad);
+        // The bias gradient in the wgrad GEMM where that runs on ec's stream
+        // (no quantized recipe: d.dy is d.dy_hp).
+        const bool bias_grad = cfg_.bias && d.bias_grad;
+        const bool in_gemm = bias_grad && !quantizer_ && gemm_context.stream() == ec.stream();
+        if (!wgrad_gemm(gemm_context, ctx, quantizer_ ? d.dy_hp : d.dy, x_full, native, wgrad,
+                        in_gemm ? &bias_.grad : nullptr) &&
+            bias_grad) {
+          kernels::bias_backward(ec, d.dy_hp, bias_.grad);
+        }
         source_->finalize_weight_grad(ctx, wgrad);
       });
   return dx;
@@ -358,22 +454,33 @@ bool Linear::native_quantized(bool backward) const {
   return !gathers;
 }
 
-void Linear::wgrad_gemm(const ExecContext& gemm_context, Ctx& ctx, const Tensor& dy,
-                        const Tensor& x, bool native, Tensor& wgrad) {
+bool Linear::wgrad_gemm(const ExecContext& gemm_context, Ctx& ctx, const Tensor& dy,
+                        const Tensor& x, bool native, Tensor& wgrad, Tensor* bias_grad) {
   if (native) {
     // dWᵀ's TN form: the column-wise copies of dy and x, quantized from the
     // high-precision tensors.
     const QuantizedTensor& qdy = quantizer_->native(Op::grad_output, dy, true, ctx);
     const QuantizedTensor& qx = quantizer_->native(Op::input, x, true, ctx);
     kernels::quantized_gemm(gemm_context, {&qdy, true}, {&qx, true}, wgrad, {.accumulate = true});
-    return;
+    return false;
   }
   Tensor dy_w = dy, x_w = x;
   if (quantizer_) {
     dy_w = quantizer_->operand(Op::grad_output, dy, true, ctx);
     x_w = quantizer_->operand(Op::input, x, true, ctx);
   }
+  if (bias_grad && epilogues()) {
+    const kernels::GemmOptions opt{.trans_a = true,
+                                   .accumulate = true,
+                                   .epilogue = kernels::GemmEpilogue::bgrad_a,
+                                   .bias_grad = bias_grad};
+    if (kernels::gemm_epilogue_fused(gemm_context, dy_w, x_w, wgrad, opt)) {
+      kernels::gemm(gemm_context, dy_w, x_w, wgrad, opt);
+      return true;
+    }
+  }
   kernels::gemm(gemm_context, dy_w, x_w, wgrad, {.trans_a = true, .accumulate = true});
+  return false;
 }
 
 }  // namespace weft::nn

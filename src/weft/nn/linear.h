@@ -105,6 +105,32 @@ class Linear : public Module {
   Tensor backward(Ctx& ctx, const Tensor& dy) override;
   std::vector<Parameter*> own_parameters() override;
 
+  // GELU MLPs (LayerNormMLP), with cuBLASLt's epilogues where they apply: on
+  // a GPU, bf16 outputs, no quantized recipe, and the GEMM this rank's plain
+  // GEMM (no collective or comm-GEMM overlap splitting it), where
+  // kernels::gemm_epilogue_fused says cuBLASLt takes the shape. Elsewhere
+  // (the CPU always) they are exactly the unfused sequences below.
+  //
+  // forward() and the GELU of its output: pre = forward(x), act = gelu(pre);
+  // fused, fc1's GEMM writes both (GELU_AUX_BIAS).
+  struct Activated {
+    Tensor pre, act;
+  };
+  Activated forward_gelu(Ctx& ctx, const Tensor& x);
+  // backward() continued by the backward of the GELU that made this layer's
+  // input from `pre`: d(pre) = backward(dy) ⊙ gelu'(pre). Fused, the dgrad
+  // GEMM writes d(pre) and adds its column sums, the gradient of the bias
+  // that produced `pre`, to `pre_bias_grad` when given (DGELU_BGRAD), and
+  // `bias_grad_done` says so; unfused, the caller adds that gradient.
+  struct GeluGrad {
+    Tensor dpre;
+    bool bias_grad_done = false;
+  };
+  GeluGrad backward_gelu(Ctx& ctx, const Tensor& dy, const Tensor& pre, Tensor* pre_bias_grad);
+  // backward() leaving out this layer's bias gradient (already added by the
+  // GEMM after it: backward_gelu's bias_grad_done).
+  Tensor backward_without_bias_grad(Ctx& ctx, const Tensor& dy);
+
   const LinearConfig& config() const { return cfg_; }
   const ParallelContext& context() const { return *pc_; }
   Parameter& weight() { return source_->parameter(); }
@@ -121,12 +147,29 @@ class Linear : public Module {
   // The output gradient as the dgrad GEMM reads it (quantized under a
   // quantized recipe) and in high precision (the wgrad and bias gradients).
   struct Grads {
-    Tensor dy, dy_hp;
+    Tensor dy{}, dy_hp{};
     // Native quantized GEMMs: the dgrad GEMM's operands (dy row-wise, the
     // weight's transposed copy); null otherwise.
     const QuantizedTensor* q_dy = nullptr;
     const QuantizedTensor* q_w = nullptr;
+    // This layer's bias gradient (false: the caller has added it).
+    bool bias_grad = true;
+    // backward_gelu: the GELU input whose gradient the dgrad GEMM writes
+    // fused, the bias gradient it adds, and whether it did (set here).
+    const Tensor* gelu_pre = nullptr;
+    Tensor* gelu_bias_grad = nullptr;
+    bool* gelu_fused = nullptr;
   };
+  Tensor backward_impl(Ctx& ctx, const Tensor& dy, Grads d);
+  Tensor forward_impl(Ctx& ctx, const Tensor& x, Tensor* act);
+  // Whether this layer's GEMMs may take a GemmEpilogue: a GPU, no quantized
+  // recipe (the shape's answer is kernels::gemm_epilogue_fused's).
+  bool epilogues() const;
+  // The dgrad GEMM's options: the GELU backward epilogue where d asks for it
+  // and it applies (`plain`: the dgrad is this rank's plain GEMM), else none.
+  // `aux` holds the GELU input the options point to.
+  kernels::GemmOptions dgrad_options(const Grads& d, bool plain, const Tensor& w, const Tensor& dx,
+                                     Tensor& aux) const;
   Tensor backward_row(Ctx& ctx, const Tensor& x, const Grads& d, const Tensor& w);
   Tensor backward_column(Ctx& ctx, const parallel::Pending& xs, const Grads& d, const Tensor& w,
                          const parallel::overlap::BulkBackward& bulk, bool regather);
@@ -145,8 +188,11 @@ class Linear : public Module {
   bool native_quantized(bool backward) const;
   // The wgrad GEMM: dW += dyᵀ · x, on the quantized column-wise copies when
   // native, else on the operands given (dequantized under a quantized recipe).
-  void wgrad_gemm(const ExecContext& gemm_context, Ctx& ctx, const Tensor& dy, const Tensor& x,
-                  bool native, Tensor& wgrad);
+  // With `bias_grad`, db += Σ_rows dy as well, in the GEMM's epilogue
+  // (BGRADB) where it fuses (returns true), else nothing (false): the caller
+  // runs kernels::bias_backward.
+  bool wgrad_gemm(const ExecContext& gemm_context, Ctx& ctx, const Tensor& dy, const Tensor& x,
+                  bool native, Tensor& wgrad, Tensor* bias_grad = nullptr);
   // The overlap choice for this layer's `pass` GEMM ("fprop", "dgrad", "wgrad").
   parallel::OverlapChoice overlap(const char* pass) const;
   std::string gemm_name(const char* pass) const { return cfg_.overlap_name + "_" + pass; }

@@ -55,6 +55,11 @@ ScheduledGemm scheduled_gemm(const ExecContext& ec, const GemmCall& call, const 
   WEFT_CHECK(!(reduces && call.options.accumulate),
              "a {} schedule cannot accumulate into its output: the sum would be reduced again",
              schedule_name(s));
+  WEFT_CHECK(call.options.epilogue == kernels::GemmEpilogue::none ||
+                 (s == Schedule::plain && call.quantized == nullptr),
+             "{}: a GEMM epilogue ({}) applies to a plain GEMM on unquantized operands, not a {} "
+             "schedule",
+             call.name, kernels::gemm_epilogue_name(call.options.epilogue), schedule_name(s));
   const QuantizedOperands* q = call.quantized;
   WEFT_CHECK(q || a.dtype() == b.dtype(),
              "{} GEMM: operands are {} and {}; convert with gemm_input", schedule_name(s),

@@ -332,6 +332,21 @@ void gemm<Backend::cpu>(const ExecContext& ec, const Tensor& a, const Tensor& b,
   run_matmul(ec, oa, ob, oc, opt.bias ? &bias : nullptr, opt.alpha, opt.accumulate);
 }
 
+// The CPU runs every epilogue as the unfused sequence: oneDNN's GELU post-op
+// was slower than the matmul and the GELU pass together, and it writes no
+// pre-activation (nn/layernorm_mlp.cpp has the measurement).
+template <>
+bool gemm_epilogue<Backend::cpu>(const ExecContext&, const Tensor&, const Tensor&, Tensor&,
+                                 const GemmOptions&) {
+  return false;
+}
+
+template <>
+bool gemm_epilogue_fused<Backend::cpu>(const ExecContext&, const Tensor&, const Tensor&,
+                                       const Tensor&, const GemmOptions&) {
+  return false;
+}
+
 template <>
 void batched_gemm<Backend::cpu>(const ExecContext& ec, const StridedMatrices& a,
                                 const StridedMatrices& b, const StridedMatrices& c, float alpha,

@@ -31,6 +31,17 @@ constexpr uint64_t kMaxWorkspace = 32ull << 20;
 // How many of the heuristic's candidates the first call of a shape times
 // (WEFT_GEMM_TUNE=0: none, the heuristic's first is taken).
 constexpr int kCandidates = 8;
+// Tuning (tune, below) times every candidate until it has at least
+// kMinSamples samples and kTuneWorkMs of runs, a sample being kSampleMs of
+// back-to-back runs (at least one), in at most kMaxRounds rounds; another
+// candidate replaces the heuristic's first only when its median is more than
+// kClearlyFaster below the first's.
+constexpr int kMinSamples = 5;
+constexpr double kTuneWorkMs = 0.2;
+constexpr double kSampleMs = 0.02;
+constexpr int kMaxRounds = 100;
+constexpr int kMaxRepeats = 16;
+constexpr double kClearlyFaster = 0.03;
 bool tuning_on() {
   static const bool on = [] {
     const char* v = std::getenv("WEFT_GEMM_TUNE");
@@ -51,14 +62,27 @@ struct Layout {
 // Everything that selects a plan.
 struct Problem {
   int device = 0;
-  Layout a, b, c;                 // cuBLASLt's A (weft's b), B (weft's a), C = D
-  int64_t bias = 0;               // 0: no bias epilogue; else 1 + its cudaDataType_t
+  Layout a, b, c;  // cuBLASLt's A (weft's b), B (weft's a), C = D
+  // 0: no bias vector; else 1 + the cudaDataType_t of the bias (BIAS,
+  // GELU_AUX_BIAS) or of the bias gradient (DGELU_BGRAD, BGRADB).
+  int64_t bias = 0;
   int64_t fast_accumulation = 0;  // FP8: Hopper's fast accumulation
+  // 0: the bias's epilogue (BIAS, or none); else the cublasLtEpilogue_t of a
+  // GemmEpilogue (GELU_AUX(_BIAS), DGELU(_BGRAD), BGRADB).
+  int64_t epilogue = 0;
+  int64_t aux_ld = 0;  // GELU_AUX / DGELU: the pre-activation's leading dimension
+  // Alignments (bytes) of the bias vector and the aux matrix, which the
+  // heuristic reads from their pointers.
+  int64_t bias_alignment = 0, aux_alignment = 0;
   std::string describe() const {  // for error messages, in weft's terms
     const int64_t m = c.cols, n = c.rows, k = a.transposed ? a.rows : a.cols;
-    return fmt::format("{}x{} · {}x{} GEMM ({} in, {} out, batch {}, {}{}, cuda:{})", m, k, k, n,
-                       type_name(b.type), type_name(c.type), c.batch, b.transposed ? "aᵀ" : "a",
-                       a.transposed ? "·bᵀ" : "·b", device);
+    return fmt::format("{}x{} · {}x{} GEMM ({} in, {} out, batch {}, {}{}, epilogue {}, cuda:{})",
+                       m, k, k, n, type_name(b.type), type_name(c.type), c.batch,
+                       b.transposed ? "aᵀ" : "a", a.transposed ? "·bᵀ" : "·b",
+                       epilogue != 0 ? epilogue
+                       : bias != 0   ? static_cast<int64_t>(CUBLASLT_EPILOGUE_BIAS)
+                                     : int64_t{0},
+                       device);
   }
   static const char* type_name(cudaDataType_t t) {
     switch (t) {
@@ -70,7 +94,7 @@ struct Problem {
   }
 };
 
-using Key = std::array<int64_t, 3 * 8 + 3>;
+using Key = std::array<int64_t, 3 * 8 + 7>;
 
 Key key_of(const Problem& p) {
   Key k{};
@@ -88,6 +112,10 @@ Key key_of(const Problem& p) {
   k[i++] = p.device;
   k[i++] = p.bias;
   k[i++] = p.fast_accumulation;
+  k[i++] = p.epilogue;
+  k[i++] = p.aux_ld;
+  k[i++] = p.bias_alignment;
+  k[i++] = p.aux_alignment;
   return k;
 }
 
@@ -116,7 +144,7 @@ cublasLtHandle_t handle(const Problem& p) {
 }
 
 // Descriptors and the algorithm of one problem. Per thread, since the bias
-// pointer is an attribute of the matmul descriptor, set on every call.
+// and aux pointers are attributes of the matmul descriptor, set on every call.
 struct Plan {
   cublasLtHandle_t handle = nullptr;
   cublasLtMatmulDesc_t desc = nullptr;
@@ -124,6 +152,9 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
   bool bias_epilogue = false;
+  // A GemmEpilogue's problem (Problem::epilogue) that cuBLASLt refused: no
+  // algorithm, or none ran. No descriptors; its calls run unfused.
+  bool refused = false;
   // The heuristic's best candidates, best first; the first call times them
   // (tune) and keeps the fastest in algo.
   std::vector<cublasLtMatmulHeuristicResult_t> candidates;
@@ -167,10 +198,18 @@ cublasLtMatrixLayout_t make_layout(const Layout& l, const Problem& p) {
   return layout;
 }
 
+// A pointer value with exactly the given alignment, for the heuristic, which
+// reads the alignment of the bias and aux pointers from their values without
+// dereferencing them (cublasLt.h): a plan serves every call whose pointers
+// have that alignment (it is part of the key).
+const void* representative(int64_t alignment) {
+  return reinterpret_cast<const void*>(static_cast<uintptr_t>(alignment));
+}
+
 // Builds the descriptors and asks the heuristic for the best algorithm;
-// false when no algorithm takes this problem (the caller then drops the
-// bias epilogue).
-bool build(Plan& plan, const Problem& p, bool bias_epilogue) {
+// false when no algorithm takes this problem with its epilogue (the caller
+// then drops the bias epilogue, or runs a GemmEpilogue unfused).
+bool build(Plan& plan, const Problem& p, bool with_epilogue) {
   plan.handle = handle(p);
   check(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
         "cublasLtMatmulDescCreate", p);
@@ -185,14 +224,35 @@ bool build(Plan& plan, const Problem& p, bool bias_epilogue) {
     const int8_t fast = 1;
     set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast, "cublasLtMatmulDescSetAttribute(FAST_ACCUM)");
   }
-  if (bias_epilogue) {
-    const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    const auto bias_type = static_cast<int32_t>(p.bias - 1);
-    set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue, "cublasLtMatmulDescSetAttribute(EPILOGUE)");
-    set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type,
-        "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)");
+  if (with_epilogue) {
+    // An attribute this cuBLASLt rejects refuses the epilogue, as a missing
+    // algorithm does.
+    auto try_set = [&](cublasLtMatmulDescAttributes_t attr, const auto& value) {
+      return cublasLtMatmulDescSetAttribute(plan.desc, attr, &value, sizeof(value)) ==
+             CUBLAS_STATUS_SUCCESS;
+    };
+    const auto epilogue =
+        static_cast<uint32_t>(p.epilogue != 0 ? p.epilogue : int64_t{CUBLASLT_EPILOGUE_BIAS});
+    if (!try_set(CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue)) return false;
+    if (p.bias != 0) {
+      const auto bias_type = static_cast<int32_t>(p.bias - 1);
+      if (!try_set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type) ||
+          !try_set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, representative(p.bias_alignment))) {
+        return false;
+      }
+    }
+    // The aux matrix (the pre-activation) has the output's type, the
+    // default of CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE (set only for
+    // FP8 outputs), so the attribute is left unset.
+    if (p.aux_ld != 0) {
+      const int64_t ld = p.aux_ld;
+      if (!try_set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, ld) ||
+          !try_set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, representative(p.aux_alignment))) {
+        return false;
+      }
+    }
   }
-  plan.bias_epilogue = bias_epilogue;
+  plan.bias_epilogue = with_epilogue && p.epilogue == 0;
   plan.a = make_layout(p.a, p);
   plan.b = make_layout(p.b, p);
   plan.c = make_layout(p.c, p);
@@ -227,12 +287,13 @@ bool build(Plan& plan, const Problem& p, bool bias_epilogue) {
   const cublasStatus_t status =
       cublasLtMatmulAlgoGetHeuristic(plan.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref,
                                      kCandidates, results.data(), &found);
-  if (bias_epilogue && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return false;
+  if (with_epilogue && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return false;
   check(status, "cublasLtMatmulAlgoGetHeuristic", p);
   WEFT_CHECK(found > 0, "cuBLASLt has no algorithm for a {}", p.describe());
   for (int i = 0; i < found; ++i) {
     if (results[i].state == CUBLAS_STATUS_SUCCESS) plan.candidates.push_back(results[i]);
   }
+  if (with_epilogue && plan.candidates.empty()) return false;
   WEFT_CHECK(!plan.candidates.empty(), "cuBLASLt has no usable algorithm for a {}", p.describe());
   plan.algo = plan.candidates[0].algo;
   plan.workspace = plan.candidates[0].workspaceSize;
@@ -245,9 +306,13 @@ Plan& plan_for(const Problem& p) {
   auto it = cc.plans.find(key);
   if (it != cc.plans.end()) return *it->second;
   auto plan = std::make_unique<Plan>();
-  if (!build(*plan, p, p.bias != 0)) {
+  if (!build(*plan, p, p.bias != 0 || p.epilogue != 0)) {
     plan = std::make_unique<Plan>();
-    build(*plan, p, false);
+    if (p.epilogue != 0) {
+      plan->refused = true;  // remembered: this shape's calls run unfused
+    } else {
+      build(*plan, p, false);
+    }
   }
   ++cc.created;
   return *cc.plans.emplace(key, std::move(plan)).first->second;
@@ -312,11 +377,39 @@ Layout layout_of(const StridedMatrices& s, int64_t batch, int64_t stride, int64_
   return l;
 }
 
-// Times the plan's candidates once on this call's operands (the output into
-// scratch memory, so an accumulating call's c is untouched) and keeps the
-// fastest: the heuristic's first pick is not always the fastest on a given
-// shape. Synchronizes the stream once per shape and thread; a candidate that
-// fails to run is skipped.
+// CUDA events, destroyed with the object.
+struct Events {
+  explicit Events(size_t n) : events(n, nullptr) {
+    for (cudaEvent_t& e : events) WEFT_CUDA_CHECK(cudaEventCreate(&e), "gemm tuning");
+  }
+  ~Events() {
+    for (cudaEvent_t e : events) {
+      if (e) cudaEventDestroy(e);
+    }
+  }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  std::vector<cudaEvent_t> events;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+// Times the plan's candidates on this call's operands (the output into
+// scratch memory, so an accumulating call's c is untouched; an aux or bias
+// gradient output is written, and the call itself writes it again) and keeps
+// the fastest: the heuristic's first pick is not always the fastest on a
+// given shape. A GEMM of 10-20 us timed three times picked by noise, so the
+// candidates are timed in alternation, round after round (drift in clocks
+// hits all alike), a sample being ~kSampleMs of back-to-back runs between
+// two events, until each has kMinSamples samples and kTuneWorkMs of runs;
+// the medians decide, and the heuristic's first stays unless another is
+// more than kClearlyFaster faster. Synchronizes the stream once per round,
+// on the first call of a shape and thread; a candidate that fails to run is
+// dropped. A GemmEpilogue's plan none of whose candidates runs is refused.
 void tune(Plan& plan, const ExecContext& ec, const Problem& p, const void* pa, const void* pb,
           float alpha) {
   plan.tuned = true;
@@ -329,33 +422,80 @@ void tune(Plan& plan, const ExecContext& ec, const Problem& p, const void* pa, c
   size_t most = 0;
   for (const auto& c : plan.candidates) most = std::max(most, c.workspaceSize);
   const Workspace workspace(ec, most);
-  cudaEvent_t start = nullptr, stop = nullptr;
-  WEFT_CUDA_CHECK(cudaEventCreate(&start), "gemm tuning");
-  WEFT_CUDA_CHECK(cudaEventCreate(&stop), "gemm tuning");
   const float beta = 0.0f;
-  float best = -1.0f;
-  for (const auto& c : plan.candidates) {
-    auto run = [&] {
-      return cublasLtMatmul(plan.handle, plan.desc, &alpha, pb, plan.a, pa, plan.b, &beta,
-                            scratch.ptr, plan.c, scratch.ptr, plan.c, &c.algo, workspace.ptr,
-                            c.workspaceSize, stream);
-    };
-    if (run() != CUBLAS_STATUS_SUCCESS) continue;  // also the warm-up
-    WEFT_CUDA_CHECK(cudaEventRecord(start, stream), "gemm tuning");
-    bool ok = true;
-    for (int i = 0; i < 3 && ok; ++i) ok = run() == CUBLAS_STATUS_SUCCESS;
-    WEFT_CUDA_CHECK(cudaEventRecord(stop, stream), "gemm tuning");
-    WEFT_CUDA_CHECK(cudaEventSynchronize(stop), "gemm tuning");
+  auto run = [&](size_t i) {
+    const auto& c = plan.candidates[i];
+    return cublasLtMatmul(plan.handle, plan.desc, &alpha, pb, plan.a, pa, plan.b, &beta,
+                          scratch.ptr, plan.c, scratch.ptr, plan.c, &c.algo, workspace.ptr,
+                          c.workspaceSize, stream) == CUBLAS_STATUS_SUCCESS;
+  };
+  // The warm-up: one run each; candidates that fail are dropped.
+  std::vector<size_t> live;
+  for (size_t i = 0; i < plan.candidates.size(); ++i) {
+    if (run(i)) live.push_back(i);
+  }
+  if (live.empty()) {
+    if (p.epilogue != 0) plan.refused = true;
+    return;
+  }
+  const size_t count = live.size();
+  const Events ev(2 * count);
+  auto elapsed = [&](size_t j) {
     float ms = 0.0f;
-    WEFT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop), "gemm tuning");
-    if (ok && (best < 0.0f || ms < best)) {
-      best = ms;
-      plan.algo = c.algo;
-      plan.workspace = c.workspaceSize;
+    WEFT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev.events[2 * j], ev.events[2 * j + 1]),
+                    "gemm tuning");
+    return static_cast<double>(ms);
+  };
+  // How many runs make a sample: one run of the first candidate, timed.
+  WEFT_CUDA_CHECK(cudaEventRecord(ev.events[0], stream), "gemm tuning");
+  const bool first_ok = run(live[0]);
+  WEFT_CUDA_CHECK(cudaEventRecord(ev.events[1], stream), "gemm tuning");
+  WEFT_CUDA_CHECK(cudaEventSynchronize(ev.events[1]), "gemm tuning");
+  const double once = std::max(elapsed(0), 1e-4);
+  const int repeats =
+      first_ok ? std::clamp(static_cast<int>(kSampleMs / once) + 1, 1, kMaxRepeats) : 1;
+  std::vector<std::vector<double>> samples(count);
+  std::vector<double> work(count, 0.0);
+  std::vector<bool> ok(count, true);
+  for (int round = 0; round < kMaxRounds; ++round) {
+    std::vector<size_t> timed;
+    for (size_t j = 0; j < count; ++j) {
+      if (!ok[j] ||
+          (samples[j].size() >= static_cast<size_t>(kMinSamples) && work[j] >= kTuneWorkMs)) {
+        continue;
+      }
+      WEFT_CUDA_CHECK(cudaEventRecord(ev.events[2 * j], stream), "gemm tuning");
+      for (int r = 0; r < repeats && ok[j]; ++r) ok[j] = run(live[j]);
+      WEFT_CUDA_CHECK(cudaEventRecord(ev.events[2 * j + 1], stream), "gemm tuning");
+      timed.push_back(j);
+    }
+    if (timed.empty()) break;
+    WEFT_CUDA_CHECK(cudaEventSynchronize(ev.events[2 * timed.back() + 1]), "gemm tuning");
+    for (size_t j : timed) {
+      if (!ok[j]) continue;
+      const double ms = elapsed(j);
+      samples[j].push_back(ms / repeats);
+      work[j] += ms;
     }
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  // The heuristic's first (when it ran), unless another is clearly faster.
+  std::vector<double> medians(count, -1.0);
+  for (size_t j = 0; j < count; ++j) {
+    if (ok[j] && !samples[j].empty()) medians[j] = median(samples[j]);
+  }
+  size_t best = count;
+  for (size_t j = 0; j < count; ++j) {
+    if (medians[j] >= 0.0 && (best == count || medians[j] < medians[best])) best = j;
+  }
+  if (best == count) {
+    if (p.epilogue != 0) plan.refused = true;
+    return;
+  }
+  if (live[0] == 0 && medians[0] >= 0.0 && medians[best] >= (1.0 - kClearlyFaster) * medians[0]) {
+    best = 0;
+  }
+  plan.algo = plan.candidates[live[best]].algo;
+  plan.workspace = plan.candidates[live[best]].workspaceSize;
 }
 
 // A vector of n elements as one dense row.
@@ -418,7 +558,10 @@ void matmul(const ExecContext& ec, const StridedMatrices& a, const StridedMatric
   }
   const bool epilogue_types =
       bias && bias->dtype() == c.dtype && reinterpret_cast<uintptr_t>(bias->raw()) % 16 == 0;
-  if (epilogue_types) p.bias = 1 + cuda_type(bias->dtype());
+  if (epilogue_types) {
+    p.bias = 1 + cuda_type(bias->dtype());
+    p.bias_alignment = alignment({reinterpret_cast<uintptr_t>(bias->raw())});
+  }
 
   const weft::cuda::DeviceGuard on_device(p.device);
   Plan& plan = plan_for(p);
@@ -457,7 +600,146 @@ StridedMatrices matrix(const Tensor& t, bool transposed) {
   return s;
 }
 
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+// The alignment of a fresh allocation (the caching allocator hands out
+// 512-byte multiples of cudaMalloc's 256-byte aligned memory): the rounded
+// bias and the bias gradient's scratch vector.
+constexpr int64_t kFreshAlignment = 256;
+
+// A GemmEpilogue call as one cuBLASLt problem (kernels/gemm.cpp has checked
+// the arguments; not f32 operands for a bf16 output): false where the layout
+// rules of cuBLASLt's epilogues rule it out (it then runs unfused).
+//
+// cuBLASLt computes weft's row-major c (m, n) = op(a)·op(b) as the
+// column-major D (n x m) = op(b)ᵀ·op(a)ᵀ: its A is weft's b, its B weft's a,
+// and D's rows are c's columns. So cuBLASLt's bias vector, which runs along
+// D's rows (length "M" in cuBLASLt's terms), is weft's bias over c's n
+// columns, and the DGELU_BGRAD gradient is the column sums of c; the aux
+// matrix is laid out as D (leading dimension n); and the gradient that sums
+// weft's a over k (the wgrad GEMM's db) is BGRADB, cuBLASLt's B being a, its
+// length D's column count m (BGRADA would sum weft's b).
+bool epilogue_problem(const ExecContext& ec, const Tensor& a, const Tensor& b, const Tensor& c,
+                      const GemmOptions& opt, Problem& p) {
+  const StridedMatrices sa = matrix(a, opt.trans_a), sb = matrix(b, opt.trans_b),
+                        sc = matrix(c, false);
+  const int64_t n = sc.cols;
+  p.device = ec.device().index;
+  p.a = layout_of(sb, 1, 0, 0);
+  p.b = layout_of(sa, 1, 0, 0);
+  p.c = layout_of(sc, 1, 0, 0);
+  const int64_t own_type = 1 + cuda_type(c.dtype());
+  auto with_aux = [&] {
+    // AUX_LD must be a multiple of 8 (cublasLt.h); the aux buffer is c's
+    // twin, dense rows of n.
+    if (n % 8 != 0 || !aligned16(opt.aux->raw())) return false;
+    p.aux_ld = n;
+    p.aux_alignment = alignment({reinterpret_cast<uintptr_t>(opt.aux->raw())});
+    return true;
+  };
+  switch (opt.epilogue) {
+    case GemmEpilogue::none: return false;
+    case GemmEpilogue::gelu_aux:
+      if (!with_aux()) return false;
+      p.epilogue = opt.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+      if (opt.bias) {
+        // The bias in the output's type (as the BIAS epilogue): an f32 bias
+        // of a bf16 output is rounded into a fresh buffer per call.
+        if (opt.bias->dtype() == c.dtype()) {
+          if (!aligned16(opt.bias->raw())) return false;
+          p.bias_alignment = alignment({reinterpret_cast<uintptr_t>(opt.bias->raw())});
+        } else if (opt.bias->dtype() == DType::f32 && c.dtype() == DType::bf16) {
+          p.bias_alignment = kFreshAlignment;
+        } else {
+          return false;  // a bf16 bias of an f32 output: added after the product
+        }
+        p.bias = own_type;
+      }
+      return true;
+    case GemmEpilogue::dgelu_bgrad:
+      if (!with_aux()) return false;
+      p.epilogue = opt.bias_grad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+      if (opt.bias_grad) {
+        // The bias gradient has the output's type (cublasLt.h) and is
+        // overwritten: it goes to scratch and is added to bias_grad.
+        p.bias = own_type;
+        p.bias_alignment = kFreshAlignment;
+      }
+      return true;
+    case GemmEpilogue::bgrad_a:
+      p.epilogue = CUBLASLT_EPILOGUE_BGRADB;
+      p.bias = own_type;
+      p.bias_alignment = kFreshAlignment;
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+template <>
+bool gemm_epilogue_fused<Backend::cuda>(const ExecContext& ec, const Tensor& a, const Tensor& b,
+                                        const Tensor& c, const GemmOptions& opt) {
+  Problem p;
+  if (!epilogue_problem(ec, a, b, c, opt, p)) return false;
+  const weft::cuda::DeviceGuard on_device(p.device);
+  return !plan_for(p).refused;
+}
+
+template <>
+bool gemm_epilogue<Backend::cuda>(const ExecContext& ec, const Tensor& a, const Tensor& b,
+                                  Tensor& c, const GemmOptions& opt) {
+  Problem p;
+  if (!epilogue_problem(ec, a, b, c, opt, p)) return false;
+  const weft::cuda::DeviceGuard on_device(p.device);
+  Plan& plan = plan_for(p);
+  if (plan.refused) return false;
+  auto set_pointer = [&](cublasLtMatmulDescAttributes_t attr, const void* ptr, const char* what) {
+    check(cublasLtMatmulDescSetAttribute(plan.desc, attr, &ptr, sizeof(ptr)), what, p);
+  };
+  // The bias (GELU_AUX_BIAS) in c's type, or the bias gradient's scratch.
+  Tensor bias_rounded, bias_grad;
+  if (opt.bias) {
+    const void* bias_ptr = opt.bias->raw();
+    if (opt.bias->dtype() != c.dtype()) {
+      bias_rounded = ec.empty({opt.bias->numel()}, c.dtype());
+      cuda::convert_matrices(ec, vector_of(*opt.bias), vector_of(bias_rounded), nullptr,
+                             DType::f32);
+      bias_ptr = bias_rounded.raw();
+    }
+    set_pointer(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_ptr,
+                "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  }
+  if (opt.bias_grad) {
+    bias_grad = ec.empty({opt.bias_grad->numel()}, c.dtype());
+    set_pointer(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_grad.raw(),
+                "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  }
+  if (p.aux_ld != 0) {
+    set_pointer(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, opt.aux->raw(),
+                "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)");
+  }
+  if (!plan.tuned) tune(plan, ec, p, a.raw(), b.raw(), opt.alpha);
+  if (plan.refused) return false;
+  const Workspace workspace(ec, plan.workspace);
+  const float beta = opt.accumulate ? 1.0f : 0.0f;
+  const cublasStatus_t status =
+      cublasLtMatmul(plan.handle, plan.desc, &opt.alpha, b.raw(), plan.a, a.raw(), plan.b, &beta,
+                     c.raw(), plan.c, c.raw(), plan.c, &plan.algo, workspace.ptr, plan.workspace,
+                     static_cast<cudaStream_t>(ec.stream()));
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    // Refused at run time (nothing was enqueued): remembered, and this call
+    // runs unfused.
+    plan.refused = true;
+    return false;
+  }
+  if (opt.bias_grad) {
+    // bias_grad (f32) += the scratch gradient (c's type), on the stream.
+    const StridedMatrices g = vector_of(*opt.bias_grad);
+    cuda::convert_matrices(ec, g, g, bias_grad.raw(), c.dtype());
+  }
+  return true;
+}
 
 template <>
 void gemm<Backend::cuda>(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,

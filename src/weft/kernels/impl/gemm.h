@@ -19,6 +19,16 @@ namespace weft::kernels::impl {
 template <Backend B>
 void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
           const GemmOptions& opt);
+// A GEMM with an epilogue (opt.epilogue is not none; kernels/gemm.cpp has
+// checked the arguments): true when the backend computed it fused, false when
+// it did nothing (kernels/gemm.cpp then runs the unfused sequence).
+// gemm_epilogue_fused: whether gemm_epilogue would fuse this call.
+template <Backend B>
+bool gemm_epilogue(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
+                   const GemmOptions& opt);
+template <Backend B>
+bool gemm_epilogue_fused(const ExecContext& ec, const Tensor& a, const Tensor& b, const Tensor& c,
+                         const GemmOptions& opt);
 template <Backend B>
 void batched_gemm(const ExecContext& ec, const StridedMatrices& a, const StridedMatrices& b,
                   const StridedMatrices& c, float alpha = 1.0f, bool accumulate = false);

@@ -16,6 +16,7 @@ void dgrad_beside_wgrad(const ExecContext& ec, const DgradBesideWgrad& call, con
   const ExecContext busy = beside_comm(ec, call.comm_cores);
   const GemmCall dgrad_call{.schedule = call.schedule,
                             .group = call.group,
+                            .options = call.options,
                             .async = call.bulk.dgrad,
                             .overlap = call.bulk.dgrad ? OverlapChoice{} : call.dgrad_overlap,
                             .name = call.name,

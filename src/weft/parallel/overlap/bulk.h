@@ -35,6 +35,7 @@ struct DgradBesideWgrad {
   int comm_cores = 0;             // threads a GEMM leaves to a collective beside it
   const char* name = "";          // the dgrad GEMM, for messages ("qkv_dgrad")
   const QuantizedOperands* quantized = nullptr;  // native quantized dgrad operands (schedule.h)
+  kernels::GemmOptions options{};  // the dgrad GEMM's (an epilogue: plain schedule only)
 };
 
 // dx = dy · w under `call.schedule` with its collective left in flight (bulk),
