@@ -311,6 +311,8 @@ TEST_F(TrainerTest, NonFiniteStepLeavesParametersAndMomentsUntouched) {
         for (const Tensor& m : t.optimizer().first_moments()) {
           EXPECT_TRUE(testing::bitwise_equal(before[k++], m));
         }
+        // The optimizer's step count is the last good step's too.
+        EXPECT_EQ(t.optimizer().steps_taken(), t.steps_done());
       }
     }
   });

@@ -24,7 +24,12 @@ class HybridGroup : public ProcessGroup {
 
  protected:
   std::shared_ptr<const Work::Impl> submit(detail::Op op) override {
-    return submit_to(on_device(op) ? *device_ : *host_, std::move(op));
+    const bool device = on_device(op);
+    // Each half numbers its own collectives without gaps, as if they had
+    // been issued on it: a backend may rely on that (the local one pairs
+    // consecutive collectives with alternating slots).
+    if (is_collective(op.kind)) op.seq = device ? device_seq_++ : host_seq_++;
+    return submit_to(device ? *device_ : *host_, std::move(op));
   }
 
   std::shared_ptr<ProcessGroup> split(const std::vector<std::vector<int>>& lists, int /*color*/,
@@ -53,6 +58,8 @@ class HybridGroup : public ProcessGroup {
 
   std::shared_ptr<ProcessGroup> device_, host_;
   std::string backend_;
+  // Collectives given to each half (submit runs one call at a time).
+  int64_t device_seq_ = 0, host_seq_ = 0;
 };
 
 }  // namespace

@@ -221,8 +221,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 void upload_bytes(void* dst, Device d, const void* src, size_t bytes, Stream stream) {
   if (bytes == 0) return;
   DeviceGuard guard(d.index);
-  // From pageable memory the runtime stages the bytes and returns; it waits
-  // for no GPU work.
+  // From pageable memory the runtime stages the bytes and returns (see cuda.h).
   WEFT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
                                   static_cast<cudaStream_t>(const_cast<void*>(stream))));
 }

@@ -83,9 +83,12 @@ class ScopedAllocationStream {
 // returns; one between two GPU buffers may still be running (the CUDA runtime
 // does not wait for it), which the ordering makes invisible to weft's kernels.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
-// Copies `bytes` bytes of host memory to device memory of `d`, queued on
-// `stream` after the work queued there (the host bytes are staged before it
-// returns, so they may change at once; the host does not wait for the GPU).
+// Copies `bytes` bytes of pageable host memory to device memory of `d`,
+// queued on `stream` after the work queued there. The runtime has read the
+// host bytes when it returns (they may change at once; this would not hold
+// for pinned memory, which weft does not allocate); for small copies such as
+// a batch's token ids it stages them without waiting for the GPU, larger
+// ones may wait for the stream (the CUDA runtime's rule for pageable memory).
 void upload_bytes(void* dst, Device d, const void* src, size_t bytes, Stream stream);
 // Sets `bytes` bytes of device memory to zero, on the legacy default stream
 // (ordered as copy_bytes; the host does not wait for it).

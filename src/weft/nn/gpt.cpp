@@ -245,9 +245,13 @@ float Gpt::forward_loss(Ctx& ctx, const Tensor& tokens, const Tensor& targets) {
 }
 
 Tensor Gpt::forward_loss_tensor(Ctx& ctx, const Tensor& tokens, const Tensor& targets) {
-  // A host batch is checked here, where reading it is free.
-  const bool checked = tokens.device().is_cpu() && targets.device().is_cpu() && tokens.dim() == 2 &&
-                       targets.dim() == 2 && tokens.dtype() == DType::i32 &&
+  // A host batch is checked here, where reading it is free. Under batch
+  // sequence parallelism each rank holds only its own samples, which are
+  // gathered over TP: the kernels check the gathered ids, so that every rank
+  // of the group fails alike.
+  const bool batch_sp = pc_->sp == SequenceParallel::batch && pc_->tp_group();
+  const bool checked = !batch_sp && tokens.device().is_cpu() && targets.device().is_cpu() &&
+                       tokens.dim() == 2 && targets.dim() == 2 && tokens.dtype() == DType::i32 &&
                        targets.dtype() == DType::i32;
   if (checked) {
     check_host_ids(tokens, false);

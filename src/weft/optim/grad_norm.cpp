@@ -27,10 +27,11 @@ std::vector<Tensor> counted_gradients(const std::vector<nn::Parameter*>& params,
   return counted;
 }
 
-// One f64 per group: each rank's partial sum keeps all its bits.
-void sum_over_groups(const Groups& groups, Tensor& t) {
+// One f64 per group: each rank's partial sum keeps all its bits. Waited for
+// on `ec` (a stream wait where the backend allows it, nccl).
+void sum_over_groups(const Groups& groups, Tensor& t, const ExecContext& ec) {
   for (const auto& [name, g] : groups) {
-    if (g && g->size() > 1) g->all_reduce(t).wait();
+    if (g && g->size() > 1) g->all_reduce(t).wait(ec);
   }
 }
 
@@ -45,7 +46,7 @@ double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups&
   // One f64 per group: each rank's partial sum keeps all its bits.
   Tensor t = Tensor::empty({1}, DType::f64);
   *t.data<double>() = local;
-  sum_over_groups(groups, t);
+  sum_over_groups(groups, t, ExecContext::host());
   const double total = *t.data<double>();
   return std::sqrt(std::max(total, 0.0));
 }
@@ -54,7 +55,7 @@ void global_grad_norm_sum(const std::vector<nn::Parameter*>& params, const Group
                           const ExecContext& ec, Tensor& sum_of_squares) {
   const std::vector<Tensor> counted = counted_gradients(params, groups);
   kernels::sum_of_squares_total(ec, counted, sum_of_squares);
-  sum_over_groups(groups, sum_of_squares);
+  sum_over_groups(groups, sum_of_squares, ec);
 }
 
 float clip_scale(double norm, double max_norm) {

@@ -25,6 +25,10 @@ Launch plan_launch(const TrainConfig& cfg) {
   if (gpu && (cfg.backend == "nccl" || (cfg.backend == "auto" && out.under_mpi))) {
     out.backend = "nccl";
   }
+  WEFT_CHECK(out.backend != "nccl" || out.under_mpi || Device::parse(cfg.device).index == 0,
+             "--backend nccl without mpirun runs one rank on cuda:0, not {}: pass --device cuda "
+             "(or start it with mpirun, which gives each rank its GPU)",
+             cfg.device);
   // The ranks of one model replica: its TP, EP and GTP groups.
   const int model = cfg.tp * cfg.ep * cfg.gtp;
   std::string model_text = format("--tp {}", cfg.tp);

@@ -228,7 +228,10 @@ StepResult Trainer::step() {
   // norm is not finite, so the step reads the host once, below.
   kernels::finish_mean(ec, sc.loss_sum, static_cast<double>(accum),
                        static_cast<float>(aux_sum / static_cast<double>(accum)), sc.losses);
-  data_group_->all_reduce(sc.losses, comm::ReduceOp::avg).wait();
+  // A group of one has nothing to average (x / 1 is x): no collective, which
+  // on a GPU would wait on the host; a larger group's result is waited for
+  // on the stream where the backend allows it (nccl).
+  if (data_group_->size() > 1) data_group_->all_reduce(sc.losses, comm::ReduceOp::avg).wait(ec);
   optim::Groups groups{{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
   for (const char* dim : {"ep", "gtp"}) {
     if (grid_->layout().has(dim)) groups[dim] = grid_->group_ptr(dim);
@@ -247,6 +250,11 @@ StepResult Trainer::step() {
   r.loss = v.loss;
   r.aux_loss = v.aux_loss;
   r.grad_norm = v.grad_norm;
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+    // AdamW skipped the update on the device: its step count goes back too,
+    // so that the optimizer's state is the last good step's.
+    optimizer_->set_steps_taken(optimizer_->steps_taken() - 1);
+  }
   for (const auto& [from, to] : forward_spans) r.times.forward += clock.seconds(from, to);
   for (const auto& [from, to] : backward_spans) r.times.backward += clock.seconds(from, to);
   r.times.backward += clock.seconds(sync_start, sync_end);

@@ -531,31 +531,43 @@ std::shared_ptr<ProcessGroup> nccl_world_over(ProcessGroup& bootstrap) {
              "{}: gethostname failed: {}", what, std::strerror(errno));
   Tensor hosts = Tensor::empty({kHostBytes * bootstrap.size()}, DType::u8);
   bootstrap.all_gather(hosts, host).wait();
-  int local = 0, on_host = 0;
-  for (int p = 0; p < bootstrap.size(); ++p) {
+  int local = 0;
+  for (int p = 0; p < bootstrap.rank(); ++p)
     if (std::memcmp(static_cast<const char*>(hosts.raw()) + p * kHostBytes, host.raw(),
-                    kHostBytes) != 0)
-      continue;
-    ++on_host;
-    if (p < bootstrap.rank()) ++local;
-  }
+                    kHostBytes) == 0)
+      ++local;
   const int count = cuda::device_count();
   WEFT_CHECK(count > 0, "{}: {}", what, cuda::unavailable_reason());
-  // NCCL refuses two ranks on one GPU: say so before it fails obscurely, on
-  // every rank (the ranks of other hosts would otherwise wait for the id).
-  Tensor crowded = Tensor::empty({1}, DType::i64);
-  crowded.data<int64_t>()[0] = on_host > count ? 1 : 0;
-  bootstrap.all_reduce(crowded, ReduceOp::max).wait();
-  WEFT_CHECK(crowded.data<int64_t>()[0] == 0 || on_host > count,
-             "{}: a host runs more ranks than it has GPUs (its ranks say which); NCCL takes one "
-             "GPU per rank",
-             what);
-  WEFT_CHECK(on_host <= count,
-             "{}: {} ranks run on host {} but it has {} GPU{}; NCCL takes one GPU per rank: "
-             "start at most {} ranks per host (mpirun --map-by ppr:{}:node)",
-             what, on_host, static_cast<const char*>(host.raw()), count, count == 1 ? "" : "s",
-             count, count);
-  const int device = local;
+  // The GPUs this process sees, one per rank of the host in turn (a launcher
+  // that gives each rank its own GPU through CUDA_VISIBLE_DEVICES shows each
+  // one GPU: index 0 everywhere).
+  const int device = local % count;
+  // NCCL refuses two ranks on one GPU: compare the GPUs' PCI bus ids on each
+  // host and say so, on every rank, before NCCL fails obscurely.
+  constexpr int64_t kBusBytes = 32;
+  Tensor bus = Tensor::zeros({kBusBytes}, DType::u8);
+  WEFT_CUDA_CHECK(cudaDeviceGetPCIBusId(static_cast<char*>(bus.raw()), kBusBytes - 1, device),
+                  what);
+  Tensor buses = Tensor::empty({kBusBytes * bootstrap.size()}, DType::u8);
+  bootstrap.all_gather(buses, bus).wait();
+  const auto at = [](const Tensor& t, int64_t bytes, int p) {
+    return static_cast<const char*>(t.raw()) + p * bytes;
+  };
+  std::string shared;
+  for (int p = 0; p < bootstrap.size() && shared.empty(); ++p) {
+    for (int q = p + 1; q < bootstrap.size(); ++q) {
+      if (std::memcmp(at(hosts, kHostBytes, p), at(hosts, kHostBytes, q), kHostBytes) == 0 &&
+          std::memcmp(at(buses, kBusBytes, p), at(buses, kBusBytes, q), kBusBytes) == 0) {
+        shared = format("ranks {} and {} on host {} both use the GPU at PCI {}", p, q,
+                        at(hosts, kHostBytes, p), at(buses, kBusBytes, p));
+        break;
+      }
+    }
+  }
+  WEFT_CHECK(shared.empty(),
+             "{}: {}; NCCL takes one GPU per rank: start at most as many ranks per host as it "
+             "has GPUs (mpirun --map-by ppr:<GPUs>:node)",
+             what, shared);
 
   ncclUniqueId id{};
   Tensor id_bytes = Tensor::zeros({static_cast<int64_t>(sizeof(id))}, DType::u8);

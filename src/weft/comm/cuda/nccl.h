@@ -42,9 +42,10 @@ std::shared_ptr<ProcessGroup> nccl_world_of_one(int device = 0);
 
 // A world with the ranks of `bootstrap` (a host group: local or mpi), one GPU
 // per rank: rank 0 makes the NCCL id and broadcasts it over `bootstrap`, and
-// each rank takes GPU (its index among the ranks on its host), as LOCAL_RANK
-// does; more ranks on a host than it has GPUs is an error naming the host and
-// the counts (NCCL refuses two ranks on one GPU). A rank that never joins is
+// each rank takes GPU (its index among the ranks on its host) modulo the GPUs
+// it sees, as LOCAL_RANK does (with CUDA_VISIBLE_DEVICES giving each rank its
+// own GPU, every rank sees one); two ranks of a host on the same physical GPU
+// (the same PCI bus id) is an error naming them (NCCL refuses it). A rank that never joins is
 // named by the bootstrap group's timeout (the host-name exchange comes first).
 // Collective over `bootstrap`.
 std::shared_ptr<ProcessGroup> nccl_world_over(ProcessGroup& bootstrap);

@@ -137,7 +137,7 @@ void embedding_backward_grouped_on_device(const ExecContext& ec, const Tensor& d
                                           const Tensor& tokens, Tensor& dwte, const Shapes& s,
                                           const EmbeddingOptions& opt) {
   const int64_t n64 = tokens.numel();
-  WEFT_CHECK(n64 < (int64_t{1} << 31) && s.table_rows < (int64_t{1} << 30),
+  WEFT_CHECK(n64 < (int64_t{1} << 31) - 1 && s.table_rows < (int64_t{1} << 30),
              "embedding_backward: {} tokens or {} table rows exceed what this kernel handles", n64,
              s.table_rows);
   if (n64 == 0 || s.channels == 0) return;
