@@ -4,13 +4,16 @@
 // Every element is encode(x · s) with its block's encode scale s
 // (fp8_block_scale): the per-tensor encoder of cast_simd.h applied to one
 // block at a time, so the vector builds and the baseline code give the same
-// codes. Row-wise blocks are contiguous runs of a row. The column-wise copy
-// (xᵀ, blocks of 128 down x's columns) goes band by band of 128 rows: the
-// columns' amaxes (rows in order, columns side by side), their scales, then
+// codes. Both copies come from one pass over x, band by band of 128 rows
+// (quantize_bands): 128x128 tiles first take their scale from the band's
+// tile amaxes; then the band's rows, row-wise blocks being contiguous runs
+// of a row; then, while the band is still in cache, its share of the
+// column-wise copy (xᵀ, blocks of 128 down x's columns): the columns'
+// amaxes (rows in order, columns side by side), their scales, then
 // cast_simd.h's column encoder with a scale per column for whole 16 x 16
-// tiles (64 rows at a time) and the baseline encoder for ragged edges. 128x128 tiles take their
-// scale from the tile's amax, computed first, and encode both copies with it, so the column-wise
-// codes are the row-wise ones transposed.
+// tiles (64 rows at a time) and the baseline encoder for ragged edges.
+// 128x128 tiles encode both copies with the tile's scale, so the
+// column-wise codes are the row-wise ones transposed.
 #include "weft/kernels/cpu/cast_block128.h"
 
 #include <algorithm>
@@ -46,14 +49,6 @@ uint8_t encode_one_of(DType t, float v) {
                           : encode_one<2, 15, 0x7b, 7, 0x7f>(v);
 }
 
-// out[i] = encode(x[i] · s), any n.
-void encode_any(const cast_simd::Kernels* k, DType t, const float* x, float s, int64_t n,
-                uint8_t* out) {
-  const int64_t n16 = k != nullptr ? n & ~int64_t{15} : 0;
-  if (n16 > 0) k->encode_tensor(simd_format(t), x, s, n16, out, false);
-  for (int64_t i = n16; i < n; ++i) out[i] = encode_one_of(t, x[i] * s);
-}
-
 float value_of(DType t, uint8_t code) {
   return t == DType::e4m3 ? e4m3_to_f32(code) : e5m2_to_f32(code);
 }
@@ -82,55 +77,59 @@ const float* band_of(const Job& j, int64_t r0, int64_t nr, std::vector<float>& b
   return buf.data();
 }
 
-// The tiles' encode scales (128x128); returns the amax bits.
-uint32_t tile_scales(const ExecContext& ec, Job& j) {
-  const int64_t tr = ceil_div(j.rows, kB), tc = ceil_div(j.cols, kB);
-  j.tile_scale.assign(static_cast<size_t>(tr * tc), 1.0f);
-  uint32_t all = 0;
-#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : all)
-  for (int64_t t = 0; t < tr; ++t) {
-    const int64_t r0 = t * kB, nr = std::min(kB, j.rows - r0);
-    std::vector<float> buf;
-    const float* band = band_of(j, r0, nr, buf);
-    std::vector<uint32_t> m(static_cast<size_t>(tc), 0);
-    for (int64_t r = 0; r < nr; ++r) {
-      for (int64_t b = 0; b < tc; ++b) {
-        const int64_t c0 = b * kB;
-        m[static_cast<size_t>(b)] =
-            std::max(m[static_cast<size_t>(b)],
-                     abs_max_any(j.k, band + r * j.cols + c0, std::min(kB, j.cols - c0)));
-      }
-    }
+// A thread's scratch, for all its bands.
+struct Scratch {
+  std::vector<float> buf, s;
+  std::vector<uint32_t> m;
+};
+
+// Band t's 128x128 tiles (its nr rows at `band`): their encode scales into
+// j.tile_scale. Returns the band's amax bits.
+uint32_t band_tiles(Job& j, int64_t t, const float* band, int64_t nr, Scratch& w) {
+  const int64_t tc = ceil_div(j.cols, kB);
+  w.m.assign(static_cast<size_t>(tc), 0);
+  for (int64_t r = 0; r < nr; ++r) {
     for (int64_t b = 0; b < tc; ++b) {
-      const uint32_t mb = m[static_cast<size_t>(b)];
-      all = std::max(all, mb);
-      j.tile_scale[static_cast<size_t>(t * tc + b)] = fp8_block_scale(amax_of_bits(mb), j.fmax);
+      const int64_t c0 = b * kB;
+      w.m[static_cast<size_t>(b)] =
+          std::max(w.m[static_cast<size_t>(b)],
+                   abs_max_any(j.k, band + r * j.cols + c0, std::min(kB, j.cols - c0)));
     }
+  }
+  uint32_t all = 0;
+  for (int64_t b = 0; b < tc; ++b) {
+    const uint32_t mb = w.m[static_cast<size_t>(b)];
+    all = std::max(all, mb);
+    j.tile_scale[static_cast<size_t>(t * tc + b)] = fp8_block_scale(amax_of_bits(mb), j.fmax);
   }
   return all;
 }
 
-// The row-wise copy; returns the amax bits.
-uint32_t rows_pass(const ExecContext& ec, const Job& j) {
+// Band t's rows of the row-wise copy (past the caches where `stream`);
+// returns their amax bits (1x128; 0 for 128x128 tiles, whose amax came first).
+uint32_t band_rows(const Job& j, int64_t t, const float* band, int64_t nr, bool stream) {
   const int64_t nb = ceil_div(j.cols, kB), tc = nb;
   const bool tiled = j.cfg.mode == ScalingMode::block_128x128;
+  const int fmt = simd_format(j.cfg.dtype);
   uint32_t all = 0;
-#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : all)
-  for (int64_t r = 0; r < j.rows; ++r) {
-    std::vector<float> buf;
-    const float* row = f32_row(j.x, r, j.cols, buf);
+  for (int64_t i = 0; i < nr; ++i) {
+    const int64_t r = t * kB + i;
+    const float* row = band + i * j.cols;
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t c0 = b * kB, n = std::min(kB, j.cols - c0);
       float s = 0.0f;
       if (tiled) {
-        s = j.tile_scale[static_cast<size_t>((r / kB) * tc + b)];
+        s = j.tile_scale[static_cast<size_t>(t * tc + b)];
       } else {
         const uint32_t m = abs_max_any(j.k, row + c0, n);
         all = std::max(all, m);
         s = fp8_block_scale(amax_of_bits(m), j.fmax);
         j.scales[r * nb + b] = 1.0f / s;
       }
-      encode_any(j.k, j.cfg.dtype, row + c0, s, n, j.data + r * j.cols + c0);
+      uint8_t* out = j.data + r * j.cols + c0;
+      const int64_t n16 = j.k != nullptr ? n & ~int64_t{15} : 0;
+      if (n16 > 0) j.k->encode_tensor(fmt, row + c0, s, n16, out, stream);
+      for (int64_t e = n16; e < n; ++e) out[e] = encode_one_of(j.cfg.dtype, row[c0 + e] * s);
     }
   }
   return all;
@@ -147,57 +146,78 @@ WEFT_CAST_CLONES void column_amax(const float* x, int64_t nr, int64_t cols, uint
   }
 }
 
-// The column-wise copy, by bands of 128 rows; returns the amax bits.
-uint32_t columns_pass(const ExecContext& ec, const Job& j) {
+// Band t's share of the column-wise copy (past the caches where `stream`);
+// returns its amax bits (1x128; 0 for 128x128 tiles).
+uint32_t band_columns(const Job& j, int64_t t, const float* band, int64_t nr, bool stream,
+                      Scratch& w) {
   const int64_t bands = ceil_div(j.rows, kB), tc = ceil_div(j.cols, kB);
   const bool tiled = j.cfg.mode == ScalingMode::block_128x128;
   const int fmt = simd_format(j.cfg.dtype);
+  const int64_t r0 = t * kB;
   uint32_t all = 0;
-  // Scratch per thread, for all its bands.
-  thread_local std::vector<float> buf, s;
-  thread_local std::vector<uint32_t> m;
-#pragma omp parallel for num_threads(ec.threads()) schedule(static) reduction(max : all)
-  for (int64_t t = 0; t < bands; ++t) {
-    const int64_t r0 = t * kB, nr = std::min(kB, j.rows - r0);
-    const float* band = band_of(j, r0, nr, buf);
-    // Each column's block: its amax (rows in order, the columns side by
-    // side), then its scale.
-    m.assign(static_cast<size_t>(j.cols), 0);
-    column_amax(band, nr, j.cols, m.data());
-    s.resize(static_cast<size_t>(j.cols));
+  // Each column's block: its amax (rows in order, the columns side by
+  // side), then its scale.
+  w.s.resize(static_cast<size_t>(j.cols));
+  if (tiled) {
     for (int64_t c = 0; c < j.cols; ++c) {
-      if (tiled) {
-        s[static_cast<size_t>(c)] = j.tile_scale[static_cast<size_t>(t * tc + c / kB)];
-      } else {
-        const uint32_t mc = m[static_cast<size_t>(c)];
-        all = std::max(all, mc);
-        s[static_cast<size_t>(c)] = fp8_block_scale(amax_of_bits(mc), j.fmax);
-        j.cscales[c * bands + t] = 1.0f / s[static_cast<size_t>(c)];
-      }
+      w.s[static_cast<size_t>(c)] = j.tile_scale[static_cast<size_t>(t * tc + c / kB)];
     }
-    // The column encoder of cast_simd.h with a scale per column writes the
-    // codes of whole 16 x 16 tiles transposed; the rest element by element.
-    const int64_t vr = j.k != nullptr ? nr / 16 * 16 : 0,
-                  vc = j.k != nullptr ? j.cols / 16 * 16 : 0;
-    for (int64_t h = 0; h < vr && vc > 0; h += 64) {
-      const cast_simd::ColumnBand cb{.x = band + h * j.cols,
-                                     .ld = j.cols,
-                                     .nr = std::min<int64_t>(64, vr - h),
-                                     .nc = vc,
-                                     .cd = j.cdata + r0 + h,
-                                     .ldc = j.rows,
-                                     .cs = nullptr,
-                                     .lds = 0,
-                                     .stream = false};
-      j.k->scaled_cols(fmt, cb, s.data());
-    }
+  } else {
+    w.m.assign(static_cast<size_t>(j.cols), 0);
+    column_amax(band, nr, j.cols, w.m.data());
     for (int64_t c = 0; c < j.cols; ++c) {
-      const int64_t from = c < vc ? vr : 0;  // rows the vector tiles left
-      for (int64_t r = from; r < nr; ++r) {
-        j.cdata[c * j.rows + r0 + r] =
-            encode_one_of(j.cfg.dtype, band[r * j.cols + c] * s[static_cast<size_t>(c)]);
-      }
+      const uint32_t mc = w.m[static_cast<size_t>(c)];
+      all = std::max(all, mc);
+      w.s[static_cast<size_t>(c)] = fp8_block_scale(amax_of_bits(mc), j.fmax);
+      j.cscales[c * bands + t] = 1.0f / w.s[static_cast<size_t>(c)];
     }
+  }
+  // The column encoder of cast_simd.h with a scale per column writes the
+  // codes of whole 16 x 16 tiles transposed; the rest element by element.
+  const int64_t vr = j.k != nullptr ? nr / 16 * 16 : 0, vc = j.k != nullptr ? j.cols / 16 * 16 : 0;
+  for (int64_t h = 0; h < vr && vc > 0; h += 64) {
+    const cast_simd::ColumnBand cb{.x = band + h * j.cols,
+                                   .ld = j.cols,
+                                   .nr = std::min<int64_t>(64, vr - h),
+                                   .nc = vc,
+                                   .cd = j.cdata + r0 + h,
+                                   .ldc = j.rows,
+                                   .cs = nullptr,
+                                   .lds = 0,
+                                   .stream = stream};
+    j.k->scaled_cols(fmt, cb, w.s.data());
+  }
+  for (int64_t c = 0; c < j.cols; ++c) {
+    const int64_t from = c < vc ? vr : 0;  // rows the vector tiles left
+    for (int64_t r = from; r < nr; ++r) {
+      j.cdata[c * j.rows + r0 + r] =
+          encode_one_of(j.cfg.dtype, band[r * j.cols + c] * w.s[static_cast<size_t>(c)]);
+    }
+  }
+  return all;
+}
+
+// Both copies in one pass over x, band by band of 128 rows: a band's tiles'
+// scales (128x128), its rows, then its share of the column-wise copy while
+// the band is still in cache. Returns the amax bits.
+uint32_t quantize_bands(const ExecContext& ec, Job& j) {
+  const int64_t bands = ceil_div(j.rows, kB);
+  const bool tiled = j.cfg.mode == ScalingMode::block_128x128;
+  // Copies too large to stay in the caches go past them.
+  const bool stream = j.rows * j.cols >= kStreamBytes;
+  uint32_t all = 0;
+#pragma omp parallel num_threads(ec.threads()) reduction(max : all)
+  {
+    Scratch w;
+#pragma omp for schedule(static) nowait
+    for (int64_t t = 0; t < bands; ++t) {
+      const int64_t r0 = t * kB, nr = std::min(kB, j.rows - r0);
+      const float* band = band_of(j, r0, nr, w.buf);
+      if (tiled) all = std::max(all, band_tiles(j, t, band, nr, w));
+      if (j.data != nullptr) all = std::max(all, band_rows(j, t, band, nr, stream));
+      if (j.cdata != nullptr) all = std::max(all, band_columns(j, t, band, nr, stream, w));
+    }
+    if (stream) stream_fence();
   }
   return all;
 }
@@ -220,17 +240,13 @@ void quantize_block128(const ExecContext& ec, const Tensor& x, const QuantizeCon
   q.cols = cols;
   q.tensor_scale_inv = 1.0f;
   const bool tiled = cfg.mode == ScalingMode::block_128x128;
-  uint32_t amax_bits = tiled ? tile_scales(ec, j) : 0;
+  const int64_t tr = ceil_div(rows, kB), tc = ceil_div(cols, kB);
+  if (tiled) j.tile_scale.assign(static_cast<size_t>(tr * tc), 1.0f);
   if (cfg.rowwise) {
     reuse(q.data, {rows, cols}, cfg.dtype);
     reuse(q.scale_inv, scale_shape(cfg.mode, rows, cols), DType::f32);
     j.data = static_cast<uint8_t*>(q.data.raw());
     j.scales = q.scale_inv.data<float>();
-    if (tiled) {
-      std::transform(j.tile_scale.begin(), j.tile_scale.end(), j.scales,
-                     [](float s) { return 1.0f / s; });
-    }
-    amax_bits = std::max(amax_bits, rows_pass(ec, j));
   } else {
     q.data = Tensor();
     q.scale_inv = Tensor();
@@ -240,19 +256,21 @@ void quantize_block128(const ExecContext& ec, const Tensor& x, const QuantizeCon
     reuse(q.col_scale_inv, scale_shape(cfg.mode, cols, rows), DType::f32);
     j.cdata = static_cast<uint8_t*>(q.col_data.raw());
     j.cscales = q.col_scale_inv.data<float>();
-    if (tiled) {  // the tiles' scales transposed
-      const int64_t tr = ceil_div(rows, kB), tc = ceil_div(cols, kB);
-      for (int64_t a = 0; a < tr; ++a) {
-        for (int64_t b = 0; b < tc; ++b) {
-          j.cscales[b * tr + a] = 1.0f / j.tile_scale[static_cast<size_t>(a * tc + b)];
-        }
-      }
-    }
-    const uint32_t m = columns_pass(ec, j);
-    amax_bits = std::max(amax_bits, m);
   } else {
     q.col_data = Tensor();
     q.col_scale_inv = Tensor();
+  }
+  const uint32_t amax_bits = quantize_bands(ec, j);
+  if (tiled && cfg.rowwise) {
+    std::transform(j.tile_scale.begin(), j.tile_scale.end(), j.scales,
+                   [](float s) { return 1.0f / s; });
+  }
+  if (tiled && cfg.columnwise) {  // the tiles' scales transposed
+    for (int64_t a = 0; a < tr; ++a) {
+      for (int64_t b = 0; b < tc; ++b) {
+        j.cscales[b * tr + a] = 1.0f / j.tile_scale[static_cast<size_t>(a * tc + b)];
+      }
+    }
   }
   q.amax = amax_of_bits(amax_bits);
 }
