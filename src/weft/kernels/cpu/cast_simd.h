@@ -37,8 +37,9 @@ struct ColumnBand {
   uint8_t* cs;     // the scale of (0, r0)'s block in its scales (null where none are written)
   int64_t lds;     // scales from one of its rows to the next
   bool stream;     // write the codes past the caches (a copy too large to stay in them)
-  // MXFP8 with a row-wise copy already made for the band (null: none): its
-  // codes and e8m0 scales at element (r0, 0), rows ldr and ldrs apart.
+  // MXFP8 (and fp8-block) with a row-wise copy already made for the band
+  // (null: none): its codes and e8m0 scales (exponent bytes) at element
+  // (r0, 0), rows ldr and ldrs apart.
   const uint8_t* rc = nullptr;
   int64_t ldr = 0;
   const uint8_t* rs = nullptr;
@@ -85,7 +86,14 @@ struct Kernels {
   void (*tensor_cols)(int fmt, const ColumnBand& band, float s);
   // The same with one scale per column of x: codes encode(x(r, c) · col_scale[c])
   // (col_scale indexed from the band's column 0; fp8-block's column blocks).
-  void (*scaled_cols)(int fmt, const ColumnBand& band, const float* col_scale);
+  // col_exp (null: none): with the band's row-wise codes made (band.rc, ldr),
+  // the exponent bytes of the column scales (col_exp[c]) and of the row-wise
+  // scales (band.rs, ldrs: one per 128 columns of each row), 2^(127 - e) for
+  // a block whose amax is finite and positive, 0xff (scale 1) for one whose
+  // amax is 0, Inf or NaN: most codes are then the row-wise ones moved by
+  // binades (cast_simd_tiles.inc tensor_cols_t).
+  void (*scaled_cols)(int fmt, const ColumnBand& band, const float* col_scale,
+                      const uint8_t* col_exp);
   void (*mx_cols)(int fmt, const ColumnBand& band, float inv_max);
   // tile_scales: the 16x16 tiles' scale codes of column 0's tiles down the
   // band (one per 16 rows), tile_ld apart from one 16 columns to the next;
