@@ -205,7 +205,13 @@ uint32_t band_rows(const Job& j, int64_t t, const float* band, int64_t nr, bool 
       const int64_t c0 = b * kB, n = std::min(kB, j.cols - c0);
       const float s = w.bs[static_cast<size_t>(b)];
       const int64_t n16 = j.k != nullptr ? n & ~int64_t{15} : 0;
-      if (n16 > 0) j.k->encode_tensor(fmt, row + c0, s, n16, codes + c0, stream && !keep);
+      // A block of finite amax (scale exponent other than 0xff) holds no
+      // magnitude the encoder's clamp would change.
+      if (n16 > 0 && e[b] != 0xff) {
+        j.k->encode_bounded(fmt, row + c0, s, n16, codes + c0, stream && !keep);
+      } else if (n16 > 0) {
+        j.k->encode_tensor(fmt, row + c0, s, n16, codes + c0, stream && !keep);
+      }
       for (int64_t c = n16; c < n; ++c) {
         codes[c0 + c] = encode_one_of(j.cfg.dtype, row[c0 + c] * s);
       }

@@ -60,6 +60,11 @@ struct Kernels {
   uint32_t (*block_amax)(const float* x, int64_t blocks, uint32_t* m, bool accumulate);
   // out[i] = encode(x[i] · s), fp8 (fmt e4m3 or e5m2).
   uint32_t (*encode_tensor)(int fmt, const float* x, float s, int64_t n, uint8_t* out, bool stream);
+  // The same codes where every |x[i] · s| is at most the format's largest
+  // value or rounds down to it (no NaN, no Inf): fp8-block's blocks whose
+  // amax is finite, under their scale (at most fmax / amax but for that
+  // quotient's rounding). No amax.
+  void (*encode_bounded)(int fmt, const float* x, float s, int64_t n, uint8_t* out, bool stream);
   // MXFP8 blocks of 32: e8m0 scales[b], codes one a byte (cast_blocks.h mx_blocks).
   uint32_t (*mx_blocks)(int fmt, const float* x, int64_t blocks, float inv_max, uint8_t* codes,
                         uint8_t* scales, bool stream);
