@@ -192,11 +192,19 @@ uint32_t band_rows(const Job& j, int64_t t, const float* band, int64_t nr, bool 
       std::copy_n(j.tile_scale.data() + t * tc, nb, w.bs.data());
       std::copy_n(j.tile_exp.data() + t * tc, nb, e);
     } else {
-      for (int64_t b = 0; b < nb; ++b) {
-        const int64_t c0 = b * kB;
-        w.bm[static_cast<size_t>(b)] = abs_max_any(j.k, row + c0, std::min(kB, j.cols - c0));
-        all = std::max(all, w.bm[static_cast<size_t>(b)]);
+      // With the column amaxes, whole blocks by one vector call that takes
+      // both; the rest block by block.
+      int64_t whole = 0;
+      if (col_amax && j.k != nullptr) {
+        whole = j.cols / kB;
+        j.k->block_col_amax(row, whole, kB, w.bm.data(), w.m.data());
       }
+      for (int64_t b = whole; b < nb; ++b) {
+        const int64_t c0 = b * kB, n = std::min(kB, j.cols - c0);
+        w.bm[static_cast<size_t>(b)] = abs_max_any(j.k, row + c0, n);
+        if (col_amax && j.k != nullptr) column_amax(row + c0, 1, n, w.m.data() + c0);
+      }
+      for (int64_t b = 0; b < nb; ++b) all = std::max(all, w.bm[static_cast<size_t>(b)]);
       block_scales(w.bm.data(), nb, j.fmax, w.bs.data(), e);
       for (int64_t b = 0; b < nb; ++b) j.scales[r * nb + b] = 1.0f / w.bs[static_cast<size_t>(b)];
     }
@@ -217,7 +225,7 @@ uint32_t band_rows(const Job& j, int64_t t, const float* band, int64_t nr, bool 
       }
     }
     if (keep) copy_codes(j.data + r * j.cols, codes, j.cols, stream);
-    if (col_amax) column_amax(row, 1, j.cols, w.m.data());
+    if (col_amax && j.k == nullptr) column_amax(row, 1, j.cols, w.m.data());
   }
   return all;
 }

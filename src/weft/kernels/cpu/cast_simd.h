@@ -58,6 +58,12 @@ struct Kernels {
   // m[b] = the largest |x| of block b over blocks of 16 (as bits), or the
   // larger of that and m[b] where `accumulate`. Returns the largest m[b].
   uint32_t (*block_amax)(const float* x, int64_t blocks, uint32_t* m, bool accumulate);
+  // block_max[b] = the largest |x| of block b over `blocks` blocks of `block`
+  // elements (a multiple of 16), as bits, and col_max[i] = the larger of
+  // col_max[i] and |x[i]| (fp8-block's rows and the amaxes of the column-wise
+  // blocks, one read of the row).
+  void (*block_col_amax)(const float* x, int64_t blocks, int64_t block, uint32_t* block_max,
+                         uint32_t* col_max);
   // out[i] = encode(x[i] · s), fp8 (fmt e4m3 or e5m2).
   uint32_t (*encode_tensor)(int fmt, const float* x, float s, int64_t n, uint8_t* out, bool stream);
   // The same codes where every |x[i] · s| is at most the format's largest
