@@ -9,11 +9,16 @@
 // tile amaxes; then the band's rows, row-wise blocks being contiguous runs
 // of a row; then, while the band is still in cache, its share of the
 // column-wise copy (xᵀ, blocks of 128 down x's columns): the columns'
-// amaxes (rows in order, columns side by side), their scales, then
-// cast_simd.h's column encoder with a scale per column for whole 16 x 16
-// tiles (64 rows at a time) and the baseline encoder for ragged edges.
-// 128x128 tiles encode both copies with the tile's scale, so the
-// column-wise codes are the row-wise ones transposed.
+// amaxes (rows in order, columns side by side; taken with the rows when both
+// copies are made), their scales, then cast_simd.h's column encoder with a
+// scale per column for whole 16 x 16 tiles (64 rows at a time) and the
+// baseline encoder for ragged edges. With both copies, that encoder moves
+// most column-wise codes from the row-wise ones, kept in cache for it: the
+// scales are powers of two, so a normal code under one is a normal code
+// under the other moved by whole binades (128x128 tiles encode both copies
+// with the tile's scale: the column-wise codes are the row-wise ones
+// transposed). Blocks of finite amax are encoded without the clamp their
+// scale makes needless (cast_simd.h encode_bounded).
 #include "weft/kernels/cpu/cast_block128.h"
 
 #include <algorithm>
@@ -171,8 +176,9 @@ void copy_codes(uint8_t* dst, const uint8_t* src, int64_t n, bool stream) {
 // while it is in cache: its blocks' amaxes, then their scales (and their
 // exponent bytes, into w.re), then their codes; where `keep`, the codes go to
 // w.rc first, the band's rows kept in cache for the column-wise copy, and
-// where `column_amax` the band's column amaxes go to w.m. Returns the rows'
-// amax bits (1x128; 0 for 128x128 tiles, whose amax came first).
+// where `col_amax` (1x128 with the vector kernels) the band's column amaxes
+// go to w.m. Returns the rows' amax bits (1x128; 0 for 128x128 tiles, whose
+// amax came first).
 uint32_t band_rows(const Job& j, int64_t t, const float* band, int64_t nr, bool stream, bool keep,
                    bool col_amax, Scratch& w) {
   const int64_t nb = ceil_div(j.cols, kB), tc = nb;
@@ -195,14 +201,14 @@ uint32_t band_rows(const Job& j, int64_t t, const float* band, int64_t nr, bool 
       // With the column amaxes, whole blocks by one vector call that takes
       // both; the rest block by block.
       int64_t whole = 0;
-      if (col_amax && j.k != nullptr) {
+      if (col_amax) {
         whole = j.cols / kB;
         j.k->block_col_amax(row, whole, kB, w.bm.data(), w.m.data());
       }
       for (int64_t b = whole; b < nb; ++b) {
         const int64_t c0 = b * kB, n = std::min(kB, j.cols - c0);
         w.bm[static_cast<size_t>(b)] = abs_max_any(j.k, row + c0, n);
-        if (col_amax && j.k != nullptr) column_amax(row + c0, 1, n, w.m.data() + c0);
+        if (col_amax) column_amax(row + c0, 1, n, w.m.data() + c0);
       }
       for (int64_t b = 0; b < nb; ++b) all = std::max(all, w.bm[static_cast<size_t>(b)]);
       block_scales(w.bm.data(), nb, j.fmax, w.bs.data(), e);
@@ -225,7 +231,6 @@ uint32_t band_rows(const Job& j, int64_t t, const float* band, int64_t nr, bool 
       }
     }
     if (keep) copy_codes(j.data + r * j.cols, codes, j.cols, stream);
-    if (col_amax && j.k == nullptr) column_amax(row, 1, j.cols, w.m.data());
   }
   return all;
 }
@@ -300,8 +305,8 @@ uint32_t band_columns(const Job& j, int64_t t, const float* band, int64_t nr, bo
 uint32_t quantize_bands(const ExecContext& ec, Job& j) {
   const int64_t bands = ceil_div(j.rows, kB);
   const bool tiled = j.cfg.mode == ScalingMode::block_128x128;
-  // Copies too large to stay in the caches go past them, but for the
-  // row-wise copy when the column-wise codes are moved from it.
+  // Copies too large to stay in the caches go past them (the row-wise one
+  // copied from w.rc where the column-wise codes are moved from it).
   const bool stream = j.rows * j.cols >= kStreamBytes;
   const bool both = j.data != nullptr && j.cdata != nullptr && j.k != nullptr;
   uint32_t all = 0;
@@ -313,7 +318,7 @@ uint32_t quantize_bands(const ExecContext& ec, Job& j) {
       const int64_t r0 = t * kB, nr = std::min(kB, j.rows - r0);
       const float* band = band_of(j, r0, nr, w.buf);
       if (tiled) all = std::max(all, band_tiles(j, t, band, nr, w));
-      const bool col_amax = both && !tiled;
+      const bool col_amax = both && !tiled;  // both: the vector kernels
       if (j.data != nullptr) {
         all = std::max(all, band_rows(j, t, band, nr, stream, both, col_amax, w));
       }
