@@ -92,7 +92,7 @@ void store_codes(DType t, const uint8_t* codes, int64_t n, uint8_t* data, int64_
 // the end for e2m1.
 uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0,
                           uint8_t* data, int64_t at, uint8_t* scales, const uint8_t* tile_scales,
-                          uint64_t stream, const uint32_t* amax_given) {
+                          uint64_t stream) {
   thread_local std::vector<uint8_t> buf;
   buf.resize(static_cast<size_t>(n));
   uint8_t* codes = p.dtype == DType::e2m1 ? buf.data() : data + at;
@@ -119,14 +119,6 @@ uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int
     } else {
       mx_blocks<2, 15, 0x7b, 7, 0x7f>(x, full, inv_max, codes, scales + first);
     }
-  } else if (amax_given != nullptr && tile_scales == nullptr) {
-    // The blocks' scale codes from their amaxes, then as given ones.
-    thread_local std::vector<uint8_t> given;
-    given.resize(static_cast<size_t>(full));
-    nv_scale_codes(amax_given + first, full, p.s_enc, given.data());
-    if (scales) std::copy(given.begin(), given.end(), scales + first);
-    nv_blocks(x, full, p.s_enc, p.enc_scale, given.data(), p.stochastic ? uniform.data() : nullptr,
-              codes, nullptr);
   } else {
     nv_blocks(x, full, p.s_enc, p.enc_scale, tile_scales ? tile_scales + first : nullptr,
               p.stochastic ? uniform.data() : nullptr, codes, scales ? scales + first : nullptr);
@@ -144,8 +136,7 @@ uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int
       if (tile_scales != nullptr) {
         sc = tile_scales[block];
       } else {
-        sc = nvfp4_block_scale(
-            amax_given ? float_of_bits(amax_given[block]) : block_amax(x + b0, len), p);
+        sc = nvfp4_block_scale(block_amax(x + b0, len), p);
       }
       if (scales) scales[block] = sc;
       s = nvfp4_encode_scale(sc, p);
@@ -166,7 +157,7 @@ uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int
 // the rest by the baseline code.
 uint32_t simd_segment(const cast_simd::Kernels& k, const SegmentParams& p, const float* x,
                       int64_t n, int64_t c0, uint8_t* data, int64_t at, uint8_t* scales,
-                      const uint8_t* tile_scales, uint64_t stream, const uint32_t* amax_given) {
+                      const uint8_t* tile_scales, uint64_t stream) {
   const int64_t bc = p.mode == ScalingMode::tensor ? 16 : scaling_block_cols(p.mode);
   const int64_t full = n / bc, done = full * bc, first = c0 / bc;
   uint32_t m = 0;
@@ -178,13 +169,12 @@ uint32_t simd_segment(const cast_simd::Kernels& k, const SegmentParams& p, const
   } else {
     const cast_simd::RandomStream random{p.seed, stream};
     m = k.nv_blocks(x, full, p.s_enc, p.enc_scale, tile_scales ? tile_scales + first : nullptr,
-                    amax_given ? amax_given + first : nullptr, p.stochastic ? &random : nullptr,
-                    data + at / 2, scales ? scales + first : nullptr, p.stream);
+                    p.stochastic ? &random : nullptr, data + at / 2,
+                    scales ? scales + first : nullptr, p.stream);
   }
   if (done == n) return m;
-  return std::max(
-      m, baseline_segment(p, x + done, n - done, c0 + done, data, at + done, scales, tile_scales,
-                          stream + static_cast<uint64_t>(done), amax_given));
+  return std::max(m, baseline_segment(p, x + done, n - done, c0 + done, data, at + done, scales,
+                                      tile_scales, stream + static_cast<uint64_t>(done)));
 }
 
 float load(const Tensor& x, int64_t i) {
@@ -383,11 +373,9 @@ float nvfp4_encode_scale(uint8_t block_scale, const SegmentParams& p) {
 
 uint32_t quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0,
                           uint8_t* data, int64_t at, uint8_t* scales, const uint8_t* tile_scales,
-                          uint64_t stream, const uint32_t* block_amax) {
-  if (p.k == nullptr) {
-    return baseline_segment(p, x, n, c0, data, at, scales, tile_scales, stream, block_amax);
-  }
-  return simd_segment(*p.k, p, x, n, c0, data, at, scales, tile_scales, stream, block_amax);
+                          uint64_t stream) {
+  if (p.k == nullptr) return baseline_segment(p, x, n, c0, data, at, scales, tile_scales, stream);
+  return simd_segment(*p.k, p, x, n, c0, data, at, scales, tile_scales, stream);
 }
 
 void stream_fence() {
@@ -465,8 +453,9 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   // tiles have it from their own amaxes, which come first; so do 1x16 blocks
   // that need it first for a row-wise copy: that pass keeps their amaxes,
   // their scale codes follow all at once, and the row-wise pass takes them
-  // as given instead of finding the amaxes again. (The grid is kept from call to call, as large as
-  // the last one: a fresh one would cost its page faults every call.)
+  // as given instead of finding the amaxes again. (The grid is kept from
+  // call to call, as large as the last one: a fresh one would cost its page
+  // faults every call.)
   const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
   const bool tiled = cfg.mode == ScalingMode::block_16x16;
   const bool blocks_first = cfg.mode == ScalingMode::block_1x16 && cfg.rowwise && amax_first;

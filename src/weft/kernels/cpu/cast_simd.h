@@ -76,14 +76,13 @@ struct Kernels {
                         uint8_t* scales, bool stream);
   // NVFP4 blocks of 16 (cast_blocks.h nv_blocks), the e2m1 codes packed two a
   // byte into `packed`. The blocks' scale codes: tile_scales where given
-  // (16x16 tiles), else computed from their amaxes — block_amax (as bits)
-  // where given (1x16 blocks whose amaxes came first), else computed here —
-  // and written to scales unless it is null. When tile_scales or block_amax
+  // (16x16 tiles, 1x16 blocks whose codes came first), else computed from
+  // their amaxes and written to scales unless it is null. When tile_scales
   // is given, x's amax is not computed and 0 is returned. random: stochastic
   // rounding on that stream (null: round to nearest even).
   uint32_t (*nv_blocks)(const float* x, int64_t blocks, float s_enc, const float* enc_scale,
-                        const uint8_t* tile_scales, const uint32_t* block_amax,
-                        const RandomStream* random, uint8_t* packed, uint8_t* scales, bool stream);
+                        const uint8_t* tile_scales, const RandomStream* random, uint8_t* packed,
+                        uint8_t* scales, bool stream);
   // codes[i] = NVFP4's scale code of a block whose largest magnitude is m[i]
   // (as bits): e4m3(amax / 6 · s_enc) (cast_blocks.h nv_scale_codes; any n).
   void (*nv_scale_codes)(const uint32_t* m, int64_t n, float s_enc, uint8_t* codes);
