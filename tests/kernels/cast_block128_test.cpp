@@ -220,6 +220,85 @@ TEST(CastBlock128, MatchesTheReferenceOnEveryBuild) {
   }
 }
 
+// Both copies of x (rows, cols) on every build, against the reference.
+void expect_both_copies(const std::vector<float>& v, int64_t rows, int64_t cols, DType t,
+                        ScalingMode mode) {
+  const int64_t br = mode == ScalingMode::block_128x128 ? 128 : 1;
+  const Ref rows_ref = reference(v, rows, cols, br, t);
+  const Ref cols_ref = reference(transposed(v, rows, cols), cols, rows, br, t);
+  const Tensor x = Tensor::from({rows, cols}, v);
+  for (VectorIsa isa : {VectorIsa::baseline, VectorIsa::avx2, VectorIsa::avx512}) {
+    if (!processor_runs(isa)) continue;
+    SCOPED_TRACE(::testing::Message() << rows << "x" << cols << " " << dtype_name(t) << " "
+                                      << scaling_mode_name(mode) << " on " << vector_isa_name(isa));
+    cpu::ScopedCastIsa forced(isa);
+    QuantizedTensor q;
+    quantize(ec, x, {.mode = mode, .dtype = t, .rowwise = true, .columnwise = true}, q);
+    EXPECT_EQ(bytes(q.data), rows_ref.codes);
+    EXPECT_EQ(floats(q.scale_inv), rows_ref.scale_inv);
+    EXPECT_EQ(bytes(q.col_data), cols_ref.codes);
+    EXPECT_EQ(floats(q.col_scale_inv), cols_ref.scale_inv);
+  }
+}
+
+// The vector builds move most column-wise codes from the row-wise ones by
+// binades (cast_simd.h scaled_cols): rows and columns whose scales lie
+// further apart than that allows, blocks whose scale bounds nothing (an amax
+// of Inf, NaN or 0: scale 1, a finite element beside Inf saturating in its
+// row but not in its column) and amaxes so small that fmax / amax overflows
+// (scale 2^127) must be encoded from x instead, and give the same codes.
+TEST(CastBlock128, ColumnCodesFromRowCodesWhereTheScalesAllow) {
+  // Magnitudes within a few binades of each other, so that most groups of
+  // codes move, and those with an odd one out are encoded (a move takes a
+  // whole group of 64 codes, rows r, r + 16, r + 32, r + 48 of 16 columns;
+  // CastBlock128.MatchesTheReferenceOnEveryBuild has rows far apart).
+  const int64_t rows = 192, cols = 272;
+  std::mt19937 g(5);
+  std::uniform_real_distribution<float> u(0.5f, 1.0f);
+  std::bernoulli_distribution negative(0.5);
+  auto draw = [&](int e) { return std::ldexp(negative(g) ? -u(g) : u(g), e); };
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  auto at = [&](int64_t i, int64_t j) -> float& { return v[static_cast<size_t>(i * cols + j)]; };
+  for (int64_t i = 0; i < rows; ++i) {
+    const int e = static_cast<int>(i % 7) - 3;
+    for (int64_t j = 0; j < cols; ++j) at(i, j) = draw(e + static_cast<int>(j % 5));
+    at(i, 70) = draw(8);  // column 70's amax: 1000, in row 5
+    at(i, 80) = draw(9);  // column 80's: -2000, in row 6
+    for (int64_t j = 144; j < 160; ++j) at(i, j) = 1e-37f * u(g);  // scale 2^127
+    at(i, 200) = 0.0f;                                             // a zero column
+  }
+  // Blocks whose scale (1) bounds nothing: a finite element saturates in its
+  // row beside Inf or NaN, not in its column.
+  at(5, 3) = std::numeric_limits<float>::infinity();
+  at(5, 70) = 1000.0f;
+  at(6, 10) = std::numeric_limits<float>::quiet_NaN();
+  at(6, 80) = -2000.0f;
+  for (int64_t j = 0; j < cols; ++j) {
+    at(7, j) = 0.0f;           // a zero row
+    at(8, j) = 1e-37f * u(g);  // scale 2^127 along row 8
+  }
+  // Scale 1 for Inf in rows 9 + 16q, beside the strip of columns whose scale
+  // is 2^127.
+  for (int64_t i = 9; i < 64; i += 16) at(i, 140) = -std::numeric_limits<float>::infinity();
+  at(130, 17) = -std::numeric_limits<float>::infinity();  // in the second band
+  for (DType t : {DType::e4m3, DType::e5m2}) {
+    for (ScalingMode mode : {ScalingMode::block_1x128, ScalingMode::block_128x128}) {
+      expect_both_copies(v, rows, cols, t, mode);
+    }
+  }
+}
+
+// Copies of at least cpu::kStreamBytes bytes are written past the caches
+// (a row length that is not a multiple of 128: ragged blocks at each row's end).
+TEST(CastBlock128, LargeCopiesWrittenPastTheCaches) {
+  const int64_t rows = 4096, cols = 1056;
+  ASSERT_GE(rows * cols, cpu::kStreamBytes);
+  const std::vector<float> v = test_values(rows, cols, 13, true);
+  for (ScalingMode mode : {ScalingMode::block_1x128, ScalingMode::block_128x128}) {
+    expect_both_copies(v, rows, cols, DType::e4m3, mode);
+  }
+}
+
 TEST(CastBlock128, RoundTripIsWithinHalfAnUlpOfTheBlock) {
   const int64_t rows = 64, cols = 512;
   const std::vector<float> v = test_values(rows, cols, 9, false);

@@ -115,8 +115,9 @@ void expect_same(const Tensor& x, const QuantizeConfig& cfg, const std::string& 
   }
 }
 
-// Every configuration: per-tensor (fp8, several scales), MXFP8, NVFP4 1x16
-// and 16x16 (own and group amax), stochastic NVFP4.
+// Every configuration: per-tensor (fp8, several scales), MXFP8, fp8-block
+// (1x128, 128x128), NVFP4 1x16 and 16x16 (own and group amax), stochastic
+// NVFP4.
 std::vector<std::pair<std::string, QuantizeConfig>> configs(bool rowwise, bool columnwise) {
   std::vector<std::pair<std::string, QuantizeConfig>> c;
   auto add = [&](std::string name, QuantizeConfig q) {
@@ -130,6 +131,10 @@ std::vector<std::pair<std::string, QuantizeConfig>> configs(bool rowwise, bool c
           {.mode = ScalingMode::tensor, .dtype = t, .scale = s});
     }
     add("mxfp8 " + std::string(dtype_name(t)), {.mode = ScalingMode::block_1x32, .dtype = t});
+    for (ScalingMode m : {ScalingMode::block_1x128, ScalingMode::block_128x128}) {
+      add("fp8-block " + std::string(scaling_mode_name(m)) + " " + std::string(dtype_name(t)),
+          {.mode = m, .dtype = t});
+    }
   }
   for (ScalingMode m : {ScalingMode::block_1x16, ScalingMode::block_16x16}) {
     for (float g : {-1.0f, 1e3f, 1e30f}) {

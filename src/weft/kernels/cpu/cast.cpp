@@ -92,7 +92,7 @@ void store_codes(DType t, const uint8_t* codes, int64_t n, uint8_t* data, int64_
 // the end for e2m1.
 uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0,
                           uint8_t* data, int64_t at, uint8_t* scales, const uint8_t* tile_scales,
-                          uint64_t stream, const uint32_t* amax_given) {
+                          uint64_t stream) {
   thread_local std::vector<uint8_t> buf;
   buf.resize(static_cast<size_t>(n));
   uint8_t* codes = p.dtype == DType::e2m1 ? buf.data() : data + at;
@@ -119,14 +119,6 @@ uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int
     } else {
       mx_blocks<2, 15, 0x7b, 7, 0x7f>(x, full, inv_max, codes, scales + first);
     }
-  } else if (amax_given != nullptr && tile_scales == nullptr) {
-    // The blocks' scale codes from their amaxes, then as given ones.
-    thread_local std::vector<uint8_t> given;
-    given.resize(static_cast<size_t>(full));
-    nv_scale_codes(amax_given + first, full, p.s_enc, given.data());
-    if (scales) std::copy(given.begin(), given.end(), scales + first);
-    nv_blocks(x, full, p.s_enc, p.enc_scale, given.data(), p.stochastic ? uniform.data() : nullptr,
-              codes, nullptr);
   } else {
     nv_blocks(x, full, p.s_enc, p.enc_scale, tile_scales ? tile_scales + first : nullptr,
               p.stochastic ? uniform.data() : nullptr, codes, scales ? scales + first : nullptr);
@@ -144,8 +136,7 @@ uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int
       if (tile_scales != nullptr) {
         sc = tile_scales[block];
       } else {
-        sc = nvfp4_block_scale(
-            amax_given ? float_of_bits(amax_given[block]) : block_amax(x + b0, len), p);
+        sc = nvfp4_block_scale(block_amax(x + b0, len), p);
       }
       if (scales) scales[block] = sc;
       s = nvfp4_encode_scale(sc, p);
@@ -166,7 +157,7 @@ uint32_t baseline_segment(const SegmentParams& p, const float* x, int64_t n, int
 // the rest by the baseline code.
 uint32_t simd_segment(const cast_simd::Kernels& k, const SegmentParams& p, const float* x,
                       int64_t n, int64_t c0, uint8_t* data, int64_t at, uint8_t* scales,
-                      const uint8_t* tile_scales, uint64_t stream, const uint32_t* amax_given) {
+                      const uint8_t* tile_scales, uint64_t stream) {
   const int64_t bc = p.mode == ScalingMode::tensor ? 16 : scaling_block_cols(p.mode);
   const int64_t full = n / bc, done = full * bc, first = c0 / bc;
   uint32_t m = 0;
@@ -178,13 +169,12 @@ uint32_t simd_segment(const cast_simd::Kernels& k, const SegmentParams& p, const
   } else {
     const cast_simd::RandomStream random{p.seed, stream};
     m = k.nv_blocks(x, full, p.s_enc, p.enc_scale, tile_scales ? tile_scales + first : nullptr,
-                    amax_given ? amax_given + first : nullptr, p.stochastic ? &random : nullptr,
-                    data + at / 2, scales ? scales + first : nullptr, p.stream);
+                    p.stochastic ? &random : nullptr, data + at / 2,
+                    scales ? scales + first : nullptr, p.stream);
   }
   if (done == n) return m;
-  return std::max(
-      m, baseline_segment(p, x + done, n - done, c0 + done, data, at + done, scales, tile_scales,
-                          stream + static_cast<uint64_t>(done), amax_given));
+  return std::max(m, baseline_segment(p, x + done, n - done, c0 + done, data, at + done, scales,
+                                      tile_scales, stream + static_cast<uint64_t>(done)));
 }
 
 float load(const Tensor& x, int64_t i) {
@@ -242,12 +232,32 @@ void nvfp4_tile_scales(const std::vector<uint32_t>& tile_amax, int64_t tr, int64
   }
 }
 
-// What NVFP4's row-wise pass takes from a pass before it: 16x16 tiles'
-// scale codes (tr, tc), or 1x16 blocks' amaxes (rows, tc), as bits.
+// What NVFP4's row-wise pass takes from a pass before it: the scale codes
+// of 16x16 tiles (tr, tc), or of 1x16 blocks (rows, tc) whose amaxes came
+// first; `rows` rows of x each.
 struct First {
   const std::vector<uint8_t>& tiles;
-  const std::vector<uint32_t>& block_amax;
+  int64_t rows;
 };
+
+// The scale codes of 1x16 blocks whose amaxes (as bits) came first, all at
+// once: the row-wise pass takes them as given (a pass over x's blocks that
+// finds no amax and computes no scale).
+void nvfp4_block_scales(const ExecContext& ec, const std::vector<uint32_t>& block_amax,
+                        int64_t rows, int64_t tc, const SegmentParams& p,
+                        std::vector<uint8_t>& codes) {
+  codes.resize(block_amax.size());
+#pragma omp parallel for num_threads(ec.threads()) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint32_t* m = block_amax.data() + r * tc;
+    uint8_t* c = codes.data() + r * tc;
+    if (p.k != nullptr) {
+      p.k->nv_scale_codes(m, tc, p.s_enc, c);
+    } else {
+      nv_scale_codes(m, tc, p.s_enc, c);
+    }
+  }
+}
 
 // Where the row-wise copy goes: q.data, q.scale_inv, made ready.
 struct RowsOut {
@@ -278,10 +288,10 @@ uint32_t quantize_row(const Tensor& x, const QuantizeConfig& cfg, const SegmentP
   uint8_t* row_scales = cfg.mode == ScalingMode::tensor || cfg.mode == ScalingMode::block_16x16
                             ? nullptr
                             : o.sc + r * o.scale_cols;
-  const uint8_t* tile_row = first.tiles.empty() ? nullptr : first.tiles.data() + (r / 16) * tc;
-  const uint32_t* amax_row = first.block_amax.empty() ? nullptr : first.block_amax.data() + r * tc;
+  const uint8_t* tile_row =
+      first.tiles.empty() ? nullptr : first.tiles.data() + (r / first.rows) * tc;
   const uint64_t stream = cfg.offset + static_cast<uint64_t>(cfg.stochastic ? r * cols : 0);
-  return quantize_segment(p, xr, cols, 0, o.data, r * cols, row_scales, tile_row, stream, amax_row);
+  return quantize_segment(p, xr, cols, 0, o.data, r * cols, row_scales, tile_row, stream);
 }
 
 // The row-wise copy; returns the bits of x's largest magnitude, a by-product.
@@ -363,11 +373,9 @@ float nvfp4_encode_scale(uint8_t block_scale, const SegmentParams& p) {
 
 uint32_t quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0,
                           uint8_t* data, int64_t at, uint8_t* scales, const uint8_t* tile_scales,
-                          uint64_t stream, const uint32_t* block_amax) {
-  if (p.k == nullptr) {
-    return baseline_segment(p, x, n, c0, data, at, scales, tile_scales, stream, block_amax);
-  }
-  return simd_segment(*p.k, p, x, n, c0, data, at, scales, tile_scales, stream, block_amax);
+                          uint64_t stream) {
+  if (p.k == nullptr) return baseline_segment(p, x, n, c0, data, at, scales, tile_scales, stream);
+  return simd_segment(*p.k, p, x, n, c0, data, at, scales, tile_scales, stream);
 }
 
 void stream_fence() {
@@ -443,10 +451,11 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   // The amax: a by-product of the row-wise pass, else a pass of its own.
   // NVFP4 needs it first when it derives its per-tensor scale from it. 16x16
   // tiles have it from their own amaxes, which come first; so do 1x16 blocks
-  // that need it first for a row-wise copy: that pass keeps their amaxes, and
-  // the row-wise pass takes their scale codes from them instead of finding
-  // the amaxes again. (The grid is kept from call to call, as large as the
-  // last one: a fresh one would cost its page faults every call.)
+  // that need it first for a row-wise copy: that pass keeps their amaxes,
+  // their scale codes follow all at once, and the row-wise pass takes them
+  // as given instead of finding the amaxes again. (The grid is kept from
+  // call to call, as large as the last one: a fresh one would cost its page
+  // faults every call.)
   const bool amax_first = !cfg.rowwise || (nvfp4_mode && cfg.global_amax < 0.0f);
   const bool tiled = cfg.mode == ScalingMode::block_16x16;
   const bool blocks_first = cfg.mode == ScalingMode::block_1x16 && cfg.rowwise && amax_first;
@@ -478,8 +487,8 @@ void quantize<Backend::cpu>(const ExecContext& ec, const Tensor& x, const Quanti
   // 16x16: the tile scales first, shared by both copies.
   std::vector<uint8_t> tiles, tiles_t;
   if (tiled) nvfp4_tile_scales(tile_amax, (rows + 15) / 16, (cols + 15) / 16, p, tiles, tiles_t);
-  const std::vector<uint32_t> none;
-  const First first{tiles, blocks_first ? tile_amax : none};
+  if (blocks_first) nvfp4_block_scales(ec, tile_amax, rows, (cols + 15) / 16, p, tiles);
+  const First first{tiles, tiled ? 16 : 1};
   const ColumnPlan plan = cfg.columnwise ? plan_columns(x, cfg, p) : ColumnPlan{};
   // A large row-wise copy goes past the caches, unless the column-wise copy
   // is made from its codes (per-tensor scaling; MXFP8, where it can).

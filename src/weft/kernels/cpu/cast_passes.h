@@ -68,14 +68,13 @@ float nvfp4_encode_scale(uint8_t block_scale, const SegmentParams& p);
 // (c0 a multiple of the block size), into elements [at, at + n) of the data
 // buffer `data` (e2m1: packed, at and n even) and the row's block scales
 // `scales` (indexed by block: c0 / block + j; null: not written). 16x16
-// tiles take their scale codes from `tile_scales`, and 1x16 blocks whose
-// amaxes came first those amaxes (as bits) from `block_amax` (the same
-// indexing).
+// tiles, and 1x16 blocks whose scale codes came first, take them from
+// `tile_scales` (the same indexing).
 // `stream` is the random-stream index of x[0]; consecutive elements follow.
 // Returns the bits of the largest |x[i]| (NaN above every number).
 uint32_t quantize_segment(const SegmentParams& p, const float* x, int64_t n, int64_t c0,
                           uint8_t* data, int64_t at, uint8_t* scales, const uint8_t* tile_scales,
-                          uint64_t stream, const uint32_t* block_amax = nullptr);
+                          uint64_t stream);
 
 // Row `r` of x as f32: the row itself, or converted into `buf`.
 const float* f32_row(const Tensor& x, int64_t r, int64_t cols, std::vector<float>& buf);

@@ -37,8 +37,9 @@ struct ColumnBand {
   uint8_t* cs;     // the scale of (0, r0)'s block in its scales (null where none are written)
   int64_t lds;     // scales from one of its rows to the next
   bool stream;     // write the codes past the caches (a copy too large to stay in them)
-  // MXFP8 with a row-wise copy already made for the band (null: none): its
-  // codes and e8m0 scales at element (r0, 0), rows ldr and ldrs apart.
+  // MXFP8 (and fp8-block) with a row-wise copy already made for the band
+  // (null: none): its codes and e8m0 scales (exponent bytes) at element
+  // (r0, 0), rows ldr and ldrs apart.
   const uint8_t* rc = nullptr;
   int64_t ldr = 0;
   const uint8_t* rs = nullptr;
@@ -57,21 +58,31 @@ struct Kernels {
   // m[b] = the largest |x| of block b over blocks of 16 (as bits), or the
   // larger of that and m[b] where `accumulate`. Returns the largest m[b].
   uint32_t (*block_amax)(const float* x, int64_t blocks, uint32_t* m, bool accumulate);
+  // block_max[b] = the largest |x| of block b over `blocks` blocks of `block`
+  // elements (a multiple of 16), as bits, and col_max[i] = the larger of
+  // col_max[i] and |x[i]| (fp8-block's rows and the amaxes of the column-wise
+  // blocks, one read of the row).
+  void (*block_col_amax)(const float* x, int64_t blocks, int64_t block, uint32_t* block_max,
+                         uint32_t* col_max);
   // out[i] = encode(x[i] · s), fp8 (fmt e4m3 or e5m2).
   uint32_t (*encode_tensor)(int fmt, const float* x, float s, int64_t n, uint8_t* out, bool stream);
+  // The same codes where every |x[i] · s| is at most the format's largest
+  // value or rounds down to it (no NaN, no Inf): fp8-block's blocks whose
+  // amax is finite, under their scale (at most fmax / amax but for that
+  // quotient's rounding). No amax.
+  void (*encode_bounded)(int fmt, const float* x, float s, int64_t n, uint8_t* out, bool stream);
   // MXFP8 blocks of 32: e8m0 scales[b], codes one a byte (cast_blocks.h mx_blocks).
   uint32_t (*mx_blocks)(int fmt, const float* x, int64_t blocks, float inv_max, uint8_t* codes,
                         uint8_t* scales, bool stream);
   // NVFP4 blocks of 16 (cast_blocks.h nv_blocks), the e2m1 codes packed two a
   // byte into `packed`. The blocks' scale codes: tile_scales where given
-  // (16x16 tiles), else computed from their amaxes — block_amax (as bits)
-  // where given (1x16 blocks whose amaxes came first), else computed here —
-  // and written to scales unless it is null. When tile_scales or block_amax
+  // (16x16 tiles, 1x16 blocks whose codes came first), else computed from
+  // their amaxes and written to scales unless it is null. When tile_scales
   // is given, x's amax is not computed and 0 is returned. random: stochastic
   // rounding on that stream (null: round to nearest even).
   uint32_t (*nv_blocks)(const float* x, int64_t blocks, float s_enc, const float* enc_scale,
-                        const uint8_t* tile_scales, const uint32_t* block_amax,
-                        const RandomStream* random, uint8_t* packed, uint8_t* scales, bool stream);
+                        const uint8_t* tile_scales, const RandomStream* random, uint8_t* packed,
+                        uint8_t* scales, bool stream);
   // codes[i] = NVFP4's scale code of a block whose largest magnitude is m[i]
   // (as bits): e4m3(amax / 6 · s_enc) (cast_blocks.h nv_scale_codes; any n).
   void (*nv_scale_codes)(const uint32_t* m, int64_t n, float s_enc, uint8_t* codes);
@@ -85,7 +96,14 @@ struct Kernels {
   void (*tensor_cols)(int fmt, const ColumnBand& band, float s);
   // The same with one scale per column of x: codes encode(x(r, c) · col_scale[c])
   // (col_scale indexed from the band's column 0; fp8-block's column blocks).
-  void (*scaled_cols)(int fmt, const ColumnBand& band, const float* col_scale);
+  // col_exp (null: none): with the band's row-wise codes made (band.rc, ldr),
+  // the exponent bytes of the column scales (col_exp[c]) and of the row-wise
+  // scales (band.rs, ldrs: one per 128 columns of each row), 2^(127 - e) for
+  // a block whose amax is finite and positive, 0xff (scale 1) for one whose
+  // amax is 0, Inf or NaN: most codes are then the row-wise ones moved by
+  // binades (cast_simd_tiles.inc tensor_cols_t).
+  void (*scaled_cols)(int fmt, const ColumnBand& band, const float* col_scale,
+                      const uint8_t* col_exp);
   void (*mx_cols)(int fmt, const ColumnBand& band, float inv_max);
   // tile_scales: the 16x16 tiles' scale codes of column 0's tiles down the
   // band (one per 16 rows), tile_ld apart from one 16 columns to the next;
