@@ -49,6 +49,16 @@ std::shared_ptr<ProcessGroup> init_world() {
   return local_world_of_one();
 }
 
+#if !WEFT_HAVE_NCCL
+namespace {
+[[noreturn]] void no_nccl_in_this_build() {
+  WEFT_FAIL(
+      "this build of weft has no nccl backend: it needs the CUDA backend and NCCL 2.18 or newer "
+      "at configure time (cmake -DWEFT_CUDA=ON with nccl.h and libnccl in the CUDA toolkit)");
+}
+}  // namespace
+#endif
+
 std::shared_ptr<ProcessGroup> init_world(std::string_view backend) {
   if (backend == "auto") return init_world();
   check_launcher();
@@ -63,10 +73,7 @@ std::shared_ptr<ProcessGroup> init_world(std::string_view backend) {
 #if WEFT_HAVE_NCCL
     return nccl_world();
 #else
-    WEFT_FAIL(
-        "this build of weft has no nccl backend: it needs the CUDA backend and NCCL 2.18 or "
-        "newer at configure time (cmake -DWEFT_CUDA=ON with nccl.h and libnccl in the CUDA "
-        "toolkit)");
+    no_nccl_in_this_build();
 #endif
   }
   WEFT_FAIL("unknown communication backend '{}'; use auto, local, mpi or nccl", backend);
@@ -93,10 +100,7 @@ void run_world(int local_ranks, const std::function<void(ProcessGroup& world)>& 
       });
     }
 #else
-    WEFT_FAIL(
-        "this build of weft has no nccl backend: it needs the CUDA backend and NCCL 2.18 or "
-        "newer at configure time (cmake -DWEFT_CUDA=ON with nccl.h and libnccl in the CUDA "
-        "toolkit)");
+    no_nccl_in_this_build();
 #endif
   }
   if (!launched_by_mpi()) return run_local(local_ranks, fn);
