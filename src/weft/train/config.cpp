@@ -422,7 +422,8 @@ const std::vector<KeyDef>& key_defs() {
                  [](const TrainConfig& c) { return io::Json(c.backend); }});
     d.push_back({{"device", "cpu|cuda|cuda:N", "cpu",
                   "where the model runs: the CPU, or one NVIDIA GPU (a build with CUDA), which the "
-                  "TP and DP ranks share as threads; no --gtp or nvfp4 on a GPU yet"},
+                  "TP and DP ranks share as threads (under mpirun: one GPU per process, "
+                  "--backend nccl); no --gtp or nvfp4 on a GPU yet"},
                  [](TrainConfig& c, const io::Json& v, const Where& w) {
                    const std::string s = to_string(v, w);
                    try {
