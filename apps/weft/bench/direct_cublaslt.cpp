@@ -20,6 +20,15 @@ void check(cudaError_t status, const char* call) {
   WEFT_CHECK(status == cudaSuccess, "{} failed: {}", call, cudaGetErrorString(status));
 }
 
+// One matmul descriptor attribute, its failure named by `what`.
+template <typename T>
+void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value,
+                   const char* what) {
+  const cublasStatus_t status = cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value));
+  WEFT_CHECK(status == CUBLAS_STATUS_SUCCESS, "cublasLtMatmulDescSetAttribute({}) failed: {}", what,
+             cublasLtGetStatusString(status));
+}
+
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
     case DType::bf16: return CUDA_R_16BF;
@@ -74,10 +83,8 @@ DirectCublasLt::DirectCublasLt(const GemmShape& s, DType in, DType out, const vo
         "cublasLtMatmulDescCreate");
   const int32_t op_a = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int32_t op_b = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
-        "cublasLtMatmulDescSetAttribute(TRANSA)");
-  check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
-        "cublasLtMatmulDescSetAttribute(TRANSB)");
+  set_attribute(d.desc, CUBLASLT_MATMUL_DESC_TRANSA, op_a, "TRANSA");
+  set_attribute(d.desc, CUBLASLT_MATMUL_DESC_TRANSB, op_b, "TRANSB");
   const auto m = static_cast<uint64_t>(s.m), n = static_cast<uint64_t>(s.n),
              k = static_cast<uint64_t>(s.k);
   // cuBLASLt's A is weft's b, its B weft's a.
@@ -86,17 +93,11 @@ DirectCublasLt::DirectCublasLt(const GemmShape& s, DType in, DType out, const vo
   if (fp8) {
     const void* scale_a = fp8->b_scale_inv;
     const void* scale_b = fp8->a_scale_inv;
-    check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a,
-                                         sizeof(scale_a)),
-          "cublasLtMatmulDescSetAttribute(A_SCALE_POINTER)");
-    check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b,
-                                         sizeof(scale_b)),
-          "cublasLtMatmulDescSetAttribute(B_SCALE_POINTER)");
+    set_attribute(d.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_a, "A_SCALE_POINTER");
+    set_attribute(d.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale_b, "B_SCALE_POINTER");
     if (fp8->fast_accumulation) {
       const int8_t fast = 1;
-      check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
-                                           sizeof(fast)),
-            "cublasLtMatmulDescSetAttribute(FAST_ACCUM)");
+      set_attribute(d.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast, "FAST_ACCUM");
     }
   }
   if (epilogue && epilogue->kind != kernels::GemmEpilogue::none) {
@@ -108,27 +109,18 @@ DirectCublasLt::DirectCublasLt(const GemmShape& s, DType in, DType out, const vo
     } else if (epilogue->kind == GemmEpilogue::dgelu_bgrad) {
       e = bias ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
     }
-    check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)),
-          "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+    set_attribute(d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, e, "EPILOGUE");
     if (bias) {
       const void* ptr = epilogue->bias ? epilogue->bias : epilogue->bias_grad;
       const auto type = static_cast<int32_t>(cuda_type(out));
-      check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr,
-                                           sizeof(ptr)),
-            "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
-      check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type,
-                                           sizeof(type)),
-            "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)");
+      set_attribute(d.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ptr, "BIAS_POINTER");
+      set_attribute(d.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, type, "BIAS_DATA_TYPE");
     }
     if (epilogue->aux) {
       const int64_t ld = s.n;
       const void* ptr = epilogue->aux;
-      check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ptr,
-                                           sizeof(ptr)),
-            "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)");
-      check(cublasLtMatmulDescSetAttribute(d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
-                                           sizeof(ld)),
-            "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)");
+      set_attribute(d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ptr, "EPILOGUE_AUX_POINTER");
+      set_attribute(d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, ld, "EPILOGUE_AUX_LD");
     }
   }
   check(s.trans_b ? cublasLtMatrixLayoutCreate(&d.a_layout, type_a, k, n, s.k)
