@@ -103,7 +103,7 @@ void validate(const GptConfig& c, int tp) {
              "replicated on tp/kv_heads ranks); choose such a tp or kv_heads",
              kv, tp);
   WEFT_CHECK(c.mlp_hidden() >= 1 && c.mlp_hidden() % tp == 0,
-             "the MLP hidden size {} is not divisible by tp {}: set hidden to a multiple of {}",
+             "hidden {} (the MLP's size) is not divisible by tp {}: set hidden to a multiple of {}",
              c.mlp_hidden(), tp, tp);
   WEFT_CHECK(c.positions != PositionKind::rotary || (c.width / c.heads) % 2 == 0,
              "rotary positions need an even head size, got width {} / heads {} = {}", c.width,
