@@ -580,6 +580,26 @@ TEST(Cast, HadamardLeavesTheWgradProductUnchanged) {
   EXPECT_NE(at[0], a[0]);
 }
 
+TEST(Cast, HadamardRefusesBadArgumentsAtItsEntry) {
+  // Checked by kernels::hadamard16_transpose itself (the dispatch rule), before any backend.
+  using weft::testing::error_of;
+  Tensor out = Tensor::empty({7, 48});
+  const std::string dtype = error_of([&] {
+    hadamard16_transpose(ec, Tensor::zeros({48, 7}, DType::bf16), 1, out);
+  });
+  EXPECT_NE(dtype.find("hadamard16_transpose reads and writes f32"), std::string::npos) << dtype;
+  Tensor odd_out = Tensor::empty({7, 40});
+  const std::string rows = error_of([&] {
+    hadamard16_transpose(ec, Tensor::zeros({40, 7}), 1, odd_out);
+  });
+  EXPECT_NE(rows.find("needs a multiple of 16 rows, got 40"), std::string::npos) << rows;
+  Tensor small = Tensor::empty({7, 32});
+  const std::string size = error_of([&] {
+    hadamard16_transpose(ec, Tensor::zeros({48, 7}), 1, small);
+  });
+  EXPECT_NE(size.find("hadamard16_transpose writes (7, 48)"), std::string::npos) << size;
+}
+
 TEST(Cast, RejectsMismatchedModesAndOddFp4Rows) {
   QuantizedTensor q;
   EXPECT_THROW(quantize(ec, Tensor::zeros({2, 32}),

@@ -48,6 +48,11 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
              dtype_name(cfg.dtype));
   WEFT_CHECK(cfg.rowwise || cfg.columnwise, "quantize: neither row-wise nor column-wise asked for");
   WEFT_CHECK(!cfg.stochastic || fp4, "stochastic rounding is implemented for fp4_e2m1 only");
+  const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
+  WEFT_CHECK(!fp4 || ((!cfg.rowwise || cols % 2 == 0) && (!cfg.columnwise || rows % 2 == 0)),
+             "quantize to fp4_e2m1 packs two elements a byte: a ({}, {}) matrix needs an even "
+             "row length (and an even row count column-wise)",
+             rows, cols);
   WEFT_CHECK(cfg.mode != ScalingMode::tensor || (std::isfinite(cfg.scale) && cfg.scale > 0.0f),
              "quantize: the per-tensor scale must be a finite positive number, got {} (the "
              "recipes derive it from an amax: check the amax history)",
@@ -80,6 +85,12 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
 }
 
 void hadamard16_transpose(const ExecContext& ec, const Tensor& x, uint16_t signs, Tensor& out) {
+  WEFT_CHECK(x.dtype() == DType::f32 && out.dtype() == DType::f32,
+             "hadamard16_transpose reads and writes f32");
+  const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
+  WEFT_CHECK(rows % 16 == 0, "hadamard16_transpose needs a multiple of 16 rows, got {}", rows);
+  WEFT_CHECK(out.numel() == rows * cols, "hadamard16_transpose writes ({}, {}), got {}", cols, rows,
+             out.shape());
   detail::dispatch_cpu_only(ec, "hadamard16_transpose", {&x, &out},
                             [&] { impl::hadamard16_transpose<Backend::cpu>(ec, x, signs, out); });
 }
