@@ -80,6 +80,20 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
   WEFT_CHECK(out.dtype() == DType::f32 && out.numel() == q.rows * q.cols,
              "dequantize writes f32 ({}, {}), got {} {}", q.rows, q.cols, dtype_name(out.dtype()),
              out.shape());
+  // The stored matrix (sr, scols): (rows, cols), or (cols, rows) column-wise.
+  const int64_t sr = columnwise ? q.cols : q.rows, scols = columnwise ? q.rows : q.cols;
+  WEFT_CHECK(data.dtype() == q.dtype && data.numel() == sr * scols,
+             "dequantize: the {} data is {} {}, not {} of ({}, {}) elements",
+             columnwise ? "column-wise" : "row-wise", dtype_name(data.dtype()), data.shape(),
+             dtype_name(q.dtype), sr, scols);
+  if (q.mode != ScalingMode::tensor) {  // per-tensor: tensor_scale_inv
+    const Tensor& sc = columnwise ? q.col_scale_inv : q.scale_inv;
+    const Shape want = scale_shape(q.mode, sr, scols);
+    WEFT_CHECK(sc.defined() && sc.dtype() == scale_dtype(q.mode) && sc.numel() == want.numel(),
+               "dequantize: a {} tensor's scales are {}, expected {} {}", scaling_mode_name(q.mode),
+               sc.defined() ? format("{} {}", dtype_name(sc.dtype()), sc.shape()) : "missing",
+               dtype_name(scale_dtype(q.mode)), want);
+  }
   detail::dispatch(ec, "dequantize", {&data, &out},
                    [&]<Backend B>() { impl::dequantize<B>(ec, q, columnwise, out); });
 }
