@@ -276,10 +276,6 @@ void gemm<Backend::cuda>(const ExecContext& ec, const Tensor& a, const Tensor& b
   const StridedMatrices sa = matrix(a, opt.trans_a), sb = matrix(b, opt.trans_b),
                         sc = matrix(c, false);
   const int64_t m = sa.rows, k = sa.cols, n = sb.cols;
-  if (opt.bias) {
-    WEFT_CHECK(opt.bias->dtype() == DType::f32 || opt.bias->dtype() == DType::bf16,
-               "gemm bias must be f32 or bf16, got {}", dtype_name(opt.bias->dtype()));
-  }
   if (m == 0 || n == 0) return;
   if (k == 0) {
     if (!opt.accumulate) c.zero();
