@@ -31,6 +31,9 @@ inline void add_scaled(float* acc, float p, const uint16_t* v, int64_t n) {
   for (int64_t k = 0; k < n; ++k) acc[k] += p * bf16_to_f32(v[k]);
 }
 
+// Multiply-adds below which a decode call runs on the calling thread.
+constexpr int64_t kSerialWork = int64_t{1} << 16;
+
 }  // namespace
 
 template <>
@@ -79,7 +82,8 @@ void attention_decode<Backend::cpu>(const ExecContext& ec, const Tensor& qkv,
     const R* v_all = detail::ptr<R>(v_cache);
     R* o_all = detail::ptr<R>(out);
     // Items (b, h, t), the latest rows (which see the most keys) first.
-    for_each_item(ec, d.B * d.H * d.T, [&](int64_t item, int thread) {
+    const int64_t items = d.B * d.H * d.T;
+    auto item_of = [&](int64_t item, int thread) {
       const int64_t t = d.T - 1 - item / (d.B * d.H), bh = item % (d.B * d.H);
       const int64_t b = bh / d.H, h = bh % d.H, g = d.kv_head(h);
       const int64_t n = start[static_cast<size_t>(b)] + t + 1;
@@ -96,7 +100,17 @@ void attention_decode<Backend::cpu>(const ExecContext& ec, const Tensor& qkv,
       for (int64_t j = 0; j < n; ++j) add_scaled(acc, s[j], v + j * d.D, d.D);
       R* o = o_all + (b * d.T + t) * d.C + h * d.D;
       scaled_row(acc, 1.0f / sum, o, d.D);
-    });
+    };
+    // A step's few rows over a short context are less work than waking the
+    // thread team for them.
+    int64_t longest = 0;
+    for (const int64_t p : start) longest = std::max(longest, p);
+    const int64_t work = items * (longest + d.T) * d.D;
+    if (threads == 1 || work < kSerialWork) {
+      for (int64_t i = 0; i < items; ++i) item_of(i, 0);
+    } else {
+      for_each_item(ec, items, item_of);
+    }
   });
 }
 
