@@ -28,7 +28,10 @@ namespace weft::infer {
 namespace {
 
 nn::GptConfig model_config(const std::string& family) {
-  nn::GptConfig c = nn::gpt_preset(family == "llama-kv1" ? "llama-tiny" : family);
+  const std::string preset = family == "llama-kv1"    ? "llama-tiny"
+                             : family == "llama-bf16" ? "llama-tiny"
+                                                      : family;
+  nn::GptConfig c = nn::gpt_preset(preset);
   c.layers = 2;
   c.seq = 40;
   if (family == "llama-kv1") c.kv_heads = 1;  // at TP 2 each rank holds a replica
@@ -58,18 +61,23 @@ class CachedLogits : public ::testing::TestWithParam<std::string> {};
 
 // Two sequences of different lengths: prompts of 7 and 3 tokens in one
 // prefill, then four steps of one token each; every logit row against the
-// row of a full forward over the whole sequence at that position.
+// row of a full forward over the whole sequence at that position (f32, and
+// bf16 at bf16's tolerance).
 TEST_P(CachedLogits, MatchAFullForwardAtEveryPosition) {
   set_num_threads(1);
   const nn::GptConfig cfg = model_config(GetParam());
-  nn::Gpt model(parallel::make_context(nullptr, parallel::SequenceParallel::off, {}, 5), cfg);
+  const bool bf16 = GetParam() == "llama-bf16";
+  nn::Gpt model(parallel::make_context(nullptr, parallel::SequenceParallel::off,
+                                       parallel::Precision::of(bf16 ? DType::bf16 : DType::f32), 5),
+                cfg);
+  const testing::Tolerance tol = bf16 ? testing::kBF16 : testing::kF32;
   const int64_t total = 11, vp = nn::padded_vocab_size(cfg.vocab, cfg.vocab_pad);
   const std::vector<std::vector<int32_t>> seqs{random_ids(total, cfg.vocab, 1),
                                                random_ids(total, cfg.vocab, 2)};
   std::vector<std::vector<float>> full;
   for (const auto& s : seqs) {
     nn::Ctx ctx(nullptr, false);
-    full.push_back(model.forward(ctx, Tensor::from_i32({1, total}, s)).to_vector());
+    full.push_back(model.forward(ctx, Tensor::from_i32({1, total}, s)).to(DType::f32).to_vector());
   }
   // Row t of sequence b of the full forward.
   auto want = [&](size_t b, int64_t t) {
@@ -88,8 +96,8 @@ TEST_P(CachedLogits, MatchAFullForwardAtEveryPosition) {
   ASSERT_EQ(logits.shape(), (Shape{2, vp}));
   for (size_t b = 0; b < 2; ++b) {
     EXPECT_TRUE(testing::close(want(b, prompt[b] - 1),
-                               logits.rows(static_cast<int64_t>(b), 1).to_vector(), testing::kF32,
-                               1.0))
+                               logits.rows(static_cast<int64_t>(b), 1).to(DType::f32).to_vector(),
+                               tol, 1.0))
         << "prompt " << b;
     cache.set_length(static_cast<int64_t>(b), prompt[b]);
   }
@@ -101,8 +109,9 @@ TEST_P(CachedLogits, MatchAFullForwardAtEveryPosition) {
                                   std::vector<int64_t>{0, 0});
     for (size_t b = 0; b < 2; ++b) {
       const int64_t pos = cache.length(static_cast<int64_t>(b));
-      EXPECT_TRUE(testing::close(want(b, pos), logits.rows(static_cast<int64_t>(b), 1).to_vector(),
-                                 testing::kF32, 1.0))
+      EXPECT_TRUE(testing::close(want(b, pos),
+                                 logits.rows(static_cast<int64_t>(b), 1).to(DType::f32).to_vector(),
+                                 tol, 1.0))
           << "sequence " << b << " position " << pos;
       cache.set_length(static_cast<int64_t>(b), pos + 1);
     }
@@ -110,7 +119,8 @@ TEST_P(CachedLogits, MatchAFullForwardAtEveryPosition) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CachedLogits,
-                         ::testing::Values("tiny", "llama-tiny", "llama-kv1", "moe-tiny"),
+                         ::testing::Values("tiny", "llama-tiny", "llama-kv1", "moe-tiny",
+                                           "llama-bf16"),
                          [](const auto& p) {
                            std::string n = p.param;
                            std::replace(n.begin(), n.end(), '-', '_');
