@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -130,6 +131,9 @@ INSTANTIATE_TEST_SUITE_P(Families, CachedLogits,
 struct GreedyCase {
   std::string family;
   int tp;
+  friend std::ostream& operator<<(std::ostream& os, const GreedyCase& c) {
+    return os << c.family << " at tp " << c.tp;
+  }
 };
 
 class CachedGreedy : public ::testing::TestWithParam<GreedyCase> {};
