@@ -1,8 +1,10 @@
 #include "weft/infer/generate.h"
 
 #include <algorithm>
+#include <optional>
 #include <span>
 
+#include "weft/core/threads.h"
 #include "weft/infer/kv_cache.h"
 #include "weft/parallel/mappings.h"
 
@@ -58,6 +60,22 @@ std::vector<int32_t> generate_recomputing(nn::Gpt& model, const std::vector<int3
   return out;
 }
 
+// A step's largest GEMM in multiply-adds: rows of the widest weight this
+// rank holds (the MLP's, or the LM head's slice of the vocabulary).
+double largest_gemm(const nn::GptConfig& cfg, int tp, int64_t rows) {
+  const auto c = static_cast<double>(cfg.width);
+  const double widest =
+      std::max(static_cast<double>(cfg.mlp_hidden()),
+               static_cast<double>(nn::padded_vocab_size(cfg.vocab, cfg.vocab_pad)));
+  return static_cast<double>(rows) * c * widest / tp;
+}
+
+// Below this many multiply-adds in its largest GEMM a step runs on the
+// calling thread: its few dozen kernels are each shorter than waking a
+// thread team for them (tiny's decode step: 65 thousand; GPT-2 small's: 39
+// million, in the LM head).
+constexpr double kSerialStep = 1 << 20;
+
 // The cached path: one prefill of every prompt, then a step of one position
 // per sequence.
 std::vector<std::vector<int32_t>> generate_cached(nn::Gpt& model,
@@ -73,8 +91,11 @@ std::vector<std::vector<int32_t>> generate_cached(nn::Gpt& model,
   for (size_t b = 0; b < entries; ++b) samplers.emplace_back(o.sampling(), o.seed + b);
   std::vector<std::vector<int32_t>> context = prompts, out(entries);
   std::vector<bool> done(entries, o.tokens == 0);
+  const bool serial_steps = largest_gemm(cfg, pc.tp_size(), batch) < kSerialStep;
   auto forward = [&](const std::vector<int32_t>& ids, int64_t width,
                      const std::vector<int64_t>& rows) {
+    std::optional<ScopedNumThreads> one;
+    if (width == 1 && serial_steps) one.emplace(1);
     nn::Ctx ctx(nullptr, false);
     ctx.set_reuse_weight_casts(true);
     const Tensor logits =
