@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "cli.h"
+#include "weft/infer/generate.h"
 #include "weft/io/checkpoint.h"
 #include "weft/io/data.h"
-#include "weft/train/generate.h"
 #include "weft/train/stop_signal.h"
 #include "weft/train/trainer.h"
 
@@ -198,7 +198,7 @@ int train_command(const std::vector<std::string>& args) {
     out["val_loss"] = s.final_val_loss ? io::Json(*s.final_val_loss) : io::Json();
     out["seconds"] = s.seconds;
     out["tokens_per_s"] = s.tokens_per_s;
-    if (cfg.model.vocab == 256) out["sample"] = train::valid_utf8(s.sample);
+    if (cfg.model.vocab == 256) out["sample"] = infer::valid_utf8(s.sample);
     io::Json ids = io::Json::array();
     for (int32_t id : s.sample_ids) ids.push_back(id);
     out["sample_ids"] = std::move(ids);

@@ -18,10 +18,10 @@
 #include "trainer_harness.h"
 #include "weft/comm/local.h"
 #include "weft/core/threads.h"
+#include "weft/infer/generate.h"
 #include "weft/io/checkpoint.h"
 #include "weft/io/tokenizer.h"
 #include "weft/train/evaluate.h"
-#include "weft/train/generate.h"
 
 namespace weft::train {
 namespace {
@@ -393,7 +393,7 @@ TEST_F(TrainerTest, GenerationAndEvaluationAgreeAcrossTensorParallelSizes) {
       set_num_threads(1);
       Trainer t(c, world, data_);
       for (int i = 0; i < 3; ++i) t.step();
-      auto out = generate(t.model(), prompt, {.tokens = 24, .temperature = 0.0f});
+      auto out = infer::generate(t.model(), prompt, {.tokens = 24, .temperature = 0.0f});
       EvalResult e = evaluate_tokens(t.model(), data_.val(), 4);
       if (world.rank() == 0) {
         ids[static_cast<size_t>(tp - 1)] = out;
@@ -401,8 +401,8 @@ TEST_F(TrainerTest, GenerationAndEvaluationAgreeAcrossTensorParallelSizes) {
         EXPECT_EQ(e.tokens, static_cast<int64_t>(data_.val().size()) - 1);
       }
       // Sampling with a seed is the same for every run...
-      auto s1 = generate(t.model(), prompt, {.tokens = 16, .seed = 5});
-      auto s2 = generate(t.model(), prompt, {.tokens = 16, .seed = 5});
+      auto s1 = infer::generate(t.model(), prompt, {.tokens = 16, .seed = 5});
+      auto s2 = infer::generate(t.model(), prompt, {.tokens = 16, .seed = 5});
       EXPECT_EQ(s1, s2);
       sampled.at(static_cast<size_t>(world.rank())) = s1;
     });

@@ -217,6 +217,46 @@ Tensor Gpt::forward(Ctx& ctx, const Tensor& tokens) {
   return logits;
 }
 
+Tensor Gpt::forward_cached(Ctx& ctx, const Tensor& tokens, std::span<const KvCacheView> caches,
+                           std::span<const int64_t> rows) {
+  WEFT_CHECK(!pc_->sequence_parallel(),
+             "generation with a key/value cache runs without sequence parallelism (--sp off)");
+  WEFT_CHECK(static_cast<int64_t>(caches.size()) == cfg_.layers,
+             "generation needs a cache for each of the {} layers, got {}", cfg_.layers,
+             caches.size());
+  const Tensor ids = tokens_for_group(tokens);
+  const int64_t batch = ids.size(0), seq = ids.size(1);
+  WEFT_CHECK(static_cast<int64_t>(rows.size()) == batch,
+             "generation: {} rows to read for a batch of {}", rows.size(), batch);
+  for (const KvCacheView& c : caches) {
+    WEFT_CHECK(c.start.data() == caches[0].start.data() && c.start.size() == caches[0].start.size(),
+               "generation: every layer's cache must hold the same positions");
+  }
+  for (size_t b = 0; b < rows.size(); ++b) {
+    WEFT_CHECK(rows[b] >= 0 && rows[b] < seq, "generation: row {} of entry {} is not one of its {}",
+               rows[b], b, seq);
+  }
+  TransformerLayer::Stream s{embedding_.forward_at(ctx, ids, caches[0].start), {}};
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Norm* next = i + 1 < layers_.size() ? layers_[i + 1]->input_norm() : &ln_f_;
+    s = layers_[i]->forward_stream(ctx, s, next, &caches[i]);
+  }
+  const Tensor h = s.normed.defined() ? s.normed : ln_f_.forward(ctx, s.x);
+  // The rows the logits are wanted for: one per entry.
+  Tensor picked = h;
+  if (seq > 1) {
+    const ExecContext& ec = pc_->exec;
+    picked = ec.empty({batch, 1, cfg_.width}, h.dtype(), MemoryTag::activations);
+    const Tensor all = h.reshape({batch * seq, cfg_.width});
+    for (int64_t b = 0; b < batch; ++b) {
+      picked.narrow(b, 1).copy_from(
+          all.narrow(b * seq + rows[static_cast<size_t>(b)], 1).reshape({1, 1, cfg_.width}));
+    }
+  }
+  const Tensor logits = head_.forward(ctx, picked);
+  return logits.reshape({batch, logits.size(2)});
+}
+
 Tensor Gpt::backward(Ctx& ctx, const Tensor& dlogits) {
   Tensor g = dlogits;
   if (pc_->token_layout() == parallel::TokenLayout::sequence_major) g = swap01(pc_->exec, g);

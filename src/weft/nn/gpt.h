@@ -27,6 +27,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,17 @@ class Gpt : public Module {
   // dlogits -> nothing (tokens are not differentiable); gradients accumulate.
   Tensor backward(Ctx& ctx, const Tensor& dlogits) override;
 
+  // Generation (infer/; forward only: what the sub-modules keep for a
+  // backward stays in ctx and goes with it; no sequence parallelism; every
+  // rank of the TP group passes the same tokens): tokens
+  // (B, S), entry b's at positions caches[i].start[b] + s (the same starts
+  // for every layer i), whose earlier positions' keys and values caches[i]
+  // holds for layer i; the new rows' keys and values are written there.
+  // -> logits (B, Vp/tp): this rank's vocabulary slice at new row rows[b] of
+  // each entry (the head runs on those rows only).
+  Tensor forward_cached(Ctx& ctx, const Tensor& tokens, std::span<const KvCacheView> caches,
+                        std::span<const int64_t> rows);
+
   // tokens, targets (B, T) [batch SP: this rank's samples] -> the mean loss
   // over the TP group's tokens (the same on every rank of the group).
   // The MoE layers' auxiliary losses are not in it: see aux_loss.
@@ -134,6 +146,7 @@ class Gpt : public Module {
   const GptConfig& config() const { return cfg_; }
   const ContextPtr& context() const { return pc_; }
   VocabParallelEmbedding& embedding() { return embedding_; }
+  TransformerLayer& layer(int64_t i) { return *layers_.at(static_cast<size_t>(i)); }
   int64_t num_parameters_global();
 
  private:

@@ -10,13 +10,13 @@
 #include "weft/core/memory.h"
 #include "weft/core/phase_clock.h"
 #include "weft/core/profile.h"
+#include "weft/infer/generate.h"
 #include "weft/io/checkpoint.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/io/scaling_state.h"
 #include "weft/kernels/step_scalars.h"
 #include "weft/optim/grad_norm.h"
 #include "weft/parallel/gtp/runtime.h"
-#include "weft/train/generate.h"
 #include "weft/train/layout.h"
 #include "weft/train/load_model.h"
 #include "weft/train/metrics.h"
@@ -329,7 +329,7 @@ void Trainer::save(const std::string& dir) {
 
 std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int64_t tokens,
                                      uint64_t seed) {
-  return generate(*model_, prompt, {.tokens = tokens, .seed = seed});
+  return infer::generate(*model_, prompt, {.tokens = tokens, .seed = seed});
 }
 
 std::string Trainer::checkpoint(bool drop_others) {
