@@ -113,6 +113,10 @@ const Case kCases[] = {
     {"llama_tiny_bf16_dp2",
      R"({"preset":"llama-tiny","tp":1,"dp":2,"dtype":"bf16","micro-batch":8,"seq":128})"},
     {"llama_tiny_seq512", R"({"preset":"llama-tiny","tp":2,"micro-batch":2,"seq":512})"},
+    {"llama_tiny_gtp4_accum4",
+     R"({"preset":"llama-tiny","tp":1,"gtp":4,"micro-batch":1,"grad-accum":4,"seq":512})"},
+    {"llama_tiny_tp2_dp2_sp",
+     R"({"preset":"llama-tiny","tp":2,"dp":2,"sp":"seq","micro-batch":8,"seq":512})"},
     {"moe_tiny_ep2", R"({"preset":"moe-tiny","tp":1,"ep":2,"micro-batch":8,"seq":64})"},
     {"moe_tiny_tp2", R"({"preset":"moe-tiny","tp":2,"micro-batch":8,"seq":64})"},
 };

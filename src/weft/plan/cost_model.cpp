@@ -21,6 +21,10 @@ constexpr double kHiddenPasses = 6;
 // (7 f32 per parameter); the gradient norm reads each gradient and the next
 // step's zeroing writes it (2 more).
 constexpr double kOptimizerBytesPerParameter = 9 * 4;
+// Kernel calls of one layer outside its GEMMs, forward and backward: two
+// norms, two residual adds, the activation, rotary positions, attention,
+// the bias and dropout passes, the gradients' conversions and sums.
+constexpr double kLayerKernels = 24;
 
 struct Group {
   int size = 1;
@@ -117,8 +121,10 @@ StepCost predict_step(const Workload& w, const Layout& l, const Machine& mc) {
       const bool selective = !full && l.recompute == Recompute::selective;
       const double gemm = fwd * (full ? 4.0 : 3.0);
       const double attn = attn_fwd * (full || selective ? 4.5 : 3.5);
-      const double mem = (kResidualPasses * r * c * e + kHiddenPasses * n * hidden * e) *
-                         (full ? 4.0 / 3.0 : 1.0) / mc.memory_bandwidth;
+      const double mem =
+          ((kResidualPasses * r * c * e + kHiddenPasses * n * hidden * e) / mc.memory_bandwidth +
+           kLayerKernels * mc.op_overhead_s) *
+          (full ? 4.0 / 3.0 : 1.0);
       sc.gemm += gemm * mb;
       sc.attention += attn * mb;
       sc.memory_bound += mem * mb;

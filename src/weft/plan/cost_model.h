@@ -9,7 +9,8 @@
 //   attention      causal: 2·T·C/tp multiply-adds per token forward (scores
 //                  and weighted sums, half the square), ×3.5 with backward
 //   memory-bound   norms, residual adds, activations, dropout, the loss and
-//                  AdamW, as bytes read and written at the memory bandwidth
+//                  AdamW, as bytes read and written at the memory bandwidth,
+//                  and a fixed cost per kernel call
 //   collectives    ring volumes (all-reduce 2(n-1)/n·S, all-gather and
 //                  reduce-scatter (n-1)/n·S, all-to-all (n-1)/n·S) at the
 //                  bandwidth of the link the group spans: within a node when
@@ -47,8 +48,9 @@ struct Machine {
   double intra_bandwidth = 0;   // bytes/s per rank to a rank of the same node
   double inter_bandwidth = 0;   // bytes/s per rank to a rank of another node
   int ranks_per_node = 1 << 30;
-  double latency_s = 0;   // per collective
-  double peak_flops = 0;  // the dense peak per rank at the compute dtype (MFU)
+  double latency_s = 0;      // per collective
+  double op_overhead_s = 0;  // the fixed cost of one kernel call
+  double peak_flops = 0;     // the dense peak per rank at the compute dtype (MFU)
   double gemm_rate(double flops) const { return gemm_peak * flops / (flops + gemm_half_flops); }
 };
 

@@ -74,14 +74,17 @@ double gemm_rate(const ExecContext& ec, DType dtype, int64_t size, int reps) {
 Probe run_probes(DType dtype, int threads) {
   Probe p;
   const ExecContext ec(Device::cpu(), threads);
-  // rate = peak·f / (f + half): 1/rate = 1/peak + (half/peak)/f, a line in
-  // 1/f through the two sizes' points.
-  const double f1 = 2.0 * 128 * 128 * 128, f2 = 2.0 * 768 * 768 * 768;
-  const double r1 = gemm_rate(ec, dtype, 128, 20), r2 = gemm_rate(ec, dtype, 768, 3);
-  const double slope = (1 / r1 - 1 / r2) / (1 / f1 - 1 / f2);
-  const double inv_peak = 1 / r2 - slope / f2;
-  p.gemm_peak = inv_peak > 0 ? 1 / inv_peak : r2;
-  p.gemm_half_flops = std::max(0.0, slope * p.gemm_peak);
+  // f32 and bf16 products alike (the CPU's bf16 GEMMs take bf16 operands).
+  // A product of f FLOPs takes t0 + f / peak: the call's fixed cost (oneDNN's
+  // dispatch, the thread team's start) and the FLOPs at the peak rate, from
+  // a product small enough to be mostly the first and one large enough to
+  // be mostly the second (the fastest of many runs: the machine may be busy).
+  const double f1 = 2.0 * 64 * 64 * 64, f2 = 2.0 * 512 * 512 * 512;
+  const double t1 = f1 / gemm_rate(ec, dtype, 64, 200), t2 = f2 / gemm_rate(ec, dtype, 512, 10);
+  const double peak = t2 > t1 ? (f2 - f1) / (t2 - t1) : f2 / t2;
+  const double t0 = std::max(0.0, t1 - f1 / peak);
+  p.gemm_peak = peak;
+  p.gemm_half_flops = t0 * peak;
   const size_t bytes = size_t{64} << 20;
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   p.copy_bandwidth =
@@ -92,9 +95,9 @@ Probe run_probes(DType dtype, int threads) {
     Tensor t = Tensor::zeros({4});
     constexpr int kReps = 200;
     world.all_reduce(t).wait();
-    const auto t0 = Clock::now();
+    const auto start = Clock::now();
     for (int i = 0; i < kReps; ++i) world.all_reduce(t).wait();
-    latency[static_cast<size_t>(world.rank())] = seconds_since(t0) / kReps;
+    latency[static_cast<size_t>(world.rank())] = seconds_since(start) / kReps;
   });
   p.latency_s = std::max(latency[0], latency[1]);
   return p;
@@ -187,6 +190,7 @@ Machine cpu_machine(DType dtype, int world) {
   m.intra_bandwidth = p.copy_bandwidth * share;
   m.inter_bandwidth = m.intra_bandwidth;
   m.latency_s = p.latency_s;
+  m.op_overhead_s = p.gemm_half_flops / p.gemm_peak;
   m.peak_flops = p.gemm_peak * share;
   return m;
 }
@@ -200,7 +204,8 @@ Machine parse_cluster(const std::string& text, const std::string& source) {
   std::map<std::string, double> v{
       {"gpus_per_node", 8},    {"peak_tflops", 989.4},         {"gemm_efficiency", 0.7},
       {"gemm_half_gflops", 2}, {"attention_efficiency", 0.45}, {"hbm_GBps", 3350},
-      {"nvlink_GBps", 450},    {"network_GBps", 50},           {"latency_us", 10}};
+      {"nvlink_GBps", 450},    {"network_GBps", 50},           {"latency_us", 10},
+      {"kernel_launch_us", 4}};
   std::string name = "H100 SXM, 8 per node (NVLink 4, 400 Gb/s InfiniBand per GPU)";
   for (const auto& [key, value] : j.as_object()) {
     if (key == "name") {
@@ -212,7 +217,7 @@ Machine parse_cluster(const std::string& text, const std::string& source) {
     WEFT_CHECK(it != v.end(),
                "{}: unknown key \"{}\"; a cluster description takes name, gpus_per_node, "
                "peak_tflops, gemm_efficiency, gemm_half_gflops, attention_efficiency, hbm_GBps, "
-               "nvlink_GBps, network_GBps and latency_us",
+               "nvlink_GBps, network_GBps, latency_us and kernel_launch_us",
                source, key);
     it->second = positive_number(value, key, source);
   }
@@ -233,6 +238,7 @@ Machine parse_cluster(const std::string& text, const std::string& source) {
   m.inter_bandwidth = v["network_GBps"] * 1e9;
   m.ranks_per_node = static_cast<int>(v["gpus_per_node"]);
   m.latency_s = v["latency_us"] * 1e-6;
+  m.op_overhead_s = v["kernel_launch_us"] * 1e-6;
   return m;
 }
 

@@ -4,7 +4,8 @@
 // CPU. Three probes run once per (processor model, threads per rank, dtype)
 // and are cached in ~/.cache/weft/plan-probes.json ($WEFT_CACHE_DIR, else
 // $XDG_CACHE_HOME/weft, replaces the folder): weft's GEMM at two sizes (a
-// 128³ and a 768³ product, fitting the rate curve of Machine::gemm_rate), a
+// 64³ and a 512³ product: a call's fixed cost and the peak rate, the curve
+// of Machine::gemm_rate; the fixed cost is every kernel call's), a
 // memcpy of 64 MiB (the local backend's collectives are copies between the
 // ranks' buffers) and the latency of a small all-reduce between two local
 // ranks. The local backend runs its ranks as threads sharing the cores:
@@ -22,6 +23,7 @@
 //   nvlink_GBps           450     per GPU and direction, within a node
 //   network_GBps          50      per GPU and direction, across nodes (400 Gb/s)
 //   latency_us            10      per collective
+//   kernel_launch_us      4       per kernel outside the GEMMs (fixed cost)
 #pragma once
 
 #include <string>

@@ -241,11 +241,20 @@ MemoryBreakdown MemoryModel::rank(const Layout& l, int stage) const {
   // Weight cache: the compute-dtype casts of the weights (bf16), or GTP's
   // gathered weights: gtp_cache layers' worth.
   if (l.gtp > 1) {
+    // GTP: the gathered weights of gtp_cache layers and the one being
+    // gathered behind them, and the head's (compute dtype); during a
+    // layer's backward its full f32 weight gradient, before the
+    // reduce-scatter into the shard.
     const ParameterCount whole = MemoryModel(w_).parameters(
         Layout{.tp = l.tp, .pp = l.pp, .ep = l.ep, .micro_batch = 1}, stage);
-    const int64_t per_layer = whole.sharded / std::max<int64_t>(count, 1);
-    b.weight_cache = std::min<int64_t>(w_.gtp_cache, count) * per_layer * e;
-    if (w_.gtp_grad_accum_full) b.gradients += 4 * whole.sharded;
+    const int64_t vp = nn::padded_vocab_size(m.vocab, m.vocab_pad);
+    int64_t tables = 0;
+    if (stage == 0) tables += vp / l.tp * m.width;
+    if (stage == l.pp - 1 && (!m.tied_head || l.pp > 1)) tables += vp / l.tp * m.width;
+    const int64_t per_layer = (whole.sharded - tables) / std::max<int64_t>(count, 1);
+    const int64_t head = stage == l.pp - 1 ? vp / l.tp * m.width : 0;
+    b.weight_cache = ((std::min<int64_t>(w_.gtp_cache, count) + 1) * per_layer + head) * e;
+    b.gradients += w_.gtp_grad_accum_full ? 4 * whole.sharded : 4 * std::max(per_layer, head);
   } else if (w_.compute != DType::f32) {
     b.weight_cache = p.sharded * e;
   }
