@@ -27,6 +27,15 @@ int64_t gtp_shard(int64_t rows, int64_t cols, int g) {
 
 std::vector<int64_t> stage_layers(int64_t layers, int pp) {
   WEFT_CHECK(pp >= 1, "pipeline size must be at least 1, got {}", pp);
+  if (pp > 2 && layers % pp != 0 && (layers + 2) % pp == 0) {
+    // The embedding and the head each count as a layer (Megatron's
+    // account-for-embedding/loss split, Llama 3 405B's 126 layers on 16
+    // stages): the first and the last stage hold one layer fewer.
+    std::vector<int64_t> out(static_cast<size_t>(pp), (layers + 2) / pp);
+    --out.front();
+    --out.back();
+    return out;
+  }
   std::vector<int64_t> out(static_cast<size_t>(pp), layers / pp);
   for (int64_t i = 0; i < layers % pp; ++i) ++out[static_cast<size_t>(i)];
   return out;

@@ -73,7 +73,9 @@ struct ParameterCount {
 };
 
 // The layers of each pipeline stage: balanced, the first stages taking the
-// remainder.
+// remainder; when the layers and the embedding and head together (layers +
+// 2) divide evenly, the first and last stage hold one layer fewer (Megatron's
+// account-for-embedding/loss split, Llama 3 405B's 126 layers on 16 stages).
 std::vector<int64_t> stage_layers(int64_t layers, int pp);
 
 // Micro-batches whose activations a stage holds at once (Megatron's bounds):

@@ -63,8 +63,11 @@ std::string layout_problem(const Workload& w, const Layout& l, int world, int64_
     if (l.pp == 1 || l.schedule != PipelineSchedule::interleaved) {
       return "--vpp needs --pp above 1 and --pp-schedule interleaved";
     }
-    if (m.layers % (l.pp * l.vpp) != 0) {
-      return format("--pp {} x --vpp {} does not divide the {} layers", l.pp, l.vpp, m.layers);
+    if (m.layers % (l.pp * l.vpp) != 0 && (m.layers + 2) % (l.pp * l.vpp) != 0) {
+      return format(
+          "--pp {} x --vpp {} divides neither the {} layers nor the layers with the embedding and "
+          "head counted as one each",
+          l.pp, l.vpp, m.layers);
     }
     if (l.grad_accum % l.pp != 0) {
       return format("interleaved: --grad-accum {} is not a multiple of --pp {}", l.grad_accum,
