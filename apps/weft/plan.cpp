@@ -112,8 +112,12 @@ void print_evaluation(const plan::PlannedLayout& p, bool gpu) {
       "comm (tp %.3f, cp %.3f, ep %.3f, gtp %.3f, pp %.3f, dp %.3f) + bubble %.3f\n",
       c.total, c.gemm, c.attention, c.memory_bound, c.optimizer, c.tp_comm, c.cp_comm, c.ep_comm,
       c.gtp_comm, c.pp_comm, c.dp_comm, c.bubble);
-  std::printf("tokens/s %.0f; %.1f TFLOP/s per rank", c.tokens_per_s,
-              c.tokens_per_s * c.model_flops_per_token / p.layout.world() / 1e12);
+  const double per_rank = c.tokens_per_s * c.model_flops_per_token / p.layout.world();
+  if (gpu) {
+    std::printf("tokens/s %.0f; %.1f TFLOP/s per rank", c.tokens_per_s, per_rank / 1e12);
+  } else {
+    std::printf("tokens/s %.0f; %.1f GFLOP/s per rank", c.tokens_per_s, per_rank / 1e9);
+  }
   if (gpu) std::printf("; MFU %.1f%%", 100 * c.mfu);
   std::printf("\n");
 }

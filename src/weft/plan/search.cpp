@@ -1,6 +1,7 @@
 #include "weft/plan/search.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "weft/core/error.h"
 
@@ -167,10 +168,17 @@ PlanResult plan_layouts(const PlanRequest& req, const Machine& machine) {
     p.cost = predict_step(req.workload, l, machine);
     r.fits.push_back(p);
   }
+  // Predictions closer than 1% are within the model's error: among them the
+  // layout that needs less memory goes first (headroom). The speeds are
+  // compared in 1% steps (a logarithmic grid), which keeps the order strict.
+  auto step = [](const PlannedLayout& p) {
+    return static_cast<int64_t>(
+        std::floor(std::log(std::max(p.cost.tokens_per_s, 1e-30)) / std::log(1.01)));
+  };
   std::stable_sort(r.fits.begin(), r.fits.end(),
-                   [](const PlannedLayout& a, const PlannedLayout& b) {
-                     if (a.cost.tokens_per_s != b.cost.tokens_per_s)
-                       return a.cost.tokens_per_s > b.cost.tokens_per_s;
+                   [&](const PlannedLayout& a, const PlannedLayout& b) {
+                     const int64_t sa = step(a), sb = step(b);
+                     if (sa != sb) return sa > sb;
                      return a.memory.total() < b.memory.total();
                    });
   return r;

@@ -41,7 +41,9 @@ std::string layout_problem(const Workload& workload, const Layout& layout, int w
 std::vector<Layout> enumerate_layouts(const Workload& workload, int world, int64_t global_batch);
 
 struct PlanResult {
-  std::vector<PlannedLayout> fits;  // within the limit, fastest first
+  // Within the limit, fastest first; predictions in the same 1% step (within
+  // the model's error) smallest memory first.
+  std::vector<PlannedLayout> fits;
   // The layout that needs the least memory, of all (when none fits: what to say).
   PlannedLayout smallest{};
   size_t considered = 0;
