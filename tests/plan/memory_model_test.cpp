@@ -78,7 +78,8 @@ TEST(MemoryModel, StagesSplitTheParametersAndTheLastHoldsTheTiedHead) {
   EXPECT_EQ(m.parameters(pp, 0).total() + m.parameters(pp, 1).total(), whole + vp * 128);
   EXPECT_EQ(stage_layers(126, 16),
             (std::vector<int64_t>{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7}));
-  EXPECT_EQ(stage_layers(10, 4), (std::vector<int64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(stage_layers(10, 4), (std::vector<int64_t>{2, 3, 3, 2}));
+  EXPECT_EQ(stage_layers(9, 4), (std::vector<int64_t>{3, 2, 2, 2}));
 }
 
 TEST(MemoryModel, GtpShardsTheWeightsAndExpertParallelismTheExperts) {
