@@ -148,8 +148,10 @@ int plan_command(const std::vector<std::string>& args) {
     const std::string problem = plan::layout_problem(w, evaluated, req.world, req.global_batch);
     WEFT_CHECK(problem.empty(), "--evaluate '{}': {}", opts.str("evaluate"), problem);
   } else {
-    req.world = static_cast<int>(opts.integer("world"));
-    WEFT_CHECK(req.world >= 1, "--world must be at least 1, got {}", req.world);
+    const int64_t world = opts.integer("world");
+    WEFT_CHECK(world >= 1 && world <= plan::kMaxWorld, "--world must lie in [1, {}], got {}",
+               plan::kMaxWorld, world);
+    req.world = static_cast<int>(world);
     req.global_batch = opts.given("global-batch") ? opts.integer("global-batch") : req.world;
   }
   if (opts.given("memory-limit")) {

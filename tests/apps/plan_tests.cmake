@@ -14,7 +14,7 @@ weft_cli_test(plan_nothing_fits "${PLAN}|--memory-limit|1KiB" ENV ${PLAN_ENV} RC
 weft_cli_test(plan_bad_limit "${PLAN}|--memory-limit|lots" RC 2
               EXPECT "^weft: error: --memory-limit lots: give a size such as 40GiB")
 weft_cli_test(plan_bad_world "${WEFT_BIN}|plan|--world|0" RC 2
-              EXPECT "^weft: error: --world must be at least 1, got 0")
+              EXPECT "^weft: error: --world must lie in \\[1, 16777216\\], got 0")
 weft_cli_test(plan_batch_does_not_split "${PLAN}|--global-batch|3|--world|8|--preset|tiny" RC 2
               EXPECT "^weft: error: no layout of 8 ranks trains this model at --global-batch 3")
 weft_cli_test(plan_cluster_needs_cuda "${PLAN}|--cluster|x.json" RC 2

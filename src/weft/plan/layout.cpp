@@ -110,10 +110,11 @@ namespace {
 
 int64_t positive(const std::string& option, const std::string& value) {
   int64_t v = 0;
+  // Sizes past 2^24 are no layout (and would overflow the products).
   const char* end = value.data() + value.size();
   const auto [p, ec] = std::from_chars(value.data(), end, v);
-  WEFT_CHECK(ec == std::errc() && p == end && v >= 1, "{} takes a positive integer, got '{}'",
-             option, value);
+  WEFT_CHECK(ec == std::errc() && p == end && v >= 1 && v <= kMaxWorld,
+             "{} takes a positive integer up to {}, got '{}'", option, kMaxWorld, value);
   return v;
 }
 
@@ -172,6 +173,9 @@ Layout parse_layout_args(const std::vector<std::string>& args) {
           option);
     }
   }
+  const int64_t world = int64_t{l.tp} * l.cp * l.ep * l.gtp * l.pp * l.dp;
+  WEFT_CHECK(world <= kMaxWorld && l.vpp <= kMaxWorld,
+             "a layout of {} ranks is beyond what weft plans (at most {})", world, kMaxWorld);
   if (l.vpp > 1 && l.schedule == PipelineSchedule::one_f_one_b && l.pp > 1)
     l.schedule = PipelineSchedule::interleaved;
   return l;

@@ -92,6 +92,9 @@ inline constexpr std::array<PlannableDimension, 11> kPlannableDimensions{{
 }};
 bool plannable(Dimension d);
 
+// The largest world (and any one size) a layout may have.
+inline constexpr int64_t kMaxWorld = int64_t{1} << 24;
+
 // Parses the `weft train` options of a layout ("--tp 8 --pp 16 --cp 2 ..."),
 // words or one string split at spaces; options that are not layout options
 // are a weft::Error naming them. Every dimension is understood, plannable

@@ -10,10 +10,14 @@ namespace weft::plan {
 namespace {
 
 std::vector<int64_t> divisors(int64_t n) {
-  std::vector<int64_t> out;
-  for (int64_t d = 1; d <= n; ++d)
-    if (n % d == 0) out.push_back(d);
-  return out;
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
 // The sizes a dimension may take: its divisors of `left` when the search
@@ -147,7 +151,8 @@ std::vector<Layout> enumerate_layouts(const Workload& w, int world, int64_t glob
 }
 
 PlanResult plan_layouts(const PlanRequest& req, const Machine& machine) {
-  WEFT_CHECK(req.world >= 1, "--world must be at least 1, got {}", req.world);
+  WEFT_CHECK(req.world >= 1 && req.world <= kMaxWorld, "--world must lie in [1, {}], got {}",
+             kMaxWorld, req.world);
   WEFT_CHECK(req.global_batch >= 1, "--global-batch must be at least 1, got {}", req.global_batch);
   const std::vector<Layout> layouts = enumerate_layouts(req.workload, req.world, req.global_batch);
   WEFT_CHECK(!layouts.empty(),
