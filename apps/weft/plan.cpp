@@ -36,8 +36,9 @@ cli::Options plan_options() {
       .option("cluster", "FILE", "H100",
               "--device cuda: a JSON cluster description (gpus_per_node, peak_tflops, "
               "gemm_efficiency, gemm_half_gflops, attention_efficiency, hbm_GBps, nvlink_GBps, "
-              "network_GBps, latency_us; each optional, the defaults an H100 SXM cluster's)")
-      .option("dtype", "f32|bf16", "device", "compute type (default: f32 on cpu, bf16 on cuda)")
+              "network_GBps, latency_us, kernel_launch_us; each optional, the defaults an H100 SXM "
+              "cluster's)")
+      .option("dtype", "f32|bf16", "f32 on cpu, bf16 on cuda", "compute type")
       .option("top", "K", "10", "layouts printed")
       .option("evaluate", "OPTIONS", "none",
               "price this layout alone: weft train's layout options in one string, e.g. "

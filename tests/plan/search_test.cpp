@@ -74,6 +74,44 @@ TEST(LayoutSearch, EveryEnumeratedLayoutIsValid) {
   }
 }
 
+TEST(LayoutSearch, WithEveryDimensionOnEachLayoutIsValidAndPriced) {
+  const std::vector<Dimension> all{Dimension::tp,          Dimension::sp,
+                                   Dimension::pp,          Dimension::vpp,
+                                   Dimension::cp,          Dimension::ep,
+                                   Dimension::gtp,         Dimension::dp,
+                                   Dimension::micro_batch, Dimension::distributed_optimizer,
+                                   Dimension::recompute};
+  Workload w = workload("llama-tiny", 128);
+  w.model.layers = 8;
+  const std::vector<Layout> layouts = enumerate_layouts(w, 8, 16, all);
+  std::set<int> pps, cps, vpps;
+  int dopt = 0, full = 0, selective = 0;
+  for (const Layout& l : layouts) {
+    SCOPED_TRACE(l.text());
+    EXPECT_EQ(layout_problem(w, l, 8, 16), "");
+    EXPECT_EQ(parse_layout_args(l.args()).args(), l.args());
+    if (l.vpp > 1) {
+      EXPECT_EQ(w.model.layers % (l.pp * l.vpp), 0);
+    }
+    pps.insert(l.pp);
+    cps.insert(l.cp);
+    vpps.insert(l.vpp);
+    dopt += l.distributed_optimizer;
+    full += l.recompute == Recompute::full;
+    selective += l.recompute == Recompute::selective;
+    const MemoryBreakdown m = MemoryModel(w).peak(l);
+    const StepCost c = predict_step(w, l, test_machine());
+    EXPECT_GT(m.total(), 0);
+    EXPECT_GT(c.tokens_per_s, 0);
+  }
+  EXPECT_EQ(pps, (std::set<int>{1, 2, 4, 8}));
+  EXPECT_EQ(cps, (std::set<int>{1, 2, 4, 8}));
+  EXPECT_TRUE(vpps.count(2));
+  EXPECT_GT(dopt, 0);
+  EXPECT_GT(full, 0);
+  EXPECT_GT(selective, 0);
+}
+
 TEST(LayoutSearch, CoversEveryPlannableDimension) {
   const std::vector<Layout> layouts = enumerate_layouts(workload("moe-tiny", 128), 4, 16);
   std::set<int> tps, eps, gtps, dps;

@@ -22,8 +22,8 @@ std::vector<int64_t> divisors(int64_t n) {
 
 // The sizes a dimension may take: its divisors of `left` when the search
 // varies it, else 1.
-std::vector<int64_t> sizes(Dimension d, int64_t left) {
-  if (!plannable(d)) return {1};
+std::vector<int64_t> sizes(bool varied, int64_t left) {
+  if (!varied) return {1};
   return divisors(left);
 }
 
@@ -92,6 +92,18 @@ std::string layout_problem(const Workload& w, const Layout& l, int world, int64_
 }
 
 std::vector<Layout> enumerate_layouts(const Workload& w, int world, int64_t global_batch) {
+  std::vector<Dimension> on;
+  for (const PlannableDimension& p : kPlannableDimensions)
+    if (p.enabled) on.push_back(p.dimension);
+  return enumerate_layouts(w, world, global_batch, on);
+}
+
+std::vector<Layout> enumerate_layouts(const Workload& w, int world, int64_t global_batch,
+                                      const std::vector<Dimension>& varied) {
+  auto plannable = [&](Dimension d) {
+    return std::find(varied.begin(), varied.end(), d) != varied.end();
+  };
+  auto sizes = [&](Dimension d, int64_t left) { return weft::plan::sizes(plannable(d), left); };
   std::vector<Layout> out;
   using SP = parallel::SequenceParallel;
   for (int64_t tp : sizes(Dimension::tp, world)) {
@@ -112,7 +124,7 @@ std::vector<Layout> enumerate_layouts(const Workload& w, int world, int64_t glob
             std::vector<int64_t> vpps{1};
             if (pp > 1 && plannable(Dimension::vpp)) vpps = divisors(w.model.layers / pp);
             std::vector<bool> dopts{false};
-            if (dp * cp > 1 && plannable(Dimension::distributed_optimizer)) dopts = {false, true};
+            if (dp > 1 && plannable(Dimension::distributed_optimizer)) dopts = {false, true};
             std::vector<Recompute> recomputes{Recompute::none};
             if (plannable(Dimension::recompute)) {
               recomputes = {Recompute::none, Recompute::selective, Recompute::full};
@@ -136,6 +148,10 @@ std::vector<Layout> enumerate_layouts(const Workload& w, int world, int64_t glob
                                .grad_accum = per_rank / mb,
                                .distributed_optimizer = dopt,
                                .recompute = rc};
+                      // weft train splits the layers evenly into pp·vpp
+                      // chunks (the balance with the embedding and head
+                      // counted as layers is --evaluate's, for Llama 3).
+                      if (vpp > 1 && w.model.layers % (pp * vpp) != 0) continue;
                       if (layout_problem(w, l, world, global_batch).empty()) out.push_back(l);
                     }
                   }

@@ -39,6 +39,9 @@ std::string layout_problem(const Workload& workload, const Layout& layout, int w
 
 // Every valid layout whose varied dimensions are plannable, unpriced.
 std::vector<Layout> enumerate_layouts(const Workload& workload, int world, int64_t global_batch);
+// The same over the dimensions `varied` (the others at their defaults).
+std::vector<Layout> enumerate_layouts(const Workload& workload, int world, int64_t global_batch,
+                                      const std::vector<Dimension>& varied);
 
 struct PlanResult {
   // Within the limit, fastest first; predictions in the same 1% step (within
