@@ -1,6 +1,6 @@
 // The memory model against the memory tracker: for layouts of every
 // dimension this build runs (tp, sp seq/batch, dp, gtp, ep/MoE, micro-batch,
-// grad-accum, bf16 and f32, the tiny / llama-tiny / moe-tiny presets, short
+// grad-accum, bf16 and f32, the quantized recipes, the tiny / llama-tiny / moe-tiny presets, short
 // and long sequences), the predicted peak of the largest rank within 10% of
 // the largest rank's measured peak over two training steps.
 #include <gtest/gtest.h>
@@ -117,6 +117,10 @@ const Case kCases[] = {
      R"({"preset":"llama-tiny","tp":1,"gtp":4,"micro-batch":1,"grad-accum":4,"seq":512})"},
     {"llama_tiny_tp2_dp2_sp",
      R"({"preset":"llama-tiny","tp":2,"dp":2,"sp":"seq","micro-batch":8,"seq":512})"},
+    {"tiny_fp8_delayed",
+     R"({"preset":"tiny","tp":2,"precision":"fp8-delayed","micro-batch":8,"seq":64})"},
+    {"llama_tiny_mxfp8_dp2",
+     R"({"preset":"llama-tiny","tp":1,"dp":2,"precision":"mxfp8","micro-batch":4,"seq":128})"},
     {"moe_tiny_ep2", R"({"preset":"moe-tiny","tp":1,"ep":2,"micro-batch":8,"seq":64})"},
     {"moe_tiny_tp2", R"({"preset":"moe-tiny","tp":2,"micro-batch":8,"seq":64})"},
 };

@@ -242,6 +242,16 @@ MemoryBreakdown MemoryModel::rank(const Layout& l, int stage) const {
   if (l.tp > 1 && l.sp != parallel::SequenceParallel::off) b.workspaces += 2 * n * m.width * e;
   if (m.positions == nn::PositionKind::rotary)
     b.workspaces += count * m.seq * (m.width / m.heads) * 4;
+  // The quantized recipes on the CPU multiply dequantized f32 operands: one
+  // workspace buffer per operand role (input, weight, output gradient; row-
+  // and column-wise), each as large as its largest request.
+  if (w_.quantized) {
+    const int64_t d = m.width / m.heads;
+    const int64_t qkv = (m.heads / l.tp + 2 * std::max<int64_t>(m.kv_head_count() / l.tp, 1)) * d;
+    const int64_t fc1 = (m.mlp == nn::MlpKind::swiglu ? 2 : 1) * m.mlp_hidden() / l.tp;
+    const int64_t widest = std::max({qkv, fc1, m.width});
+    b.workspaces += 4 * (2 * n * widest + 2 * n * m.width + 2 * widest * m.width);
+  }
   // Context parallelism: the ring's K/V send and receive buffers.
   if (l.cp > 1) {
     const int64_t kv = std::max<int64_t>(m.kv_head_count() / l.tp, 1) * (m.width / m.heads);

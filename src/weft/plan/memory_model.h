@@ -44,6 +44,7 @@ namespace weft::plan {
 struct Workload {
   nn::GptConfig model{};       // the shape; model.seq is the sequence length
   DType compute = DType::f32;  // the activations' type (f32 or bf16)
+  bool quantized = false;      // an FP8 / MXFP8 / NVFP4 recipe (the CPU multiplies f32 operands)
   bool gpu = false;            // CUDA: fused attention keeps no probabilities
   double bucket_mb = 25;       // data-parallel gradient bucket (MiB)
   int gtp_cache = 2;           // GTP: gathered weights alive at once

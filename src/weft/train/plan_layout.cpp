@@ -19,6 +19,7 @@ plan::Layout plan_layout(const TrainConfig& cfg) {
 plan::Workload plan_workload(const TrainConfig& cfg) {
   return {.model = cfg.model,
           .compute = cfg.compute_dtype(),
+          .quantized = cfg.precision.quantized(),
           .gpu = Device::parse(cfg.device).is_cuda(),
           .bucket_mb = cfg.bucket_mb,
           .gtp_cache = cfg.gtp_cache,
