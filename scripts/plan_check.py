@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The plan against measurement: the first layouts `weft plan --json` ranks,
-each run by `weft bench step` with the same options; prints the predicted and
-measured peak memory per rank and tokens/s, and whether the pick is within 10%
-of the fastest measured.
+each run by `weft bench step` with the same options, the layouts alternating
+over --rounds rounds (median tokens/s); prints the predicted and measured peak
+memory per rank and tokens/s, and whether the pick is within 10% of the
+fastest measured.
 
     scripts/plan_check.py [--weft build/bin/weft] [--top 3] -- PLAN OPTIONS
     scripts/plan_check.py -- --preset llama-tiny --world 4 --seq 512 \
@@ -19,6 +20,8 @@ def main():
     p.add_argument("--weft", default="build/bin/weft")
     p.add_argument("--top", type=int, default=3)
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds alternating the layouts; each layout's median tokens/s is reported")
     p.add_argument("plan", nargs=argparse.REMAINDER)
     a = p.parse_args()
     plan_args = [x for x in a.plan if x != "--"]
@@ -32,12 +35,18 @@ def main():
         if plan_args[i] in ("--preset", "--seq", "--layers", "--dtype"):
             shape += plan_args[i:i + 2]
         i += 1
+    runs = {i: [] for i in range(len(layouts))}
+    for _ in range(a.rounds):
+        for i, lay in enumerate(layouts):
+            cmd = [a.weft, "bench", "step", *shape, *lay["args"], "--steps", str(a.steps), "--warmup", "1",
+                   "--no-baseline", "--json"]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            runs[i].append(json.loads(out.splitlines()[-1]))
     rows = []
-    for lay in layouts:
-        cmd = [a.weft, "bench", "step", *shape, *lay["args"], "--steps", str(a.steps), "--warmup", "1",
-               "--no-baseline", "--json"]
-        m = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
-        peak = max(m["peak_memory_bytes_per_rank"])
+    for i, lay in enumerate(layouts):
+        ms = sorted(runs[i], key=lambda m: m["tokens_per_s"])
+        m = dict(ms[len(ms) // 2])
+        peak = max(max(r["peak_memory_bytes_per_rank"]) for r in runs[i])
         rows.append((lay, m, peak))
     print(f"{'weft train options':60s} {'pred MiB':>9s} {'meas MiB':>9s} {'ratio':>6s} {'pred tok/s':>11s} {'meas tok/s':>11s}")
     ok = True
