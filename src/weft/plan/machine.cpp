@@ -1,5 +1,7 @@
 #include "weft/plan/machine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -142,7 +144,8 @@ Probe cached_probe(const std::string& key, DType dtype, int threads) {
   cache[key] = std::move(entry);
   std::error_code ec;
   std::filesystem::create_directories(file.parent_path(), ec);
-  const std::filesystem::path tmp = file.string() + ".tmp";
+  // A name of this process's own: runs probing at once each rename a whole file.
+  const std::filesystem::path tmp = file.string() + "." + std::to_string(::getpid()) + ".tmp";
   {
     std::ofstream out(tmp);
     out << cache.dump(2) << "\n";
