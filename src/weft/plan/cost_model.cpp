@@ -83,6 +83,10 @@ StepCost predict_step(const Workload& w, const Layout& l, const Machine& mc) {
   const Group data{l.dp * l.cp * l.ep * l.gtp, l.tp};  // gradients of replicated weights
   const Group dp_only{l.dp, l.tp * l.cp * l.ep * l.gtp * l.pp};
 
+  // Whether communication can hide behind compute: a GPU's collectives run
+  // on their own streams and links; the local backend's are copies made by
+  // the same cores that compute (on this CPU nothing overlaps).
+  const double hide = mc.gpu ? 1.0 : 0.0;
   const std::vector<int64_t> layers = stage_layers(m.layers, l.pp);
   StepCost worst;
   int64_t first = 0;
@@ -142,7 +146,7 @@ StepCost predict_step(const Workload& w, const Layout& l, const Machine& mc) {
       if (l.cp > 1) {
         const double kv_bytes = 2 * n * kv * d * e;
         const double ring = 3.0 * (l.cp - 1) * (mc.latency_s + kv_bytes / bandwidth(mc, cp));
-        micro_cp += std::max(0.0, ring - attn);
+        micro_cp += std::max(0.0, ring - hide * attn);
       }
       // Expert parallelism: dispatch and combine, forward and backward.
       if (moe && l.ep > 1) micro_ep += 4 * gather_s(mc, ep, ep_bytes);
@@ -150,7 +154,7 @@ StepCost predict_step(const Workload& w, const Layout& l, const Machine& mc) {
       // reduce-scattered (f32), behind the previous layer's compute.
       if (l.gtp > 1) {
         const double comm = 2 * gather_s(mc, gtp, weights) + gather_s(mc, gtp, weights / e * 4);
-        micro_gtp += std::max(0.0, comm - layer_compute);
+        micro_gtp += std::max(0.0, comm - hide * layer_compute);
       }
     }
     // The embedding (first stage) and the head and loss (last stage).
@@ -192,7 +196,7 @@ StepCost predict_step(const Workload& w, const Layout& l, const Machine& mc) {
     const double dp_total = all_reduce_s(mc, data.size > 1 ? data : dp_only, grad_bytes);
     const double bucket = std::min(grad_bytes, w.bucket_mb * (1 << 20));
     const double last_bucket = grad_bytes > 0 ? dp_total * bucket / grad_bytes : 0;
-    sc.dp_comm = std::max(last_bucket, dp_total - micro_compute * 2.0 / 3.0);
+    sc.dp_comm = std::max(last_bucket, dp_total - hide * micro_compute * 2.0 / 3.0);
     // The optimizer step over this rank's parameters (its shard under the
     // distributed optimizer), and the bf16 casts of the weights.
     double opt_params = static_cast<double>(params.total());

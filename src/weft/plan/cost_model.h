@@ -17,11 +17,13 @@
 //                  the group's ranks share one (tp varies fastest, then cp,
 //                  ep, gtp, pp, dp), across nodes otherwise; plus a latency
 //                  per collective
-//   overlap        data-parallel gradient reduction overlaps the backward
-//                  (the last bucket is exposed); GTP's gathers overlap the
-//                  previous layer's GEMMs; the context-parallel ring overlaps
-//                  the attention blocks; tensor-parallel collectives are
-//                  exposed (weft overlaps them only with --overlap)
+//   overlap        on a GPU, data-parallel gradient reduction overlaps the
+//                  backward (the last bucket is exposed); GTP's gathers
+//                  overlap the previous layer's GEMMs; the context-parallel
+//                  ring overlaps the attention blocks; tensor-parallel
+//                  collectives are exposed (weft overlaps them only with
+//                  --overlap). On the CPU the local backend's collectives are
+//                  copies the computing cores make: nothing overlaps
 //   pipeline       the bubble: (P-1)/M of the step for GPipe and 1F1B,
 //                  (P-1)/(V·M) interleaved, a third of 1F1B's for ZB-H1
 #pragma once
