@@ -1,5 +1,7 @@
 #include "weft/plan/machine.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,15 +80,14 @@ Probe run_probes(DType dtype, int threads) {
   const ExecContext ec(Device::cpu(), threads);
   // f32 and bf16 products alike (the CPU's bf16 GEMMs take bf16 operands).
   // A product of f FLOPs takes t0 + f / peak: the call's fixed cost (oneDNN's
-  // dispatch, the thread team's start) and the FLOPs at the peak rate, from
-  // a product small enough to be mostly the first and one large enough to
-  // be mostly the second (the fastest of many runs: the machine may be busy).
-  const double f1 = 2.0 * 64 * 64 * 64, f2 = 2.0 * 512 * 512 * 512;
-  const double t1 = f1 / gemm_rate(ec, dtype, 64, 200), t2 = f2 / gemm_rate(ec, dtype, 512, 10);
-  const double peak = t2 > t1 ? (f2 - f1) / (t2 - t1) : f2 / t2;
-  const double t0 = std::max(0.0, t1 - f1 / peak);
-  p.gemm_peak = peak;
-  p.gemm_half_flops = t0 * peak;
+  // dispatch, the thread team's start), timed on an 8³ product whose FLOPs
+  // are negligible, and the FLOPs at the peak rate, from a 512³ product (the
+  // fastest of many runs each: the machine may be busy).
+  const double f0 = 2.0 * 8 * 8 * 8, f2 = 2.0 * 512 * 512 * 512;
+  const double t0 = f0 / gemm_rate(ec, dtype, 8, 200);
+  const double t2 = f2 / gemm_rate(ec, dtype, 512, 10);
+  p.gemm_peak = f2 / std::max(t2 - t0, t2 / 2);
+  p.gemm_half_flops = t0 * p.gemm_peak;
   const size_t bytes = size_t{64} << 20;
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   p.copy_bandwidth =
@@ -111,9 +112,31 @@ std::filesystem::path cache_file() {
 
 // The cached probe for `key`, or a fresh one written to the cache (a cache
 // that cannot be read or written is ignored: the probes run again).
+// Holds an exclusive lock on the cache folder's lock file for its lifetime
+// (none when the folder cannot be made): processes started together (an
+// mpirun job's ranks choosing a layout) probe once, and read the same result.
+class CacheLock {
+ public:
+  explicit CacheLock(const std::filesystem::path& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    fd_ = ::open((dir / "plan-probes.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0) (void)::flock(fd_, LOCK_EX);
+  }
+  ~CacheLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  CacheLock(const CacheLock&) = delete;
+  CacheLock& operator=(const CacheLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 Probe cached_probe(const std::string& key, DType dtype, int threads) {
   io::Json cache = io::Json::object();
   const std::filesystem::path file = cache_file();
+  const CacheLock lock(file.parent_path());
   try {
     std::ifstream in(file);
     if (in.good()) {
@@ -143,7 +166,6 @@ Probe cached_probe(const std::string& key, DType dtype, int threads) {
   entry["latency_s"] = p.latency_s;
   cache[key] = std::move(entry);
   std::error_code ec;
-  std::filesystem::create_directories(file.parent_path(), ec);
   // A name of this process's own: runs probing at once each rename a whole file.
   const std::filesystem::path tmp = file.string() + "." + std::to_string(::getpid()) + ".tmp";
   {

@@ -3,12 +3,14 @@
 //
 // CPU. Three probes run once per (processor model, threads per rank, dtype)
 // and are cached in ~/.cache/weft/plan-probes.json ($WEFT_CACHE_DIR, else
-// $XDG_CACHE_HOME/weft, replaces the folder): weft's GEMM at two sizes (a
-// 64³ and a 512³ product: a call's fixed cost and the peak rate, the curve
+// $XDG_CACHE_HOME/weft, replaces the folder): weft's GEMM at two sizes (an
+// 8³ and a 512³ product: a call's fixed cost and the peak rate, the curve
 // of Machine::gemm_rate; the fixed cost is every kernel call's), a
 // memcpy of 64 MiB (the local backend's collectives are copies between the
 // ranks' buffers) and the latency of a small all-reduce between two local
-// ranks. The local backend runs its ranks as threads sharing the cores:
+// ranks (under a lock on the cache folder: processes started together probe
+// once and read the same figures, so an mpirun job's ranks choose the same
+// layout). The local backend runs its ranks as threads sharing the cores:
 // each rank gets cores / world threads, and ranks beyond the cores share them.
 //
 // GPU. A cluster description (--cluster FILE), a JSON object whose keys are

@@ -189,12 +189,13 @@ PlanResult plan_layouts(const PlanRequest& req, const Machine& machine) {
     p.cost = predict_step(req.workload, l, machine);
     r.fits.push_back(p);
   }
-  // Predictions closer than 1% are within the model's error: among them the
-  // layout that needs less memory goes first (headroom). The speeds are
-  // compared in 1% steps (a logarithmic grid), which keeps the order strict.
+  // Predictions closer than 0.25% are a tie (layouts that differ by little
+  // more than a kernel call's fixed cost): among them the layout that needs
+  // less memory goes first (headroom). The speeds are compared in 0.25%
+  // steps (a logarithmic grid), which keeps the order strict.
   auto step = [](const PlannedLayout& p) {
     return static_cast<int64_t>(
-        std::floor(std::log(std::max(p.cost.tokens_per_s, 1e-30)) / std::log(1.01)));
+        std::floor(std::log(std::max(p.cost.tokens_per_s, 1e-30)) / std::log(1.0025)));
   };
   std::stable_sort(r.fits.begin(), r.fits.end(),
                    [&](const PlannedLayout& a, const PlannedLayout& b) {

@@ -44,7 +44,7 @@ std::vector<Layout> enumerate_layouts(const Workload& workload, int world, int64
                                       const std::vector<Dimension>& varied);
 
 struct PlanResult {
-  // Within the limit, fastest first; predictions in the same 1% step (within
+  // Within the limit, fastest first; predictions in the same 0.25% step (within
   // the model's error) smallest memory first.
   std::vector<PlannedLayout> fits;
   // The layout that needs the least memory, of all (when none fits: what to say).
