@@ -44,8 +44,8 @@ GptConfig shape(int64_t vocab, int64_t seq, int64_t layers, int64_t width, int64
 }  // namespace
 
 const std::vector<std::string>& gpt_preset_names() {
-  static const std::vector<std::string> names{"tiny",       "gpt2-124m", "gpt2-350m",
-                                              "llama-tiny", "llama-1b",  "moe-tiny"};
+  static const std::vector<std::string> names{"tiny",     "gpt2-124m",   "gpt2-350m", "llama-tiny",
+                                              "llama-1b", "llama3-405b", "moe-tiny"};
   return names;
 }
 
@@ -56,13 +56,21 @@ GptConfig gpt_preset(const std::string& name) {
   // SwiGLU's hidden size about 8/3 of the width (Llama's rule), a multiple of 32.
   if (name == "llama-tiny") return llama(shape(256, 128, 4, 128, 8), 4, 352);
   if (name == "llama-1b") return llama(shape(32000, 2048, 22, 2048, 32), 4, 5632);
+  // Llama 3 405B (Llama 3 paper, Table 3): rope base 500000, context 8192.
+  if (name == "llama3-405b") {
+    GptConfig c = llama(shape(128256, 8192, 126, 16384, 128), 8, 53248);
+    c.rope_theta = 500000.0;
+    return c;
+  }
   if (name == "moe-tiny") {
     GptConfig c = llama(shape(256, 128, 4, 128, 8), 4, 352);
     c.moe_experts = 4;
     return c;
   }
-  WEFT_FAIL("unknown preset '{}': use tiny, gpt2-124m, gpt2-350m, llama-tiny, llama-1b or moe-tiny",
-            name);
+  WEFT_FAIL(
+      "unknown preset '{}': use tiny, gpt2-124m, gpt2-350m, llama-tiny, llama-1b, llama3-405b or "
+      "moe-tiny",
+      name);
 }
 
 namespace {

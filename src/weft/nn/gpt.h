@@ -89,7 +89,9 @@ struct GptConfig {
 // Llama: RMSNorm, SwiGLU with hidden 352, rotary positions, 8 heads sharing 4
 // KV heads, no biases, untied head) and "llama-1b" (TinyLlama-1.1B's shape:
 // 22 layers, width 2048, 32 heads, 4 KV heads, MLP 5632, vocabulary 32000,
-// context 2048), "moe-tiny" (llama-tiny with 4 experts, top-2, in every
+// context 2048), "llama3-405b" (Llama 3 405B's shape: 126 layers, width
+// 16384, 128 heads, 8 KV heads, MLP 53248, vocabulary 128256, context 8192;
+// for `weft plan`, far beyond one machine), "moe-tiny" (llama-tiny with 4 experts, top-2, in every
 // layer: a Mixtral at tiny's size). Throws for other names.
 GptConfig gpt_preset(const std::string& name);
 // The preset names, for help texts and errors.

@@ -33,7 +33,8 @@ const std::vector<KeyDef>& key_defs() {
           "model preset: tiny (GPT-2 shape, 4 layers, width 128), gpt2-124m, gpt2-350m (24 layers, "
           "width 1024, 16 heads), llama-tiny (tiny's "
           "size as a Llama: RMSNorm, SwiGLU, rotary positions, 4 KV heads, no biases, untied "
-          "head), llama-1b (TinyLlama-1.1B's shape) or moe-tiny (llama-tiny with 4 experts, "
+          "head), llama-1b (TinyLlama-1.1B's shape), llama3-405b (Llama 3 405B's shape, for weft "
+          "plan) or moe-tiny (llama-tiny with 4 experts, "
           "top-2); shape and architecture options override "
           "it"},
          [](TrainConfig& c, const io::Json& v, const Where& w) {
