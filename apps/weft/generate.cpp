@@ -4,9 +4,12 @@
 #include <iostream>
 
 #include "cli.h"
+#include "weft/io/checkpoint_tokenizer.h"
 #include "weft/io/json.h"
 #include "weft/io/tokenizer.h"
+#include "weft/text/tokenizer.h"
 #include "weft/train/load_model.h"
+#include "weft/train/run_tokenizer.h"
 
 namespace weft {
 namespace {
@@ -15,13 +18,16 @@ cli::Options generate_command_options() {
   cli::Options opts(
       "weft generate [options]",
       "Continues a prompt with text sampled from a checkpoint (temperature and top-k;\n"
-      "the same seed gives the same text). Byte-level models (vocabulary 256) take\n"
-      "--prompt TEXT and print text. Models with another vocabulary (GPT-2's 50257\n"
-      "BPE tokens) need a tokenizer weft does not have: pass --prompt-ids and read\n"
-      "token ids back.");
+      "the same seed gives the same text). A checkpoint that carries a tokenizer\n"
+      "(weft train --tokenizer, or imported from a Hugging Face directory with its\n"
+      "tokenizer.json) and byte-level models (vocabulary 256) take --prompt TEXT and\n"
+      "print text: the prompt is encoded as transformers encodes it (the BOS the\n"
+      "tokenizer adds included) and the prompt and continuation are decoded with\n"
+      "special tokens left out. Other models take --prompt-ids and print ids.");
   opts.option("checkpoint", "DIR|FILE", "none",
               "a checkpoint directory (weft train --save) or a GPT-2 .safetensors file (required)")
-      .option("prompt", "TEXT", "a newline", "the text to continue (byte-level models)")
+      .option("prompt", "TEXT", "a newline",
+              "the text to continue (models with a tokenizer, byte-level models)")
       .option("prompt-ids", "IDS", "none", "the prompt as comma-separated token ids")
       .option("tokens", "N", "200", "tokens to generate")
       .option("temperature", "T", "0.8", "sampling temperature (0: always the most likely token)")
@@ -31,6 +37,11 @@ cli::Options generate_command_options() {
       .option("device", "cpu|cuda|cuda:N", "cpu", "where the model runs (a GPU needs a CUDA build)")
       .flag("json", "print {\"prompt_ids\":[...],\"ids\":[...],\"text\":...}");
   return opts;
+}
+
+std::vector<int32_t> joined(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 int generate_command(const std::vector<std::string>& args) {
@@ -52,11 +63,17 @@ int generate_command(const std::vector<std::string>& args) {
   train::InferenceModel m = train::load_for_inference(opts.str("checkpoint"), dtype, {},
                                                       Device::parse(opts.str("device")));
   const int64_t vocab = m.model->config().vocab;
-  const bool bytes = vocab == io::ByteTokenizer::kVocabSize;
+  // The checkpoint's own tokenizer, when it carries one.
+  std::optional<text::Tokenizer> hf;
+  if (const std::string json = io::model_tokenizer(opts.str("checkpoint")); !json.empty())
+    hf.emplace(text::Tokenizer::from_json(json, opts.str("checkpoint") + "/tokenizer.json"));
+  const bool bytes = !hf && vocab == io::ByteTokenizer::kVocabSize;
   io::ByteTokenizer tok;
   std::vector<int32_t> prompt;
   if (opts.given("prompt-ids")) {
     prompt = cli::parse_token_ids(opts.str("prompt-ids"));
+  } else if (hf) {
+    prompt = train::encode_prompt(*hf, opts.given("prompt") ? opts.str("prompt") : "");
   } else {
     WEFT_CHECK(bytes,
                "this model's vocabulary has {} tokens (not bytes) and weft has no BPE tokenizer: "
@@ -65,6 +82,9 @@ int generate_command(const std::vector<std::string>& args) {
                vocab);
     prompt = tok.encode(opts.given("prompt") ? opts.str("prompt") : "\n");
   }
+  WEFT_CHECK(static_cast<int64_t>(prompt.size()) <= m.model->config().seq,
+             "the prompt is {} tokens, longer than the model's context of {}: shorten --prompt",
+             prompt.size(), m.model->config().seq);
   const std::vector<int32_t> ids = train::generate(*m.model, prompt,
                                                    {.tokens = tokens,
                                                     .temperature = static_cast<float>(temperature),
@@ -77,8 +97,11 @@ int generate_command(const std::vector<std::string>& args) {
     for (int32_t id : ids) g.push_back(id);
     out["prompt_ids"] = std::move(p);
     out["ids"] = std::move(g);
+    if (hf) out["text"] = train::decode_generated(*hf, joined(prompt, ids));
     if (bytes) out["text"] = train::valid_utf8(tok.decode(prompt) + tok.decode(ids));
     std::cout << out.dump() << std::endl;
+  } else if (hf) {
+    std::cout << train::decode_generated(*hf, joined(prompt, ids)) << std::endl;
   } else if (bytes) {
     std::cout << tok.decode(prompt) << tok.decode(ids) << std::endl;
   } else {

@@ -8,7 +8,9 @@
 #include "cli.h"
 #include "weft/io/checkpoint.h"
 #include "weft/io/data.h"
+#include "weft/text/tokenizer.h"
 #include "weft/train/generate.h"
+#include "weft/train/run_tokenizer.h"
 #include "weft/train/stop_signal.h"
 #include "weft/train/trainer.h"
 
@@ -100,6 +102,14 @@ Resolved resolve(const cli::Options& opts) {
   if (!vocab_chosen && !cfg.data.empty()) {
     const auto format = io::data_format(cfg.data);
     if (format != io::TokenData::Format::text) cfg.model.vocab = io::tokenizer_vocab(format);
+  }
+  // A Hugging Face tokenizer (--tokenizer, or the one beside the shards)
+  // gives its vocabulary, a preset's too, unless --vocab (or the checkpoint
+  // resumed or started from) says otherwise.
+  if (!opts.given("vocab") && !in_file("vocab") && resume.empty() && init.empty()) {
+    std::string where;
+    const std::string json = train::find_run_tokenizer(cfg, where);
+    if (!json.empty()) cfg.model.vocab = text::Tokenizer::from_json(json, where).vocab_size();
   }
   cfg.overwrite = opts.flag_set("overwrite");
   cfg.reset_schedule = opts.flag_set("reset-schedule");
