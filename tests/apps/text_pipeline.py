@@ -181,6 +181,22 @@ def case_model(weft, data, work):
                            "The quick brown fox", "--tokens", "6", "--temperature", "0",
                            "--json"]).stdout)
     assert gen3["prompt_ids"] == g["prompt_ids"], (gen3, g)
+    # `weft checkpoint verify` checks the tokenizer too; a damaged one is named.
+    out = run([weft, "checkpoint", "verify", ck]).stdout.decode()
+    assert "tokenizer.json" in out and "checksum ok" in out, out
+    damaged = os.path.join(work, "ck-damaged")
+    import shutil
+    shutil.rmtree(damaged, ignore_errors=True)
+    shutil.copytree(os.path.join(ck, "step-000003"), damaged)
+    with open(os.path.join(damaged, "tokenizer.json"), "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 1]))
+    expect_error([weft, "generate", "--checkpoint", damaged, "--prompt", "x", "--tokens", "2"],
+                 "does not match its checksum")
+    p = run([weft, "checkpoint", "verify", damaged], rc=2)
+    assert b"tokenizer.json" in p.stdout + p.stderr, p
     # A prompt longer than the context (64).
     expect_error([weft, "generate", "--checkpoint", ck, "--prompt", "word " * 100],
                  "longer than the model's context of 64")
