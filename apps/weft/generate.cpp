@@ -76,9 +76,9 @@ int generate_command(const std::vector<std::string>& args) {
     prompt = train::encode_prompt(*hf, opts.given("prompt") ? opts.str("prompt") : "");
   } else {
     WEFT_CHECK(bytes,
-               "this model's vocabulary has {} tokens (not bytes) and weft has no BPE tokenizer: "
-               "pass the prompt as token ids, e.g. --prompt-ids 464,2068 (GPT-2: 50256 is "
-               "<|endoftext|>)",
+               "this model's vocabulary has {} tokens (not bytes) and its checkpoint carries no "
+               "tokenizer: pass the prompt as token ids, e.g. --prompt-ids 464,2068 (GPT-2: 50256 "
+               "is <|endoftext|>), or train with --tokenizer FILE|DIR",
                vocab);
     prompt = tok.encode(opts.given("prompt") ? opts.str("prompt") : "\n");
   }

@@ -208,7 +208,7 @@ int train_command(const std::vector<std::string>& args) {
     out["val_loss"] = s.final_val_loss ? io::Json(*s.final_val_loss) : io::Json();
     out["seconds"] = s.seconds;
     out["tokens_per_s"] = s.tokens_per_s;
-    if (cfg.model.vocab == 256) out["sample"] = train::valid_utf8(s.sample);
+    if (s.sample_is_text) out["sample"] = train::valid_utf8(s.sample);
     io::Json ids = io::Json::array();
     for (int32_t id : s.sample_ids) ids.push_back(id);
     out["sample_ids"] = std::move(ids);
@@ -225,10 +225,10 @@ int train_command(const std::vector<std::string>& args) {
   }
   std::cout << "\n";
   if (!s.sample_ids.empty()) {
-    if (cfg.model.vocab == 256) {
+    if (s.sample_is_text) {
       std::cout << "sample:\n" << s.sample << "\n";
     } else {
-      std::cout << "sample (token ids; weft has no BPE tokenizer to turn them into text):\n";
+      std::cout << "sample (token ids; pass --tokenizer FILE|DIR to turn them into text):\n";
       for (size_t i = 0; i < s.sample_ids.size(); ++i)
         std::cout << (i ? " " : "") << s.sample_ids[i];
       std::cout << "\n";

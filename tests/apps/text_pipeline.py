@@ -144,10 +144,12 @@ def case_prepare(weft, data, work):
 def case_model(weft, data, work):
     out, _ = prepare(weft, data, work, "llama3.json", "shards-model", ["--val-tokens", "2000"])
     ck = os.path.join(work, "ck-text")
-    run([weft, "train", "--data", os.path.join(out, "data_train_*.bin"), "--val-data",
+    trained = run([weft, "train", "--data", os.path.join(out, "data_train_*.bin"), "--val-data",
          os.path.join(out, "data_val_000000.bin"), "--layers", "2", "--width", "64", "--heads", "2",
          "--seq", "64", "--steps", "3", "--micro-batch", "2", "--eval-every", "0",
          "--sample-tokens", "8", "--sample-prompt", "The quick", "--save", ck, "--overwrite"])
+    # The end-of-run sample: --sample-prompt through the tokenizer, decoded.
+    assert "sample:\nThe quick" in trained.stdout.decode(), trained.stdout.decode()
     index = json.load(open(os.path.join(ck, "step-000003", "index.json")))
     assert index["model"]["vocab"] == 2000, index["model"]
     assert index["tokenizer"]["file"] == "tokenizer.json"

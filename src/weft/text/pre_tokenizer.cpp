@@ -14,34 +14,23 @@ namespace {
 using detail::get;
 using detail::get_or;
 
-// Applies `f(piece, out)` to every piece.
-template <typename F>
-void each(std::vector<Piece>& pieces, F&& f) {
-  std::vector<Piece> out;
-  out.reserve(pieces.size() * 2);
-  for (const auto& p : pieces) f(p, out);
-  pieces = std::move(out);
-}
-
 struct ByteLevel final : PreTokenizer {
   bool add_prefix_space = false;
   std::unique_ptr<Regex> re;  // null: no regex
-  void pre_tokenize(std::vector<Piece>& pieces) const override {
-    each(pieces, [&](const Piece& p, std::vector<Piece>& out) {
-      Piece q = p;
-      if (add_prefix_space && !q.text.starts_with(' ')) q.text.insert(0, " ");
-      const size_t first = out.size();
-      if (re)
-        split_piece(q, regex_segments(*re, q.text), SplitBehavior::isolated, false, out);
-      else if (!q.text.empty())
-        out.push_back(std::move(q));
-      for (size_t k = first; k < out.size(); ++k) {
-        std::string mapped;
-        mapped.reserve(out[k].text.size() * 2);
-        append_byte_chars(mapped, out[k].text);
-        out[k].text = std::move(mapped);
-      }
-    });
+  void pre_tokenize(Piece p, const PieceSink& out) const override {
+    if (add_prefix_space && !p.text.starts_with(' ')) p.text.insert(0, " ");
+    auto mapped = [&](Piece&& q) {
+      std::string m;
+      m.reserve(q.text.size() * 2);
+      append_byte_chars(m, q.text);
+      q.text = std::move(m);
+      out(std::move(q));
+    };
+    if (re)
+      split_piece(p, regex_segments(*re, p.text), SplitBehavior::isolated, false,
+                  PieceSink(mapped));
+    else if (!p.text.empty())
+      mapped(std::move(p));
   }
 };
 
@@ -50,16 +39,14 @@ struct Split final : PreTokenizer {
   std::string literal;
   SplitBehavior behavior = SplitBehavior::isolated;
   bool invert = false;
-  void pre_tokenize(std::vector<Piece>& pieces) const override {
-    each(pieces, [&](const Piece& p, std::vector<Piece>& out) {
-      if (re) {
-        split_piece(p, regex_segments(*re, p.text), behavior, invert, out);
-      } else if (literal.empty()) {
-        split_piece(p, {{0, p.text.size(), false}}, behavior, invert, out);
-      } else {
-        split_piece(p, string_segments(literal, p.text), behavior, invert, out);
-      }
-    });
+  void pre_tokenize(Piece p, const PieceSink& out) const override {
+    if (re) {
+      split_piece(p, regex_segments(*re, p.text), behavior, invert, out);
+    } else if (literal.empty()) {
+      split_piece(p, {{0, p.text.size(), false}}, behavior, invert, out);
+    } else {
+      split_piece(p, string_segments(literal, p.text), behavior, invert, out);
+    }
   }
 };
 
@@ -70,66 +57,74 @@ struct Metaspace final : PreTokenizer {
   char32_t replacement_char = 0;
   Prepend prepend = Prepend::always;
   bool split = true;
-  void pre_tokenize(std::vector<Piece>& pieces) const override {
-    each(pieces, [&](const Piece& p, std::vector<Piece>& out) {
-      Piece q{std::string(), p.at_origin};
-      q.text.reserve(p.text.size() + replacement.size());
-      for (const char c : p.text) {
-        if (c == ' ')
-          q.text += replacement;
-        else
-          q.text += c;
-      }
-      const bool starts = q.text.starts_with(replacement);
-      if ((prepend == Prepend::always && !starts) ||
-          (prepend == Prepend::first && !starts && q.at_origin))
-        q.text.insert(0, replacement);
-      if (split) {
-        const char32_t r = replacement_char;
-        split_piece(q, char_segments([r](char32_t c) { return c == r; }, q.text),
-                    SplitBehavior::merged_with_next, false, out);
-      } else if (!q.text.empty()) {
-        out.push_back(std::move(q));
-      }
-    });
+  void pre_tokenize(Piece p, const PieceSink& out) const override {
+    Piece q{std::string(), p.at_origin};
+    q.text.reserve(p.text.size() + replacement.size());
+    for (const char c : p.text) {
+      if (c == ' ')
+        q.text += replacement;
+      else
+        q.text += c;
+    }
+    const bool starts = q.text.starts_with(replacement);
+    if ((prepend == Prepend::always && !starts) ||
+        (prepend == Prepend::first && !starts && q.at_origin))
+      q.text.insert(0, replacement);
+    if (split) {
+      const char32_t r = replacement_char;
+      split_piece(q, char_segments([r](char32_t c) { return c == r; }, q.text),
+                  SplitBehavior::merged_with_next, false, out);
+    } else if (!q.text.empty()) {
+      out(std::move(q));
+    }
   }
 };
 
 struct CharSplit final : PreTokenizer {
   bool (*pred)(char32_t) = nullptr;
   SplitBehavior behavior = SplitBehavior::isolated;
-  void pre_tokenize(std::vector<Piece>& pieces) const override {
-    each(pieces, [&](const Piece& p, std::vector<Piece>& out) {
-      split_piece(p, char_segments(pred, p.text), behavior, false, out);
-    });
+  void pre_tokenize(Piece p, const PieceSink& out) const override {
+    split_piece(p, char_segments(pred, p.text), behavior, false, out);
   }
 };
 
 // Whitespace: the runs of \w+ and of [^\w\s]+ (the regex crate's classes),
 // whitespace dropped.
 struct Whitespace final : PreTokenizer {
-  void pre_tokenize(std::vector<Piece>& pieces) const override {
-    each(pieces, [&](const Piece& p, std::vector<Piece>& out) {
-      const std::string& s = p.text;
-      size_t i = 0;
-      while (i < s.size()) {
-        size_t len = 0;
-        char32_t c = next_char(s, i, len);
-        if (is_whitespace(c) && !is_word(c)) {
-          i += len;
-          continue;
-        }
-        const bool word = is_word(c);
-        const size_t b = i;
+  void pre_tokenize(Piece p, const PieceSink& out) const override {
+    const std::string& s = p.text;
+    size_t i = 0;
+    while (i < s.size()) {
+      size_t len = 0;
+      char32_t c = next_char(s, i, len);
+      if (is_whitespace(c) && !is_word(c)) {
         i += len;
-        while (i < s.size()) {
-          c = next_char(s, i, len);
-          if (word ? !is_word(c) : (is_word(c) || is_whitespace(c))) break;
-          i += len;
-        }
-        out.push_back({s.substr(b, i - b), p.at_origin && b == 0});
+        continue;
       }
-    });
+      const bool word = is_word(c);
+      const size_t b = i;
+      i += len;
+      while (i < s.size()) {
+        c = next_char(s, i, len);
+        if (word ? !is_word(c) : (is_word(c) || is_whitespace(c))) break;
+        i += len;
+      }
+      out(Piece{s.substr(b, i - b), p.at_origin && b == 0});
+    }
+  }
+};
+
+// Each item's parts go to the next item; the last item's to `out`.
+struct Sequence final : PreTokenizer {
+  std::vector<std::unique_ptr<PreTokenizer>> items;
+  void pre_tokenize(Piece p, const PieceSink& out) const override { run(0, std::move(p), out); }
+  void run(size_t k, Piece p, const PieceSink& out) const {
+    if (k == items.size()) {
+      out(std::move(p));
+      return;
+    }
+    auto next = [&, k](Piece&& q) { run(k + 1, std::move(q), out); };
+    items[k]->pre_tokenize(std::move(p), PieceSink(next));
   }
 };
 
@@ -203,12 +198,6 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& spec) {
   }
   if (type == "Whitespace") return std::make_unique<Whitespace>();
   if (type == "Sequence") {
-    struct Sequence final : PreTokenizer {
-      std::vector<std::unique_ptr<PreTokenizer>> items;
-      void pre_tokenize(std::vector<Piece>& pieces) const override {
-        for (const auto& p : items) p->pre_tokenize(pieces);
-      }
-    };
     auto s = std::make_unique<Sequence>();
     const auto& items = detail::field(spec, "pretokenizers", what);
     WEFT_CHECK(items.is_array(), "tokenizer.json: {} has \"pretokenizers\" that is not a list",

@@ -15,8 +15,8 @@ namespace weft::text {
 class PreTokenizer {
  public:
   virtual ~PreTokenizer() = default;
-  // Replaces `pieces` by their parts.
-  virtual void pre_tokenize(std::vector<Piece>& pieces) const = 0;
+  // Sends the parts of `piece` to `out`, in order.
+  virtual void pre_tokenize(Piece piece, const PieceSink& out) const = 0;
 };
 
 // nullptr for JSON null; a type weft does not support is a weft::Error naming it.

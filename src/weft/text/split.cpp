@@ -71,7 +71,7 @@ std::vector<Segment> string_segments(std::string_view needle, std::string_view s
 }
 
 void split_piece(const Piece& piece, std::vector<Segment> segs, SplitBehavior behavior, bool invert,
-                 std::vector<Piece>& out) {
+                 const PieceSink& out) {
   if (invert)
     for (auto& s : segs) s.match = !s.match;
   // (begin, end, remove)
@@ -126,7 +126,7 @@ void split_piece(const Piece& piece, std::vector<Segment> segs, SplitBehavior be
   }
   for (const auto& p : parts) {
     if (p.remove || p.begin == p.end) continue;
-    out.push_back({piece.text.substr(p.begin, p.end - p.begin), piece.at_origin && p.begin == 0});
+    out(Piece{piece.text.substr(p.begin, p.end - p.begin), piece.at_origin && p.begin == 0});
   }
 }
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,20 @@ struct Piece {
   bool at_origin = false;
 };
 
+// Where pre-tokenizers send their pieces, one at a time (a reference to a
+// callable that outlives the call; no allocation).
+class PieceSink {
+ public:
+  template <typename F>
+  requires(!std::is_same_v<std::remove_cvref_t<F>, PieceSink>) explicit PieceSink(F& f)
+      : ctx_(&f), fn_([](void* c, Piece&& p) { (*static_cast<F*>(c))(std::move(p)); }) {}
+  void operator()(Piece&& p) const { fn_(ctx_, std::move(p)); }
+
+ private:
+  void* ctx_;
+  void (*fn_)(void*, Piece&&);
+};
+
 // [begin, end) segments covering the string, each a match or not.
 struct Segment {
   size_t begin, end;
@@ -39,8 +54,8 @@ std::vector<Segment> char_segments(const std::function<bool(char32_t)>& pred, st
 std::vector<Segment> string_segments(std::string_view needle, std::string_view s);
 
 // Splits `piece` by `segments` (match flags inverted first when `invert`) with
-// `behavior`, appending the non-empty parts to `out`.
+// `behavior`, sending the non-empty parts to `out` in order.
 void split_piece(const Piece& piece, std::vector<Segment> segments, SplitBehavior behavior,
-                 bool invert, std::vector<Piece>& out);
+                 bool invert, const PieceSink& out);
 
 }  // namespace weft::text

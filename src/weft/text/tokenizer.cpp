@@ -53,9 +53,12 @@ struct Tokenizer::Impl {
     if (normalizer) normalizer->normalize(text);
     auto run = [&](std::string part, bool origin) {
       if (part.empty()) return;
-      std::vector<Piece> pieces{{std::move(part), origin}};
-      if (pre_tokenizer) pre_tokenizer->pre_tokenize(pieces);
-      for (const auto& p : pieces) tokenize_piece(p.text, cache, out);
+      if (!pre_tokenizer) {
+        tokenize_piece(part, cache, out);
+        return;
+      }
+      auto to_model = [&](Piece&& p) { tokenize_piece(p.text, cache, out); };
+      pre_tokenizer->pre_tokenize(Piece{std::move(part), origin}, PieceSink(to_model));
     };
     if (normalized_matcher.empty()) {
       run(std::move(text), at_origin);

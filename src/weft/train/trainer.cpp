@@ -130,6 +130,7 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
         if (run.sample_tokens > 0 && !s.stop_signal) {
           const text::Tokenizer* tok = tokenizer ? &*tokenizer : nullptr;
           s.sample_ids = trainer.sample(sample_prompt(run, tok), run.sample_tokens, run.seed);
+          s.sample_is_text = tok || run.model.vocab == io::ByteTokenizer::kVocabSize;
           if (tok)
             s.sample = decode_generated(*tok, s.sample_ids);
           else if (run.model.vocab == io::ByteTokenizer::kVocabSize)
