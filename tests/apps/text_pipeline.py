@@ -184,6 +184,10 @@ def case_model(weft, data, work):
                            "The quick brown fox", "--tokens", "6", "--temperature", "0",
                            "--json"]).stdout)
     assert gen3["prompt_ids"] == g["prompt_ids"], (gen3, g)
+    # A resumed run keeps storing it.
+    run([weft, "train", "--resume", ck, "--steps", "4", "--sample-tokens", "0"])
+    assert open(os.path.join(ck, "step-000004", "tokenizer.json"), "rb").read() == \
+        open(os.path.join(data, "llama3.json"), "rb").read()
     # `weft checkpoint verify` checks the tokenizer too; a damaged one is named.
     out = run([weft, "checkpoint", "verify", ck]).stdout.decode()
     assert "tokenizer.json" in out and "checksum ok" in out, out

@@ -147,6 +147,9 @@ PrepareSummary prepare_data(const text::Tokenizer& tok, const std::vector<std::s
   WEFT_CHECK(opts.val_tokens >= -1, "--val-tokens {} must be 0 or more", opts.val_tokens);
   WEFT_CHECK(!opts.name.empty() && opts.name.find('/') == std::string::npos,
              "--name '{}' must be a file name prefix without '/'", opts.name);
+  WEFT_CHECK(opts.val_tokens <= opts.shard_tokens,
+             "--val-tokens {} is more than a shard holds (--shard-tokens {})", opts.val_tokens,
+             opts.shard_tokens);
   PrepareSummary s;
   s.eot_id = end_of_text_id(tok, opts.eot, s.eot);
   const bool wide = tok.vocab_size() > 65536;

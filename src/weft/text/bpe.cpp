@@ -40,8 +40,11 @@ Bpe::Bpe(const nlohmann::json& spec) {
     vocab_[token] = static_cast<int32_t>(id.get<int64_t>());
     max_id = std::max(max_id, id.get<int64_t>());
   }
-  WEFT_CHECK(max_id < (int64_t{1} << 26), "tokenizer.json: the vocab has an id of {}, too large",
-             max_id);
+  // Ids index a table: they must be about as many as the tokens.
+  WEFT_CHECK(max_id < 2 * static_cast<int64_t>(vocab_.size()) + 65536,
+             "tokenizer.json: the vocab has {} tokens but ids up to {}; weft reads vocabularies "
+             "whose ids are dense",
+             vocab_.size(), max_id);
   tokens_.resize(static_cast<size_t>(max_id + 1));
   for (const auto& [token, id] : vocab_) tokens_[static_cast<size_t>(id)] = token;
 

@@ -1,5 +1,6 @@
 #include "weft/train/run_tokenizer.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -11,7 +12,17 @@
 namespace weft::train {
 
 std::string find_run_tokenizer(const TrainConfig& cfg, std::string& where) {
-  if (!cfg.tokenizer.empty()) {
+  // A resumed run's saved --tokenizer path may be gone: its checkpoint's copy
+  // is the same file.
+  std::error_code ec;
+  const bool given = !cfg.tokenizer.empty();
+  if (given && !std::filesystem::exists(cfg.tokenizer, ec) && !cfg.resume.empty()) {
+    if (std::string json = io::checkpoint_tokenizer(cfg.resume); !json.empty()) {
+      where = cfg.resume;
+      return json;
+    }
+  }
+  if (given) {
     const text::Tokenizer tok = text::Tokenizer::from_file(cfg.tokenizer);
     where = tok.source();
     return tok.json();
