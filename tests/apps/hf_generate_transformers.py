@@ -55,17 +55,28 @@ def main():
             config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=64,
                                               intermediate_size=128, num_hidden_layers=2,
                                               num_attention_heads=4, num_key_value_heads=2,
-                                              max_position_embeddings=128,
-                                              tie_word_embeddings=False)
+                                              max_position_embeddings=128, rms_norm_eps=1e-5,
+                                              rope_theta=500000.0, tie_word_embeddings=False)
             model = transformers.LlamaForCausalLM(config)
             tok = transformers.PreTrainedTokenizerFast(tokenizer_file=tok_file,
                                                        bos_token="<|begin_of_text|>",
                                                        eos_token="<|end_of_text|>")
         assert specials
         model.eval()
-        # No end-of-sequence stop: both sides generate all TOKENS tokens.
-        model.generation_config.eos_token_id = None
-        model.generation_config.pad_token_id = 0
+        # Weights far from the initialization's near-uniform logits, so that
+        # the greedy choice is clear-cut (no near ties for rounding to flip).
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("norm.weight") or ".ln_" in name:
+                    p.uniform_(0.5, 1.5)
+                else:
+                    p.normal_(0.0, 0.15)
+        # The end-of-sequence token is the tokenizer's, in the model's config and
+        # its generation config alike (both sides stop there, if it comes).
+        eos = tok.convert_tokens_to_ids(tok.eos_token)
+        bos = tok.convert_tokens_to_ids(tok.bos_token)
+        for c in (model.config, model.generation_config):
+            c.eos_token_id, c.bos_token_id, c.pad_token_id = eos, bos, eos
         out_dir = os.path.join(work, f"hf-gen-{arch}")
         model.save_pretrained(out_dir, safe_serialization=True)
         tok.save_pretrained(out_dir)
