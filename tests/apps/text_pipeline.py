@@ -173,6 +173,11 @@ def case_model(weft, data, work):
         assert os.path.exists(os.path.join(exported, f)), f
     special = json.load(open(os.path.join(exported, "special_tokens_map.json")))
     assert special["bos_token"] == "<|begin_of_text|>", special
+    ids = {t["content"]: t["id"] for t in spec["added_tokens"]}
+    for f in ["config.json", "generation_config.json"]:
+        c = json.load(open(os.path.join(exported, f)))
+        assert c["bos_token_id"] == ids["<|begin_of_text|>"], (f, c)
+        assert c["eos_token_id"] == ids["<|end_of_text|>"], (f, c)
     imported = os.path.join(work, "imported-text")
     run([weft, "checkpoint", "import", exported, imported])
     gen2 = json.loads(run([weft, "generate", "--checkpoint", imported, "--prompt",

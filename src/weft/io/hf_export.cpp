@@ -321,6 +321,8 @@ std::vector<std::string> export_hf(const std::string& checkpoint_dir, const std:
   // The checkpoint's own tokenizer when it carries one, else weft's byte
   // tokenizer for byte-level models.
   if (const std::string tok = checkpoint_tokenizer(checkpoint_dir); !tok.empty()) {
+    set_special_token_ids(tok, files.at("config.json"));
+    set_special_token_ids(tok, files.at("generation_config.json"));
     files.merge(hf_tokenizer_files(tok, shape.at("seq").as_int()));
   } else if (shape.at("vocab").as_int() == ByteTokenizer::kVocabSize) {
     files.merge(byte_tokenizer_files(shape.at("seq").as_int()));

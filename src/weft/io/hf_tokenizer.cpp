@@ -11,10 +11,10 @@ namespace fs = std::filesystem;
 
 namespace weft::io {
 
-std::map<std::string, Json> hf_tokenizer_files(const std::string& tokenizer_json,
-                                               int64_t model_max_length) {
-  const text::Tokenizer tok =
-      text::Tokenizer::from_json(tokenizer_json, "the checkpoint's tokenizer.json");
+namespace {
+
+// special_tokens_map.json: bos, eos, unk as named above.
+Json special_tokens(const text::Tokenizer& tok) {
   Json special = Json::object();
   std::string eos;
   for (const char* name : {"<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>"}) {
@@ -29,7 +29,26 @@ std::map<std::string, Json> hf_tokenizer_files(const std::string& tokenizer_json
     special["bos_token"] = eos;
   if (!eos.empty()) special["eos_token"] = eos;
   if (tok.token_to_id("<unk>")) special["unk_token"] = "<unk>";
+  return special;
+}
 
+}  // namespace
+
+void set_special_token_ids(const std::string& tokenizer_json, Json& config) {
+  const text::Tokenizer tok =
+      text::Tokenizer::from_json(tokenizer_json, "the checkpoint's tokenizer.json");
+  const Json special = special_tokens(tok);
+  for (const char* key : {"bos_token", "eos_token"}) {
+    if (const Json* name = special.find(key))
+      config[std::string(key) + "_id"] = static_cast<int64_t>(*tok.token_to_id(name->as_string()));
+  }
+}
+
+std::map<std::string, Json> hf_tokenizer_files(const std::string& tokenizer_json,
+                                               int64_t model_max_length) {
+  const text::Tokenizer tok =
+      text::Tokenizer::from_json(tokenizer_json, "the checkpoint's tokenizer.json");
+  Json special = special_tokens(tok);
   Json config = Json::object();
   config["tokenizer_class"] = "PreTrainedTokenizerFast";
   config["model_max_length"] = model_max_length;

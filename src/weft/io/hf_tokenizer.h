@@ -20,6 +20,10 @@ namespace weft::io {
 std::map<std::string, Json> hf_tokenizer_files(const std::string& tokenizer_json,
                                                int64_t model_max_length);
 
+// `config` (config.json or generation_config.json) with bos_token_id and
+// eos_token_id of those tokens, where the tokenizer has them.
+void set_special_token_ids(const std::string& tokenizer_json, Json& config);
+
 // The tokenizer.json of a Hugging Face model directory (`path`; "" for a
 // file or a directory without one), checked to be one weft reads (an
 // unsupported component is a weft::Error naming it) and to fit `vocab`.
