@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "weft/io/checkpoint_format.h"
-#include "weft/io/hf_export.h"
 #include "weft/io/checkpoint_tokenizer.h"
+#include "weft/io/hf_export.h"
 #include "weft/io/hf_files.h"
 #include "weft/io/safetensors.h"
 

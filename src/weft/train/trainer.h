@@ -37,7 +37,8 @@ struct TrainSummary {
   double seconds = 0;       // wall time of the steps, evaluations and checkpoints
   double tokens_per_s = 0;  // over the training steps alone
   std::string sample{};     // generated text (byte vocabularies, or the run's tokenizer)
-  bool sample_is_text = false;  // `sample` holds it
+  // Whether `sample` holds the text.
+  bool sample_is_text = false;
   std::vector<int32_t> sample_ids{};
   // The signal (SIGINT, SIGTERM) that stopped the run after step `steps`, 0
   // when it ran to its end; set on every process of the world.
