@@ -26,7 +26,7 @@ namespace weft::text {
 // own). Holds at most `capacity` entries: when full, it starts again empty.
 class EncodeCache {
  public:
-  explicit EncodeCache(size_t capacity = 1 << 20) : capacity_(capacity) {}
+  explicit EncodeCache(size_t capacity = 1 << 18) : capacity_(capacity) {}
   const std::vector<int32_t>* find(const std::string& piece) const {
     auto it = map_.find(piece);
     return it == map_.end() ? nullptr : &it->second;
