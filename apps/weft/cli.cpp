@@ -69,6 +69,12 @@ Options& Options::repeated(const std::string& name, const std::string& metavar,
   return *this;
 }
 
+Options& Options::positional_list(const std::string& name, const std::string& help) {
+  positional(name, help);
+  positional_list_ = true;
+  return *this;
+}
+
 Options& Options::positional(const std::string& name, const std::string& help) {
   positional_specs_.emplace_back(name, help);
   return *this;
@@ -184,7 +190,7 @@ void Options::parse(const std::vector<std::string>& args) {
   } catch (const CLI::ParseError& e) {
     WEFT_FAIL("{}; see `{} --help`", e.what(), command);
   }
-  WEFT_CHECK(positionals.size() <= positional_specs_.size(),
+  WEFT_CHECK(positional_list_ || positionals.size() <= positional_specs_.size(),
              "unexpected argument '{}'; see `{} --help`",
              positionals.empty() ? std::string() : positionals.back(), command);
   if (flags["help"] > 0 || app.count("--help") > 0) {

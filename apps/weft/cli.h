@@ -31,6 +31,8 @@ class Options {
   Options& repeated(const std::string& name, const std::string& metavar, const std::string& help);
   // Positional arguments, named in the usage line.
   Options& positional(const std::string& name, const std::string& help);
+  // Any number of positional arguments after the named ones ("FILE…").
+  Options& positional_list(const std::string& name, const std::string& help);
 
   // Throws weft::Error for unknown options or missing values; prints help and
   // throws HelpShown for --help / -h.
@@ -68,6 +70,7 @@ class Options {
   std::string usage_, about_;
   std::vector<Spec> specs_;
   std::vector<std::pair<std::string, std::string>> positional_specs_;
+  bool positional_list_ = false;
   std::map<std::string, std::string> values_;
   std::map<std::string, std::vector<std::string>> lists_;  // repeated options
   std::vector<std::string> positional_values_;

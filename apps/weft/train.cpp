@@ -11,6 +11,8 @@
 #include "weft/comm/world.h"
 #include "weft/io/checkpoint.h"
 #include "weft/io/data.h"
+#include "weft/text/tokenizer.h"
+#include "weft/train/run_tokenizer.h"
 #include "weft/train/stop_signal.h"
 #include "weft/train/trainer.h"
 
@@ -102,6 +104,14 @@ Resolved resolve(const cli::Options& opts) {
   if (!vocab_chosen && !cfg.data.empty()) {
     const auto format = io::data_format(cfg.data);
     if (format != io::TokenData::Format::text) cfg.model.vocab = io::tokenizer_vocab(format);
+  }
+  // A Hugging Face tokenizer (--tokenizer, or the one beside the shards)
+  // gives its vocabulary, a preset's too, unless --vocab (or the checkpoint
+  // resumed or started from) says otherwise.
+  if (!opts.given("vocab") && !in_file("vocab") && resume.empty() && init.empty()) {
+    std::string where;
+    const std::string json = train::find_run_tokenizer(cfg, where);
+    if (!json.empty()) cfg.model.vocab = text::Tokenizer::from_json(json, where).vocab_size();
   }
   cfg.overwrite = opts.flag_set("overwrite");
   cfg.reset_schedule = opts.flag_set("reset-schedule");
@@ -251,7 +261,7 @@ int train_command(const std::vector<std::string>& args) {
     out["val_loss"] = s.final_val_loss ? io::Json(*s.final_val_loss) : io::Json();
     out["seconds"] = s.seconds;
     out["tokens_per_s"] = s.tokens_per_s;
-    if (cfg.model.vocab == 256) out["sample"] = infer::valid_utf8(s.sample);
+    if (s.sample_is_text) out["sample"] = infer::valid_utf8(s.sample);
     io::Json ids = io::Json::array();
     for (int32_t id : s.sample_ids) ids.push_back(id);
     out["sample_ids"] = std::move(ids);
@@ -268,10 +278,10 @@ int train_command(const std::vector<std::string>& args) {
   }
   std::cout << "\n";
   if (!s.sample_ids.empty()) {
-    if (cfg.model.vocab == 256) {
+    if (s.sample_is_text) {
       std::cout << "sample:\n" << s.sample << "\n";
     } else {
-      std::cout << "sample (token ids; weft has no BPE tokenizer to turn them into text):\n";
+      std::cout << "sample (token ids; pass --tokenizer FILE|DIR to turn them into text):\n";
       for (size_t i = 0; i < s.sample_ids.size(); ++i)
         std::cout << (i ? " " : "") << s.sample_ids[i];
       std::cout << "\n";

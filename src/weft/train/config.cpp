@@ -195,6 +195,12 @@ const std::vector<KeyDef>& key_defs() {
                             "a separate validation set, as --data (llm.c's val shard); without "
                             "it the last --val-fraction of --data is held out"},
                            &TrainConfig::val_data));
+    d.push_back(string_key({"tokenizer", "FILE|DIR", "beside the shards",
+                            "a Hugging Face tokenizer.json (or its directory): the vocabulary, "
+                            "stored in every checkpoint, and the text of --sample-prompt; "
+                            "without it, the tokenizer.json beside --data's shards (weft data "
+                            "prepare writes one), else the resumed checkpoint's"},
+                           &TrainConfig::tokenizer));
     d.push_back(number_key({"val-fraction", "F", "", "share of the data held out for validation"},
                            &TrainConfig::val_fraction));
     d.push_back(

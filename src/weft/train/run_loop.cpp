@@ -321,6 +321,7 @@ void Trainer::save(const std::string& dir) {
   config[kBatchKey] = cfg_.sequences_per_step(dp_size());
   io::TrainState state{
       .step = step_, .data_seed = data_seed_, .rng = rng_.state(), .config = config};
+  state.tokenizer = cfg_.tokenizer_json;
   if (cfg_.precision.quantized())
     state.scaling = io::scaling_json(model_->context()->scaling->snapshot());
   io::save_checkpoint(dir, world_, *grid_, *model_, optimizer_.get(), state);
