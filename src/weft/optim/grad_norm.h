@@ -15,6 +15,7 @@
 #include "weft/comm/process_group.h"
 #include "weft/core/exec_context.h"
 #include "weft/nn/parameter.h"
+#include "weft/optim/grad_sync.h"
 
 namespace weft::optim {
 
@@ -33,6 +34,15 @@ double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups&
 // loss). Its root is bit for bit what global_grad_norm returns.
 void global_grad_norm_sum(const std::vector<nn::Parameter*>& params, const Groups& groups,
                           const ExecContext& ec, Tensor& sum_of_squares);
+
+// The same square under the distributed optimizer: each rank counts the
+// stretches of its buckets' shards (reduce-scattered over the data groups,
+// so the data dimensions `data_dims` count each element once by
+// construction), with the other groups' rules as above; the partial sums
+// are then summed over every group of `groups`.
+void sharded_grad_norm_sum(const std::vector<const BucketShard*>& buckets, const Groups& groups,
+                           const std::vector<std::string>& data_dims, const ExecContext& ec,
+                           Tensor& sum_of_squares);
 
 // max_norm / norm when the norm exceeds max_norm, else 1 (0 disables clipping).
 float clip_scale(double norm, double max_norm);

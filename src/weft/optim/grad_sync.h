@@ -36,12 +36,37 @@ namespace weft::optim {
 // Collective over every share group among `params`.
 void sum_shared_gradients(const std::vector<nn::Parameter*>& params);
 
+// Sharded (the distributed optimizer, optim/distributed_optimizer.h): each
+// bucket is padded to a multiple of the group's size D and reduce-scattered
+// (averaged) instead of all-reduced, so that each rank ends the step with
+// its 1/D of the bucket's averaged gradient (BucketShard::shard); the
+// grad_sum_group and share-group sums then run on the parameters' stretches
+// within that shard (the ranks of those groups hold the same shard range:
+// they share the data rank, and the buckets have the same layout on every
+// rank of the model replica).
+struct BucketShard {
+  // A parameter's stretch of the bucket: elements [param_offset, +length)
+  // of the flattened parameter at [bucket_offset, +length) of `flat`.
+  struct Piece {
+    nn::Parameter* param = nullptr;
+    int64_t param_offset = 0, bucket_offset = 0, length = 0;
+  };
+  comm::ProcessGroup* group = nullptr;  // null: a group of one
+  Tensor flat;                          // the whole bucket (padded): the gradients, views of it
+  Tensor shard;  // this rank's averaged gradient: flat's [shard_begin, +shard.numel())
+  int64_t shard_begin = 0;
+  std::vector<Piece> pieces;  // every parameter of the bucket, in bucket order
+  // The pieces of `pieces` clipped to this rank's shard.
+  std::vector<Piece> own() const;
+};
+
 class GradSync {
  public:
   // dp may be null or of size 1: then only the grad_sum_group sums run.
-  // The buckets are allocated on `ec`.
+  // The buckets are allocated on `ec`. `shard`: reduce-scatter (above).
   GradSync(std::vector<nn::Parameter*> params, std::shared_ptr<comm::ProcessGroup> dp,
-           int64_t bucket_bytes = 25 << 20, const ExecContext& ec = ExecContext::host());
+           int64_t bucket_bytes = 25 << 20, const ExecContext& ec = ExecContext::host(),
+           bool shard = false);
 
   void set_sync(bool on) { sync_ = on; }
   bool sync() const { return sync_; }
@@ -54,18 +79,26 @@ class GradSync {
   void finish();
 
   int64_t num_buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  bool sharded() const { return shard_; }
+  // Sharded: bucket i's layout and this rank's shard (buckets in reverse
+  // parameter order, the order backward completes them).
+  const BucketShard& bucket_shard(int64_t i) const { return buckets_[static_cast<size_t>(i)].bs; }
   // Buckets issued before finish() in the last step (overlapped with backward).
   int64_t issued_early() const { return last_issued_early_; }
 
  private:
   struct Bucket {
     Tensor flat;
+    BucketShard bs;  // sharded: the layout and shard (bs.flat is flat)
     std::vector<const nn::Parameter*> params;
     int64_t ready = 0;
     bool issued = false;
     comm::Work work;
   };
   void issue(Bucket& b);
+  // Sums the partial gradients over their groups (grad_sum_group, then the
+  // shared slices' share groups): whole gradients, or the shards' stretches.
+  void sum_partial_gradients();
 
   std::vector<nn::Parameter*> params_;
   std::shared_ptr<comm::ProcessGroup> dp_;
@@ -73,6 +106,7 @@ class GradSync {
   std::unordered_map<const nn::Parameter*, size_t> bucket_of_;
   std::unordered_map<const nn::Parameter*, bool> ready_;  // marked in this step
   bool sync_ = true;
+  bool shard_ = false;
   int64_t issued_early_ = 0;
   int64_t last_issued_early_ = 0;
 };
