@@ -112,6 +112,8 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
     // while the other ranks wait), so that a busy spell of a shared machine
     // slows both alike.
     const bool probe_gemms = !Device::parse(cfg.device).is_cuda();
+    // The probe's buffers are no part of the rank's memory.
+    MemoryTracker probe_memory;
     std::unique_ptr<LayerGemmProbe> probe;
     std::vector<double> probe_s, step_s;
     auto on_all_cores = [&](auto&& fn) {
@@ -122,6 +124,7 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
     };
     if (probe_gemms && world.rank() == 0) {
       on_all_cores([&] {
+        const ScopedMemoryTracker scope(probe_memory);
         probe = std::make_unique<LayerGemmProbe>(cfg.compute_dtype(),
                                                  cfg.micro_batch * cfg.model.seq, cfg.model.width);
       });
