@@ -111,6 +111,20 @@ TEST_F(Recompute, DelayedScalingFp8Bitwise) {
   expect_all_modes_equal(c);
 }
 
+// The other quantized recipes compute their scales from the tensors (the
+// same in the recomputed forward); nvfp4's stochastic rounding draws in the
+// backward only.
+TEST_F(Recompute, CurrentAndBlockScalingBitwise) {
+  for (const parallel::Recipe r : {parallel::Recipe::fp8_current, parallel::Recipe::fp8_block,
+                                   parallel::Recipe::mxfp8, parallel::Recipe::nvfp4}) {
+    SCOPED_TRACE(parallel::recipe_name(r));
+    TrainConfig c = config();
+    c.precision.recipe = r;
+    c.steps = 2;
+    expect_all_modes_equal(c);
+  }
+}
+
 TEST_F(Recompute, Bf16Bitwise) {
   TrainConfig c = config();
   c.precision.recipe = parallel::Recipe::bf16;
