@@ -1,7 +1,8 @@
 // DistributedOptimizer on sharded GradSync buckets against the replicated
 // GradSync + AdamW: the same parameters after several steps, the same global
-// gradient norm, a third of the moments at three ranks, and a whole AdamW
-// state gathered and loaded back. Parameters of odd sizes over three ranks,
+// gradient norm (also summed bucket by bucket, BucketNormSums, both ways),
+// two moments of a third of each bucket at three data ranks, and a whole
+// AdamW state gathered and loaded back. Parameters of odd sizes over three ranks,
 // so that shards split parameters and buckets are padded.
 #include "weft/optim/distributed_optimizer.h"
 
@@ -18,7 +19,10 @@
 namespace weft::optim {
 namespace {
 
-std::vector<nn::Parameter> make_params() {
+// The last parameter's gradient is a partial sum over `tp` (a replicated
+// weight's under sequence parallelism: replicated over tp and dp); the
+// others are split over tp (each tp rank counts its own).
+std::vector<nn::Parameter> make_params(const std::shared_ptr<comm::ProcessGroup>& tp) {
   std::vector<nn::Parameter> ps;
   const int64_t sizes[] = {7, 33, 16, 5, 64};
   for (size_t i = 0; i < std::size(sizes); ++i) {
@@ -30,6 +34,8 @@ std::vector<nn::Parameter> make_params() {
     ps.push_back(nn::make_parameter("p" + std::to_string(i), Tensor::from(spec.global_shape, v),
                                     spec, i % 2 == 0));
   }
+  ps.back().grad_sum_group = tp;
+  ps.back().spec.replicated_over = {"tp", "dp"};
   return ps;
 }
 
@@ -49,13 +55,20 @@ std::vector<nn::Parameter*> pointers(std::vector<nn::Parameter>& ps) {
   return out;
 }
 
-TEST(DistributedOptimizer, EqualsReplicatedAdamWOverThreeRanks) {
-  comm::run_local(3, [](comm::ProcessGroup& world) {
-    auto dp = world.new_subgroups_by_enumeration({{0, 1, 2}}, "dp");
-    const Groups groups{{"dp", dp}};
-    std::vector<nn::Parameter> a = make_params(), b = make_params();
+TEST(DistributedOptimizer, EqualsReplicatedAdamWOverThreeDataRanks) {
+  // tp 2 x dp 3: the ranks of a tp group share their data rank, hence their shards.
+  comm::run_local(6, [](comm::ProcessGroup& world) {
+    auto dp = world.new_subgroups_by_enumeration({{0, 2, 4}, {1, 3, 5}}, "dp");
+    auto tp = world.new_subgroups_by_enumeration({{0, 1}, {2, 3}, {4, 5}}, "tp");
+    const Groups groups{{"dp", dp}, {"tp", tp}};
+    std::vector<nn::Parameter> a = make_params(tp), b = make_params(tp);
     GradSync replicated(pointers(a), dp, 128);
     GradSync sharded(pointers(b), dp, 128, ExecContext::host(), /*shard=*/true);
+    // The norm's sums bucket by bucket, both ways.
+    BucketNormSums replicated_sums(groups, {}, ExecContext::host());
+    BucketNormSums sharded_sums(groups, {"dp"}, ExecContext::host());
+    replicated_sums.observe(replicated);
+    sharded_sums.observe(sharded);
     ASSERT_GT(sharded.num_buckets(), 1);
     AdamW adamw(pointers(a), {.weight_decay = 0.1f});
     DistributedOptimizer dist(pointers(b), {&sharded}, {.weight_decay = 0.1f});
@@ -70,6 +83,11 @@ TEST(DistributedOptimizer, EqualsReplicatedAdamWOverThreeRanks) {
       global_grad_norm_sum(pointers(a), groups, ExecContext::host(), whole);
       sharded_grad_norm_sum(dist.buckets(), groups, {"dp"}, ExecContext::host(), shards);
       EXPECT_NEAR(*shards.data<double>(), *whole.data<double>(), 1e-12 * *whole.data<double>());
+      Tensor by_bucket = Tensor::zeros({1}, DType::f64);
+      replicated_sums.total(by_bucket);
+      EXPECT_NEAR(*by_bucket.data<double>(), *whole.data<double>(), 1e-12 * *whole.data<double>());
+      sharded_sums.total(by_bucket);
+      EXPECT_NEAR(*by_bucket.data<double>(), *whole.data<double>(), 1e-12 * *whole.data<double>());
       adamw.step(0.01f, scale);
       dist.step(0.01f, scale);
       for (size_t i = 0; i < a.size(); ++i) {

@@ -124,6 +124,25 @@ void GradSync::issue(Bucket& b) {
   b.issued = true;
 }
 
+bool GradSync::summed_after(const nn::Parameter& p) {
+  return active(p.grad_sum_group) ||
+         (active(p.share_group) && nn::common_rows(p.spec, p.grad).defined());
+}
+
+void GradSync::observe_completed(bool wait) {
+  if (!observer_) return;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    if (!b.issued || b.observed) continue;
+    if (!b.work.is_completed()) {
+      if (!wait) continue;
+      b.work.wait();
+    }
+    b.observed = true;
+    observer_->bucket_final(*this, static_cast<int64_t>(i));
+  }
+}
+
 void GradSync::mark_ready(const nn::Parameter* p) {
   if (!sync_) return;
   auto it = bucket_of_.find(p);
@@ -136,6 +155,7 @@ void GradSync::mark_ready(const nn::Parameter* p) {
     issue(b);
     ++issued_early_;
   }
+  observe_completed(false);
 }
 
 void GradSync::finish() {
@@ -157,13 +177,23 @@ void GradSync::finish() {
   std::vector<comm::Work> works;
   for (Bucket& b : buckets_) works.push_back(b.issued ? b.work : rest);
   comm::wait_all(works);
+  // The pending buckets went as one operation: each is complete now.
+  for (Bucket& b : buckets_) {
+    if (!b.issued) {
+      b.issued = true;
+      b.work = {};
+    }
+  }
+  observe_completed(true);
   for (Bucket& b : buckets_) {
     b.ready = 0;
     b.issued = false;
+    b.observed = false;
     b.work = {};
   }
   for (auto& [param, marked] : ready_) marked = false;
   sum_partial_gradients();
+  if (observer_) observer_->partials_final(*this);
   last_issued_early_ = issued_early_;
   issued_early_ = 0;
 }

@@ -60,6 +60,20 @@ struct BucketShard {
   std::vector<Piece> own() const;
 };
 
+class GradSync;
+
+// Told of each bucket as its gradients become final (the gradient norm's
+// sums bucket by bucket, optim/grad_norm.h BucketNormSums).
+class BucketObserver {
+ public:
+  virtual ~BucketObserver() = default;
+  // Bucket `index` of `sync` is reduced (its parameters' gradients, or
+  // sharded its shard, final but for summed_after parameters).
+  virtual void bucket_final(const GradSync& sync, int64_t index) = 0;
+  // finish() has summed the partial gradients (summed_after parameters).
+  virtual void partials_final(const GradSync& sync) = 0;
+};
+
 class GradSync {
  public:
   // dp may be null or of size 1: then only the grad_sum_group sums run.
@@ -85,6 +99,18 @@ class GradSync {
   const BucketShard& bucket_shard(int64_t i) const { return buckets_[static_cast<size_t>(i)].bs; }
   // Buckets issued before finish() in the last step (overlapped with backward).
   int64_t issued_early() const { return last_issued_early_; }
+  // Bucket i's parameters, and all of them.
+  const std::vector<const nn::Parameter*>& bucket_parameters(int64_t i) const {
+    return buckets_[static_cast<size_t>(i)].params;
+  }
+  const std::vector<nn::Parameter*>& parameters() const { return params_; }
+  // Whether p's gradient changes in finish() after its bucket's reduction
+  // (a partial sum over grad_sum_group, or shared rows over share_group).
+  static bool summed_after(const nn::Parameter& p);
+  // Told of each bucket of the synchronizing step as it is reduced: at once
+  // without a group, else when its collective is seen completed (at a later
+  // mark_ready, or in finish()); null: none.
+  void set_observer(BucketObserver* observer) { observer_ = observer; }
 
  private:
   struct Bucket {
@@ -93,8 +119,12 @@ class GradSync {
     std::vector<const nn::Parameter*> params;
     int64_t ready = 0;
     bool issued = false;
+    bool observed = false;  // the observer was told in this step
     comm::Work work;
   };
+  // Tells the observer of each issued bucket whose reduction is complete
+  // (all of them: waits first).
+  void observe_completed(bool wait);
   void issue(Bucket& b);
   // Sums the partial gradients over their groups (grad_sum_group, then the
   // shared slices' share groups): whole gradients, or the shards' stretches.
@@ -107,6 +137,7 @@ class GradSync {
   std::unordered_map<const nn::Parameter*, bool> ready_;  // marked in this step
   bool sync_ = true;
   bool shard_ = false;
+  BucketObserver* observer_ = nullptr;
   int64_t issued_early_ = 0;
   int64_t last_issued_early_ = 0;
 };

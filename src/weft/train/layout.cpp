@@ -78,4 +78,8 @@ std::vector<const optim::GradSync*> GradSyncs::syncs() const {
   return out;
 }
 
+void GradSyncs::observe(optim::BucketNormSums& sums) {
+  for (auto& s : syncs_) sums.observe(*s);
+}
+
 }  // namespace weft::train

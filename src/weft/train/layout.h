@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "weft/comm/grid.h"
+#include "weft/optim/grad_norm.h"
 #include "weft/optim/grad_sync.h"
 #include "weft/train/config.h"
 
@@ -51,6 +52,8 @@ class GradSyncs {
   void finish();
   // Each GradSync (one per set of data dimensions).
   std::vector<const optim::GradSync*> syncs() const;
+  // `sums` observes every GradSync's buckets (the gradient norm bucket by bucket).
+  void observe(optim::BucketNormSums& sums);
 
  private:
   std::vector<std::unique_ptr<optim::GradSync>> syncs_;

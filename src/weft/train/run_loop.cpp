@@ -114,6 +114,16 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
              "layout has one (dp 1): drop the flag, or run with --dp 2 or more");
   syncs_ = std::make_unique<GradSyncs>(world, *grid_, data_group_, params_, bucket, ec,
                                        cfg_.distributed_optimizer);
+  norm_groups_ = {{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
+  for (const char* dim : {"ep", "gtp"}) {
+    if (grid_->layout().has(dim)) norm_groups_[dim] = grid_->group_ptr(dim);
+  }
+  if (ec.device().is_cpu()) {
+    norm_sums_ = std::make_unique<optim::BucketNormSums>(
+        norm_groups_,
+        cfg_.distributed_optimizer ? data_dims(grid_->layout()) : std::vector<std::string>{}, ec);
+    syncs_->observe(*norm_sums_);
+  }
   if (gtp) {
     model_->context()->gtp_runtime->chain.set_on_gradient_final(
         [this](nn::Parameter& p) { syncs_->mark_ready(&p); });
@@ -254,15 +264,13 @@ StepResult Trainer::step() {
   // on a GPU would wait on the host; a larger group's result is waited for
   // on the stream where the backend allows it (nccl).
   if (data_group_->size() > 1) data_group_->all_reduce(sc.losses, comm::ReduceOp::avg).wait(ec);
-  optim::Groups groups{{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
-  for (const char* dim : {"ep", "gtp"}) {
-    if (grid_->layout().has(dim)) groups[dim] = grid_->group_ptr(dim);
-  }
-  if (distributed_) {
-    optim::sharded_grad_norm_sum(distributed_->buckets(), groups, data_dims(grid_->layout()), ec,
-                                 sc.norm);
+  if (norm_sums_) {
+    norm_sums_->total(sc.norm);
+  } else if (distributed_) {
+    optim::sharded_grad_norm_sum(distributed_->buckets(), norm_groups_, data_dims(grid_->layout()),
+                                 ec, sc.norm);
   } else {
-    optim::global_grad_norm_sum(params_, groups, ec, sc.norm);
+    optim::global_grad_norm_sum(params_, norm_groups_, ec, sc.norm);
   }
   kernels::clip_scale(ec, sc.losses, sc.norm, cfg_.grad_clip, sc.scale);
   LrSchedule schedule{.lr = cfg_.lr_value(),

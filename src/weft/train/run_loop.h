@@ -25,6 +25,7 @@
 //   sync.finish()
 //   loss = mean over micro-batches, averaged over the data group: the same on every rank
 //   norm = global grad norm over {tp, gtp, dp}, each element counted once
+//   (on the CPU its sums run bucket by bucket as the buckets are reduced)
 //   a loss or norm that is not finite stops the run (weft::Error naming the step)
 //   AdamW step at lr(step) with the clipping factor as its gradient scale
 //
@@ -158,6 +159,10 @@ class Trainer {
   std::unique_ptr<GradSyncs> syncs_;
   std::unique_ptr<optim::AdamW> optimizer_;  // exactly one of optimizer_ and distributed_
   std::unique_ptr<optim::DistributedOptimizer> distributed_;
+  // The groups the gradient norm sums over, and on the CPU its sums bucket by
+  // bucket as the GradSyncs reduce them (null on a GPU: one pass after the sync).
+  optim::Groups norm_groups_;
+  std::unique_ptr<optim::BucketNormSums> norm_sums_;
   // The step's scalars where the model runs (kernels/step_scalars.h), read
   // to the host once at the end of a step: see StepScalars in run_loop.cpp.
   Tensor scalars_;
