@@ -111,10 +111,13 @@ TEST_F(DistributedOptimizer, ExpertParallel) {
   expect_same_training(c, 2, "ep 2 x dp 2");
 }
 
-TEST_F(DistributedOptimizer, DelayedScalingFp8) {
-  TrainConfig c = config();
-  c.precision.recipe = parallel::Recipe::fp8_delayed;
-  expect_same_training(c, 2, "fp8-delayed, dp 2");
+TEST_F(DistributedOptimizer, PrecisionRecipes) {
+  for (const parallel::Recipe r :
+       {parallel::Recipe::bf16, parallel::Recipe::fp8_delayed, parallel::Recipe::mxfp8}) {
+    TrainConfig c = config();
+    c.precision.recipe = r;
+    expect_same_training(c, 2, format("{}, dp 2", parallel::recipe_name(r)));
+  }
 }
 
 // Trains `steps` steps from `from` (a checkpoint, or none), saves to `to`
