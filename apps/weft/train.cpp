@@ -114,6 +114,7 @@ Resolved resolve(const cli::Options& opts) {
     if (!json.empty()) cfg.model.vocab = text::Tokenizer::from_json(json, where).vocab_size();
   }
   cfg.overwrite = opts.flag_set("overwrite");
+  cfg.distributed_optimizer = opts.flag_set("distributed-optimizer");
   cfg.reset_schedule = opts.flag_set("reset-schedule");
   if (saved.is_object()) {
     const io::Json defaults = train::TrainConfig().to_json();
@@ -221,6 +222,10 @@ cli::Options train_command_options() {
       .flag("reset-schedule",
             "resuming with another --steps: spread the learning-rate schedule over the new "
             "--steps (default: keep the saved run's)")
+      .flag("distributed-optimizer",
+            "shard AdamW's moments over the data-parallel ranks (ZeRO-1): gradients "
+            "reduce-scattered bucket by bucket during the backward, each rank updates its "
+            "shard, the weights all-gathered; checkpoints load with or without it, at any dp")
       .flag("json", "print the summary as one JSON object (progress goes to stderr)");
   return opts;
 }

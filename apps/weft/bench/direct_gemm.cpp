@@ -76,35 +76,42 @@ void DirectGemm::run() {
   impl_->strm.wait();
 }
 
-double direct_layer_gflops(DType dtype, int64_t tokens, int64_t width, int rounds) {
+struct LayerGemmProbe::Call {
+  Tensor a, b, c;
+  std::unique_ptr<DirectGemm> gemm;
+};
+
+LayerGemmProbe::LayerGemmProbe(DType dtype, int64_t tokens, int64_t width) {
   const DType in = dtype == DType::bf16 && !kernels::cpu_support().native_bf16 ? DType::f32 : dtype;
   const ExecContext& ec = ExecContext::host();
-  struct Call {
-    Tensor a, b, c;
-    std::unique_ptr<DirectGemm> gemm;
-  };
-  std::vector<Call> calls;
-  double flops = 0;
   for (const GemmShape& r : layer_gemms(tokens, width)) {
     const bool wgrad = std::string(r.op) == "wgrad";
-    Call call;
-    call.a = r.trans_a ? ec.empty({r.k, r.m}, in) : ec.empty({r.m, r.k}, in);
-    call.b = r.trans_b ? ec.empty({r.n, r.k}, in) : ec.empty({r.k, r.n}, in);
-    call.c = ec.zeros({r.m, r.n}, wgrad ? DType::f32 : in);
-    call.a.fill(0.01f);
-    call.b.fill(0.02f);
-    call.gemm = std::make_unique<DirectGemm>(r, in, call.c.dtype(), call.a.raw(), call.b.raw(),
-                                             call.c.raw(), wgrad);
-    flops += 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
-    calls.push_back(std::move(call));
+    auto call = std::make_unique<Call>();
+    call->a = r.trans_a ? ec.empty({r.k, r.m}, in) : ec.empty({r.m, r.k}, in);
+    call->b = r.trans_b ? ec.empty({r.n, r.k}, in) : ec.empty({r.k, r.n}, in);
+    call->c = ec.zeros({r.m, r.n}, wgrad ? DType::f32 : in);
+    call->a.fill(0.01f);
+    call->b.fill(0.02f);
+    call->gemm = std::make_unique<DirectGemm>(r, in, call->c.dtype(), call->a.raw(), call->b.raw(),
+                                              call->c.raw(), wgrad);
+    flops_ += 2.0 * static_cast<double>(r.m) * static_cast<double>(r.n) * static_cast<double>(r.k);
+    calls_.push_back(std::move(call));
   }
-  for (Call& c : calls) c.gemm->run();  // primitive creation, first touch
-  auto layer = [&] {
-    return bench::seconds([&] {
-      for (Call& c : calls) c.gemm->run();
-    });
-  };
-  return flops / bench::best(bench::alternate(std::max(1, rounds), {layer})[0]) / 1e9;
+  for (auto& c : calls_) c->gemm->run();  // primitive creation, first touch
+}
+
+LayerGemmProbe::~LayerGemmProbe() = default;
+
+double LayerGemmProbe::seconds() {
+  return bench::seconds([&] {
+    for (auto& c : calls_) c->gemm->run();
+  });
+}
+
+double direct_layer_gflops(DType dtype, int64_t tokens, int64_t width, int rounds) {
+  LayerGemmProbe probe(dtype, tokens, width);
+  auto layer = [&] { return probe.seconds(); };
+  return probe.flops() / bench::best(bench::alternate(std::max(1, rounds), {layer})[0]) / 1e9;
 }
 
 }  // namespace weft

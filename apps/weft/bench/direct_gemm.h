@@ -41,6 +41,26 @@ class DirectGemm {
   std::unique_ptr<Impl> impl_;
 };
 
+// The 12 GEMMs of one layer of width `width` over `tokens` rows, run
+// directly through oneDNN on the calling thread's threads, built once (the
+// primitives created and the buffers touched): `seconds()` times one run of
+// the set, so that a benchmark can alternate it with what it measures.
+// bf16 without native kernels runs the f32 matmul its emulation runs on.
+class LayerGemmProbe {
+ public:
+  LayerGemmProbe(DType dtype, int64_t tokens, int64_t width);
+  ~LayerGemmProbe();
+  LayerGemmProbe(const LayerGemmProbe&) = delete;
+  LayerGemmProbe& operator=(const LayerGemmProbe&) = delete;
+  double seconds();
+  double flops() const { return flops_; }
+
+ private:
+  struct Call;
+  std::vector<std::unique_ptr<Call>> calls_;
+  double flops_ = 0;
+};
+
 // The rate (GFLOP/s) of the 12 GEMMs of one layer of width `width` over
 // `tokens` rows, run directly through oneDNN on the calling thread's threads:
 // their FLOPs over the best of `rounds` timings of the set. bf16 without

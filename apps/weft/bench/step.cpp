@@ -11,6 +11,7 @@
 #include "timing.h"
 #include "weft/comm/world.h"
 #include "weft/core/cuda.h"
+#include "weft/core/memory.h"
 #include "weft/core/threads.h"
 #include "weft/io/json.h"
 #include "weft/plan/memory_model.h"
@@ -36,7 +37,26 @@ struct Measured {
   std::vector<std::vector<int64_t>> expert_load;
   // Times the host waited for the GPU per timed step (cuda::host_syncs).
   double host_syncs_per_step = 0;
+  int64_t optimizer_state_bytes = 0;  // rank 0's
+  // CPU: the direct oneDNN rate of the model's layer GEMMs (GFLOP/s), probed
+  // after every timed step and taken, as the step time is, as the median.
+  double gemm_gflops = 0;
 };
+
+// This rank's optimizer state: AdamW's two moments (the memory tracker's
+// optimizer bytes; sharded under --distributed-optimizer) and the f32 master
+// weights they update. weft's f32 parameters are the master weights (the
+// GEMMs read casts of them), and every rank keeps them whole, with or without
+// the distributed optimizer. Call on the rank's thread.
+int64_t optimizer_state_bytes(train::Trainer& t) {
+  int64_t bytes = MemoryTracker::current()
+                      .tag(t.model().context()->exec.device(), MemoryTag::optimizer)
+                      .live;
+  for (const nn::Parameter* p : t.model().parameters()) {
+    if (p->value.dtype() == DType::f32) bytes += p->value.nbytes();
+  }
+  return bytes;
+}
 
 // The parameters a token's computation uses: a MoE layer's experts count
 // top_k / experts of theirs (its active parameters). Under expert
@@ -56,16 +76,6 @@ int64_t active_parameters(train::Trainer& t) {
   return static_cast<int64_t>(n);
 }
 
-// This rank's optimizer state: AdamW's two moments and the f32 master
-// weights they update.
-int64_t optimizer_state_bytes(train::Trainer& t) {
-  int64_t bytes = 0;
-  optim::AdamW& opt = t.optimizer();
-  for (const Tensor& m : opt.first_moments()) bytes += m.nbytes();
-  for (const Tensor& v : opt.second_moments()) bytes += v.nbytes();
-  for (const nn::Parameter* p : opt.parameters()) bytes += p->value.nbytes();
-  return bytes;
-}
 
 // 6 FLOPs per parameter per token (forward 2, backward 4) for the GEMMs, plus
 // the attention scores and weighted sums (2·2·T·C per layer forward, ×3).
@@ -112,11 +122,38 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
       cuda::reset_kernel_profile();
       cuda::set_kernel_profiling(true);
     }
+    // The limit's yardstick, alternated with the steps (rank 0 on every core
+    // while the other ranks wait), so that a busy spell of a shared machine
+    // slows both alike.
+    const bool probe_gemms = !Device::parse(cfg.device).is_cuda();
+    // The probe's buffers are no part of the rank's memory.
+    MemoryTracker probe_memory;
+    std::unique_ptr<LayerGemmProbe> probe;
+    std::vector<double> probe_s, step_s;
+    auto on_all_cores = [&](auto&& fn) {
+      const int before = num_threads();
+      set_num_threads(available_cores());
+      fn();
+      set_num_threads(before);
+    };
+    if (probe_gemms && world.rank() == 0) {
+      on_all_cores([&] {
+        const ScopedMemoryTracker scope(probe_memory);
+        probe = std::make_unique<LayerGemmProbe>(cfg.compute_dtype(),
+                                                 cfg.micro_batch * cfg.model.seq, cfg.model.width);
+      });
+    }
     const int64_t syncs_before = cuda::host_syncs();
     train::StepTimes sum;
     int64_t tokens = 0;
     for (int i = 0; i < steps; ++i) {
+      if (probe_gemms) {
+        world.barrier().wait();
+        if (probe) on_all_cores([&] { probe_s.push_back(probe->seconds()); });
+        world.barrier().wait();
+      }
       train::StepResult r = t.step();
+      step_s.push_back(r.times.total);
       sum.forward += r.times.forward;
       sum.backward += r.times.backward;
       sum.optimizer += r.times.optimizer;
@@ -152,7 +189,9 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
     // its own, a rank counts alone).
     m.host_syncs_per_step = static_cast<double>(syncs) / n /
                             (comm::launched_by_mpi() ? 1.0 : static_cast<double>(world.size()));
-    m.tokens_per_s = static_cast<double>(tokens) / sum.total;
+    // The median step against the median probe: like statistics of both.
+    m.tokens_per_s = static_cast<double>(tokens) / n / bench::median(step_s);
+    if (probe) m.gemm_gflops = probe->flops() / bench::median(probe_s) / 1e9;
     m.flops_per_token = flops_per_token(cfg, params);
     m.llmc_flops_per_token = llmc_flops_per_token(cfg, params);
     m.peak_bytes = *std::max_element(peaks.begin(), peaks.end());
@@ -161,18 +200,16 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
 }
 
 // The limit: the tokens/s a step would reach if every model FLOP ran at the
-// direct oneDNN GEMM rate (`gemm_gflops`, the whole machine's, measured in the
-// same run); utilization is the measured tokens/s over it.
-double limit_tokens_per_s(const Measured& r, double gemm_gflops) {
-  return gemm_gflops * 1e9 / r.flops_per_token;
-}
+// direct oneDNN GEMM rate (r.gemm_gflops, the whole machine's, probed between
+// the row's steps); utilization is the measured tokens/s over it.
+double limit_tokens_per_s(const Measured& r) { return r.gemm_gflops * 1e9 / r.flops_per_token; }
 
-void print_table(const std::vector<Measured>& rows, const Measured& base, double gemm_gflops) {
+void print_table(const std::vector<Measured>& rows, const Measured& base) {
   std::printf("%-18s %10s %9s %9s %9s %9s %9s %9s %8s %9s %8s %10s %6s\n", "layout", "tokens/s",
               "step ms", "fwd ms", "bwd ms", "optim ms", "comm ms", "gemm ms", "GFLOP/s",
               "peak MiB", "vs base", "limit", "util");
   for (const Measured& r : rows) {
-    const double limit = limit_tokens_per_s(r, gemm_gflops);
+    const double limit = limit_tokens_per_s(r);
     std::printf(
         "%-18s %10.0f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %8.1f %9.1f %7.2fx %10.0f %5.0f%%\n",
         r.label.c_str(), r.tokens_per_s, 1e3 * r.mean.total, 1e3 * r.mean.forward,
@@ -258,7 +295,7 @@ void add_memory_json(io::Json& j, const Measured& r) {
   j["optimizer_state_bytes"] = r.optimizer_state_bytes;
 }
 
-io::Json to_json(const Measured& r, const Measured& base, double gemm_gflops) {
+io::Json to_json(const Measured& r, const Measured& base) {
   io::Json j = io::Json::object();
   j["layout"] = r.label;
   j["tp"] = r.tp;
@@ -284,9 +321,9 @@ io::Json to_json(const Measured& r, const Measured& base, double gemm_gflops) {
   j["peak_memory_bytes"] = r.peak_bytes;
   add_memory_json(j, r);
   j["vs_baseline"] = r.tokens_per_s / base.tokens_per_s;
-  j["direct_gemm_gflops"] = gemm_gflops;
-  j["limit_tokens_per_s"] = limit_tokens_per_s(r, gemm_gflops);
-  j["utilization"] = r.tokens_per_s / limit_tokens_per_s(r, gemm_gflops);
+  j["direct_gemm_gflops"] = r.gemm_gflops;
+  j["limit_tokens_per_s"] = limit_tokens_per_s(r);
+  j["utilization"] = r.tokens_per_s / limit_tokens_per_s(r);
   return j;
 }
 
@@ -300,8 +337,9 @@ cli::Options bench_step_options() {
       "overlap the phases. The baseline, measured in the same run, is TP=1 x DP=1 with\n"
       "the same global batch on all cores. \"limit\" is the tokens/s the step would reach\n"
       "if every model FLOP (6N + attention, as llm.c counts them) ran at the direct oneDNN\n"
-      "rate of the model's layer GEMMs (micro-batch x context rows, all cores), measured\n"
-      "in the same run; \"util\" is tokens/s over the limit.");
+      "rate of the model's layer GEMMs (micro-batch x context rows, all cores), probed\n"
+      "before every timed step; \"util\" is the median step's tokens/s over the limit of\n"
+      "the median probe.");
   opts.option("preset", "NAME", "tiny",
               "model preset: tiny, gpt2-124m, gpt2-350m, llama-tiny, llama-1b or moe-tiny")
       .option("tp", "N", "2", "tensor-parallel size")
@@ -336,8 +374,14 @@ cli::Options bench_step_options() {
               "per token) over the GPU's dense peak")
       .option("peak-tflops", "X", "auto",
               "the GPU's dense peak in TFLOP/s for MFU (auto: from the data sheet of H100/H200)")
+      .option("recompute", "none|selective|full", "none",
+              "activation recomputation (as weft train --recompute)")
+      .option("recompute-layers", "K", "all", "--recompute in the first K layers (0: all)")
       .option("steps", "N", "5", "timed steps")
       .option("warmup", "N", "1", "untimed steps first (primitive creation, first touch)")
+      .flag("distributed-optimizer",
+            "AdamW's moments sharded over the data-parallel ranks (as weft train; the "
+            "baseline runs without it)")
       .flag("no-baseline", "skip the TP=1 x DP=1 baseline")
       .flag("profile",
             "on a GPU: time every kernel with CUDA events and print each one's share of the "
@@ -352,7 +396,9 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
   io::Json s = io::Json::object();
   s["preset"] = opts.str("preset");
   for (const char* key : {"tp", "ep", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers",
-                          "overlap", "device", "grad-accum", "global-batch"})
+    for (const char* key : {"tp", "ep", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers",
+                          "overlap", "device", "grad-accum", "global-batch", "recompute",
+                          "recompute-layers"})
     if (opts.given(key)) s[key] = opts.str(key);
   const bool small = opts.str("preset") == "tiny" || opts.str("preset") == "llama-tiny" ||
                      opts.str("preset") == "moe-tiny";
@@ -364,6 +410,7 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
   cfg.warmup = 0;
   cfg.sample_tokens = 0;
   cfg.dp = std::max(cfg.dp, 1);
+  cfg.distributed_optimizer = opts.flag_set("distributed-optimizer");
   train::apply_global_batch(cfg, cfg.ep * cfg.gtp * cfg.dp);
   train::validate(cfg);
   return cfg;
@@ -376,6 +423,10 @@ std::string layout_label(const train::TrainConfig& c) {
   l += format(" x dp {}", c.dp);
   if (c.sp != nn::SequenceParallel::off) l += format(" sp {}", nn::sequence_parallel_name(c.sp));
   if (c.overlap != "off") l += " overlap";
+  if (c.distributed_optimizer) l += " dopt";
+  if (c.model.recompute != nn::Recompute::none) {
+    l += format(" rc {}", nn::recompute_name(c.model.recompute));
+  }
   return l;
 }
 
@@ -394,6 +445,7 @@ std::vector<Measured> measure_rows(const train::TrainConfig& cfg, int warmup, in
     base.dp = 1;
     base.ep = 1;
     base.gtp = 1;
+    base.distributed_optimizer = false;
     rows.push_back(measure(base, warmup, steps));
     rows.back().label = layout_label(base) + " (base)";
   }
@@ -437,20 +489,14 @@ void print_gpu_rows(const std::vector<Measured>& rows, const train::TrainConfig&
 }
 
 void print_cpu_rows(const std::vector<Measured>& rows, const train::TrainConfig& cfg, bool json) {
-  // The yardstick, in the same run: the direct oneDNN matmuls of one layer of
-  // this model over the step's tokens per rank, on every core.
-  set_num_threads(available_cores());
-  const double gemm_gflops =
-      direct_layer_gflops(cfg.compute_dtype(), cfg.micro_batch * cfg.model.seq, cfg.model.width);
-  set_num_threads(0);
   const Measured& base = rows.front();
   if (!json) {
-    print_table(rows, base, gemm_gflops);
+    print_table(rows, base);
     if (!rows.back().expert_load.empty()) print_moe_table(rows);
     return;
   }
   for (const Measured& r : rows) {
-    io::Json j = to_json(r, base, gemm_gflops);
+    io::Json j = to_json(r, base);
     j["preset"] = cfg.preset;
     j["dtype"] = parallel::recipe_name(cfg.precision.recipe);
     bench::print_json(j);

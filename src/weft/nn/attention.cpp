@@ -242,11 +242,23 @@ Tensor MultiheadAttention::attend(Ctx& ctx, const Tensor& qkv) {
     s.config.seed = draw.seed;
     s.config.offset = draw.offset;
   }
+  Tensor y = proj_.forward(ctx, attention_core(s));
+  if (cfg_.recompute_core && ctx.training()) {
+    // Selective recomputation: keep qkv and the log-sum-exp; the output
+    // (and any probabilities) come back in attend_backward.
+    s.attention.out = Tensor();
+    s.attention.probs = Tensor();
+    proj_.release_saved_input(ctx);
+  }
+  return y;
+}
+
+Tensor MultiheadAttention::attention_core(Saved& s) {
   Shape os = s.qkv.shape();
   os[2] = local_heads() * (cfg_.width / cfg_.heads);
-  Tensor out = ec.empty(os, s.qkv.dtype(), MemoryTag::activations);
+  Tensor out = pc_->exec.empty(os, s.qkv.dtype(), MemoryTag::activations);
   kernels::attention_forward(pc_->exec, s.qkv, s.config, out, s.attention, workspace_);
-  return proj_.forward(ctx, out);
+  return out;
 }
 
 Tensor MultiheadAttention::backward(Ctx& ctx, const Tensor& dy) {
@@ -274,6 +286,9 @@ Tensor MultiheadAttention::backward_normed(Ctx& ctx, const Tensor& dy) {
 Tensor MultiheadAttention::attend_backward(Ctx& ctx, const Tensor& dy) {
   Saved& s = ctx.saved<Saved>(this);
   WEFT_CHECK(s.qkv.defined(), "{}: backward without a forward in this context", cfg_.name);
+  // Selective recomputation: the same kernel on the same qkv, config and
+  // dropout stream gives the forward's output and saved state bitwise.
+  if (cfg_.recompute_core && !s.attention.out.defined()) proj_.resave_input(ctx, attention_core(s));
   Tensor dout = proj_.backward(ctx, dy);
   Tensor dqkv = pc_->exec.empty(s.qkv.shape(), s.qkv.dtype(), MemoryTag::activations);
   kernels::attention_backward(pc_->exec, dout, s.qkv, s.attention, s.config, dqkv, workspace_);

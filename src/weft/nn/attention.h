@@ -106,6 +106,10 @@ struct MultiheadAttentionConfig {
   Partition partition = Partition::tensor;
   float init_std = 0.02f;
   int64_t layers = 1;  // proj's std is init_std/√(2·layers)
+  // Selective recomputation (nn/recompute.h): training forwards drop the
+  // attention kernel's output (proj's input) and saved probabilities; the
+  // backward runs the kernel again.
+  bool recompute_core = false;
 };
 
 // The ranks of the TP group that hold this rank's key/value head when the TP
@@ -172,6 +176,8 @@ class MultiheadAttention : public Module {
   Tensor attend(Ctx& ctx, const Tensor& qkv);
   Tensor attend_backward(Ctx& ctx, const Tensor& dy);
   Tensor attend_cached(Ctx& ctx, Tensor qkv, const KvCacheView& cache);
+  // The attention kernel on s.qkv (rotated) into a new output (B, T, H_local·D).
+  Tensor attention_core(Saved& s);
   // qkv: the layer's Linear (with its input norm when there is one).
   void build_qkv();
   kernels::RopeConfig rope_config(bool sequence_major) const;

@@ -145,29 +145,33 @@ Gpt::Gpt(ContextPtr context, GptConfig cfg)
   const auto kv_group = kv_share_group(*pc_, cfg_.kv_head_count());
   for (int64_t i = 0; i < cfg_.layers; ++i) {
     layers_.push_back(std::make_unique<TransformerLayer>(
-        pc_, TransformerLayerConfig{.name = format("h.{}", i),
-                                    .width = cfg_.width,
-                                    .heads = cfg_.heads,
-                                    .kv_heads = cfg_.kv_head_count(),
-                                    .kv_group = kv_group,
-                                    .hidden = cfg_.mlp_hidden(),
-                                    .layers = cfg_.layers,
-                                    .attention_dropout = cfg_.dropout,
-                                    .hidden_dropout = cfg_.dropout,
-                                    .norm = cfg_.norm,
-                                    .eps = cfg_.norm_eps,
-                                    .mlp = cfg_.mlp,
-                                    .bias = cfg_.bias,
-                                    .rotary = cfg_.positions == PositionKind::rotary,
-                                    .rope_theta = cfg_.rope_theta,
-                                    .max_positions = cfg_.seq,
-                                    .init_std = cfg_.init_std,
-                                    .plan = cfg_.plan,
-                                    .moe_experts = cfg_.moe_layer(i) ? cfg_.moe_experts : 0,
-                                    .moe_top_k = cfg_.moe_top_k,
-                                    .moe_capacity_factor = cfg_.moe_capacity_factor,
-                                    .moe_aux_coef = cfg_.moe_aux_coef,
-                                    .moe_z_coef = cfg_.moe_z_coef}));
+        pc_,
+        TransformerLayerConfig{.name = format("h.{}", i),
+                               .width = cfg_.width,
+                               .heads = cfg_.heads,
+                               .kv_heads = cfg_.kv_head_count(),
+                               .kv_group = kv_group,
+                               .hidden = cfg_.mlp_hidden(),
+                               .layers = cfg_.layers,
+                               .attention_dropout = cfg_.dropout,
+                               .hidden_dropout = cfg_.dropout,
+                               .norm = cfg_.norm,
+                               .eps = cfg_.norm_eps,
+                               .mlp = cfg_.mlp,
+                               .bias = cfg_.bias,
+                               .rotary = cfg_.positions == PositionKind::rotary,
+                               .rope_theta = cfg_.rope_theta,
+                               .max_positions = cfg_.seq,
+                               .init_std = cfg_.init_std,
+                               .plan = cfg_.plan,
+                               .moe_experts = cfg_.moe_layer(i) ? cfg_.moe_experts : 0,
+                               .moe_top_k = cfg_.moe_top_k,
+                               .moe_capacity_factor = cfg_.moe_capacity_factor,
+                               .moe_aux_coef = cfg_.moe_aux_coef,
+                               .moe_z_coef = cfg_.moe_z_coef,
+                               .recompute = cfg_.recompute_layers == 0 || i < cfg_.recompute_layers
+                                                ? cfg_.recompute
+                                                : Recompute::none}));
   }
 }
 

@@ -76,6 +76,10 @@ struct GptConfig {
   float moe_capacity_factor = 0.0f;
   float moe_aux_coef = 0.01f;
   float moe_z_coef = 0.0f;
+  // Activation recomputation (recompute.h) in the first recompute_layers
+  // layers (0: all). Not architecture: checkpoints do not keep it.
+  Recompute recompute = Recompute::none;
+  int64_t recompute_layers = 0;
 
   int64_t kv_head_count() const { return kv_heads ? kv_heads : heads; }
   int64_t mlp_hidden() const { return hidden ? hidden : 4 * width; }

@@ -179,6 +179,17 @@ bool Linear::epilogues() const { return !pc_->exec.device().is_cpu() && !quantiz
 
 Tensor Linear::forward(Ctx& ctx, const Tensor& x) { return forward_impl(ctx, x, nullptr); }
 
+void Linear::release_saved_input(Ctx& ctx) { ctx.saved<Saved>(this).x = Tensor(); }
+
+void Linear::resave_input(Ctx& ctx, const Tensor& x) {
+  WEFT_CHECK(cfg_.mode != Parallel::row || cfg_.input_is_parallel,
+             "{}: a row-parallel layer that scatters its input cannot have it saved again",
+             cfg_.name);
+  ctx.saved<Saved>(this).x =
+      quantizer_ ? x
+                 : parallel::gemm_input(pc_->exec, pc_->precision.gemm_input(), x, ws().input_cast);
+}
+
 Linear::Activated Linear::forward_gelu(Ctx& ctx, const Tensor& x) {
   Activated out;
   out.pre = forward_impl(ctx, x, &out.act);
@@ -456,12 +467,16 @@ bool Linear::native_quantized(bool backward) const {
 
 bool Linear::wgrad_gemm(const ExecContext& gemm_context, Ctx& ctx, const Tensor& dy,
                         const Tensor& x, bool native, Tensor& wgrad, Tensor* bias_grad) {
+  // The step's first micro-batch writes its own weight's gradient (no
+  // zeroing pass before it; the result is the same: 0 + p is p).
+  const bool accumulate = !(owns_source_ && ctx.first_microbatch() && write_grad(wgrad));
   if (native) {
     // dWᵀ's TN form: the column-wise copies of dy and x, quantized from the
     // high-precision tensors.
     const QuantizedTensor& qdy = quantizer_->native(Op::grad_output, dy, true, ctx);
     const QuantizedTensor& qx = quantizer_->native(Op::input, x, true, ctx);
-    kernels::quantized_gemm(gemm_context, {&qdy, true}, {&qx, true}, wgrad, {.accumulate = true});
+    kernels::quantized_gemm(gemm_context, {&qdy, true}, {&qx, true}, wgrad,
+                            {.accumulate = accumulate});
     return false;
   }
   Tensor dy_w = dy, x_w = x;
@@ -471,7 +486,7 @@ bool Linear::wgrad_gemm(const ExecContext& gemm_context, Ctx& ctx, const Tensor&
   }
   if (bias_grad && epilogues()) {
     const kernels::GemmOptions opt{.trans_a = true,
-                                   .accumulate = true,
+                                   .accumulate = accumulate,
                                    .epilogue = kernels::GemmEpilogue::bgrad_a,
                                    .bias_grad = bias_grad};
     if (kernels::gemm_epilogue_fused(gemm_context, dy_w, x_w, wgrad, opt)) {
@@ -479,8 +494,20 @@ bool Linear::wgrad_gemm(const ExecContext& gemm_context, Ctx& ctx, const Tensor&
       return true;
     }
   }
-  kernels::gemm(gemm_context, dy_w, x_w, wgrad, {.trans_a = true, .accumulate = true});
+  kernels::gemm(gemm_context, dy_w, x_w, wgrad, {.trans_a = true, .accumulate = accumulate});
   return false;
+}
+
+bool Linear::write_grad(const Tensor& wgrad) {
+  Parameter& w = weight();
+  // Only the parameter's own gradient (a GTP source's buffer is its own
+  // business); the bias gradient stays accumulated.
+  if (!wgrad.same_storage(w.grad) || wgrad.raw() != w.grad.raw() ||
+      wgrad.numel() != w.grad.numel()) {
+    return false;
+  }
+  w.grad_overwritten = true;
+  return true;
 }
 
 }  // namespace weft::nn

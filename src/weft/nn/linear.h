@@ -131,6 +131,13 @@ class Linear : public Module {
   // GEMM after it: backward_gelu's bias_grad_done).
   Tensor backward_without_bias_grad(Ctx& ctx, const Tensor& dy);
 
+  // Selective recomputation (nn/recompute.h): drop the input this layer's
+  // forward saved in ctx, and save it again from the recomputed input
+  // before the backward (the layer's input as forward took it; not a row
+  // layer that scatters its input itself).
+  void release_saved_input(Ctx& ctx);
+  void resave_input(Ctx& ctx, const Tensor& x);
+
   const LinearConfig& config() const { return cfg_; }
   const ParallelContext& context() const { return *pc_; }
   Parameter& weight() { return source_->parameter(); }
@@ -186,11 +193,14 @@ class Linear : public Module {
   // (sequence parallelism's input all-gather: column fprop, row dgrad and
   // wgrad), which stay on the dequantized operands.
   bool native_quantized(bool backward) const;
-  // The wgrad GEMM: dW += dyᵀ · x, on the quantized column-wise copies when
-  // native, else on the operands given (dequantized under a quantized recipe).
-  // With `bias_grad`, db += Σ_rows dy as well, in the GEMM's epilogue
-  // (BGRADB) where it fuses (returns true), else nothing (false): the caller
-  // runs kernels::bias_backward.
+  // Whether `wgrad` is this layer's weight's own gradient, which the first
+  // micro-batch writes (marks the parameter grad_overwritten).
+  bool write_grad(const Tensor& wgrad);
+  // The wgrad GEMM: dW += dyᵀ · x (dW = in the step's first micro-batch,
+  // PassContext::first_microbatch, where dW is the weight's own gradient), on the quantized
+  // column-wise copies when native, else on the operands given (dequantized under a quantized
+  // recipe). With `bias_grad`, db += Σ_rows dy as well, in the GEMM's epilogue (BGRADB) where it
+  // fuses (returns true), else nothing (false): the caller runs kernels::bias_backward.
   bool wgrad_gemm(const ExecContext& gemm_context, Ctx& ctx, const Tensor& dy, const Tensor& x,
                   bool native, Tensor& wgrad, Tensor* bias_grad = nullptr);
   // The overlap choice for this layer's `pass` GEMM ("fprop", "dgrad", "wgrad").

@@ -39,6 +39,14 @@ class Ctx : public parallel::PassContext {
   }
   // Drops what `owner` saved (after its backward).
   void release(const Module* owner) { saved_.erase(owner); }
+  // The modules that hold saved state now (full recomputation drops what a
+  // layer's forward added, nn/recompute.h).
+  std::vector<const Module*> owners() const {
+    std::vector<const Module*> out;
+    out.reserve(saved_.size());
+    for (const auto& [owner, state] : saved_) out.push_back(owner);
+    return out;
+  }
 
  private:
   std::unordered_map<const Module*, std::shared_ptr<void>> saved_;

@@ -1,5 +1,7 @@
 #include "weft/nn/transformer_layer.h"
 
+#include <unordered_set>
+
 #include "weft/core/cuda.h"
 #include "weft/kernels/activation.h"
 #include "weft/kernels/random.h"
@@ -46,7 +48,12 @@ TransformerLayer::TransformerLayer(ContextPtr context, TransformerLayerConfig cf
                   .max_positions = cfg_.max_positions,
                   .partition = cfg_.plan.lookup_together(cfg_.name + ".attn", {"qkv", "proj"}),
                   .init_std = cfg_.init_std,
-                  .layers = cfg_.layers}) {
+                  .layers = cfg_.layers,
+                  .recompute_core = cfg_.recompute == Recompute::selective}) {
+  WEFT_CHECK(cfg_.recompute != Recompute::full || cfg_.moe_experts == 0,
+             "{}: full recomputation does not cover MoE layers (their routers' losses are read "
+             "after the forward): use --recompute selective, or none",
+             cfg_.name);
   const Partition mlp_partition = cfg_.plan.lookup_together(cfg_.name + ".mlp", {"fc1", "fc2"});
   if (cfg_.moe_experts > 0) {
     moe_ = std::make_unique<MoeMLP>(pc_, MoeMLPConfig{.name = cfg_.name + ".mlp",
@@ -123,6 +130,57 @@ Tensor TransformerLayer::mlp_forward(Ctx& ctx, const Tensor& x, const Tensor& a,
 
 TransformerLayer::Stream TransformerLayer::forward_stream(Ctx& ctx, const Stream& in, Norm* next,
                                                           const KvCacheView* cache) {
+  if (cfg_.recompute != Recompute::full || !ctx.training() || cache) {
+    return forward_layer(ctx, in, next, cache);
+  }
+  // Full recomputation: run the forward, then drop what it saved, except
+  // the state of `next` (the next layer's input norm reads it in its
+  // backward).
+  const std::vector<const Module*> before = ctx.owners();
+  parallel::RngTracker::State rng = ctx.rng() ? ctx.rng()->state() : parallel::RngTracker::State{};
+  Stream out = forward_layer(ctx, in, next);
+  std::unordered_set<const Module*> keep(before.begin(), before.end());
+  keep.insert(next);
+  for (const Module* owner : ctx.owners()) {
+    if (keep.count(owner) == 0) ctx.release(owner);
+  }
+  Saved& s = ctx.saved<Saved>(this);
+  s.checkpointed = true;
+  s.input = in.x;
+  s.rng = std::move(rng);
+  return out;
+}
+
+void TransformerLayer::recompute(Ctx& ctx) {
+  const Saved checkpoint = ctx.saved<Saved>(this);
+  ctx.release(this);
+  // The streams as the forward found them, for the forward's draws; put
+  // back afterwards (the backward's draws, and other passes', go on from there).
+  struct Replay {
+    Ctx& ctx;
+    parallel::RngTracker::State now;
+    Replay(Ctx& c, const parallel::RngTracker::State& then) : ctx(c) {
+      if (ctx.rng()) {
+        now = ctx.rng()->state();
+        ctx.rng()->set_state(then);
+      }
+      ctx.set_recomputing(true);
+    }
+    ~Replay() {
+      ctx.set_recomputing(false);
+      if (ctx.rng()) ctx.rng()->set_state(now);
+    }
+    Replay(const Replay&) = delete;
+    Replay& operator=(const Replay&) = delete;
+  } replay(ctx, checkpoint.rng);
+  // The input norm runs here (the layer before ran it fused); its output is
+  // the fused one bitwise (norm.h). No norm after: the last residual add
+  // draws the same mask, and its output is not needed.
+  forward_layer(ctx, {checkpoint.input, {}}, nullptr);
+}
+
+TransformerLayer::Stream TransformerLayer::forward_layer(Ctx& ctx, const Stream& in, Norm* next,
+                                                         const KvCacheView* cache) {
   Saved& s = ctx.saved<Saved>(this);
   Norm* n1 = input_norm();
   WEFT_CHECK(n1 || !in.normed.defined(),
@@ -160,6 +218,7 @@ Tensor TransformerLayer::mlp_backward(Ctx& ctx, const Tensor& dy, const Saved& s
 
 Tensor TransformerLayer::backward(Ctx& ctx, const Tensor& dy) {
   const cuda::NvtxRange nvtx(name() + " backward");
+  if (ctx.saved<Saved>(this).checkpointed) recompute(ctx);
   const Saved s = ctx.saved<Saved>(this);
   ctx.release(this);
   Tensor dh;

@@ -38,6 +38,7 @@
 #include "weft/nn/layernorm_mlp.h"
 #include "weft/nn/moe_mlp.h"
 #include "weft/nn/partition.h"
+#include "weft/nn/recompute.h"
 
 namespace weft::nn {
 
@@ -69,6 +70,9 @@ struct TransformerLayerConfig {
   float moe_capacity_factor = 0.0f;
   float moe_aux_coef = 0.01f;
   float moe_z_coef = 0.0f;
+  // Activation recomputation (recompute.h): selective in the attention,
+  // full for the whole layer (not with MoE layers).
+  Recompute recompute = Recompute::none;
 };
 
 class TransformerLayer : public Module {
@@ -113,7 +117,17 @@ class TransformerLayer : public Module {
  private:
   struct Saved {
     Tensor attn_mask, mlp_mask;
+    // Full recomputation: the layer's input and the random streams before
+    // its forward (checkpointed: nothing else is saved).
+    bool checkpointed = false;
+    Tensor input;
+    parallel::RngTracker::State rng;
   };
+  // The layer's forward (forward_stream without full recomputation).
+  Stream forward_layer(Ctx& ctx, const Stream& in, Norm* next, const KvCacheView* cache);
+  // Full recomputation in the backward: the forward again from the saved
+  // input, with the streams as they were.
+  void recompute(Ctx& ctx);
   // The residual dropout of a branch of n elements: its draw from the RNG
   // stream, p = 0 when none runs (no RNG, not training, or p = 0).
   kernels::ResidualDropout draw_dropout(Ctx& ctx, int64_t n) const;

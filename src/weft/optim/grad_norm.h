@@ -15,6 +15,7 @@
 #include "weft/comm/process_group.h"
 #include "weft/core/exec_context.h"
 #include "weft/nn/parameter.h"
+#include "weft/optim/grad_sync.h"
 
 namespace weft::optim {
 
@@ -33,6 +34,48 @@ double global_grad_norm(const std::vector<nn::Parameter*>& params, const Groups&
 // loss). Its root is bit for bit what global_grad_norm returns.
 void global_grad_norm_sum(const std::vector<nn::Parameter*>& params, const Groups& groups,
                           const ExecContext& ec, Tensor& sum_of_squares);
+
+// The same square under the distributed optimizer: each rank counts the
+// stretches of its buckets' shards (reduce-scattered over the data groups,
+// so the data dimensions `data_dims` count each element once by
+// construction), with the other groups' rules as above; the partial sums
+// are then summed over every group of `groups`.
+void sharded_grad_norm_sum(const std::vector<const BucketShard*>& buckets, const Groups& groups,
+                           const std::vector<std::string>& data_dims, const ExecContext& ec,
+                           Tensor& sum_of_squares);
+
+// The same square summed bucket by bucket as the GradSyncs reduce the
+// buckets (a BucketObserver; the CPU's: the sums run on the host's threads):
+// each bucket's counted gradients -- whole, or under the distributed
+// optimizer the shard's stretches -- as soon as it is reduced, while the
+// backward goes on, and the parameters whose gradients change in finish()
+// (GradSync::summed_after) at its end. The total adds the buckets in a fixed
+// order: a configuration gives the same bits every run (not those of
+// global_grad_norm_sum, which adds in parameter order).
+class BucketNormSums final : public BucketObserver {
+ public:
+  // `groups` as above; `data_dims`: the dimensions the syncs shard over
+  // (the distributed optimizer's data dimensions; empty when not sharded).
+  BucketNormSums(Groups groups, std::vector<std::string> data_dims, const ExecContext& ec);
+  // Observes `sync` (sets its observer); the same order on every rank.
+  void observe(GradSync& sync);
+  void bucket_final(const GradSync& sync, int64_t index) override;
+  void partials_final(const GradSync& sync) override;
+  // The step's square, summed over every group, into `sum_of_squares` (f64,
+  // one element, on the host); the sums start again for the next step.
+  void total(Tensor& sum_of_squares);
+
+ private:
+  size_t index_of(const GradSync& sync) const;
+  double sum(const std::vector<Tensor>& counted) const;
+
+  Groups groups_;
+  std::vector<std::string> data_dims_;
+  ExecContext ec_;
+  std::vector<const GradSync*> syncs_;
+  std::vector<std::vector<double>> bucket_sums_;  // per sync, per bucket
+  std::vector<double> partial_sums_;              // per sync
+};
 
 // max_norm / norm when the norm exceeds max_norm, else 1 (0 disables clipping).
 float clip_scale(double norm, double max_norm);

@@ -196,7 +196,7 @@ const QuantizedTensor& GemmQuantizer::per_tensor(Operand which, const Tensor& x,
     // group once per step.
     // Evaluation records nothing: no amax is read back either.
     cfg.want_amax = !ec.device().is_cuda();  // the CPU has it anyway (GTP's shards keep it)
-    if (pass.training()) {
+    if (pass.training() && !pass.recomputing()) {
       cfg.amax_accumulator = registry_.amax_accumulator(ec.device());
       cfg.amax_slot = id;
     }
@@ -262,7 +262,7 @@ float GemmQuantizer::weight_key() const {
 }
 
 void GemmQuantizer::record_weight_amax(float amax, const PassContext& pass) {
-  if (precision_.recipe == Recipe::fp8_delayed && pass.training()) {
+  if (precision_.recipe == Recipe::fp8_delayed && pass.training() && !pass.recomputing()) {
     registry_.record(ids_[static_cast<size_t>(Operand::weight)], amax);
   }
 }

@@ -99,6 +99,10 @@ struct Parameter {
   // optimizer step, checkpoint loading): a weight source reuses a cast of the
   // value only while the version is unchanged.
   uint64_t version = 0;
+  // The first micro-batch's wgrad GEMM writes `grad` instead of adding to it
+  // (PassContext::first_microbatch; set by the Linear that does so): a
+  // trainer need not zero it between steps.
+  bool grad_overwritten = false;
 };
 
 // This rank's part of `full` (a tensor of spec.global_shape) as the spec

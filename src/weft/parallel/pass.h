@@ -35,6 +35,19 @@ class PassContext {
   bool final_microbatch() const { return final_microbatch_; }
   void set_final_microbatch(bool on) { final_microbatch_ = on; }
 
+  // Whether this pass is the first of the optimizer step's (its first
+  // micro-batch): a layer whose weight gradient is the parameter's own may
+  // write it instead of adding to it (Parameter::grad_overwritten), so the
+  // trainer skips zeroing it. Off by default: backward accumulates.
+  bool first_microbatch() const { return first_microbatch_; }
+  void set_first_microbatch(bool on) { first_microbatch_ = on; }
+
+  // Whether the forward running now recomputes one that already ran in this
+  // pass (activation recomputation, nn/recompute.h): it must give the same
+  // results and record nothing twice (fp8-delayed's amaxes).
+  bool recomputing() const { return recomputing_; }
+  void set_recomputing(bool on) { recomputing_ = on; }
+
  private:
   static uint64_t next_serial() {
     static std::atomic<uint64_t> counter{0};
@@ -46,6 +59,8 @@ class PassContext {
   uint64_t serial_;
   bool reuse_weight_casts_ = false;
   bool final_microbatch_ = true;
+  bool recomputing_ = false;
+  bool first_microbatch_ = false;
 };
 
 }  // namespace weft::parallel

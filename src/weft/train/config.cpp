@@ -184,6 +184,18 @@ const std::vector<KeyDef>& key_defs() {
                  [](const TrainConfig& c) { return io::Json(c.device); }});
     d.push_back(number_key({"bucket-mb", "MB", "", "data-parallel gradient bucket size in MiB"},
                            &TrainConfig::bucket_mb));
+    d.push_back(model_choice_key(
+        {"recompute", "none|selective|full", "none",
+         "activation recomputation: selective reruns the attention core (its output and "
+         "probabilities) in the backward, full keeps only each layer's input and reruns the "
+         "layer's forward in its backward; dropout replayed, results identical to none"},
+        &nn::GptConfig::recompute,
+        {{"none", nn::Recompute::none},
+         {"selective", nn::Recompute::selective},
+         {"full", nn::Recompute::full}}));
+    d.push_back(int_key(
+        {"recompute-layers", "K", "all", "--recompute applies to the first K layers (0: all)"},
+        model_field(&nn::GptConfig::recompute_layers), 0));
     d.push_back(string_key({"data", "FILES", "fortunes",
                             "text files (byte tokens) or llm.c .bin token shards (GPT-2 uint16 or "
                             "llama-3 uint32), comma-separated, globs allowed "

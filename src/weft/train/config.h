@@ -61,6 +61,10 @@ struct TrainConfig {
   std::string backend = "auto";  // auto (mpi under mpirun, else local), local, mpi
   std::string device = "cpu";    // cpu, cuda, cuda:N (Device::parse)
   double bucket_mb = 25;
+  // --distributed-optimizer (a flag, like --overwrite: not a saved setting,
+  // so a run resumes with or without it): AdamW's moments sharded over the
+  // data ranks, gradients reduce-scattered (optim/distributed_optimizer.h).
+  bool distributed_optimizer = false;
   // Data: empty = the default corpus (Debian's fortunes).
   // Comma-separated files and globs (see data.h).
   std::string data{};

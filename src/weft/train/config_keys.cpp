@@ -69,9 +69,12 @@ PresetSchedule preset_schedule(const std::string& preset) {
 
 void apply_preset(TrainConfig& c, const std::string& name) {
   nn::GptConfig shape = nn::gpt_preset(name);
-  // A preset is a shape: the dropout and partition plan set elsewhere stay.
+  // A preset is a shape: the dropout, partition plan and recomputation set
+  // elsewhere stay.
   shape.dropout = c.model.dropout;
   shape.plan = c.model.plan;
+  shape.recompute = c.model.recompute;
+  shape.recompute_layers = c.model.recompute_layers;
   c.preset = name;
   c.model = std::move(shape);
 }

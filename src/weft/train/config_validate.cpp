@@ -81,6 +81,17 @@ void validate(const TrainConfig& c) {
              "--kv-heads {} below --tp {} replicates each key/value head on {} TP ranks, which "
              "--gtp {} does not support: use --gtp 1, or --kv-heads a multiple of --tp",
              c.model.kv_head_count(), c.tp, c.tp / c.model.kv_head_count(), c.gtp);
+  WEFT_CHECK(c.model.recompute_layers <= c.model.layers,
+             "--recompute-layers {} exceeds the model's {} layers: pass at most --layers, or 0 "
+             "for all",
+             c.model.recompute_layers, c.model.layers);
+  WEFT_CHECK(c.model.recompute != nn::Recompute::full || c.model.moe_experts == 0,
+             "--recompute full does not cover MoE layers (their routers' losses are read after "
+             "the forward): use --recompute selective, or none");
+  // The data ranks: ep · gtp · dp (dp auto: the Trainer checks the world's).
+  WEFT_CHECK(!c.distributed_optimizer || c.dp == 0 || c.ep * c.gtp * c.dp > 1,
+             "--distributed-optimizer shards the optimizer over the data-parallel ranks, and "
+             "this layout has one (dp 1): drop the flag, or run with --dp 2 or more");
   WEFT_CHECK(c.lr_value() > 0, "--lr must be positive, got {}", c.lr_value());
   WEFT_CHECK(!c.min_lr || *c.min_lr <= c.lr_value(), "--min-lr {} is above --lr {}", *c.min_lr,
              c.lr_value());

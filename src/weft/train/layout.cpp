@@ -35,7 +35,7 @@ std::shared_ptr<comm::ProcessGroup> group_across(comm::ProcessGroup& world, cons
 GradSyncs::GradSyncs(comm::ProcessGroup& world, const comm::Grid& grid,
                      std::shared_ptr<comm::ProcessGroup> data_group,
                      const std::vector<nn::Parameter*>& params, int64_t bucket_bytes,
-                     const ExecContext& ec) {
+                     const ExecContext& ec, bool shard) {
   // The data dimensions each parameter is averaged over; std::map orders the
   // sets alike on every rank, so the groups are created in the same order.
   std::map<std::vector<std::string>, std::vector<nn::Parameter*>> by_dims;
@@ -53,7 +53,7 @@ GradSyncs::GradSyncs(comm::ProcessGroup& world, const comm::Grid& grid,
     auto group = dims.empty()                       ? nullptr
                  : dims == data_dims(grid.layout()) ? data_group
                                                     : group_across(world, grid, dims);
-    syncs_.push_back(std::make_unique<optim::GradSync>(ps, group, bucket_bytes, ec));
+    syncs_.push_back(std::make_unique<optim::GradSync>(ps, group, bucket_bytes, ec, shard));
     for (const nn::Parameter* p : ps) of_[p] = syncs_.back().get();
   }
 }
@@ -70,6 +70,16 @@ void GradSyncs::set_sync(bool on) {
 
 void GradSyncs::finish() {
   for (auto& s : syncs_) s->finish();
+}
+
+std::vector<const optim::GradSync*> GradSyncs::syncs() const {
+  std::vector<const optim::GradSync*> out;
+  for (const auto& s : syncs_) out.push_back(s.get());
+  return out;
+}
+
+void GradSyncs::observe(optim::BucketNormSums& sums) {
+  for (auto& s : syncs_) sums.observe(*s);
 }
 
 }  // namespace weft::train

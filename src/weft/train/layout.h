@@ -10,7 +10,8 @@
 // of them, a GTP shard over ep and dp (its reduce-scatter averaged gtp), an
 // expert's weight under expert parallelism over gtp and dp (it lives on one
 // ep rank; nn/grouped_linear.h scales its gradient by 1/ep). One GradSync per
-// such set of dimensions, each over the group spanning them.
+// such set of dimensions, each over the group spanning them; sharded (the
+// distributed optimizer) each shards its buckets over that group.
 #pragma once
 
 #include <memory>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "weft/comm/grid.h"
+#include "weft/optim/grad_norm.h"
 #include "weft/optim/grad_sync.h"
 #include "weft/train/config.h"
 
@@ -42,11 +44,16 @@ class GradSyncs {
   // replicated over all of them).
   GradSyncs(comm::ProcessGroup& world, const comm::Grid& grid,
             std::shared_ptr<comm::ProcessGroup> data_group,
-            const std::vector<nn::Parameter*>& params, int64_t bucket_bytes, const ExecContext& ec);
+            const std::vector<nn::Parameter*>& params, int64_t bucket_bytes, const ExecContext& ec,
+            bool shard = false);
 
   void mark_ready(const nn::Parameter* p);
   void set_sync(bool on);
   void finish();
+  // Each GradSync (one per set of data dimensions).
+  std::vector<const optim::GradSync*> syncs() const;
+  // `sums` observes every GradSync's buckets (the gradient norm bucket by bucket).
+  void observe(optim::BucketNormSums& sums);
 
  private:
   std::vector<std::unique_ptr<optim::GradSync>> syncs_;

@@ -109,13 +109,32 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
   const ExecContext& ec = model_->context()->exec;
   // Each gradient is averaged over the data dimensions it is replicated over
   // (train/layout.h); GTP shards once their reduce-scatter made them final.
-  syncs_ = std::make_unique<GradSyncs>(world, *grid_, data_group_, params_, bucket, ec);
+  WEFT_CHECK(!cfg_.distributed_optimizer || data_group_->size() > 1,
+             "--distributed-optimizer shards the optimizer over the data-parallel ranks, and this "
+             "layout has one (dp 1): drop the flag, or run with --dp 2 or more");
+  syncs_ = std::make_unique<GradSyncs>(world, *grid_, data_group_, params_, bucket, ec,
+                                       cfg_.distributed_optimizer);
+  norm_groups_ = {{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
+  for (const char* dim : {"ep", "gtp"}) {
+    if (grid_->layout().has(dim)) norm_groups_[dim] = grid_->group_ptr(dim);
+  }
+  if (ec.device().is_cpu()) {
+    norm_sums_ = std::make_unique<optim::BucketNormSums>(
+        norm_groups_,
+        cfg_.distributed_optimizer ? data_dims(grid_->layout()) : std::vector<std::string>{}, ec);
+    syncs_->observe(*norm_sums_);
+  }
   if (gtp) {
     model_->context()->gtp_runtime->chain.set_on_gradient_final(
         [this](nn::Parameter& p) { syncs_->mark_ready(&p); });
   }
-  optimizer_ = std::make_unique<optim::AdamW>(
-      params_, optim::AdamWOptions{.weight_decay = static_cast<float>(cfg_.weight_decay)}, ec);
+  const optim::AdamWOptions adamw{.weight_decay = static_cast<float>(cfg_.weight_decay)};
+  if (cfg_.distributed_optimizer) {
+    distributed_ =
+        std::make_unique<optim::DistributedOptimizer>(params_, syncs_->syncs(), adamw, ec);
+  } else {
+    optimizer_ = std::make_unique<optim::AdamW>(params_, adamw, ec);
+  }
   scalars_ = ec.zeros({StepScalars::kBytes}, DType::u8, MemoryTag::optimizer);
   const bool batch_sp = cfg_.sp == nn::SequenceParallel::batch;
   slice_ = {.dp_rank = data_group_->rank(),
@@ -125,7 +144,12 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
   if (!cfg_.init.empty()) load_weights(cfg_.init, world, *grid_, *model_);
   if (!cfg_.resume.empty()) {
     const std::string dir = io::resolve_checkpoint(cfg_.resume);
-    io::TrainState state = io::load_checkpoint(dir, world, *grid_, *model_, optimizer_.get());
+    // The distributed optimizer takes its shards of a whole AdamW's state.
+    std::unique_ptr<optim::AdamW> whole =
+        distributed_ ? std::make_unique<optim::AdamW>(params_, adamw, ec) : nullptr;
+    io::TrainState state = io::load_checkpoint(dir, world, *grid_, *model_,
+                                               distributed_ ? whole.get() : optimizer_.get());
+    if (distributed_) distributed_->load(*whole);
     step_ = state.step;
     if (!cfg_.save.empty() && io::in_run_dir(dir, cfg_.save)) saved_step_ = step_;
     data_seed_ = state.data_seed;
@@ -150,6 +174,12 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
 Trainer::~Trainer() {
   // The chain reports to syncs_, which go before the model does.
   if (const auto& gtp = model_->context()->gtp_runtime) gtp->chain.set_on_gradient_final({});
+}
+
+optim::AdamW& Trainer::optimizer() {
+  WEFT_CHECK(optimizer_ != nullptr,
+             "this trainer runs the distributed optimizer: see distributed_optimizer()");
+  return *optimizer_;
 }
 
 void Trainer::check_finite(double loss, double norm) const {
@@ -190,6 +220,8 @@ StepResult Trainer::step() {
     // The microbatches of a step see the same weights: bf16 casts once a step.
     ctx.set_reuse_weight_casts(true);
     ctx.set_final_microbatch(m == accum - 1);
+    // Weight gradients the first micro-batch's GEMMs write: not zeroed below.
+    ctx.set_first_microbatch(m == 0);
     syncs_->set_sync(m == accum - 1);
     const int forward_start = clock.mark();
     {
@@ -232,19 +264,30 @@ StepResult Trainer::step() {
   // on a GPU would wait on the host; a larger group's result is waited for
   // on the stream where the backend allows it (nccl).
   if (data_group_->size() > 1) data_group_->all_reduce(sc.losses, comm::ReduceOp::avg).wait(ec);
-  optim::Groups groups{{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
-  for (const char* dim : {"ep", "gtp"}) {
-    if (grid_->layout().has(dim)) groups[dim] = grid_->group_ptr(dim);
+  if (norm_sums_) {
+    norm_sums_->total(sc.norm);
+  } else if (distributed_) {
+    optim::sharded_grad_norm_sum(distributed_->buckets(), norm_groups_, data_dims(grid_->layout()),
+                                 ec, sc.norm);
+  } else {
+    optim::global_grad_norm_sum(params_, norm_groups_, ec, sc.norm);
   }
-  optim::global_grad_norm_sum(params_, groups, ec, sc.norm);
   kernels::clip_scale(ec, sc.losses, sc.norm, cfg_.grad_clip, sc.scale);
   LrSchedule schedule{.lr = cfg_.lr_value(),
                       .warmup = cfg_.warmup_steps(),
                       .total = cfg_.schedule_total(),
                       .min_lr = cfg_.min_lr};
   r.lr = schedule.at(step_);
-  optimizer_->step(static_cast<float>(r.lr), sc.scale);
-  model_->zero_grad();
+  if (distributed_) {
+    distributed_->step(static_cast<float>(r.lr), sc.scale);
+  } else {
+    optimizer_->step(static_cast<float>(r.lr), sc.scale);
+  }
+  // The next step's first micro-batch writes the weight gradients its GEMMs
+  // make (Parameter::grad_overwritten): only the others are zeroed.
+  for (nn::Parameter* p : params_) {
+    if (!p->grad_overwritten) p->grad.zero();
+  }
   const int optimizer_end = clock.mark();
   const StepScalars::Values v = sc.read();
   r.loss = v.loss;
@@ -253,7 +296,11 @@ StepResult Trainer::step() {
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     // AdamW skipped the update on the device: its step count goes back too,
     // so that the optimizer's state is the last good step's.
-    optimizer_->set_steps_taken(optimizer_->steps_taken() - 1);
+    if (distributed_) {
+      distributed_->set_steps_taken(distributed_->steps_taken() - 1);
+    } else {
+      optimizer_->set_steps_taken(optimizer_->steps_taken() - 1);
+    }
   }
   for (const auto& [from, to] : forward_spans) r.times.forward += clock.seconds(from, to);
   for (const auto& [from, to] : backward_spans) r.times.backward += clock.seconds(from, to);
@@ -324,7 +371,11 @@ void Trainer::save(const std::string& dir) {
   state.tokenizer = cfg_.tokenizer_json;
   if (cfg_.precision.quantized())
     state.scaling = io::scaling_json(model_->context()->scaling->snapshot());
-  io::save_checkpoint(dir, world_, *grid_, *model_, optimizer_.get(), state);
+  // The distributed optimizer saves a whole AdamW's state (gathered): the
+  // checkpoint is the same at any dp, with or without it.
+  const std::unique_ptr<optim::AdamW> whole = distributed_ ? distributed_->gathered() : nullptr;
+  io::save_checkpoint(dir, world_, *grid_, *model_, distributed_ ? whole.get() : optimizer_.get(),
+                      state);
   if (dir == cfg_.save) saved_step_ = step_;
 }
 

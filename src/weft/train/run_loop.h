@@ -25,8 +25,14 @@
 //   sync.finish()
 //   loss = mean over micro-batches, averaged over the data group: the same on every rank
 //   norm = global grad norm over {tp, gtp, dp}, each element counted once
+//   (on the CPU its sums run bucket by bucket as the buckets are reduced)
 //   a loss or norm that is not finite stops the run (weft::Error naming the step)
 //   AdamW step at lr(step) with the clipping factor as its gradient scale
+//
+// --distributed-optimizer: the GradSyncs reduce-scatter their buckets
+// instead (each data rank keeps its 1/D shard of the averaged gradient),
+// the norm sums the shards, and optim::DistributedOptimizer updates this
+// rank's shard and all-gathers the weights.
 //
 // A step's batch is a pure function of (data seed, step), so the same
 // configuration and seed give bitwise-identical losses, and a run
@@ -45,6 +51,7 @@
 #include "weft/io/data.h"
 #include "weft/nn/gpt.h"
 #include "weft/optim/adamw.h"
+#include "weft/optim/distributed_optimizer.h"
 #include "weft/parallel/rng.h"
 #include "weft/train/config.h"
 #include "weft/train/layout.h"
@@ -124,7 +131,10 @@ class Trainer {
   const TrainConfig& config() const { return cfg_; }
   const comm::Grid& grid() const { return *grid_; }
   nn::Gpt& model() { return *model_; }
-  optim::AdamW& optimizer() { return *optimizer_; }
+  // AdamW (an error under --distributed-optimizer: distributed_optimizer()).
+  optim::AdamW& optimizer();
+  // Under --distributed-optimizer, else null.
+  optim::DistributedOptimizer* distributed_optimizer() { return distributed_.get(); }
   parallel::RngTracker& rng() { return rng_; }
   comm::ProcessGroup& world() { return world_; }
 
@@ -147,7 +157,12 @@ class Trainer {
   std::unique_ptr<nn::Gpt> model_;
   std::vector<nn::Parameter*> params_;
   std::unique_ptr<GradSyncs> syncs_;
-  std::unique_ptr<optim::AdamW> optimizer_;
+  std::unique_ptr<optim::AdamW> optimizer_;  // exactly one of optimizer_ and distributed_
+  std::unique_ptr<optim::DistributedOptimizer> distributed_;
+  // The groups the gradient norm sums over, and on the CPU its sums bucket by
+  // bucket as the GradSyncs reduce them (null on a GPU: one pass after the sync).
+  optim::Groups norm_groups_;
+  std::unique_ptr<optim::BucketNormSums> norm_sums_;
   // The step's scalars where the model runs (kernels/step_scalars.h), read
   // to the host once at the end of a step: see StepScalars in run_loop.cpp.
   Tensor scalars_;

@@ -155,6 +155,23 @@ int64_t truncate_metrics(const std::string& path, int64_t step) {
   return dropped;
 }
 
+namespace {
+
+// ", distributed optimizer, recompute full (the first 2 of 4 layers)": the
+// memory options in use.
+std::string memory_levers(const TrainConfig& c) {
+  std::string out = c.distributed_optimizer ? ", distributed optimizer" : "";
+  if (c.model.recompute != nn::Recompute::none) {
+    out += format(", recompute {}", nn::recompute_name(c.model.recompute));
+    if (c.model.recompute_layers > 0) {
+      out += format(" (the first {} of {} layers)", c.model.recompute_layers, c.model.layers);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string describe_run(Trainer& t, const io::Dataset& data) {
   const TrainConfig& c = t.config();
   const comm::Grid& g = t.grid();
@@ -166,7 +183,7 @@ std::string describe_run(Trainer& t, const io::Dataset& data) {
   return format(
       "model {}: {} layers, width {}, {} heads, context {}, vocab {} ({:.2f}M parameters), {}\n"
       "data  {}: {} tokens ({} train, {} validation)\n"
-      "ranks {} on the {} backend: tp {}{} x dp {}, sp {}\n"
+      "ranks {} on the {} backend: tp {}{} x dp {}, sp {}{}\n"
       "steps {}: {} sequences x {} tokens per step (micro-batch {} x dp {} x accum {}), lr {:g} "
       "(warmup {}, cosine {}to {:g})",
       is_preset ? c.preset : "(custom)", c.model.layers, c.model.width, c.model.heads, c.model.seq,
@@ -182,8 +199,9 @@ std::string describe_run(Trainer& t, const io::Dataset& data) {
           : std::string(dtype_name(c.compute_dtype())),
       data.data().source, data.data().size(), data.train().size(), data.val().size(),
       t.world().size(), t.world().backend(), g.size("tp"), middle_dims(g.layout()), g.size("dp"),
-      nn::sequence_parallel_name(c.sp), c.steps, c.sequences_per_step(t.dp_size()), c.model.seq,
-      c.micro_batch, t.dp_size(), c.grad_accum, c.lr_value(), c.warmup_steps(),
+      nn::sequence_parallel_name(c.sp), memory_levers(c), c.steps,
+      c.sequences_per_step(t.dp_size()), c.model.seq, c.micro_batch, t.dp_size(), c.grad_accum,
+      c.lr_value(), c.warmup_steps(),
       c.schedule_total() == c.steps ? std::string() : format("over {} steps ", c.schedule_total()),
       c.min_lr_value());
 }
