@@ -124,7 +124,7 @@ class TransformerLayer : public Module {
     parallel::RngTracker::State rng;
   };
   // The layer's forward (forward_stream without full recomputation).
-  Stream forward_layer(Ctx& ctx, const Stream& in, Norm* next, const KvCacheView* cache);
+  Stream forward_layer(Ctx& ctx, const Stream& in, Norm* next, const KvCacheView* cache = nullptr);
   // Full recomputation in the backward: the forward again from the saved
   // input, with the streams as they were.
   void recompute(Ctx& ctx);
