@@ -11,6 +11,10 @@
 # GPU_CHECK_SECTIONS and GPU_CHECK_DEADLINE (below), GPU_CHECK_PEERS=0 (no
 # PyTorch peers) or GPU_CHECK_PEER_MODES (default "eager compile"),
 # GPU_CHECK_SANITIZER_FILTER (the kernel tests compute-sanitizer runs).
+# Sections: tests attention step peers gemm variants fp8speed moe train layouts
+# generate sanitizer (layouts: a training run per layout family -- --pp 2,
+# zero-bubble, --cp 2, --tp 2 --sp seq, --gtp 2, --distributed-optimizer,
+# --recompute full, --ep 2 MoE, mpirun -np 2 -- against the one-rank GPU run).
 # Exit status: 0 when every check passed, 1 otherwise, 2 when there is no GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +53,7 @@ row "attention path" INFO "$(grep '^attention:' "$OUT/info.log" | cut -c12- | cu
 # all): a section that would start after GPU_CHECK_DEADLINE seconds (0: no
 # deadline) is skipped and says so, so that the summary always prints inside
 # a GPU lease's time.
-SECTIONS=${GPU_CHECK_SECTIONS:-"tests attention step peers gemm variants fp8speed moe train sanitizer"}
+SECTIONS=${GPU_CHECK_SECTIONS:-"tests attention step peers gemm variants fp8speed moe train layouts generate sanitizer"}
 DEADLINE=${GPU_CHECK_DEADLINE:-0}
 START=$(date +%s)
 want() {  # section name
@@ -243,7 +247,7 @@ cat "$log"
 
 fi
 
-if want train; then
+# The training jobs below (train, layouts) share these.
 # The same 20-step job on the CPU and the GPU, and a checkpoint carried
 # between them: losses compared step by step.
 # The default corpus is Debian's fortunes; a GPU machine without it trains on
@@ -278,6 +282,8 @@ print(f"{len(steps)} steps, max rel diff {worst:.2e} (tol {tol:g}), last loss {a
 sys.exit(0 if worst <= tol else 1)
 PY
 }
+
+if want train; then
 rm -rf "$OUT"/ck-cpu "$OUT"/ck-cuda "$OUT"/*.jsonl
 # Tolerances: the GPU's kernels agree with the CPU's within docs/design.md's limits
 # (1e-5 f32), but 20 steps of training at the tiny preset's learning rate
@@ -353,7 +359,7 @@ PY
 }
 # fp8-block (1x128 / 128x128 power-of-two block scales) and mxfp8 (1x32, e8m0)
 # on the same footing.
-for recipe in fp8-delayed fp8-block mxfp8; do
+for recipe in fp8-delayed fp8-current fp8-block mxfp8 nvfp4; do
   if train cpu "$OUT/cpu_$recipe.jsonl" --precision $recipe >"$OUT/train_cpu_$recipe.log" 2>&1 &&
     train cuda "$OUT/gpu_$recipe.jsonl" --precision $recipe >"$OUT/train_gpu_$recipe.log" 2>&1; then
     if detail=$(compare_fp8 "$OUT/cpu_$recipe.jsonl" "$OUT/gpu_$recipe.jsonl"); then
@@ -438,6 +444,88 @@ sys.exit(0 if abs(a - b) <= 1e-4 * abs(a) else 1)' "$ecpu" "$egpu" 2>&1); then
   fi
 fi
 
+fi
+
+if want layouts; then
+# One training run per layout family on the GPU, each against the same job on
+# the local backend at one rank on the GPU (5e-4 relative per step: the same
+# kernels, the collectives only move data; the GEMM tuning may pick other
+# algorithms from run to run, hence not bitwise). The rank threads of a
+# layout share the one GPU. A layout weft refuses on a GPU (exit 2 with its
+# one line) is a SKIP row that quotes the refusal: the host side exists, the
+# device side does not yet.
+layout_row() {  # label, base.jsonl, run.jsonl, log, rc
+  local label=$1 base=$2 got=$3 log=$4 rc=$5 detail
+  if [ "$rc" -eq 2 ]; then
+    row "$label" SKIP "refused: $(grep -v '^$' "$log" | tail -1 | cut -c1-100)"
+  elif [ "$rc" -ne 0 ]; then
+    row "$label" FAIL "rc $rc ($log)"
+    tail -n 5 "$log"
+  elif detail=$(compare f32 "$base" "$got" 5e-4 20); then
+    row "$label" PASS "$detail"
+  else
+    row "$label" FAIL "$detail"
+  fi
+}
+# The micro-batch and the global batch every row keeps (16 sequences a step:
+# the accumulation, or under --pp the micro-batches in flight, follow).
+acc=(--micro-batch 4 --global-batch 16)
+if train cuda "$OUT/gpu_layout_base.jsonl" --dtype f32 "${acc[@]}" >"$OUT/train_gpu_layout_base.log" 2>&1 &&
+  PRESET=moe-tiny train cuda "$OUT/gpu_layout_moe.jsonl" --dtype f32 "${acc[@]}" \
+    >"$OUT/train_gpu_layout_moe.log" 2>&1; then
+  for layout in "--tp 1 --pp 2" "--tp 1 --pp 2 --pp-schedule zero-bubble" "--tp 1 --cp 2" \
+    "--tp 2 --sp seq" "--tp 1 --gtp 2" "--tp 1 --dp 2 --distributed-optimizer" \
+    "--tp 1 --recompute full"; do
+    name=gpu_layout_$(echo "$layout" | tr -c 'a-z0-9' '_')
+    base=$OUT/gpu_layout_base.jsonl
+    # shellcheck disable=SC2086
+    "$WEFT" train --preset tiny --steps 20 --sample-tokens 0 --log-every 1 --device cuda \
+      --dtype f32 "${acc[@]}" --metrics "$OUT/$name.jsonl" "${data[@]}" $layout \
+      >"$OUT/$name.log" 2>&1
+    layout_row "train tiny $layout" "$base" "$OUT/$name.jsonl" "$OUT/$name.log" $?
+  done
+  name=gpu_layout_moe_ep2
+  "$WEFT" train --preset moe-tiny --steps 20 --sample-tokens 0 --log-every 1 --device cuda \
+    --dtype f32 "${acc[@]}" --metrics "$OUT/$name.jsonl" "${data[@]}" --tp 1 --ep 2 \
+    >"$OUT/$name.log" 2>&1
+  layout_row "train moe-tiny --ep 2" "$OUT/gpu_layout_moe.jsonl" "$OUT/$name.jsonl" "$OUT/$name.log" $?
+else
+  row "train layouts: the one-rank GPU runs" FAIL "see $OUT/train_gpu_layout_*.log"
+fi
+# Two processes: mpirun -np 2 with the nccl backend needs a GPU per rank.
+ngpu=$(nvidia-smi -L | wc -l)
+if ! command -v mpirun >/dev/null; then
+  row "mpirun -np 2 --tp 2 (nccl)" SKIP "no mpirun on this machine"
+elif [ "$ngpu" -lt 2 ]; then
+  row "mpirun -np 2 --tp 2 (nccl)" SKIP "one GPU here: nccl takes one GPU per rank"
+else
+  mpirun --allow-run-as-root -np 2 "$WEFT" train --preset tiny --tp 2 --steps 20 --sample-tokens 0 \
+    --log-every 1 --device cuda --dtype f32 "${acc[@]}" --metrics "$OUT/gpu_mpirun2.jsonl" \
+    "${data[@]}" >"$OUT/train_gpu_mpirun2.log" 2>&1
+  layout_row "mpirun -np 2 --tp 2 (nccl)" "$OUT/gpu_layout_base.jsonl" "$OUT/gpu_mpirun2.jsonl" \
+    "$OUT/train_gpu_mpirun2.log" $?
+fi
+fi
+
+if want generate; then
+# Generation with the key/value cache against recomputing the window, the same
+# prompt, in one run (CPU: the decode kernels have no CUDA twin yet, and on a
+# GPU generation recomputes; the row says what the cached path gains there).
+log=$OUT/bench_generate.log
+if "$WEFT" bench generate --preset tiny --seq 512 --prompt-tokens 448 --tokens 64 --json \
+  >"$log" 2>&1; then
+  row "bench generate tiny (CPU)" INFO "$(tail -1 "$log" | cut -c1-110)"
+else
+  row "bench generate tiny (CPU)" FAIL "rc $? ($log)"
+fi
+# The pipeline schedules' bubbles on the GPU machine's CPUs (the step itself
+# is --device cpu here: bench pipeline times host stages).
+log=$OUT/bench_pipeline.log
+if "$WEFT" bench pipeline --preset tiny --pp 2 --microbatches 8 --json >"$log" 2>&1; then
+  row "bench pipeline tiny pp 2 (CPU)" INFO "$(grep -c schedule "$log") schedules ($log)"
+else
+  row "bench pipeline tiny pp 2 (CPU)" FAIL "rc $? ($log)"
+fi
 fi
 
 if want sanitizer; then
