@@ -211,7 +211,7 @@ def case_model(weft, data, work):
     assert b"tokenizer.json" in p.stdout + p.stderr, p
     # A prompt longer than the context (64).
     expect_error([weft, "generate", "--checkpoint", ck, "--prompt", "word " * 100],
-                 "longer than the model's context of 64")
+                 "more than the model's context of 64")
 
 
 def case_errors(weft, data, work):
