@@ -37,7 +37,6 @@ struct Measured {
   std::vector<std::vector<int64_t>> expert_load;
   // Times the host waited for the GPU per timed step (cuda::host_syncs).
   double host_syncs_per_step = 0;
-  int64_t optimizer_state_bytes = 0;  // rank 0's
   // CPU: the direct oneDNN rate of the model's layer GEMMs (GFLOP/s), probed
   // after every timed step and taken, as the step time is, as the median.
   double gemm_gflops = 0;
@@ -49,9 +48,8 @@ struct Measured {
 // GEMMs read casts of them), and every rank keeps them whole, with or without
 // the distributed optimizer. Call on the rank's thread.
 int64_t optimizer_state_bytes(train::Trainer& t) {
-  int64_t bytes = MemoryTracker::current()
-                      .tag(t.model().context()->exec.device(), MemoryTag::optimizer)
-                      .live;
+  int64_t bytes =
+      MemoryTracker::current().tag(t.model().context()->exec.device(), MemoryTag::optimizer).live;
   for (const nn::Parameter* p : t.model().parameters()) {
     if (p->value.dtype() == DType::f32) bytes += p->value.nbytes();
   }
@@ -75,7 +73,6 @@ int64_t active_parameters(train::Trainer& t) {
   }
   return static_cast<int64_t>(n);
 }
-
 
 // 6 FLOPs per parameter per token (forward 2, backward 4) for the GEMMs, plus
 // the attention scores and weighted sums (2·2·T·C per layer forward, ×3).
@@ -395,10 +392,9 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
   train::TrainConfig cfg;
   io::Json s = io::Json::object();
   s["preset"] = opts.str("preset");
-  for (const char* key : {"tp", "ep", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers",
-    for (const char* key : {"tp", "ep", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers",
-                          "overlap", "device", "grad-accum", "global-batch", "recompute",
-                          "recompute-layers"})
+  for (const char* key :
+       {"tp", "ep", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers", "overlap", "device",
+        "grad-accum", "global-batch", "recompute", "recompute-layers"})
     if (opts.given(key)) s[key] = opts.str(key);
   const bool small = opts.str("preset") == "tiny" || opts.str("preset") == "llama-tiny" ||
                      opts.str("preset") == "moe-tiny";
