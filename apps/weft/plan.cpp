@@ -19,8 +19,8 @@ namespace {
 cli::Options plan_options() {
   cli::Options opts(
       "weft plan [options]",
-      "Enumerates the layouts (tp, sp, dp, gtp, ep, micro-batch; pp, vpp, cp, the distributed\n"
-      "optimizer and recomputation as weft train learns them) that --world ranks allow for\n"
+      "Enumerates the layouts (tp, sp, dp, gtp, ep, micro-batch, the distributed optimizer,\n"
+      "recomputation; pp, vpp, cp as weft train learns them) that --world ranks allow for\n"
       "a model at --global-batch sequences per step, predicts each one's peak memory per rank\n"
       "(the memory model: parameters, gradients, optimizer state, activations, workspaces,\n"
       "weight cache) and tokens/s (the cost model: GEMM FLOPs at this machine's measured GEMM\n"

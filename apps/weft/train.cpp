@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "cli.h"
-#include "weft/infer/generate.h"
 #include "plan_options.h"
 #include "weft/comm/world.h"
+#include "weft/infer/generate.h"
 #include "weft/io/checkpoint.h"
 #include "weft/io/data.h"
 #include "weft/text/tokenizer.h"
@@ -167,9 +167,16 @@ void choose_layout(const cli::Options& opts, train::TrainConfig& cfg, std::ostre
       pick_layout(cfg, world, global_batch, limit, opts.str("memory-limit"));
   io::Json s = io::Json::object();
   const std::vector<std::string> args = pick.layout.args();
+  // The memory levers are the pick's too (--distributed-optimizer is a
+  // flag, not a settings key).
+  cfg.distributed_optimizer = false;
+  cfg.model.recompute = nn::Recompute::none;
+  cfg.model.recompute_layers = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string key = args[i].substr(2);
-    if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+    if (key == "distributed-optimizer") {
+      cfg.distributed_optimizer = true;
+    } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
       s[key] = args[++i];
     } else {
       s[key] = true;

@@ -1,7 +1,8 @@
 // The memory model against the memory tracker: for layouts of every
 // dimension this build runs (tp, sp seq/batch, dp, gtp, ep/MoE, micro-batch,
 // grad-accum, bf16 and f32, the quantized recipes, the tiny / llama-tiny / moe-tiny presets, short
-// and long sequences), the predicted peak of the largest rank within 10% of
+// and long sequences, recomputation selective / full / first K layers, the
+// distributed optimizer), the predicted peak of the largest rank within 10% of
 // the largest rank's measured peak over two training steps.
 #include <gtest/gtest.h>
 
@@ -37,7 +38,8 @@ io::Dataset random_tokens(const train::TrainConfig& cfg) {
 
 struct Case {
   std::string name;
-  std::string settings;  // a JSON object of `weft train` keys
+  std::string settings;                // a JSON object of `weft train` keys
+  bool distributed_optimizer = false;  // --distributed-optimizer (a flag, not a key)
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -45,6 +47,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 train::TrainConfig config_of(const Case& c) {
   train::TrainConfig cfg;
   train::apply_settings(cfg, io::parse_json(c.settings, c.name), c.name);
+  cfg.distributed_optimizer = c.distributed_optimizer;
   cfg.steps = 2;
   cfg.sample_tokens = 0;
   cfg.eval_every = 0;
@@ -123,6 +126,31 @@ const Case kCases[] = {
      R"({"preset":"llama-tiny","tp":1,"dp":2,"precision":"mxfp8","micro-batch":4,"seq":128})"},
     {"moe_tiny_ep2", R"({"preset":"moe-tiny","tp":1,"ep":2,"micro-batch":8,"seq":64})"},
     {"moe_tiny_tp2", R"({"preset":"moe-tiny","tp":2,"micro-batch":8,"seq":64})"},
+    // Recomputation: selective drops the attention core's output (and the
+    // CPU's probabilities at 128 positions or fewer); full keeps each layer's
+    // input and recomputes one layer at a time; --recompute-layers K only
+    // the first K layers. (tiny_seq256_recompute_full's ~0.93 is not the
+    // recompute term: tiny_seq256 without recomputation is 2.4 MB under too,
+    // the "other" tag's peak at 256 positions, which the model does not
+    // price; with the activations 4x smaller the same bytes weigh more.)
+    {"tiny_recompute_selective",
+     R"({"preset":"tiny","tp":1,"micro-batch":8,"seq":64,"recompute":"selective"})"},
+    {"tiny_seq256_recompute_selective",
+     R"({"preset":"tiny","tp":2,"micro-batch":4,"seq":256,"recompute":"selective"})"},
+    {"tiny_seq256_recompute_full",
+     R"({"preset":"tiny","tp":1,"micro-batch":4,"seq":256,"recompute":"full"})"},
+    {"llama_tiny_recompute_full_layers2",
+     R"({"preset":"llama-tiny","tp":2,"micro-batch":4,"seq":256,"recompute":"full","recompute-layers":2})"},
+    {"llama_tiny_recompute_selective_layers2",
+     R"({"preset":"llama-tiny","tp":1,"micro-batch":8,"seq":128,"recompute":"selective","recompute-layers":2})"},
+    // The distributed optimizer: the moments sharded over the data ranks.
+    {"tiny_dp2_dopt", R"({"preset":"tiny","tp":1,"dp":2,"micro-batch":8,"seq":64})", true},
+    {"llama_tiny_tp2_dp2_dopt_full",
+     R"({"preset":"llama-tiny","tp":2,"dp":2,"sp":"seq","micro-batch":4,"seq":256,"recompute":"full"})",
+     true},
+    {"moe_tiny_ep2_dopt_selective",
+     R"({"preset":"moe-tiny","tp":1,"ep":2,"micro-batch":8,"seq":64,"recompute":"selective"})",
+     true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Layouts, MemoryMeasured, ::testing::ValuesIn(kCases),

@@ -122,14 +122,17 @@ TEST(MemoryModel, RecomputationKeepsLessThanNone) {
   const int64_t selective = m.layer_activations(l, false, Recompute::selective);
   const int64_t full = m.layer_activations(l, false, Recompute::full);
   EXPECT_LT(selective, none);
-  // At 128 positions the CPU's attention keeps its probabilities, which
-  // selective recomputation drops: (B, H, T, T) f32.
+  // Selective recomputation drops the attention core's output (tokens x
+  // width) and, at 128 positions, the probabilities the CPU's attention
+  // keeps: (B, H, T, T) f32.
+  EXPECT_EQ(none - selective, int64_t{8} * 1024 * 128 * 4);
   const MemoryModel short_seq(workload("tiny", 128));
   EXPECT_EQ(short_seq.layer_activations(l, false, Recompute::none) -
                 short_seq.layer_activations(l, false, Recompute::selective),
-            int64_t{8} * 4 * 128 * 128 * 4 + 8 * 128 * 4 * 4);
-  // Full recomputation keeps the layer's input: tokens x width x 4 bytes.
-  EXPECT_EQ(full, 8 * 1024 * 128 * 4);
+            int64_t{8} * 4 * 128 * 128 * 4 + 8 * 128 * 128 * 4);
+  // Full recomputation keeps the layer's input (tokens x width x 4 bytes)
+  // and the next LayerNorm's mean and rstd (f32 per token).
+  EXPECT_EQ(full, 8 * 1024 * 128 * 4 + 2 * 8 * 1024 * 4);
   Layout f = l;
   f.recompute = Recompute::full;
   Layout s = l;
@@ -140,10 +143,15 @@ TEST(MemoryModel, RecomputationKeepsLessThanNone) {
   const int64_t act_none = m8.rank(l, 0).activations;
   EXPECT_LT(m8.rank(f, 0).activations, act_none * 35 / 100);
   EXPECT_LT(m8.rank(s, 0).activations, act_none);
-  // --recompute-layers K recomputes K of the stage's layers.
+  // --recompute-layers K recomputes the model's first K layers, in either mode.
   f.recompute_layers = 4;
   EXPECT_GT(m8.rank(f, 0).activations,
             m8.rank(Layout{.micro_batch = 8, .recompute = Recompute::full}, 0).activations);
+  EXPECT_LT(m8.rank(f, 0).activations, act_none);
+  s.recompute_layers = 4;
+  EXPECT_GT(m8.rank(s, 0).activations,
+            m8.rank(Layout{.micro_batch = 8, .recompute = Recompute::selective}, 0).activations);
+  EXPECT_LT(m8.rank(s, 0).activations, act_none);
 }
 
 TEST(MemoryModel, ShortSequencesKeepAttentionProbabilitiesOnTheCpuOnly) {
@@ -155,15 +163,29 @@ TEST(MemoryModel, ShortSequencesKeepAttentionProbabilitiesOnTheCpuOnly) {
   EXPECT_EQ(cpu - gpu, int64_t{4} * 4 * 128 * 128 * 4);
 }
 
-TEST(MemoryModel, DistributedOptimizerShardsTheMomentsOverDpTimesCp) {
+TEST(MemoryModel, DistributedOptimizerShardsTheMomentsOverTheDataRanks) {
   const MemoryModel m(workload("llama-tiny"));
   const Layout plain{.dp = 4};
   Layout dopt = plain;
   dopt.distributed_optimizer = true;
-  EXPECT_EQ(m.rank(dopt, 0).optimizer, (m.rank(plain, 0).optimizer + 3) / 4);
-  dopt.cp = 2;
-  EXPECT_EQ(m.rank(dopt, 0).optimizer, (m.rank(plain, 0).optimizer + 7) / 8);
+  // One bucket (llama-tiny is under 25 MiB) padded by 8 x 4 elements on
+  // average; each rank keeps the moments of a quarter of it.
+  const int64_t n = m.parameters(plain, 0).total();
+  EXPECT_EQ(m.rank(dopt, 0).optimizer, 2 * 4 * ((n + 32 + 3) / 4));
+  EXPECT_EQ(m.rank(dopt, 0).gradients, m.rank(plain, 0).gradients + 4 * 32);
+  EXPECT_NEAR(static_cast<double>(m.rank(dopt, 0).optimizer) /
+                  static_cast<double>(m.rank(plain, 0).optimizer),
+              0.25, 0.01);
+  // The master weights (the f32 parameters) stay whole.
   EXPECT_EQ(m.rank(dopt, 0).parameters, m.rank(plain, 0).parameters);
+  // GTP at dp 1: the replicated parameters shard over gtp, the weights
+  // (GTP's shards already) keep their moments whole.
+  const Layout gtp{.gtp = 2};
+  Layout gtp_dopt = gtp;
+  gtp_dopt.distributed_optimizer = true;
+  const ParameterCount p = m.parameters(gtp, 0);
+  EXPECT_EQ(m.rank(gtp_dopt, 0).optimizer,
+            2 * 4 * ((p.replicated + 16 + 1) / 2) + 2 * 4 * (p.sharded + 8));
 }
 
 TEST(MemoryModel, SequenceAndContextParallelismShardTheActivations) {

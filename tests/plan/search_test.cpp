@@ -67,8 +67,14 @@ TEST(LayoutSearch, EveryEnumeratedLayoutIsValid) {
         EXPECT_EQ(l.pp, 1);
         EXPECT_EQ(l.cp, 1);
         EXPECT_EQ(l.vpp, 1);
-        EXPECT_FALSE(l.distributed_optimizer);
-        EXPECT_EQ(l.recompute, Recompute::none);
+        // train/config_validate.cpp's refusals: the distributed optimizer
+        // needs more than one data rank, full recomputation no MoE layers.
+        if (l.distributed_optimizer) {
+          EXPECT_GT(l.data_ranks(), 1);
+        }
+        if (w.model.moe_experts > 0) {
+          EXPECT_NE(l.recompute, Recompute::full);
+        }
       }
     }
   }
@@ -131,6 +137,17 @@ TEST(LayoutSearch, CoversEveryPlannableDimension) {
   EXPECT_EQ(dps, (std::set<int>{1, 2, 4}));
   EXPECT_EQ(sps.size(), 3u);
   EXPECT_TRUE(micro.count(1) && micro.count(16));
+  // The memory levers: the distributed optimizer and recomputation (not
+  // full: moe-tiny has MoE layers).
+  std::set<bool> dopts;
+  std::set<Recompute> recomputes;
+  for (const Layout& l : enumerate_layouts(workload("llama-tiny", 128), 4, 16)) {
+    dopts.insert(l.distributed_optimizer);
+    recomputes.insert(l.recompute);
+  }
+  EXPECT_EQ(dopts.size(), 2u);
+  EXPECT_EQ(recomputes.size(), 3u);
+  for (const Layout& l : layouts) EXPECT_NE(l.recompute, Recompute::full) << l.text();
 }
 
 TEST(LayoutSearch, NamesWhatIsWrongWithALayout) {
@@ -151,6 +168,15 @@ TEST(LayoutSearch, NamesWhatIsWrongWithALayout) {
   EXPECT_NE(layout_problem(llama, Layout{.pp = 2, .vpp = 3, .micro_batch = 1}, 2, 1).find("--vpp"),
             std::string::npos);
   EXPECT_NE(layout_problem(llama, Layout{.distributed_optimizer = true}, 1, 1).find("dp above 1"),
+            std::string::npos);
+  EXPECT_EQ(layout_problem(llama, Layout{.gtp = 2, .distributed_optimizer = true}, 2, 2), "");
+  EXPECT_NE(layout_problem(llama, Layout{.recompute_layers = 2}, 1, 1).find("--recompute"),
+            std::string::npos);
+  EXPECT_NE(layout_problem(llama, Layout{.recompute = Recompute::full, .recompute_layers = 5}, 1, 1)
+                .find("exceeds the model's 4 layers"),
+            std::string::npos);
+  EXPECT_NE(layout_problem(workload("moe-tiny", 128), Layout{.recompute = Recompute::full}, 1, 1)
+                .find("MoE"),
             std::string::npos);
   EXPECT_NE(
       layout_problem(

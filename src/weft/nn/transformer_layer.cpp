@@ -138,7 +138,7 @@ TransformerLayer::Stream TransformerLayer::forward_stream(Ctx& ctx, const Stream
   // backward).
   const std::vector<const Module*> before = ctx.owners();
   parallel::RngTracker::State rng = ctx.rng() ? ctx.rng()->state() : parallel::RngTracker::State{};
-  Stream out = forward_layer(ctx, in, next);
+  Stream out = forward_layer(ctx, in, next, nullptr);
   std::unordered_set<const Module*> keep(before.begin(), before.end());
   keep.insert(next);
   for (const Module* owner : ctx.owners()) {
@@ -176,7 +176,7 @@ void TransformerLayer::recompute(Ctx& ctx) {
   // The input norm runs here (the layer before ran it fused); its output is
   // the fused one bitwise (norm.h). No norm after: the last residual add
   // draws the same mask, and its output is not needed.
-  forward_layer(ctx, {checkpoint.input, {}}, nullptr);
+  forward_layer(ctx, {checkpoint.input, {}}, nullptr, nullptr);
 }
 
 TransformerLayer::Stream TransformerLayer::forward_layer(Ctx& ctx, const Stream& in, Norm* next,

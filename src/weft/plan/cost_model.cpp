@@ -93,10 +93,8 @@ StepCost predict_step(const Workload& w, const Layout& l, const Machine& mc) {
   for (int s = 0; s < l.pp; ++s) {
     StepCost sc;
     const int64_t count = layers[static_cast<size_t>(s)];
-    const int64_t recomputed =
-        l.recompute == Recompute::full
-            ? (l.recompute_layers > 0 ? std::min(l.recompute_layers, count) : count)
-            : 0;
+    // --recompute-layers K: the model's first K layers (0: all) run the mode.
+    const int64_t recomputed = l.recompute_layers > 0 ? l.recompute_layers : m.layers;
     double micro_compute = 0, micro_tp = 0, micro_cp = 0, micro_ep = 0, micro_gtp = 0;
     for (int64_t i = first; i < first + count; ++i) {
       const bool moe = m.moe_layer(i);
@@ -121,8 +119,8 @@ StepCost predict_step(const Workload& w, const Layout& l, const Machine& mc) {
       // the backward does 2.5 times the forward.
       const double attn_flops = 2.0 * n * seq * heads * d;
       const double attn_fwd = attn_flops / mc.attention_flops;
-      const bool full = i - first < recomputed;
-      const bool selective = !full && l.recompute == Recompute::selective;
+      const bool full = i < recomputed && l.recompute == Recompute::full;
+      const bool selective = i < recomputed && l.recompute == Recompute::selective;
       const double gemm = fwd * (full ? 4.0 : 3.0);
       const double attn = attn_fwd * (full || selective ? 4.5 : 3.5);
       const double mem =

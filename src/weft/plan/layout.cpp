@@ -94,8 +94,7 @@ std::vector<std::string> Layout::args() const {
   if (recompute != Recompute::none) {
     a.push_back("--recompute");
     a.push_back(recompute_name(recompute));
-    if (recompute == Recompute::full && recompute_layers > 0)
-      add("--recompute-layers", recompute_layers);
+    if (recompute_layers > 0) add("--recompute-layers", recompute_layers);
   }
   return a;
 }

@@ -3,10 +3,10 @@
 // `weft train` options that ask for it.
 //
 // The planner knows dimensions that `weft train` may not accept yet (pp, vpp,
-// cp, the distributed optimizer, recomputation): the memory and cost models
-// price all of them, and kPlannableDimensions says which ones the layout
-// search may vary, so that `weft plan` never prints an option `weft train`
-// refuses. Switching a dimension on is one line there.
+// cp): the memory and cost models price all of them, and kPlannableDimensions
+// says which ones the layout search may vary, so that `weft plan` never
+// prints an option `weft train` refuses. Switching a dimension on is one line
+// there.
 #pragma once
 
 #include <array>
@@ -42,7 +42,7 @@ struct Layout {
   int64_t grad_accum = 1;   // micro-batches per optimizer step (under pp: in flight)
   bool distributed_optimizer = false;
   Recompute recompute = Recompute::none;
-  int64_t recompute_layers = 0;  // layers per stage recomputed under full (0: all)
+  int64_t recompute_layers = 0;  // the model's first K layers run the recompute mode (0: all)
 
   int world() const { return tp * cp * ep * gtp * pp * dp; }
   // The ranks that see different sequences (ep, gtp, dp).
@@ -87,8 +87,8 @@ inline constexpr std::array<PlannableDimension, 11> kPlannableDimensions{{
     {Dimension::pp, false},
     {Dimension::vpp, false},
     {Dimension::cp, false},
-    {Dimension::distributed_optimizer, false},
-    {Dimension::recompute, false},
+    {Dimension::distributed_optimizer, true},
+    {Dimension::recompute, true},
 }};
 bool plannable(Dimension d);
 

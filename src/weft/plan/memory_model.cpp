@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 #include <utility>
 
@@ -102,10 +103,12 @@ ParameterCount MemoryModel::parameters(const Layout& l, int stage) const {
       // splits them; the first ranks take the remainder).
       weight(m.moe_experts, c);
       const int64_t experts = ceil_div(m.moe_experts, l.ep);
+      const int64_t before = p.sharded;
       for (int64_t e = 0; e < experts; ++e) {
         weight(fc1_rows, c);
         weight(c, hidden / t);
       }
+      p.experts += p.sharded - before;
     } else {
       weight(fc1_rows, c);
       weight(c, hidden / t);
@@ -134,32 +137,49 @@ int64_t MemoryModel::layer_activations(const Layout& l, bool moe, Recompute mode
   const int64_t e = dtype_storage_bytes(w_.compute, 1);
   const int64_t r = residual_rows(l), n = region_rows(l);
   const int64_t c = m.width, t = l.tp, d = m.width / m.heads;
-  if (mode == Recompute::full) return r * c * e;  // the layer's input alone
+  const int64_t stats = (m.norm == nn::NormKind::layer ? 2 : 1) * r * 4;
+  // Full (nn/transformer_layer.cpp forward_stream): the layer's input and the
+  // statistics of the next norm, which the layer ran fused and whose
+  // backward comes before the layer's recomputation.
+  if (mode == Recompute::full) return r * c * e + stats;
   const int64_t heads = m.heads / t;
   const int64_t kv = std::max<int64_t>(m.kv_head_count() / t, 1);
-  const int64_t stats = (m.norm == nn::NormKind::layer ? 2 : 1) * r * 4;
   // The two residual sums and the two norm outputs (each norm's input and
   // the following Linear's input), the norms' statistics.
   int64_t bytes = 4 * r * c * e + 2 * stats;
-  // qkv (saved by attention), the attention output (saved by proj), the
-  // softmax's log-sum-exp per head and row.
-  bytes += n * (heads + 2 * kv) * d * e + n * heads * d * e;
-  if (mode == Recompute::none) bytes += n * heads * 4;
-  // The CPU's attention keeps the probabilities of sequences up to 128
-  // (kernels/attention.h); selective recomputation drops the attention core.
-  const int64_t seq = m.seq / l.cp;
-  if (!w_.gpu && seq <= 128 && mode == Recompute::none) {
-    bytes += n / seq * heads * seq * seq * 4;
-  }
+  // qkv (saved by attention) and the softmax's log-sum-exp per head and row;
+  // the attention core's output (saved by proj) and the probabilities the
+  // CPU keeps unless selective recomputation drops them (nn/attention.cpp).
+  bytes += n * (heads + 2 * kv) * d * e + n * heads * 4;
+  if (mode == Recompute::none) bytes += attention_core(l);
   if (m.dropout > 0.0f) bytes += 2 * r * c;  // the residual dropout masks (u8)
-  const int64_t hidden = m.mlp_hidden() / t;
+  return bytes + mlp_state(l, moe);
+}
+
+int64_t MemoryModel::mlp_state(const Layout& l, bool moe) const {
+  const nn::GptConfig& m = w_.model;
+  const int64_t e = dtype_storage_bytes(w_.compute, 1);
+  const int64_t n = region_rows(l), c = m.width;
+  const int64_t hidden = m.mlp_hidden() / l.tp;
   const int64_t fc1 = (m.mlp == nn::MlpKind::swiglu ? 2 : 1) * hidden;
-  if (!moe) return bytes + n * (fc1 + hidden) * e;
+  if (!moe) return n * (fc1 + hidden) * e;
   // MoE: every token goes to top_k experts: the dispatched rows in expert
   // order, fc1's output and activation, fc2's output, and the router's
   // logits and probabilities (f32).
   const int64_t routed = n * m.moe_top_k;
-  return bytes + routed * (2 * c + fc1 + hidden) * e + 3 * n * m.moe_experts * 4;
+  return routed * (2 * c + fc1 + hidden) * e + 3 * n * m.moe_experts * 4;
+}
+
+int64_t MemoryModel::attention_core(const Layout& l) const {
+  const nn::GptConfig& m = w_.model;
+  const int64_t e = dtype_storage_bytes(w_.compute, 1);
+  const int64_t n = region_rows(l), heads = m.heads / l.tp;
+  int64_t bytes = n * heads * (m.width / m.heads) * e;
+  // The CPU's attention keeps the probabilities of sequences up to 128
+  // (kernels/attention.h).
+  const int64_t seq = m.seq / l.cp;
+  if (!w_.gpu && seq <= 128) bytes += n / seq * heads * seq * seq * 4;
+  return bytes;
 }
 
 int64_t MemoryModel::outside_layers_activations(const Layout& l, int stage) const {
@@ -207,34 +227,65 @@ MemoryBreakdown MemoryModel::rank(const Layout& l, int stage) const {
   MemoryBreakdown b;
   b.parameters = 4 * p.total();
   b.gradients = 4 * p.total();
-  // Each parameter's moment stretch is padded to 16 elements: on average 7.5
-  // elements per tensor.
-  const int64_t moments = 2 * 4 * (p.total() + 8 * p.tensors);
-  b.optimizer = l.distributed_optimizer ? ceil_div(moments, int64_t{l.dp} * l.cp) : moments;
+  if (l.distributed_optimizer) {
+    // optim/grad_sync.cpp, optim/distributed_optimizer.cpp: the gradients of
+    // the parameters replicated over the same data dimensions share buckets
+    // of about bucket_mb, each padded to a multiple of 16 x the ranks it is
+    // sharded over; each rank keeps the moments of its shard only. The f32
+    // parameters (the master weights) stay whole.
+    const int64_t bucket = std::max<int64_t>(static_cast<int64_t>(w_.bucket_mb * (1 << 20)), 1);
+    // Norms and biases are replicated over every data rank; weights over
+    // ep and dp (GTP shards them); experts over dp (EP splits them).
+    std::map<int64_t, int64_t> by_ranks;  // ranks -> elements
+    by_ranks[int64_t{l.ep} * l.gtp * l.dp] += p.replicated;
+    by_ranks[int64_t{l.ep} * l.dp] += p.sharded - p.experts;
+    by_ranks[l.dp] += p.experts;
+    for (const auto& [ranks, elements] : by_ranks) {
+      if (elements == 0) continue;
+      const int64_t buckets = ceil_div(4 * elements, bucket);
+      const int64_t padded = elements + buckets * 8 * ranks;  // 16 x ranks / 2 on average
+      b.gradients += 4 * (padded - elements);
+      b.optimizer += 2 * 4 * ceil_div(padded, ranks);
+    }
+  } else {
+    // Each parameter's moment stretch is padded to 16 elements: on average
+    // 7.5 elements per tensor.
+    b.optimizer = 2 * 4 * (p.total() + 8 * p.tensors);
+  }
   // Activations: the saved state of the micro-batches in flight.
   const std::vector<int64_t> per_stage = stage_layers(m.layers, l.pp);
   int64_t first = 0;
   for (int s = 0; s < stage; ++s) first += per_stage[static_cast<size_t>(s)];
   const int64_t count = per_stage[static_cast<size_t>(stage)];
-  const int64_t recomputed =
-      l.recompute == Recompute::full
-          ? (l.recompute_layers > 0 ? std::min(l.recompute_layers, count) : count)
-          : 0;
+  // --recompute-layers K: the model's first K layers (0: all) run the mode.
+  const int64_t recomputed = l.recompute_layers > 0 ? l.recompute_layers : m.layers;
   int64_t per_micro = outside_layers_activations(l, stage);
-  int64_t largest_layer = 0;
-  for (int64_t i = first; i < first + count; ++i) {
+  // The largest recomputation transient, over what the backward released
+  // before it: the backward runs the layers last to first, and a layer's
+  // saved state is gone once its backward is done.
+  int64_t again = 0;
+  int64_t released = 0;
+  for (int64_t i = first + count - 1; i >= first; --i) {
     const bool moe = m.moe_layer(i);
-    const Recompute mode = i - first < recomputed                ? Recompute::full
-                           : l.recompute == Recompute::selective ? Recompute::selective
-                                                                 : Recompute::none;
-    per_micro += layer_activations(l, moe, mode);
-    largest_layer = std::max(largest_layer, layer_activations(l, moe, Recompute::none));
+    const Recompute mode = i < recomputed ? l.recompute : Recompute::none;
+    const int64_t saved = layer_activations(l, moe, mode);
+    per_micro += saved;
+    int64_t back = 0;
+    if (mode == Recompute::full) {
+      // A fully recomputed layer holds its saved state again (its input and
+      // the next norm's statistics are kept already).
+      back = layer_activations(l, moe, Recompute::none) - saved;
+    } else if (mode == Recompute::selective) {
+      // The attention core comes back in the attention's backward, after
+      // the layer's MLP state is released.
+      back = attention_core(l) - mlp_state(l, moe);
+    }
+    again = std::max(again, back - released);
+    released += saved;
   }
   const double in_flight = micro_batches_in_flight(l, stage);
   b.activations = static_cast<int64_t>(std::llround(in_flight * static_cast<double>(per_micro))) +
-                  transient(l, stage);
-  // A fully recomputed layer's activations exist again during its backward.
-  if (recomputed > 0) b.activations += largest_layer;
+                  transient(l, stage) + again;
   // Workspaces: under sequence parallelism the gathered input of the
   // column-parallel GEMMs and the unreduced output of the row-parallel ones
   // (one buffer per role, the largest request); the rotary tables.

@@ -11,8 +11,10 @@
 //                  GTP with --gtp-grad-accum full adds full-size f32 sums
 //                  (grads)
 //   optimizer      AdamW's two f32 moments, each parameter's stretch padded
-//                  to 16 elements (optim/adamw.h); sharded over cp x dp by the
-//                  distributed optimizer (optimizer)
+//                  to 16 elements (optim/adamw.h); the distributed optimizer
+//                  keeps only this rank's shard of each padded gradient
+//                  bucket's moments, over the data ranks the bucket's
+//                  parameters are replicated over (optimizer)
 //   activations    what the forward saves for the backward (nn/'s Saved
 //                  structs), per micro-batch in flight on the stage (the
 //                  pipeline schedule's bound) and per recompute mode, plus
@@ -69,6 +71,7 @@ struct MemoryBreakdown {
 struct ParameterCount {
   int64_t sharded = 0;     // weights a weight source hands out (GTP shards them)
   int64_t replicated = 0;  // norms, biases, learned positions
+  int64_t experts = 0;     // the MoE experts' weights (counted in sharded too)
   int64_t tensors = 0;     // how many parameters (the optimizer pads each)
   int64_t total() const { return sharded + replicated; }
 };
@@ -109,6 +112,10 @@ class MemoryModel {
   int64_t residual_rows(const Layout& layout) const;
   int64_t region_rows(const Layout& layout) const;
   int64_t outside_layers_activations(const Layout& layout, int stage) const;
+  // A layer's attention core output and the CPU's probabilities (what
+  // selective recomputation drops), and its MLP's saved state.
+  int64_t attention_core(const Layout& layout) const;
+  int64_t mlp_state(const Layout& layout, bool moe) const;
   int64_t transient(const Layout& layout, int stage) const;
 
   Workload w_;

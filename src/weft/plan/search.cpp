@@ -79,10 +79,19 @@ std::string layout_problem(const Workload& w, const Layout& l, int world, int64_
                     l.pp);
     }
   }
-  if (l.distributed_optimizer && l.dp * l.cp == 1)
-    return "--distributed-optimizer needs dp above 1";
-  if (l.recompute_layers > 0 && l.recompute != Recompute::full) {
-    return "--recompute-layers needs --recompute full";
+  // train/config_validate.cpp's refusals.
+  if (l.distributed_optimizer && l.data_ranks() == 1) {
+    return "--distributed-optimizer needs dp above 1 (more than one data-parallel rank)";
+  }
+  if (l.recompute_layers > 0 && l.recompute == Recompute::none) {
+    return "--recompute-layers needs --recompute selective or full";
+  }
+  if (l.recompute_layers > m.layers) {
+    return format("--recompute-layers {} exceeds the model's {} layers", l.recompute_layers,
+                  m.layers);
+  }
+  if (l.recompute == Recompute::full && m.moe_experts > 0) {
+    return "--recompute full does not cover MoE layers";
   }
   if (l.global_batch() != global_batch) {
     return format("--micro-batch {} x {} data ranks x --grad-accum {} is {} sequences, not {}",
@@ -124,10 +133,11 @@ std::vector<Layout> enumerate_layouts(const Workload& w, int world, int64_t glob
             std::vector<int64_t> vpps{1};
             if (pp > 1 && plannable(Dimension::vpp)) vpps = divisors(w.model.layers / pp);
             std::vector<bool> dopts{false};
-            if (dp > 1 && plannable(Dimension::distributed_optimizer)) dopts = {false, true};
+            if (data > 1 && plannable(Dimension::distributed_optimizer)) dopts = {false, true};
             std::vector<Recompute> recomputes{Recompute::none};
             if (plannable(Dimension::recompute)) {
-              recomputes = {Recompute::none, Recompute::selective, Recompute::full};
+              recomputes = {Recompute::none, Recompute::selective};
+              if (w.model.moe_experts == 0) recomputes.push_back(Recompute::full);
             }
             for (int64_t mb : micro) {
               for (SP sp : sps) {

@@ -13,6 +13,13 @@ plan::Layout plan_layout(const TrainConfig& cfg) {
   l.dp = std::max(cfg.dp, 1);
   l.micro_batch = cfg.micro_batch;
   l.grad_accum = cfg.grad_accum;
+  l.distributed_optimizer = cfg.distributed_optimizer;
+  switch (cfg.model.recompute) {
+    case nn::Recompute::none: l.recompute = plan::Recompute::none; break;
+    case nn::Recompute::selective: l.recompute = plan::Recompute::selective; break;
+    case nn::Recompute::full: l.recompute = plan::Recompute::full; break;
+  }
+  l.recompute_layers = cfg.model.recompute == nn::Recompute::none ? 0 : cfg.model.recompute_layers;
   return l;
 }
 
