@@ -42,11 +42,11 @@ test-asan: deps
 # The ISA-sensitive layers again with the AVX2 path forced: oneDNN capped to
 # AVX2 (no bf16 kernels: the emulated path) and weft's own vector kernels
 # capped the same way, so an AVX-512 or AMX machine also runs what an
-# AVX2-only machine runs (GEMM emulation, casts, training trajectories,
+# AVX2-only machine runs (GEMM emulation, casts, training trajectories, generation,
 # quantized recipes). Skipped, saying so, where the processor has no AVX-512:
 # `make test` ran that path already. MPI jobs are left out (their mpirun
 # cases run the same code as the threaded ones).
-AVX2_LABELS := ^(kernels|parallel|nn|optim|train)$$
+AVX2_LABELS := ^(kernels|parallel|nn|optim|train|infer)$$
 test-avx2: build
 	@if grep -qw avx512f /proc/cpuinfo; then \
 	  ONEDNN_MAX_CPU_ISA=AVX2 WEFT_MAX_CPU_ISA=avx2 \
