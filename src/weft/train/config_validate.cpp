@@ -8,6 +8,8 @@
 
 #include "weft/comm/world.h"
 #include "weft/core/cuda.h"
+#include "weft/parallel/pipeline/schedule.h"
+#include "weft/parallel/pipeline/stages.h"
 #include "weft/train/config.h"
 
 namespace weft::train {
@@ -44,6 +46,21 @@ std::string with_option_names(const std::string& message) {
     i = end;
   }
   return out;
+}
+
+// --pp, --pp-layers, --pp-schedule, --vpp: the schedule can run the layout
+// (parallel/pipeline/schedule.h) and the layers split into its stages.
+void validate_pipeline(const TrainConfig& c) {
+  using namespace parallel::pipeline;
+  const ScheduleKind kind = parse_schedule_kind(c.pp_schedule);
+  if (c.pp == 1 && c.vpp == 1 && c.pp_layers.empty()) return;
+  WEFT_CHECK(c.gtp == 1,
+             "--gtp {} with --pp {}: generalized tensor parallelism does not run inside pipeline "
+             "stages yet; use --tp and --dp with --pp",
+             c.gtp, c.pp);
+  const std::string problem = layout_problem(kind, c.pp, c.vpp, static_cast<int>(c.grad_accum));
+  WEFT_CHECK(problem.empty(), "{}", problem);
+  (void)split_layers(c.model.layers, c.pp, c.vpp, c.pp_layers, kind == ScheduleKind::interleaved);
 }
 
 }  // namespace
@@ -128,6 +145,7 @@ void validate(const TrainConfig& c) {
                "or mxfp8 with --device {}",
                parallel::recipe_name(r), c.device);
   }
+  validate_pipeline(c);
   WEFT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every {} needs --save DIR",
              c.save_every);
   WEFT_CHECK(c.init.empty() || c.resume.empty(),

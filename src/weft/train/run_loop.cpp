@@ -20,6 +20,7 @@
 #include "weft/train/layout.h"
 #include "weft/train/load_model.h"
 #include "weft/train/metrics.h"
+#include "weft/train/pipeline_step.h"
 #include "weft/train/run_start.h"
 #include "weft/train/schedule.h"
 #include "weft/train/stop_signal.h"
@@ -72,16 +73,16 @@ class StepScalars {
 Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Dataset& data)
     : cfg_(cfg), world_(world), data_(data), data_seed_(cfg.seed) {
   validate(cfg_);
-  const int model_ranks = cfg_.tp * cfg_.ep * cfg_.gtp;
+  const int model_ranks = cfg_.tp * cfg_.ep * cfg_.gtp * cfg_.pp;
   WEFT_CHECK(world.size() % model_ranks == 0,
-             "the world of {} ranks is not divisible by --tp {} x --ep {} x --gtp {}: start a "
-             "multiple of {} ranks",
-             world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, model_ranks);
+             "the world of {} ranks is not divisible by --tp {} x --ep {} x --gtp {} x --pp {}: "
+             "start a multiple of {} ranks",
+             world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, cfg_.pp, model_ranks);
   const int dp = world.size() / model_ranks;
   WEFT_CHECK(cfg_.dp == 0 || cfg_.dp == dp,
-             "--dp {} does not match the world: {} ranks at --tp {} x --ep {} x --gtp {} make dp "
-             "{}",
-             cfg_.dp, world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, dp);
+             "--dp {} does not match the world: {} ranks at --tp {} x --ep {} x --gtp {} x --pp {} "
+             "make dp {}",
+             cfg_.dp, world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, cfg_.pp, dp);
   WEFT_CHECK(data.seq_len() == cfg_.model.seq,
              "the dataset is split for windows of {}, the model's context is {}", data.seq_len(),
              cfg_.model.seq);
@@ -98,12 +99,19 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
   if (world.device().is_cuda() && Device::parse(cfg_.device).is_cuda()) {
     on_device.device = world.device().str();
   }
-  model_ = std::make_unique<nn::Gpt>(
-      model_context(on_device, grid_->group_ptr("tp"), grid_->group_ptr("dp"),
-                    gtp ? grid_->group_ptr("gtp") : nullptr,
-                    cfg_.ep > 1 ? grid_->group_ptr("ep") : nullptr),
-      model_config(cfg_));
+  const parallel::ContextPtr context = model_context(
+      on_device, grid_->group_ptr("tp"), grid_->group_ptr("dp"),
+      gtp ? grid_->group_ptr("gtp") : nullptr, cfg_.ep > 1 ? grid_->group_ptr("ep") : nullptr);
+  // Under --pp this rank's first stage (pipeline_step.h); the whole model otherwise.
+  const int pp_rank = grid_->layout().has("pp") ? grid_->rank_in("pp") : 0;
+  model_ = std::make_unique<nn::Gpt>(context, model_config(cfg_), pipeline_stage(cfg_, pp_rank));
   params_ = model_->parameters();
+  if (train::pipelined(cfg_)) {
+    setup_pipeline(context);
+    for (auto& c : pipeline_->more_chunks) {
+      for (nn::Parameter* p : c->parameters()) params_.push_back(p);
+    }
+  }
   const auto bucket = std::max<int64_t>(static_cast<int64_t>(cfg_.bucket_mb * (1 << 20)), 1);
   // The model's execution context: optimizer and gradient sync run where it does.
   const ExecContext& ec = model_->context()->exec;
@@ -184,7 +192,8 @@ StepResult Trainer::step() {
   PhaseClock clock(ec);
   std::vector<std::pair<int, int>> forward_spans, backward_spans;
   double aux_sum = 0;
-  for (int64_t m = 0; m < accum; ++m) {
+  if (pipeline_) pipeline_microbatches(sc.loss_sum, aux_sum, r.times);
+  for (int64_t m = 0; m < (pipeline_ ? 0 : accum); ++m) {
     io::Batch b = sampler_->next_batch(step_, 0, part(m));
     nn::Ctx ctx(&rng_, true);
     // The microbatches of a step see the same weights: bf16 casts once a step.
@@ -211,6 +220,7 @@ StepResult Trainer::step() {
   const int sync_start = clock.mark();
   std::optional<cuda::NvtxRange> sync_range(std::in_place, "gradient sync");
   syncs_->finish();
+  if (pipeline_) pipeline_finish_gradients();
   const int sync_end = clock.mark();
   sync_range.reset();
   // The quantized recipes' step end: delayed scaling reduces every amax of
@@ -231,12 +241,14 @@ StepResult Trainer::step() {
   // A group of one has nothing to average (x / 1 is x): no collective, which
   // on a GPU would wait on the host; a larger group's result is waited for
   // on the stream where the backend allows it (nccl).
+  // Under --pp: the last stage's loss and every stage's auxiliary losses.
+  if (pipeline_ && pipeline_->pp) pipeline_->pp->all_reduce(sc.losses).wait(ec);
   if (data_group_->size() > 1) data_group_->all_reduce(sc.losses, comm::ReduceOp::avg).wait(ec);
   optim::Groups groups{{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
-  for (const char* dim : {"ep", "gtp"}) {
+  for (const char* dim : {"ep", "gtp", "pp"}) {
     if (grid_->layout().has(dim)) groups[dim] = grid_->group_ptr(dim);
   }
-  optim::global_grad_norm_sum(params_, groups, ec, sc.norm);
+  optim::global_grad_norm_sum(pipeline_ ? pipeline_->norm_params : params_, groups, ec, sc.norm);
   kernels::clip_scale(ec, sc.losses, sc.norm, cfg_.grad_clip, sc.scale);
   LrSchedule schedule{.lr = cfg_.lr_value(),
                       .warmup = cfg_.warmup_steps(),
@@ -245,6 +257,7 @@ StepResult Trainer::step() {
   r.lr = schedule.at(step_);
   optimizer_->step(static_cast<float>(r.lr), sc.scale);
   model_->zero_grad();
+  for (int v = 1; v < cfg_.vpp; ++v) chunk(v).zero_grad();
   const int optimizer_end = clock.mark();
   const StepScalars::Values v = sc.read();
   r.loss = v.loss;
@@ -301,6 +314,14 @@ double Trainer::evaluate() {
   const int64_t n = data_.val_batches(batch, cfg_.eval_batches);
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) {
+    if (pipeline_) {
+      std::vector<io::Batch> batches;
+      for (int64_t m = 0; m < cfg_.grad_accum; ++m) {
+        batches.push_back(data_.val_batch(i, batch, part(m)));
+      }
+      sum += pipeline_evaluate_sum(batches);
+      continue;
+    }
     for (int64_t m = 0; m < cfg_.grad_accum; ++m) {
       io::Batch b = data_.val_batch(i, batch, part(m));
       nn::Ctx ctx(nullptr, false);

@@ -52,6 +52,7 @@
 namespace weft::train {
 
 class MetricsLog;
+struct PipelineState;
 
 // Where one step's time went on this rank, in seconds. comm and gemm are the
 // profile totals (time waiting for collectives, time in GEMMs) and overlap
@@ -123,7 +124,12 @@ class Trainer {
   int dp_size() const { return data_group_->size(); }
   const TrainConfig& config() const { return cfg_; }
   const comm::Grid& grid() const { return *grid_; }
+  // The model; under --pp this rank's first stage (chunk 0; see chunk()).
   nn::Gpt& model() { return *model_; }
+  // Pipeline parallelism (pipeline_step.h): whether this run has stages,
+  // and this rank's chunk v (0 .. --vpp - 1; chunk 0 is model()).
+  bool pipelined() const { return pipeline_ != nullptr; }
+  nn::Gpt& chunk(int v);
   optim::AdamW& optimizer() { return *optimizer_; }
   parallel::RngTracker& rng() { return rng_; }
   comm::ProcessGroup& world() { return world_; }
@@ -133,6 +139,16 @@ class Trainer {
   // The rows of micro-batch `micro` this rank takes: part m·D + r of the
   // A·D equal parts of a global batch.
   io::BatchSlice part(int64_t micro) const;
+  // Pipeline parallelism (pipeline_step.cpp): builds the chunks past the
+  // first, the schedule and the links (collective); runs a step's
+  // micro-batches through the schedule (loss_sum: the last stage's sum, 0
+  // on the others; aux_sum: this rank's stages'); sums a tied embedding's
+  // gradient over the embedding group; the sum of the losses of `batches`
+  // (one per micro-batch) run forward, the same on every stage.
+  void setup_pipeline(const parallel::ContextPtr& context);
+  void pipeline_microbatches(Tensor& loss_sum, double& aux_sum, StepTimes& times);
+  void pipeline_finish_gradients();
+  double pipeline_evaluate_sum(const std::vector<io::Batch>& batches);
 
   TrainConfig cfg_;
   comm::ProcessGroup& world_;
@@ -145,6 +161,7 @@ class Trainer {
   std::shared_ptr<comm::ProcessGroup> replica_group_;
   parallel::RngTracker rng_;
   std::unique_ptr<nn::Gpt> model_;
+  std::shared_ptr<PipelineState> pipeline_;  // null without --pp / --vpp
   std::vector<nn::Parameter*> params_;
   std::unique_ptr<GradSyncs> syncs_;
   std::unique_ptr<optim::AdamW> optimizer_;

@@ -1,0 +1,181 @@
+#include "weft/train/pipeline_step.h"
+
+#include <chrono>
+#include <map>
+
+#include "weft/kernels/activation.h"
+#include "weft/kernels/step_scalars.h"
+#include "weft/parallel/pipeline/stages.h"
+#include "weft/train/run_loop.h"
+
+namespace weft::train {
+
+namespace pl = parallel::pipeline;
+
+nn::GptStage pipeline_stage(const TrainConfig& cfg, int stage) {
+  if (!pipelined(cfg)) return {};
+  const pl::ScheduleKind kind = pl::parse_schedule_kind(cfg.pp_schedule);
+  const std::vector<int64_t> bounds = pl::layer_boundaries(pl::split_layers(
+      cfg.model.layers, cfg.pp, cfg.vpp, cfg.pp_layers, kind == pl::ScheduleKind::interleaved));
+  const int S = cfg.pp * cfg.vpp;
+  return {.first_layer = bounds[static_cast<size_t>(stage)],
+          .end_layer = bounds[static_cast<size_t>(stage) + 1],
+          .first = stage == 0,
+          .last = stage == S - 1};
+}
+
+nn::Gpt& Trainer::chunk(int v) {
+  return v == 0 ? *model_ : *pipeline_->more_chunks[static_cast<size_t>(v - 1)];
+}
+
+void Trainer::setup_pipeline(const parallel::ContextPtr& context) {
+  auto p = std::make_shared<PipelineState>();
+  const int P = cfg_.pp, V = cfg_.vpp, M = static_cast<int>(cfg_.grad_accum);
+  const pl::ScheduleKind kind = pl::parse_schedule_kind(cfg_.pp_schedule);
+  p->schedule = pl::make_schedule(kind, P, V, M);
+  // Evaluation runs the forwards of the same order, nothing else.
+  p->forward_only = p->schedule;
+  for (auto& list : p->forward_only.actions) {
+    std::erase_if(list, [](const pl::Action& a) {
+      return a.kind != pl::ActionKind::forward && a.kind != pl::ActionKind::send_activation &&
+             a.kind != pl::ActionKind::recv_activation;
+    });
+  }
+  const std::vector<std::vector<int>> pp_groups =
+      grid_->layout().has("pp") ? grid_->groups("pp")
+                                : std::vector<std::vector<int>>(1, std::vector<int>{0});
+  if (grid_->layout().has("pp")) {
+    p->pp = grid_->group_ptr("pp");
+    p->links = pl::PipelineLinks::create(world_, pp_groups);
+  }
+  const int r = p->links.rank;
+  for (int v = 1; v < V; ++v) {
+    p->more_chunks.push_back(
+        std::make_unique<nn::Gpt>(context, model_config(cfg_), pipeline_stage(cfg_, v * P + r)));
+  }
+  // The gradient norm counts a tied head's copy of wte once, as its original.
+  for (int v = 0; v < V; ++v) {
+    nn::Gpt& gpt = v == 0 ? *model_ : *p->more_chunks[static_cast<size_t>(v - 1)];
+    for (nn::Parameter* prm : gpt.parameters()) {
+      if (!gpt.holds_tied_copy() || prm != &gpt.embedding().wte()) p->norm_params.push_back(prm);
+    }
+  }
+  if (cfg_.model.tied_head && P > 1) {
+    std::vector<std::vector<int>> ends;
+    for (const auto& g : pp_groups) ends.push_back({g.front(), g.back()});
+    p->embedding = world_.new_subgroups_by_enumeration(ends, "pp-embedding");
+  }
+  pipeline_ = std::move(p);
+}
+
+void Trainer::pipeline_microbatches(Tensor& loss_sum, double& aux_sum, StepTimes& times) {
+  using Clock = std::chrono::steady_clock;
+  const ExecContext& ec = model_->context()->exec;
+  const int P = pipeline_->schedule.ranks;
+  const int M = pipeline_->schedule.microbatches;
+  std::vector<io::Batch> batches;
+  for (int m = 0; m < M; ++m) batches.push_back(sampler_->next_batch(step_, 0, part(m)));
+  // The last stage adds the losses; the others hold 0 (summed over the pipeline after).
+  kernels::accumulate_scalar(ec, Tensor::from({1}, std::vector<float>{0.0f}), loss_sum, true);
+  bool first_loss = true;
+  std::map<std::pair<int, int>, std::unique_ptr<nn::Ctx>> ctxs;
+  auto ready = [this](const std::vector<nn::Parameter*>& ps) {
+    for (const nn::Parameter* p : ps) syncs_->mark_ready(p);
+  };
+  double forward_s = 0, backward_s = 0;
+  pl::StageCallbacks cb;
+  cb.forward = [&](int m, int stage, const Tensor& in) {
+    const auto t0 = Clock::now();
+    nn::Gpt& gpt = chunk(stage / P);
+    auto& ctx = ctxs[{m, stage}];
+    ctx = std::make_unique<nn::Ctx>(&rng_, true);
+    ctx->set_reuse_weight_casts(true);
+    ctx->set_final_microbatch(m == M - 1);
+    const io::Batch& b = batches[static_cast<size_t>(m)];
+    Tensor out = gpt.stage_forward(*ctx, gpt.stage().first ? b.inputs : in, b.targets);
+    aux_sum += gpt.aux_loss(*ctx);
+    if (gpt.stage().last) {
+      kernels::accumulate_scalar(ec, out, loss_sum, first_loss);
+      first_loss = false;
+    }
+    forward_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    return out;
+  };
+  cb.backward = [&](int m, int stage, const Tensor& dy) {
+    const auto t0 = Clock::now();
+    auto it = ctxs.find({m, stage});
+    WEFT_CHECK(it != ctxs.end(),
+               "pipeline stage {}: backward of micro-batch {} without its forward", stage, m);
+    // A chunk's gradients are final in its backward of the last micro-batch.
+    syncs_->set_sync(m == M - 1);
+    Tensor dx =
+        chunk(stage / P).stage_backward(*it->second, dy, 1.0f / static_cast<float>(M), ready);
+    ctxs.erase(it);
+    backward_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    return dx;
+  };
+  // The modules run their backward whole: the input gradient computes the
+  // weight gradient with it, and the deferred weight pass has nothing left.
+  cb.backward_input = cb.backward;
+  cb.backward_weight = [](int, int) {};
+  cb.buffer = [&](int m, int stage, bool) {
+    nn::Gpt& gpt = chunk(stage / P);
+    const io::Batch& b = batches[static_cast<size_t>(m)];
+    return ec.empty(gpt.stream_shape(b.inputs.size(0), b.inputs.size(1)), gpt.stream_dtype(),
+                    MemoryTag::activations);
+  };
+  pl::run_schedule(pipeline_->schedule, pipeline_->links, cb);
+  times.forward += forward_s;
+  times.backward += backward_s;
+}
+
+void Trainer::pipeline_finish_gradients() {
+  if (!cfg_.model.tied_head || cfg_.pp * cfg_.vpp == 1) return;
+  const ExecContext& ec = model_->context()->exec;
+  if (pipeline_->embedding) {
+    for (int v = 0; v < cfg_.vpp; ++v) {
+      nn::Gpt& gpt = chunk(v);
+      if (gpt.stage().first || gpt.holds_tied_copy()) {
+        pipeline_->embedding->all_reduce(gpt.embedding().wte().grad).wait(ec);
+      }
+    }
+    return;
+  }
+  // One rank holds the first and the last chunk (--pp 1 --vpp V): the sum is local.
+  Tensor& first = chunk(0).embedding().wte().grad;
+  Tensor& copy = chunk(cfg_.vpp - 1).embedding().wte().grad;
+  kernels::axpy(ec, 1.0f, copy, first);
+  copy.copy_from(first);
+}
+
+double Trainer::pipeline_evaluate_sum(const std::vector<io::Batch>& batches) {
+  const int P = pipeline_->schedule.ranks;
+  double sum = 0;
+  pl::StageCallbacks cb;
+  cb.forward = [&](int m, int stage, const Tensor& in) {
+    nn::Gpt& gpt = chunk(stage / P);
+    nn::Ctx ctx(nullptr, false);
+    const io::Batch& b = batches[static_cast<size_t>(m)];
+    Tensor out = gpt.stage_forward(ctx, gpt.stage().first ? b.inputs : in, b.targets);
+    if (gpt.stage().last) {
+      const Tensor host = out.device().is_cpu() ? out : out.to(Device::cpu());
+      sum += host.data<float>()[0];
+    }
+    return out;
+  };
+  cb.buffer = [&](int m, int stage, bool) {
+    nn::Gpt& gpt = chunk(stage / P);
+    const io::Batch& b = batches[static_cast<size_t>(m)];
+    return model_->context()->exec.empty(gpt.stream_shape(b.inputs.size(0), b.inputs.size(1)),
+                                         gpt.stream_dtype(), MemoryTag::activations);
+  };
+  pl::run_schedule(pipeline_->forward_only, pipeline_->links, cb);
+  if (!pipeline_->pp) return sum;
+  // The last stage's sum, the same on every stage.
+  Tensor d = Tensor::empty({1}, DType::f64);
+  *d.data<double>() = sum;
+  pipeline_->pp->all_reduce(d).wait();
+  return *d.data<double>();
+}
+
+}  // namespace weft::train

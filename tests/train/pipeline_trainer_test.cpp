@@ -1,0 +1,196 @@
+// The trainer with pipeline parallelism (--pp, --vpp, --pp-schedule): per-step
+// losses, gradient norms (clipping included), the validation loss and the
+// final weights at pp 2 and pp 4 equal pp 1's at fp32 tolerance over 12
+// steps of 4 micro-batches, for GPT-2 blocks (tied head: the embedding
+// group), Llama blocks (untied) and MoE blocks (auxiliary losses summed over
+// stages); under every schedule; with TP 2 and with DP 2 around the
+// pipeline. Bad layouts are refused with one line.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "testing.h"
+#include "trainer_harness.h"
+
+namespace weft::train {
+namespace {
+
+enum class Family { gpt2, llama, moe };
+
+TrainConfig family_config(Family f) {
+  TrainConfig c = tiny_config();
+  c.model.layers = 4;
+  c.tp = 1;
+  c.micro_batch = 2;
+  c.grad_accum = 4;
+  c.steps = 12;
+  c.grad_clip = 0.5;  // clips: the norm must be the same on every stage
+  if (f != Family::gpt2) {
+    c.model.norm = nn::NormKind::rms;
+    c.model.mlp = nn::MlpKind::swiglu;
+    c.model.hidden = 96;
+    c.model.positions = nn::PositionKind::rotary;
+    c.model.kv_heads = 2;
+    c.model.bias = false;
+    c.model.tied_head = false;
+  }
+  if (f == Family::moe) {
+    c.model.moe_experts = 4;
+    c.model.moe_top_k = 2;
+    c.model.moe_z_coef = 0.001f;
+  }
+  return c;
+}
+
+class PipelineTrainer : public ::testing::Test {
+ protected:
+  PipelineTrainer() : data_(test_text(), 16) {}
+  io::Dataset data_;
+};
+
+TEST_F(PipelineTrainer, EqualsPpOneForEveryFamily) {
+  for (Family f : {Family::gpt2, Family::llama, Family::moe}) {
+    SCOPED_TRACE(static_cast<int>(f));
+    const TrainConfig base = family_config(f);
+    const RunResult want = run(base, data_);
+    for (int pp : {2, 4}) {
+      SCOPED_TRACE(pp);
+      TrainConfig c = base;
+      c.pp = pp;
+      expect_close(run(c, data_), want, c.lr_value());
+    }
+  }
+}
+
+TEST_F(PipelineTrainer, EverySchedule) {
+  const TrainConfig base = family_config(Family::gpt2);
+  const RunResult want = run(base, data_);
+  struct Layout {
+    const char* schedule;
+    int pp, vpp;
+  };
+  for (const Layout& l :
+       {Layout{"gpipe", 2, 1}, Layout{"interleaved", 2, 2}, Layout{"zero-bubble", 2, 1},
+        Layout{"zero-bubble", 4, 1}, Layout{"interleaved", 1, 2}}) {
+    SCOPED_TRACE(format("{} pp {} vpp {}", l.schedule, l.pp, l.vpp));
+    TrainConfig c = base;
+    c.pp_schedule = l.schedule;
+    c.pp = l.pp;
+    c.vpp = l.vpp;
+    expect_close(run(c, data_), want, c.lr_value());
+  }
+}
+
+TEST_F(PipelineTrainer, ComposesWithTpAndDp) {
+  TrainConfig tp2 = family_config(Family::gpt2);
+  tp2.tp = 2;
+  const RunResult want_tp = run(tp2, data_);
+  TrainConfig c = tp2;
+  c.pp = 2;
+  expect_close(run(c, data_), want_tp, c.lr_value());
+  for (nn::SequenceParallel sp : {nn::SequenceParallel::seq, nn::SequenceParallel::batch}) {
+    TrainConfig s = tp2;
+    s.sp = sp;
+    const RunResult want_sp = run(s, data_);
+    s.pp = 2;
+    expect_close(run(s, data_), want_sp, c.lr_value());
+  }
+
+  const TrainConfig dp = family_config(Family::llama);
+  const RunResult want_dp = run(dp, data_, 2);
+  TrainConfig d = dp;
+  d.pp = 2;
+  expect_close(run(d, data_, 2), want_dp, d.lr_value());
+}
+
+TEST_F(PipelineTrainer, StagesHoldTheirLayersWithGlobalNames) {
+  TrainConfig c = family_config(Family::llama);
+  c.pp = 2;
+  c.pp_layers = "1,3";
+  c.steps = 1;
+  std::mutex mu;
+  std::vector<std::vector<std::string>> names(2);
+  comm::run_local(2, [&](comm::ProcessGroup& world) {
+    Trainer t(c, world, data_);
+    std::vector<std::string> mine;
+    for (nn::Parameter* p : t.model().parameters()) mine.push_back(p->name);
+    std::lock_guard lock(mu);
+    names[static_cast<size_t>(t.grid().rank_in("pp"))] = mine;
+  });
+  auto has = [](const std::vector<std::string>& v, const std::string& prefix) {
+    for (const auto& n : v) {
+      if (n.rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has(names[0], "wte."));
+  EXPECT_TRUE(has(names[0], "h.0."));
+  EXPECT_FALSE(has(names[0], "h.1."));
+  EXPECT_FALSE(has(names[0], "lm_head."));
+  EXPECT_FALSE(has(names[1], "wte."));
+  EXPECT_TRUE(has(names[1], "h.1."));
+  EXPECT_TRUE(has(names[1], "h.3."));
+  EXPECT_TRUE(has(names[1], "ln_f."));
+  EXPECT_TRUE(has(names[1], "lm_head."));
+}
+
+TEST_F(PipelineTrainer, RefusesBadLayoutsWithOneLine) {
+  auto error_of = [&](TrainConfig c) {
+    try {
+      validate(c);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  TrainConfig c = family_config(Family::gpt2);
+  c.pp = 5;
+  EXPECT_EQ(error_of(c),
+            "--pp 5 stages is more than the model's 4 layers (--layers): each stage needs at "
+            "least one layer; use at most 4 stages");
+  c.pp = 2;
+  c.pp_layers = "1,2";
+  EXPECT_EQ(error_of(c),
+            "--pp-layers 1,2 sums to 3 layers, the model has 4 (--layers): give 2 counts that "
+            "sum to 4");
+  c.pp_layers = "1,2,1";
+  EXPECT_EQ(error_of(c), "--pp-layers 1,2,1 gives 3 stages, --pp 2 stages: give 2 counts");
+  c.pp_layers = "";
+  c.vpp = 2;
+  EXPECT_EQ(error_of(c),
+            "--vpp 2 needs --pp-schedule interleaved (the 1f1b schedule runs one stage per "
+            "rank): drop --vpp or use --pp-schedule interleaved");
+  c.pp_schedule = "interleaved";
+  c.grad_accum = 3;
+  EXPECT_EQ(error_of(c),
+            "--pp-schedule interleaved needs --grad-accum (micro-batches) a multiple of --pp 2, "
+            "not 3: use 2 or 4");
+  c.grad_accum = 4;
+  c.vpp = 3;
+  EXPECT_EQ(error_of(c),
+            "--pp 2 x --vpp 3 = 6 stages is more than the model's 4 layers (--layers): each "
+            "stage needs at least one layer; use at most 4 stages");
+  c.model.layers = 8;
+  EXPECT_EQ(error_of(c),
+            "--pp-schedule interleaved splits the model's 8 layers into --pp 2 x --vpp 3 = 6 "
+            "stages of equal size, and 6 does not divide 8: choose --pp and --vpp whose product "
+            "divides 8 (or give --pp-layers)");
+  c.vpp = 2;
+  EXPECT_EQ(error_of(c), "");
+  // A world --pp does not divide.
+  TrainConfig w = family_config(Family::gpt2);
+  w.pp = 2;
+  std::string world_error;
+  try {
+    comm::run_local(3, [&](comm::ProcessGroup& world) { Trainer t(w, world, data_); });
+  } catch (const Error& e) {
+    world_error = e.what();
+  }
+  EXPECT_NE(world_error.find("the world of 3 ranks is not divisible by --tp 1 x --ep 1 x --gtp 1 "
+                             "x --pp 2"),
+            std::string::npos)
+      << world_error;
+}
+
+}  // namespace
+}  // namespace weft::train
