@@ -7,6 +7,8 @@
 // pipeline. Bad layouts are refused with one line.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <mutex>
 #include <string>
 
 #include "testing.h"
@@ -190,6 +192,58 @@ TEST_F(PipelineTrainer, RefusesBadLayoutsWithOneLine) {
                              "x --pp 2"),
             std::string::npos)
       << world_error;
+}
+
+// Steps `steps` of cfg on its ranks from cfg.resume (if set), saving to
+// `save` at the end when given; the losses and the final validation loss.
+RunResult train_and_save(const TrainConfig& cfg, const io::Dataset& data, int64_t steps,
+                         const std::string& save) {
+  RunResult out;
+  std::mutex mu;
+  comm::run_local(cfg.tp * cfg.pp, [&](comm::ProcessGroup& world) {
+    Trainer t(cfg, world, data);
+    std::vector<double> losses;
+    for (int64_t i = 0; i < steps; ++i) losses.push_back(t.step().loss);
+    const double val = t.evaluate();
+    if (!save.empty()) t.save(save);
+    std::lock_guard lock(mu);
+    if (world.rank() == 0) {
+      out.losses = losses;
+      out.val_loss = val;
+    }
+  });
+  return out;
+}
+
+TEST_F(PipelineTrainer, CheckpointsLoadAtAnyPpAndTp) {
+  const std::string dir = ::testing::TempDir() + "/weft_pp_checkpoint";
+  std::filesystem::remove_all(dir);
+  for (Family f : {Family::gpt2, Family::llama}) {
+    SCOPED_TRACE(static_cast<int>(f));
+    TrainConfig c = family_config(f);
+    c.steps = 6;
+    c.pp = 2;
+    // Three steps at pp 2, saved; three more at pp 2 are the reference.
+    const RunResult first = train_and_save(c, data_, 3, dir);
+    TrainConfig more = c;
+    more.resume = dir;
+    const RunResult want = train_and_save(more, data_, 3, "");
+    // The checkpoint evaluates alike at pp 1 and resumes at pp 4 and at tp 2 x pp 1.
+    for (auto [pp, tp] : {std::pair{1, 1}, std::pair{4, 1}, std::pair{1, 2}, std::pair{2, 2}}) {
+      SCOPED_TRACE(format("pp {} tp {}", pp, tp));
+      TrainConfig r = more;
+      r.pp = pp;
+      r.tp = tp;
+      const RunResult loaded = train_and_save(r, data_, 0, "");
+      EXPECT_NEAR(loaded.val_loss, first.val_loss, 1e-5 * first.val_loss);
+      const RunResult resumed = train_and_save(r, data_, 3, "");
+      ASSERT_EQ(resumed.losses.size(), want.losses.size());
+      for (size_t i = 0; i < want.losses.size(); ++i) {
+        EXPECT_NEAR(resumed.losses[i], want.losses[i], 1e-5 * want.losses[i]) << "step " << i + 4;
+      }
+    }
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace

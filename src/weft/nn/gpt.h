@@ -162,6 +162,14 @@ class Gpt : public Module {
   // True on the last stage of a split model with a tied head: wte here is a copy.
   bool holds_tied_copy() const { return cfg_.tied_head && stage_.last && !stage_.first; }
 
+  // The parameters the model's other pipeline stages hold (checkpoints hold
+  // them; loading on this stage skips them): set by whoever knows the
+  // stages (the trainer gathers them over the pipeline group).
+  void set_parameters_on_other_stages(std::vector<std::string> names) {
+    other_stages_ = std::move(names);
+  }
+  std::vector<std::string> own_parameters_elsewhere() override { return other_stages_; }
+
   std::vector<Module*> children() override;
   const GptConfig& config() const { return cfg_; }
   const ContextPtr& context() const { return pc_; }
@@ -182,6 +190,7 @@ class Gpt : public Module {
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   Norm ln_f_;
   LmHead head_;
+  std::vector<std::string> other_stages_;
 };
 
 }  // namespace weft::nn

@@ -1,7 +1,9 @@
 #include "weft/train/pipeline_step.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 
 #include "weft/kernels/activation.h"
 #include "weft/kernels/step_scalars.h"
@@ -23,6 +25,67 @@ nn::GptStage pipeline_stage(const TrainConfig& cfg, int stage) {
           .first = stage == 0,
           .last = stage == S - 1};
 }
+
+std::string describe_pipeline(const TrainConfig& cfg) {
+  const pl::ScheduleKind kind = pl::parse_schedule_kind(cfg.pp_schedule);
+  const bool interleaved = kind == pl::ScheduleKind::interleaved;
+  const std::vector<int64_t> counts =
+      pl::split_layers(cfg.model.layers, cfg.pp, cfg.vpp, cfg.pp_layers, interleaved);
+  const int S = cfg.pp * cfg.vpp;
+  const std::string how =
+      !cfg.pp_layers.empty() ? "as --pp-layers gives"
+      : interleaved          ? "equal chunks"
+      : S > 1                ? format(
+                                   "balanced, the embedding counted as a layer of stage 0 and the head and "
+                                                  "loss as one of stage {} where the layers allow",
+                                   S - 1)
+              : "one stage";
+  return format("pipeline {}: {} stages{}, {} micro-batches in flight; layers per stage {} ({})",
+                cfg.pp_schedule, cfg.pp,
+                cfg.vpp > 1 ? format(" x {} virtual", cfg.vpp) : std::string(), cfg.grad_accum,
+                counts, how);
+}
+
+int64_t Trainer::num_parameters_global() {
+  return pipeline_ ? pipeline_->parameters_global : model_->num_parameters_global();
+}
+
+namespace {
+
+// The names of the parameters the other ranks of `pp` hold and none of
+// `mine` has (collective over pp: two all-gathers).
+std::vector<std::string> names_on_other_stages(comm::ProcessGroup& pp,
+                                               const std::vector<nn::Parameter*>& mine) {
+  std::string text;
+  for (const nn::Parameter* p : mine) text += p->name + "\n";
+  Tensor len = Tensor::empty({1}, DType::i64);
+  len.data<int64_t>()[0] = static_cast<int64_t>(text.size());
+  Tensor lens = Tensor::empty({pp.size()}, DType::i64);
+  pp.all_gather(lens, len).wait();
+  int64_t longest = 0;
+  for (int r = 0; r < pp.size(); ++r) longest = std::max(longest, lens.data<int64_t>()[r]);
+  Tensor bytes = Tensor::zeros({std::max<int64_t>(longest, 1)}, DType::u8);
+  std::copy(text.begin(), text.end(), static_cast<char*>(bytes.raw()));
+  Tensor all = Tensor::empty({bytes.numel() * pp.size()}, DType::u8);
+  pp.all_gather(all, bytes).wait();
+  std::set<std::string> own;
+  for (const nn::Parameter* p : mine) own.insert(p->name);
+  std::vector<std::string> out;
+  for (int r = 0; r < pp.size(); ++r) {
+    if (r == pp.rank()) continue;
+    const char* at = static_cast<const char*>(all.raw()) + r * bytes.numel();
+    const std::string theirs(at, static_cast<size_t>(lens.data<int64_t>()[r]));
+    size_t from = 0;
+    for (size_t nl = theirs.find('\n'); nl != std::string::npos; nl = theirs.find('\n', from)) {
+      std::string name = theirs.substr(from, nl - from);
+      if (!own.count(name)) out.push_back(std::move(name));
+      from = nl + 1;
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 nn::Gpt& Trainer::chunk(int v) {
   return v == 0 ? *model_ : *pipeline_->more_chunks[static_cast<size_t>(v - 1)];
@@ -60,6 +123,16 @@ void Trainer::setup_pipeline(const parallel::ContextPtr& context) {
       if (!gpt.holds_tied_copy() || prm != &gpt.embedding().wte()) p->norm_params.push_back(prm);
     }
   }
+  if (p->pp) model_->set_parameters_on_other_stages(names_on_other_stages(*p->pp, params_));
+  int64_t count = 0;
+  for (const nn::Parameter* prm : p->norm_params) count += prm->spec.global_shape.numel();
+  if (p->pp) {
+    Tensor t = Tensor::empty({1}, DType::i64);
+    t.data<int64_t>()[0] = count;
+    p->pp->all_reduce(t).wait();
+    count = t.data<int64_t>()[0];
+  }
+  p->parameters_global = count;
   if (cfg_.model.tied_head && P > 1) {
     std::vector<std::vector<int>> ends;
     for (const auto& g : pp_groups) ends.push_back({g.front(), g.back()});

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "weft/nn/gpt.h"
@@ -27,6 +28,11 @@ namespace weft::train {
 // The layers of global stage `stage` under cfg's --pp, --vpp, --pp-layers.
 nn::GptStage pipeline_stage(const TrainConfig& cfg, int stage);
 
+// "pipeline 1f1b: 2 stages, 4 micro-batches in flight; layers per stage
+// [2,2] (the embedding counted as a layer of stage 0, the head and loss as
+// one of stage 1)": the run header's line.
+std::string describe_pipeline(const TrainConfig& cfg);
+
 // True when cfg runs a pipeline (--pp or --vpp above 1).
 inline bool pipelined(const TrainConfig& cfg) { return cfg.pp > 1 || cfg.vpp > 1; }
 
@@ -37,6 +43,7 @@ struct PipelineState {
   std::shared_ptr<comm::ProcessGroup> pp;  // this rank's pipeline group
   // First and last stage of this pipeline when the head is tied; null elsewhere.
   std::shared_ptr<comm::ProcessGroup> embedding;
+  int64_t parameters_global = 0;  // the whole model's, every stage's together
   // The parameters the gradient norm counts: every chunk's but a tied head's copy of wte.
   std::vector<nn::Parameter*> norm_params;
   // Chunks 1..V-1 of this rank (chunk 0 is the Trainer's model).

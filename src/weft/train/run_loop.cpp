@@ -132,6 +132,10 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
             .sub_size = batch_sp ? cfg_.tp : 1};
   if (!cfg_.init.empty()) load_weights(cfg_.init, world, *grid_, *model_);
   if (!cfg_.resume.empty()) {
+    WEFT_CHECK(cfg_.vpp == 1,
+               "--resume with --vpp {}: checkpoints hold one chunk per rank; resume without "
+               "--vpp (any --pp) and switch to interleaved afterwards",
+               cfg_.vpp);
     const std::string dir = io::resolve_checkpoint(cfg_.resume);
     io::TrainState state = io::load_checkpoint(dir, world, *grid_, *model_, optimizer_.get());
     step_ = state.step;
@@ -335,6 +339,10 @@ double Trainer::evaluate() {
 }
 
 void Trainer::save(const std::string& dir) {
+  WEFT_CHECK(cfg_.vpp == 1,
+             "checkpoints under --vpp {} are not written: a checkpoint holds one chunk per rank; "
+             "train with --vpp 1 (any --pp) to save",
+             cfg_.vpp);
   // Relative paths are stored relative to the checkpoint, as they are read.
   io::Json config = relative_paths(cfg_.to_json(), dir);
   config[kPathsKey] = kPathsRelativeToCheckpoint;

@@ -112,7 +112,11 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
         s.steps = trainer.steps_done();
         s.seconds = done.seconds;
         s.tokens_per_s = done.tokens_per_s;
-        if (run.sample_tokens > 0 && !s.stop_signal) {
+        if (run.sample_tokens > 0 && !s.stop_signal && trainer.pipelined()) {
+          note(
+              "no end-of-run sample under --pp: generation runs on an unsplit model (evaluate "
+              "or export the checkpoint and run weft generate)");
+        } else if (run.sample_tokens > 0 && !s.stop_signal) {
           s.sample_ids = trainer.sample(sample_prompt(run), run.sample_tokens, run.seed);
           if (run.model.vocab == io::ByteTokenizer::kVocabSize)
             s.sample = io::ByteTokenizer().decode(s.sample_ids);
