@@ -197,7 +197,7 @@ void Trainer::pipeline_microbatches(Tensor& loss_sum, double& aux_sum, StepTimes
     return ec.empty(gpt.stream_shape(b.inputs.size(0), b.inputs.size(1)), gpt.stream_dtype(),
                     MemoryTag::activations);
   };
-  pl::run_schedule(pipeline_->schedule, pipeline_->links, cb);
+  times.pipeline = pl::run_schedule(pipeline_->schedule, pipeline_->links, cb).total_s;
   times.forward += forward_s;
   times.backward += backward_s;
 }

@@ -64,6 +64,9 @@ struct StepTimes {
   double comm = 0;
   double gemm = 0;
   double all_to_all = 0;  // MoE layers' expert-parallel token exchange (not in comm)
+  // Under --pp: the run of the schedule, waits included (forward and
+  // backward are this rank's busy time in it).
+  double pipeline = 0;
   double total = 0;
 };
 
