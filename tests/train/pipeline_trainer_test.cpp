@@ -13,6 +13,7 @@
 
 #include "testing.h"
 #include "trainer_harness.h"
+#include "weft/nn/linear.h"
 
 namespace weft::train {
 namespace {
@@ -192,6 +193,34 @@ TEST_F(PipelineTrainer, RefusesBadLayoutsWithOneLine) {
                              "x --pp 2"),
             std::string::npos)
       << world_error;
+}
+
+// Zero-bubble's split backward: with weight gradients deferred, a Linear's
+// backward leaves its weight and bias gradients untouched and returns the
+// same input gradient; the deferred pass then adds exactly what the whole
+// backward would have.
+TEST(PipelineSplitBackward, LinearDefersItsWeightGradient) {
+  const auto context = parallel::make_context();
+  nn::Linear whole(context, {.name = "a", .in = 8, .out = 6});
+  nn::Linear split(context, {.name = "a", .in = 8, .out = 6});
+  const Tensor x = testing::random_tensor({5, 8}, 1);
+  const Tensor dy = testing::random_tensor({5, 6}, 2);
+  nn::Ctx c1, c2;
+  c2.set_defer_weight_grads(true);
+  whole.forward(c1, x);
+  split.forward(c2, x);
+  const std::vector<float> dx1 = whole.backward(c1, dy).to_vector();
+  const std::vector<float> dx2 = split.backward(c2, dy).to_vector();
+  EXPECT_EQ(dx1, dx2);
+  for (nn::Parameter* p : split.parameters()) {
+    for (float v : p->grad.to_vector()) ASSERT_EQ(v, 0.0f) << p->name;
+  }
+  c2.run_deferred_weight_grads();
+  const auto pw = whole.parameters(), ps = split.parameters();
+  ASSERT_EQ(pw.size(), 2u);
+  for (size_t i = 0; i < pw.size(); ++i) {
+    EXPECT_EQ(pw[i]->grad.to_vector(), ps[i]->grad.to_vector()) << pw[i]->name;
+  }
 }
 
 // Steps `steps` of cfg on its ranks from cfg.resume (if set), saving to

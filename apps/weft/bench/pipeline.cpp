@@ -119,8 +119,8 @@ cli::Options bench_pipeline_options() {
       "gpipe and 1f1b (P-1)/(M+P-1), interleaved (P-1)/(VM+P-1), zero-bubble\n"
       "(P-1)/(3M+P-1)) and each stage's peak activation bytes (the memory tracker's\n"
       "activations tag over the timed steps). --show prints each schedule's timeline at\n"
-      "unit costs. The zero-bubble schedule runs each backward whole at its input-gradient\n"
-      "pass (the modules have no split backward), so its measured bubble is 1F1B's order's.");
+      "unit costs. Under zero-bubble the Linear layers' weight gradients run in the weight\n"
+      "pass (PassContext::defer_weight_grads), on copies of their operands.");
   opts.option("preset", "NAME", "tiny", "model preset (as weft train --preset)")
       .option("pp", "N", "2", "pipeline stages")
       .option("microbatches", "M", "8", "micro-batches per step (--grad-accum)")

@@ -187,10 +187,35 @@ void Trainer::pipeline_microbatches(Tensor& loss_sum, double& aux_sum, StepTimes
     backward_s += std::chrono::duration<double>(Clock::now() - t0).count();
     return dx;
   };
-  // The modules run their backward whole: the input gradient computes the
-  // weight gradient with it, and the deferred weight pass has nothing left.
-  cb.backward_input = cb.backward;
-  cb.backward_weight = [](int, int) {};
+  // Zero-bubble: the input gradient defers the Linear layers' weight
+  // gradients into the pass's queue (PassContext::defer_weight_grads); the
+  // weight pass runs them, and a chunk's gradients are final after its last
+  // micro-batch's.
+  cb.backward_input = [&](int m, int stage, const Tensor& dy) {
+    const auto t0 = Clock::now();
+    auto it = ctxs.find({m, stage});
+    WEFT_CHECK(it != ctxs.end(),
+               "pipeline stage {}: backward of micro-batch {} without its forward", stage, m);
+    it->second->set_defer_weight_grads(true);
+    Tensor dx = chunk(stage / P).stage_backward(*it->second, dy, 1.0f / static_cast<float>(M));
+    backward_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    return dx;
+  };
+  cb.backward_weight = [&](int m, int stage) {
+    const auto t0 = Clock::now();
+    auto it = ctxs.find({m, stage});
+    WEFT_CHECK(it != ctxs.end(),
+               "pipeline stage {}: weight gradient of micro-batch {} without its "
+               "input gradient",
+               stage, m);
+    it->second->run_deferred_weight_grads();
+    ctxs.erase(it);
+    if (m == M - 1) {
+      syncs_->set_sync(true);
+      ready(chunk(stage / P).parameters());
+    }
+    backward_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  };
   cb.buffer = [&](int m, int stage, bool) {
     nn::Gpt& gpt = chunk(stage / P);
     const io::Batch& b = batches[static_cast<size_t>(m)];
