@@ -195,6 +195,35 @@ TEST_F(PipelineTrainer, RefusesBadLayoutsWithOneLine) {
       << world_error;
 }
 
+// A step whose loss is not finite stops the run naming the stage and the
+// layer where the activations first stopped being finite.
+TEST_F(PipelineTrainer, NonFiniteStepNamesStageAndLayer) {
+  TrainConfig c = family_config(Family::llama);
+  c.pp = 2;
+  c.steps = 2;
+  std::mutex mu;
+  std::vector<std::string> errors;
+  comm::run_local(2, [&](comm::ProcessGroup& world) {
+    Trainer t(c, world, data_);
+    for (nn::Parameter* p : t.model().parameters()) {
+      if (p->name == "h.3.mlp.fc1.weight") p->value.data<float>()[0] = std::nanf("");
+    }
+    try {
+      t.step();
+    } catch (const Error& e) {
+      std::lock_guard lock(mu);
+      errors.emplace_back(e.what());
+    }
+  });
+  ASSERT_EQ(errors.size(), 2u);
+  for (const std::string& e : errors) {
+    EXPECT_NE(e.find("step 1: the training loss is not finite (nan) (pipeline: first not finite "
+                     "on stage 1, in layer h.3)"),
+              std::string::npos)
+        << e;
+  }
+}
+
 // Zero-bubble's split backward: with weight gradients deferred, a Linear's
 // backward leaves its weight and bias gradients untouched and returns the
 // same input gradient; the deferred pass then adds exactly what the whole

@@ -1,5 +1,7 @@
 #include "weft/nn/gpt.h"
 
+#include <cmath>
+
 #include "weft/kernels/transpose.h"
 #include "weft/parallel/mappings.h"
 
@@ -221,7 +223,20 @@ Shape Gpt::stream_shape(int64_t batch, int64_t seq) const {
 
 DType Gpt::stream_dtype() const { return pc_->compute(); }
 
-Tensor Gpt::stage_forward(Ctx& ctx, const Tensor& input, const Tensor& targets) {
+namespace {
+bool all_finite(const Tensor& t) {
+  for (float v : t.to_vector()) {
+    if (!std::isfinite(v)) return false;
+  }
+  return true;
+}
+}  // namespace
+
+Tensor Gpt::stage_forward(Ctx& ctx, const Tensor& input, const Tensor& targets,
+                          std::string* nonfinite) {
+  const auto check = [&](const Tensor& t, const std::string& where) {
+    if (nonfinite && nonfinite->empty() && !all_finite(t)) *nonfinite = where;
+  };
   const auto host_i32 = [](const Tensor& t) {
     return t.device().is_cpu() && t.dim() == 2 && t.dtype() == DType::i32;
   };
@@ -231,6 +246,7 @@ Tensor Gpt::stage_forward(Ctx& ctx, const Tensor& input, const Tensor& targets) 
     const bool checked = !batch_sp && host_i32(input);
     if (checked) check_host_ids(input, false);
     s.x = embedding_.forward(ctx, tokens_for_group(input), 0, checked);
+    check(s.x, "the embedding");
   } else {
     s.x = input;
   }
@@ -239,6 +255,7 @@ Tensor Gpt::stage_forward(Ctx& ctx, const Tensor& input, const Tensor& targets) 
                  : stage_.last          ? &ln_f_
                                         : nullptr;
     s = layers_[i]->forward_stream(ctx, s, next);
+    check(s.x, format("layer h.{}", stage_.first_layer + static_cast<int64_t>(i)));
   }
   if (!stage_.last) return s.x;
   const Tensor x = s.normed.defined() ? s.normed : ln_f_.forward(ctx, s.x);
@@ -246,7 +263,9 @@ Tensor Gpt::stage_forward(Ctx& ctx, const Tensor& input, const Tensor& targets) 
   if (checked) check_host_ids(targets, true);
   Tensor t = tokens_for_group(targets);
   if (pc_->token_layout() == parallel::TokenLayout::sequence_major) t = swap01(pc_->exec, t);
-  return head_.forward_loss_tensor(ctx, x, t, kernels::kIgnoreIndex, checked);
+  Tensor loss = head_.forward_loss_tensor(ctx, x, t, kernels::kIgnoreIndex, checked);
+  check(loss.narrow(0, 1), "the head and loss");
+  return loss;
 }
 
 Tensor Gpt::stage_backward(Ctx& ctx, const Tensor& dy, float dloss, const GradsReady& ready) {

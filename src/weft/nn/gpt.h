@@ -152,7 +152,11 @@ class Gpt : public Module {
   // `targets`. stage_backward: `dy` is the gradient of the stage's output
   // (ignored on the last stage, which starts from its loss scaled by dloss);
   // returns the gradient of its input (empty on the first stage).
-  Tensor stage_forward(Ctx& ctx, const Tensor& input, const Tensor& targets);
+  // `nonfinite` (a diagnosis, slow): when given and still empty, set to
+  // where this stage's activations first hold a value that is not finite
+  // ("the embedding", "layer h.3", "the head").
+  Tensor stage_forward(Ctx& ctx, const Tensor& input, const Tensor& targets,
+                       std::string* nonfinite = nullptr);
   Tensor stage_backward(Ctx& ctx, const Tensor& dy, float dloss, const GradsReady& ready = {});
   // The residual stream between stages for `batch` sequences of `seq` tokens
   // passed by this rank, and its dtype.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -274,6 +275,60 @@ double Trainer::pipeline_evaluate_sum(const std::vector<io::Batch>& batches) {
   *d.data<double>() = sum;
   pipeline_->pp->all_reduce(d).wait();
   return *d.data<double>();
+}
+
+std::string Trainer::pipeline_locate_nonfinite() {
+  const int P = pipeline_->schedule.ranks;
+  const int M = pipeline_->schedule.microbatches;
+  std::vector<io::Batch> batches;
+  for (int m = 0; m < M; ++m) batches.push_back(sampler_->next_batch(step_, 0, part(m)));
+  // The first (stage, where) of this rank's chunks, in stage order.
+  int64_t bad_stage = -1;
+  std::string bad_where;
+  pl::StageCallbacks cb;
+  cb.forward = [&](int m, int stage, const Tensor& in) {
+    nn::Gpt& gpt = chunk(stage / P);
+    nn::Ctx ctx(nullptr, false);
+    const io::Batch& b = batches[static_cast<size_t>(m)];
+    std::string where;
+    Tensor out = gpt.stage_forward(ctx, gpt.stage().first ? b.inputs : in, b.targets, &where);
+    if (!where.empty() && (bad_stage < 0 || stage < bad_stage)) {
+      bad_stage = stage;
+      bad_where = where;
+    }
+    return out;
+  };
+  cb.buffer = [&](int m, int stage, bool) {
+    nn::Gpt& gpt = chunk(stage / P);
+    const io::Batch& b = batches[static_cast<size_t>(m)];
+    return model_->context()->exec.empty(gpt.stream_shape(b.inputs.size(0), b.inputs.size(1)),
+                                         gpt.stream_dtype(), MemoryTag::activations);
+  };
+  pl::run_schedule(pipeline_->forward_only, pipeline_->links, cb);
+  // Every rank's finding (its stage and 64 bytes of text); the earliest stage's is where
+  // it began, and every rank says the same.
+  constexpr int64_t kText = 64;
+  Tensor mine = Tensor::zeros({8 + kText}, DType::u8);
+  char* raw = static_cast<char*>(mine.raw());
+  std::memcpy(raw, &bad_stage, 8);
+  std::memcpy(raw + 8, bad_where.data(), std::min<size_t>(bad_where.size(), kText - 1));
+  Tensor all = Tensor::empty({(8 + kText) * world_.size()}, DType::u8);
+  world_.all_gather(all, mine).wait();
+  const char* rows = static_cast<const char*>(all.raw());
+  int64_t first = -1;
+  std::string where;
+  for (int r = 0; r < world_.size(); ++r) {
+    int64_t st = 0;
+    std::memcpy(&st, rows + r * (8 + kText), 8);
+    if (st >= 0 && (first < 0 || st < first)) {
+      first = st;
+      where = std::string(rows + r * (8 + kText) + 8);
+    }
+  }
+  if (first < 0) {
+    return " (pipeline: every stage's activations are finite: the gradients overflowed)";
+  }
+  return format(" (pipeline: first not finite on stage {}, in {})", first, where);
 }
 
 }  // namespace weft::train

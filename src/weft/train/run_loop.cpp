@@ -164,12 +164,12 @@ Trainer::~Trainer() {
   if (const auto& gtp = model_->context()->gtp_runtime) gtp->chain.set_on_gradient_final({});
 }
 
-void Trainer::check_finite(double loss, double norm) const {
+void Trainer::check_finite(double loss, double norm, const std::string& where) const {
   const bool loss_bad = !std::isfinite(loss);
   WEFT_CHECK(!loss_bad && std::isfinite(norm),
-             "step {}: the {} is not finite ({}); training stopped before this step's update{}. "
+             "step {}: the {} is not finite ({}){}; training stopped before this step's update{}. "
              "Lower --lr, keep --grad-clip on, or resume from an earlier checkpoint",
-             step_ + 1, loss_bad ? "training loss" : "gradient norm", loss_bad ? loss : norm,
+             step_ + 1, loss_bad ? "training loss" : "gradient norm", loss_bad ? loss : norm, where,
              saved_step_ < 0
                  ? std::string()
                  : format(" (the checkpoint of step {} in {} is kept)", saved_step_, cfg_.save));
@@ -276,7 +276,8 @@ StepResult Trainer::step() {
   for (const auto& [from, to] : backward_spans) r.times.backward += clock.seconds(from, to);
   r.times.backward += clock.seconds(sync_start, sync_end);
   r.times.optimizer = clock.seconds(optimizer_start, optimizer_end);
-  check_finite(r.loss, r.grad_norm);
+  const bool finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
+  check_finite(r.loss, r.grad_norm, pipeline_ && !finite ? pipeline_locate_nonfinite() : "");
 
   ++step_;
   r.step = step_;

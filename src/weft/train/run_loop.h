@@ -140,7 +140,9 @@ class Trainer {
   comm::ProcessGroup& world() { return world_; }
 
  private:
-  void check_finite(double loss, double norm) const;
+  // where: appended to the message (under --pp, where the activations
+  // first stop being finite: pipeline_locate_nonfinite).
+  void check_finite(double loss, double norm, const std::string& where = {}) const;
   // The rows of micro-batch `micro` this rank takes: part m·D + r of the
   // A·D equal parts of a global batch.
   io::BatchSlice part(int64_t micro) const;
@@ -154,6 +156,10 @@ class Trainer {
   void pipeline_microbatches(Tensor& loss_sum, double& aux_sum, StepTimes& times);
   void pipeline_finish_gradients();
   double pipeline_evaluate_sum(const std::vector<io::Batch>& batches);
+  // After a step whose loss or norm is not finite (collective over the
+  // world): reruns the step's forwards checking every layer's output and
+  // names the first stage and layer whose activations are not finite.
+  std::string pipeline_locate_nonfinite();
 
   TrainConfig cfg_;
   comm::ProcessGroup& world_;
