@@ -14,6 +14,7 @@
 #include "testing.h"
 #include "trainer_harness.h"
 #include "weft/nn/linear.h"
+#include "weft/train/pipeline_step.h"
 
 namespace weft::train {
 namespace {
@@ -193,6 +194,30 @@ TEST_F(PipelineTrainer, RefusesBadLayoutsWithOneLine) {
                              "x --pp 2"),
             std::string::npos)
       << world_error;
+}
+
+// Under --sp seq a stage sends its sequence shard: each activation sent
+// between stages is (T/tp, B, C), not the whole (T, B, C).
+TEST_F(PipelineTrainer, SequenceParallelSendsTheShardOnly) {
+  TrainConfig c = family_config(Family::gpt2);
+  c.tp = 2;
+  c.pp = 2;
+  c.sp = nn::SequenceParallel::seq;
+  c.steps = 1;
+  std::mutex mu;
+  std::vector<int64_t> sent;
+  comm::run_local(4, [&](comm::ProcessGroup& world) {
+    Trainer t(c, world, data_);
+    t.step();
+    if (t.grid().rank_in("pp") != 0) return;
+    const comm::CommStats stats = t.pipeline()->links.activation_out->stats();
+    std::lock_guard lock(mu);
+    sent.push_back(stats.bytes_of(comm::OpKind::send));
+    EXPECT_EQ(stats.count(comm::OpKind::send), c.grad_accum);
+  });
+  const int64_t shard = c.model.seq / c.tp * c.micro_batch * c.model.width * 4;
+  ASSERT_EQ(sent.size(), 2u);
+  for (int64_t b : sent) EXPECT_EQ(b, c.grad_accum * shard);
 }
 
 // A step whose loss is not finite stops the run naming the stage and the

@@ -132,6 +132,8 @@ class Trainer {
   // Pipeline parallelism (pipeline_step.h): whether this run has stages,
   // and this rank's chunk v (0 .. --vpp - 1; chunk 0 is model()).
   bool pipelined() const { return pipeline_ != nullptr; }
+  // The schedule, links and chunks (null without a pipeline).
+  const PipelineState* pipeline() const { return pipeline_.get(); }
   // The whole model's parameters (every stage's under --pp).
   int64_t num_parameters_global();
   nn::Gpt& chunk(int v);
