@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "testing.h"
 #include "trainer_harness.h"
@@ -61,6 +62,26 @@ TEST_F(PipelineTrainer, EqualsPpOneForEveryFamily) {
       SCOPED_TRACE(pp);
       TrainConfig c = base;
       c.pp = pp;
+      expect_close(run(c, data_), want, c.lr_value());
+    }
+  }
+}
+
+// Dropout: a micro-batch's masks are the same at pp 1 and pp N (the streams
+// are set per micro-batch and stage where the unpipelined loop draws).
+TEST_F(PipelineTrainer, DropoutMasksEqualPpOne) {
+  for (Family f : {Family::gpt2, Family::llama}) {
+    SCOPED_TRACE(static_cast<int>(f));
+    TrainConfig base = family_config(f);
+    base.model.dropout = 0.1f;
+    const RunResult want = run(base, data_);
+    for (auto [pp, schedule, vpp] :
+         {std::tuple{2, "1f1b", 1}, std::tuple{4, "gpipe", 1}, std::tuple{2, "interleaved", 2}}) {
+      SCOPED_TRACE(format("pp {} {} vpp {}", pp, schedule, vpp));
+      TrainConfig c = base;
+      c.pp = pp;
+      c.pp_schedule = schedule;
+      c.vpp = vpp;
       expect_close(run(c, data_), want, c.lr_value());
     }
   }

@@ -142,6 +142,39 @@ void Trainer::setup_pipeline(const parallel::ContextPtr& context) {
   pipeline_ = std::move(p);
 }
 
+void Trainer::measure_pipeline_draws(const io::Batch& b) {
+  const int P = pipeline_->schedule.ranks, S = pipeline_->schedule.stages();
+  const std::vector<std::string> streams{parallel::kDefaultStream, parallel::kModelParallelStream};
+  // Each chunk's forward of one micro-batch on a copy of the streams: the
+  // count depends on the shapes alone (zeros stand in for a received stream).
+  Tensor counts = Tensor::zeros({S * 2}, DType::i64);
+  for (int v = 0; v < cfg_.vpp; ++v) {
+    nn::Gpt& gpt = chunk(v);
+    const int stage = v * P + pipeline_->links.rank;
+    parallel::RngTracker probe = rng_;
+    nn::Ctx ctx(&probe, true);
+    const Tensor in = gpt.stage().first ? b.inputs
+                                        : model_->context()->exec.zeros(
+                                              gpt.stream_shape(b.inputs.size(0), b.inputs.size(1)),
+                                              gpt.stream_dtype(), MemoryTag::activations);
+    gpt.stage_forward(ctx, in, b.targets);
+    const auto before = rng_.state(), after = probe.state();
+    for (size_t i = 0; i < streams.size(); ++i) {
+      counts.data<int64_t>()[stage * 2 + static_cast<int64_t>(i)] =
+          static_cast<int64_t>(after.at(streams[i]).offset - before.at(streams[i]).offset);
+    }
+  }
+  if (pipeline_->pp) pipeline_->pp->all_reduce(counts).wait();
+  pipeline_->draws.assign(static_cast<size_t>(S), {});
+  for (int s = 0; s < S; ++s) {
+    for (size_t i = 0; i < streams.size(); ++i) {
+      pipeline_->draws[static_cast<size_t>(s)][streams[i]] =
+          static_cast<uint64_t>(counts.data<int64_t>()[s * 2 + static_cast<int64_t>(i)]);
+    }
+  }
+  pipeline_->draws_known = true;
+}
+
 void Trainer::pipeline_microbatches(Tensor& loss_sum, double& aux_sum, StepTimes& times) {
   using Clock = std::chrono::steady_clock;
   const ExecContext& ec = model_->context()->exec;
@@ -149,6 +182,26 @@ void Trainer::pipeline_microbatches(Tensor& loss_sum, double& aux_sum, StepTimes
   const int M = pipeline_->schedule.microbatches;
   std::vector<io::Batch> batches;
   for (int m = 0; m < M; ++m) batches.push_back(sampler_->next_batch(step_, 0, part(m)));
+  // Dropout: each micro-batch's masks as the unpipelined loop draws them.
+  // (Not under the quantized recipes: the measuring forward would record
+  // amaxes into their scaling state.)
+  const bool keyed = cfg_.model.dropout > 0.0f && !cfg_.precision.quantized();
+  if (keyed && !pipeline_->draws_known) measure_pipeline_draws(batches.front());
+  const parallel::RngTracker::State base = rng_.state();
+  const auto set_streams = [&](int m, int stage) {
+    parallel::RngTracker::State st = base;
+    for (auto& [name, stream] : st) {
+      uint64_t per_microbatch = 0, before = 0;
+      for (int s = 0; s < pipeline_->schedule.stages(); ++s) {
+        const auto it = pipeline_->draws[static_cast<size_t>(s)].find(name);
+        const uint64_t n = it == pipeline_->draws[static_cast<size_t>(s)].end() ? 0 : it->second;
+        per_microbatch += n;
+        if (s < stage) before += n;
+      }
+      stream.offset += static_cast<uint64_t>(m) * per_microbatch + before;
+    }
+    rng_.set_state(st);
+  };
   // The last stage adds the losses; the others hold 0 (summed over the pipeline after).
   kernels::accumulate_scalar(ec, Tensor::from({1}, std::vector<float>{0.0f}), loss_sum, true);
   bool first_loss = true;
@@ -165,6 +218,7 @@ void Trainer::pipeline_microbatches(Tensor& loss_sum, double& aux_sum, StepTimes
     ctx = std::make_unique<nn::Ctx>(&rng_, true);
     ctx->set_reuse_weight_casts(true);
     ctx->set_final_microbatch(m == M - 1);
+    if (keyed) set_streams(m, stage);
     const io::Batch& b = batches[static_cast<size_t>(m)];
     Tensor out = gpt.stage_forward(*ctx, gpt.stage().first ? b.inputs : in, b.targets);
     aux_sum += gpt.aux_loss(*ctx);
@@ -224,6 +278,8 @@ void Trainer::pipeline_microbatches(Tensor& loss_sum, double& aux_sum, StepTimes
                     MemoryTag::activations);
   };
   times.pipeline = pl::run_schedule(pipeline_->schedule, pipeline_->links, cb).total_s;
+  // The streams end where the unpipelined loop's do.
+  if (keyed) set_streams(M, 0);
   times.forward += forward_s;
   times.backward += backward_s;
 }

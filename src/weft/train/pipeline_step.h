@@ -14,6 +14,7 @@
 // group {first, last} after the data-parallel sync, as Megatron does.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,12 @@ struct PipelineState {
   int64_t parameters_global = 0;  // the whole model's, every stage's together
   // The parameters the gradient norm counts: every chunk's but a tied head's copy of wte.
   std::vector<nn::Parameter*> norm_params;
+  // Dropout keyed by micro-batch (--dropout > 0): the random numbers one
+  // micro-batch's forward draws on each global stage, per stream, measured
+  // once (first step); before F(m, s) the streams are set where the
+  // unpipelined loop's forward of micro-batch m reaches stage s's first layer.
+  bool draws_known = false;
+  std::vector<std::map<std::string, uint64_t>> draws;  // per global stage
   // Chunks 1..V-1 of this rank (chunk 0 is the Trainer's model).
   std::vector<std::unique_ptr<nn::Gpt>> more_chunks;
 };

@@ -156,6 +156,7 @@ class Trainer {
   // (one per micro-batch) run forward, the same on every stage.
   void setup_pipeline(const parallel::ContextPtr& context);
   void pipeline_microbatches(Tensor& loss_sum, double& aux_sum, StepTimes& times);
+  void measure_pipeline_draws(const io::Batch& b);
   void pipeline_finish_gradients();
   double pipeline_evaluate_sum(const std::vector<io::Batch>& batches);
   // After a step whose loss or norm is not finite (collective over the
