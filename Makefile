@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_JOBS ?= 1
 FUZZ_TARGETS ?=
 
-.PHONY: all deps build test test-asan test-tsan train bench fuzz fuzz-build fuzz-corpus clean
+.PHONY: all deps build test test-avx2 test-asan test-tsan train bench fuzz fuzz-build fuzz-corpus clean
 
 all: build
 
@@ -38,6 +38,23 @@ test-asan: deps
 	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) --timeout 1800
+
+# The ISA-sensitive layers again with the AVX2 path forced: oneDNN capped to
+# AVX2 (no bf16 kernels: the emulated path) and weft's own vector kernels
+# capped the same way, so an AVX-512 or AMX machine also runs what an
+# AVX2-only machine runs (GEMM emulation, casts, training trajectories,
+# quantized recipes). Skipped, saying so, where the processor has no AVX-512:
+# `make test` ran that path already. MPI jobs are left out (their mpirun
+# cases run the same code as the threaded ones).
+AVX2_LABELS := ^(kernels|parallel|nn|optim|train)$$
+test-avx2: build
+	@if grep -qw avx512f /proc/cpuinfo; then \
+	  ONEDNN_MAX_CPU_ISA=AVX2 WEFT_MAX_CPU_ISA=avx2 \
+	    ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) --timeout 900 \
+	      -L '$(AVX2_LABELS)' -LE '^(mpi|avx2)$$'; \
+	else \
+	  echo "test-avx2: this processor has no AVX-512: make test ran the AVX2 path already"; \
+	fi
 
 # ThreadSanitizer on the threaded parts, on the local backend (ranks are
 # threads): the collectives and their faults, the grid, the reduction loops,

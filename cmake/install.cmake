@@ -7,7 +7,7 @@ include(CMakePackageConfigHelpers)
 
 # The static library's private dependencies travel with it: in the installed
 # tree oneDNN is the imported target weftConfig.cmake creates.
-target_link_libraries(weft PRIVATE $<INSTALL_INTERFACE:weft::dnnl>)
+target_link_libraries(weft PRIVATE $<INSTALL_INTERFACE:weft::dnnl> $<INSTALL_INTERFACE:weft::pcre2>)
 
 install(TARGETS weft EXPORT weftTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libbenchmark-dev libexpat1-dev
   libfmt-dev libcli11-dev
   nlohmann-json3-dev
+  libpcre2-dev libicu-dev
   unzip
   fortunes
   iproute2

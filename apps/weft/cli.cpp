@@ -63,6 +63,18 @@ Options& Options::option(const std::string& name, const std::string& metavar,
   return *this;
 }
 
+Options& Options::repeated(const std::string& name, const std::string& metavar,
+                           const std::string& help) {
+  specs_.push_back({name, metavar, "", help, false, true});
+  return *this;
+}
+
+Options& Options::positional_list(const std::string& name, const std::string& help) {
+  positional(name, help);
+  positional_list_ = true;
+  return *this;
+}
+
 Options& Options::positional(const std::string& name, const std::string& help) {
   positional_specs_.emplace_back(name, help);
   return *this;
@@ -120,8 +132,14 @@ void Options::parse(const std::vector<std::string>& args) {
   app.add_flag("-h,--help");
   std::map<std::string, std::string> values;
   std::map<std::string, int64_t> flags;
+  std::map<std::string, std::vector<std::string>> lists;
   for (const Spec& s : specs_) {
-    if (s.is_flag) {
+    if (s.repeated) {
+      app.add_option("--" + s.name, lists[s.name], s.help)
+          ->type_name(s.metavar)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+          ->allow_extra_args(false);
+    } else if (s.is_flag) {
       app.add_flag("--" + s.name, flags[s.name], s.help)->disable_flag_override();
     } else {
       app.add_option("--" + s.name, values[s.name], s.help)
@@ -172,7 +190,7 @@ void Options::parse(const std::vector<std::string>& args) {
   } catch (const CLI::ParseError& e) {
     WEFT_FAIL("{}; see `{} --help`", e.what(), command);
   }
-  WEFT_CHECK(positionals.size() <= positional_specs_.size(),
+  WEFT_CHECK(positional_list_ || positionals.size() <= positional_specs_.size(),
              "unexpected argument '{}'; see `{} --help`",
              positionals.empty() ? std::string() : positionals.back(), command);
   if (flags["help"] > 0 || app.count("--help") > 0) {
@@ -180,7 +198,12 @@ void Options::parse(const std::vector<std::string>& args) {
     throw HelpShown{};
   }
   for (const Spec& s : specs_) {
-    if (s.is_flag) {
+    if (s.repeated) {
+      if (!lists[s.name].empty()) {
+        lists_[s.name] = lists[s.name];
+        values_[s.name] = lists[s.name].back();
+      }
+    } else if (s.is_flag) {
       if (flags[s.name] > 0) values_[s.name] = "1";
     } else if (app.count("--" + s.name) > 0) {
       values_[s.name] = values[s.name];
@@ -209,6 +232,12 @@ const std::string& Options::str(const std::string& name) const {
   const Spec& s = spec(name);
   auto it = values_.find(name);
   return it == values_.end() ? s.fallback : it->second;
+}
+
+std::vector<std::string> Options::all(const std::string& name) const {
+  spec(name);
+  auto it = lists_.find(name);
+  return it == lists_.end() ? std::vector<std::string>{} : it->second;
 }
 
 int64_t Options::integer(const std::string& name) const {
@@ -314,6 +343,7 @@ std::string Options::help() const {
     std::string left = "--" + s.name + (s.is_flag ? "" : " " + s.metavar);
     std::string text = s.help;
     if (!s.is_flag && !s.fallback.empty()) text += " (default: " + s.fallback + ")";
+    if (s.repeated) text += " (may be repeated)";
     line(left, text);
   }
   line("-h, --help", "show this help and exit");

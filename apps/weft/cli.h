@@ -27,8 +27,12 @@ class Options {
   // An option with a value (--name VALUE or --name=VALUE) and its default.
   Options& option(const std::string& name, const std::string& metavar, const std::string& fallback,
                   const std::string& help);
+  // An option that may be given several times (--name A --name B), no default.
+  Options& repeated(const std::string& name, const std::string& metavar, const std::string& help);
   // Positional arguments, named in the usage line.
   Options& positional(const std::string& name, const std::string& help);
+  // Any number of positional arguments after the named ones ("FILE…").
+  Options& positional_list(const std::string& name, const std::string& help);
 
   // Throws weft::Error for unknown options or missing values; prints help and
   // throws HelpShown for --help / -h.
@@ -38,6 +42,8 @@ class Options {
   // Whether the user gave the option (as opposed to its default applying).
   bool given(const std::string& name) const;
   const std::string& str(const std::string& name) const;
+  // Every value of a repeated option, in the order given (str: the last).
+  std::vector<std::string> all(const std::string& name) const;
   int64_t integer(const std::string& name) const;
   double number(const std::string& name) const;
   // A byte count: 1024, 1K, 64M, 2G (powers of 1024, as nccl-tests).
@@ -57,13 +63,16 @@ class Options {
   struct Spec {
     std::string name, metavar, fallback, help;
     bool is_flag = false;
+    bool repeated = false;
   };
   const Spec& spec(const std::string& name) const;
 
   std::string usage_, about_;
   std::vector<Spec> specs_;
   std::vector<std::pair<std::string, std::string>> positional_specs_;
+  bool positional_list_ = false;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> lists_;  // repeated options
   std::vector<std::string> positional_values_;
 };
 

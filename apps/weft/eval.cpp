@@ -5,8 +5,11 @@
 #include <iostream>
 
 #include "cli.h"
+#include "weft/io/checkpoint_tokenizer.h"
 #include "weft/io/data.h"
+#include "weft/io/data_prepare.h"
 #include "weft/io/json.h"
+#include "weft/text/tokenizer.h"
 #include "weft/train/evaluate.h"
 #include "weft/train/load_model.h"
 
@@ -21,7 +24,9 @@ cli::Options eval_command_options() {
   opts.option("checkpoint", "DIR|FILE", "none",
               "a checkpoint directory (weft train --save) or a GPT-2 .safetensors file (required)")
       .option("data", "FILE", "fortunes",
-              "text file (byte tokens) or llm.c .bin token shard; default: the fortunes corpus")
+              "text file or llm.c .bin token shard; default: the fortunes corpus. Text goes "
+              "through the checkpoint's tokenizer when it carries one (as transformers "
+              "encodes it, BOS included), else one token per byte")
       .option("split", "all|val", "auto",
               "all tokens of the data, or its validation split as weft train holds it out "
               "(auto: val for the default corpus, all for --data)")
@@ -54,8 +59,18 @@ int eval_command(const std::vector<std::string>& args) {
       opts.str("checkpoint"), dtype, {.allow_nonfinite = opts.flag_set("allow-nonfinite")},
       Device::parse(opts.str("device")));
   const nn::GptConfig& cfg = m.model->config();
-  io::TokenData data =
-      opts.given("data") ? io::load_token_files(opts.str("data")) : io::default_corpus();
+  const std::string tok_json = io::model_tokenizer(opts.str("checkpoint"));
+  io::TokenData data;
+  if (!tok_json.empty() &&
+      (!opts.given("data") || io::data_format(opts.str("data")) == io::TokenData::Format::text)) {
+    const text::Tokenizer tok =
+        text::Tokenizer::from_json(tok_json, opts.str("checkpoint") + "/tokenizer.json");
+    data = opts.given("data")
+               ? io::tokenize_text_files(tok, opts.str("data"))
+               : io::tokenize_text(tok, io::default_corpus_text(), "the fortunes corpus");
+  } else {
+    data = opts.given("data") ? io::load_token_files(opts.str("data")) : io::default_corpus();
+  }
   const bool val = split == "val" || (split == "auto" && !opts.given("data"));
   std::span<const int32_t> tokens(data.tokens);
   std::optional<io::Dataset> held_out;

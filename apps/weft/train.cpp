@@ -6,9 +6,13 @@
 #include <sstream>
 
 #include "cli.h"
+#include "weft/infer/generate.h"
+#include "plan_options.h"
+#include "weft/comm/world.h"
 #include "weft/io/checkpoint.h"
 #include "weft/io/data.h"
-#include "weft/train/generate.h"
+#include "weft/text/tokenizer.h"
+#include "weft/train/run_tokenizer.h"
 #include "weft/train/stop_signal.h"
 #include "weft/train/trainer.h"
 
@@ -101,6 +105,14 @@ Resolved resolve(const cli::Options& opts) {
     const auto format = io::data_format(cfg.data);
     if (format != io::TokenData::Format::text) cfg.model.vocab = io::tokenizer_vocab(format);
   }
+  // A Hugging Face tokenizer (--tokenizer, or the one beside the shards)
+  // gives its vocabulary, a preset's too, unless --vocab (or the checkpoint
+  // resumed or started from) says otherwise.
+  if (!opts.given("vocab") && !in_file("vocab") && resume.empty() && init.empty()) {
+    std::string where;
+    const std::string json = train::find_run_tokenizer(cfg, where);
+    if (!json.empty()) cfg.model.vocab = text::Tokenizer::from_json(json, where).vocab_size();
+  }
   cfg.overwrite = opts.flag_set("overwrite");
   cfg.reset_schedule = opts.flag_set("reset-schedule");
   if (saved.is_object()) {
@@ -139,6 +151,44 @@ void progress(std::ostream& out, const train::StepReport& r, int64_t log_every) 
   out << line.str() << std::endl;
 }
 
+// --layout auto: the plan's pick for the world and global batch the other
+// options give, applied over them.
+void choose_layout(const cli::Options& opts, train::TrainConfig& cfg, std::ostream& log) {
+  const int data = cfg.ep * cfg.gtp * std::max(cfg.dp, 1);
+  const int launched = comm::launcher_world_size();
+  const int world = launched > 0 ? launched : cfg.tp * data;
+  const int64_t global_batch = cfg.global_batch.value_or(
+      cfg.micro_batch * (launched > 0 ? launched / cfg.tp : data) * cfg.grad_accum);
+  const int64_t limit = opts.given("memory-limit")
+                            ? plan::parse_memory_size(opts.str("memory-limit"), "--memory-limit")
+                            : 0;
+  const plan::PlannedLayout pick =
+      pick_layout(cfg, world, global_batch, limit, opts.str("memory-limit"));
+  io::Json s = io::Json::object();
+  const std::vector<std::string> args = pick.layout.args();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string key = args[i].substr(2);
+    if (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+      s[key] = args[++i];
+    } else {
+      s[key] = true;
+    }
+  }
+  // The layout's sizes replace the given ones (dp, ep, gtp and sp back to
+  // their defaults first, so that a size the pick leaves out is 1).
+  cfg.sp = nn::SequenceParallel::off;
+  cfg.ep = cfg.gtp = 1;
+  cfg.dp = launched > 0 ? 0 : 1;
+  cfg.grad_accum = 1;
+  train::apply_settings(cfg, s, "");
+  cfg.global_batch = global_batch;
+  log << "layout auto: " << pick.layout.text() << " (of the layouts of " << world
+      << " ranks at global batch " << global_batch
+      << (limit > 0 ? " within " + opts.str("memory-limit") : std::string()) << ": predicted "
+      << plan::format_bytes(pick.memory.total()) << " per rank, "
+      << num("%.0f", pick.cost.tokens_per_s) << " tokens/s)" << std::endl;
+}
+
 cli::Options train_command_options() {
   cli::Options opts(
       "weft train [options]",
@@ -158,6 +208,13 @@ cli::Options train_command_options() {
     opts.option(k.name, k.metavar, k.fallback, k.help);
   }
   opts.option("config", "FILE", "none", "JSON file of settings (keys as the options above)")
+      .option(
+          "layout", "given|auto", "given",
+          "auto: train on the layout `weft plan` ranks first for this model, world (mpirun's, "
+          "else --tp x --ep x --gtp x --dp as given) and global batch (--global-batch, else "
+          "--micro-batch x data ranks x --grad-accum) within --memory-limit; says which it took")
+      .option("memory-limit", "SIZE", "none",
+              "--layout auto: bytes per rank a layout may need (40GiB, 512MiB)")
       .flag("overwrite",
             "start afresh even when --save holds a checkpoint (of this or another run); its "
             "checkpoints go when this run writes its first")
@@ -172,9 +229,15 @@ int train_command(const std::vector<std::string>& args) {
   cli::Options opts = train_command_options();
   opts.parse(args);
   const bool json = opts.flag_set("json");
-  const Resolved resolved = resolve(opts);
-  const train::TrainConfig& cfg = resolved.cfg;
+  Resolved resolved = resolve(opts);
   std::ostream& log = json ? std::cerr : std::cout;
+  if (opts.choice("layout", {"given", "auto"}) == "auto") {
+    choose_layout(opts, resolved.cfg, log);
+  } else {
+    WEFT_CHECK(!opts.given("memory-limit"),
+               "--memory-limit bounds the layouts --layout auto chooses from: add --layout auto");
+  }
+  const train::TrainConfig& cfg = resolved.cfg;
 
   train::TrainCallbacks cb;
   cb.on_start = [&](const std::string& text) {
@@ -198,7 +261,7 @@ int train_command(const std::vector<std::string>& args) {
     out["val_loss"] = s.final_val_loss ? io::Json(*s.final_val_loss) : io::Json();
     out["seconds"] = s.seconds;
     out["tokens_per_s"] = s.tokens_per_s;
-    if (cfg.model.vocab == 256) out["sample"] = train::valid_utf8(s.sample);
+    if (s.sample_is_text) out["sample"] = infer::valid_utf8(s.sample);
     io::Json ids = io::Json::array();
     for (int32_t id : s.sample_ids) ids.push_back(id);
     out["sample_ids"] = std::move(ids);
@@ -215,10 +278,10 @@ int train_command(const std::vector<std::string>& args) {
   }
   std::cout << "\n";
   if (!s.sample_ids.empty()) {
-    if (cfg.model.vocab == 256) {
+    if (s.sample_is_text) {
       std::cout << "sample:\n" << s.sample << "\n";
     } else {
-      std::cout << "sample (token ids; weft has no BPE tokenizer to turn them into text):\n";
+      std::cout << "sample (token ids; pass --tokenizer FILE|DIR to turn them into text):\n";
       for (size_t i = 0; i < s.sample_ids.size(); ++i)
         std::cout << (i ? " " : "") << s.sample_ids[i];
       std::cout << "\n";

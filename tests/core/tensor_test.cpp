@@ -199,6 +199,12 @@ TEST(Threads, PerThreadOverrideAndRankShare) {
   const int override_threads = default_threads + 2;
   set_num_threads(override_threads);
   EXPECT_EQ(num_threads(), override_threads);
+  {
+    // A scoped count puts back the override it found.
+    const ScopedNumThreads one(1);
+    EXPECT_EQ(num_threads(), 1);
+  }
+  EXPECT_EQ(num_threads(), override_threads);
   // The override belongs to this thread: another thread keeps the default.
   int other = 0;
   std::thread([&] { other = num_threads(); }).join();

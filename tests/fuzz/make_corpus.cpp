@@ -190,6 +190,16 @@ int main(int argc, char** argv) {
       R"({"steps": "20", "micro-batch": 4, "tp": 1, "lr": 0.003, "sp": "seq", "dtype": "bf16",)"
       R"( "min_lr": 1e-4, "warmup": 2, "dropout": 0.1, "vocab-pad": 64})");
   put("config", "preset.json", R"({"preset": "gpt2-124m", "layers": 2, "stop-at": 5})");
+  // plan: --cluster descriptions, --evaluate layouts, --memory-limit sizes
+  put("plan", "cluster.json",
+      R"({"name": "H100 SXM", "gpus_per_node": 8, "peak_tflops": 989.4,)"
+      R"( "gemm_efficiency": 0.7, "nvlink_GBps": 450, "network_GBps": 50, "latency_us": 10})");
+  put("plan", "layout_405b.txt",
+      "--tp 8 --sp seq --pp 16 --vpp 2 --dp 64 --micro-batch 1 --grad-accum 32");
+  put("plan", "layout_levers.txt",
+      "--tp 2 --cp 2 --distributed-optimizer --dp 2 --recompute full --recompute-layers 2 "
+      "--micro-batch 4");
+  put("plan", "limit.txt", "40GiB");
   std::printf("wrote the seed corpus to %s\n", out.c_str());
   return 0;
 }

@@ -580,6 +580,45 @@ TEST(Cast, HadamardLeavesTheWgradProductUnchanged) {
   EXPECT_NE(at[0], a[0]);
 }
 
+TEST(Cast, HadamardRefusesBadArgumentsAtItsEntry) {
+  // Checked by kernels::hadamard16_transpose itself (the dispatch rule), before any backend.
+  using weft::testing::error_of;
+  Tensor out = Tensor::empty({7, 48});
+  const std::string dtype = error_of([&] {
+    hadamard16_transpose(ec, Tensor::zeros({48, 7}, DType::bf16), 1, out);
+  });
+  EXPECT_NE(dtype.find("hadamard16_transpose reads and writes f32"), std::string::npos) << dtype;
+  Tensor odd_out = Tensor::empty({7, 40});
+  const std::string rows = error_of([&] {
+    hadamard16_transpose(ec, Tensor::zeros({40, 7}), 1, odd_out);
+  });
+  EXPECT_NE(rows.find("needs a multiple of 16 rows, got 40"), std::string::npos) << rows;
+  Tensor small = Tensor::empty({7, 32});
+  const std::string size = error_of([&] {
+    hadamard16_transpose(ec, Tensor::zeros({48, 7}), 1, small);
+  });
+  EXPECT_NE(size.find("hadamard16_transpose writes (7, 48)"), std::string::npos) << size;
+}
+
+TEST(Cast, DequantizeChecksTheTensorAtItsEntry) {
+  // The data and scales of a QuantizedTensor are checked against its mode and
+  // size by kernels::dequantize, before any backend (the dispatch rule).
+  using weft::testing::error_of;
+  QuantizedTensor q;
+  quantize(ec, weft::testing::random_tensor({4, 64}, 3),
+           {.mode = ScalingMode::block_1x32, .dtype = DType::e4m3}, q);
+  Tensor out = Tensor::empty({4, 64});
+  dequantize(ec, q, false, out);  // as made: fine
+  QuantizedTensor scales = q;
+  scales.scale_inv = Tensor::zeros({4, 1}, DType::e8m0);
+  const std::string s = error_of([&] { dequantize(ec, scales, false, out); });
+  EXPECT_NE(s.find("scales are e8m0 [4, 1], expected e8m0 [4, 2]"), std::string::npos) << s;
+  QuantizedTensor data = q;
+  data.data = Tensor::zeros({4, 64}, DType::e5m2);
+  const std::string d = error_of([&] { dequantize(ec, data, false, out); });
+  EXPECT_NE(d.find("the row-wise data is fp8_e5m2"), std::string::npos) << d;
+}
+
 TEST(Cast, RejectsMismatchedModesAndOddFp4Rows) {
   QuantizedTensor q;
   EXPECT_THROW(quantize(ec, Tensor::zeros({2, 32}),

@@ -225,6 +225,10 @@ TEST(Gemm, ShapeMismatchIsAClearError) {
   EXPECT_THROW(gemm(ec, a, bb, c), Error);
   Tensor i = Tensor::zeros({4, 5}, DType::i32);
   EXPECT_THROW(gemm(ec, i, i, c), Error);
+  // The bias's dtype is checked by kernels::gemm itself, on every device.
+  Tensor b57 = Tensor::zeros({5, 7}), bias = Tensor::zeros({7}, DType::f16);
+  const std::string f16 = weft::testing::error_of([&] { gemm(ec, a, b57, c, {.bias = &bias}); });
+  EXPECT_NE(f16.find("gemm bias must be f32 or bf16, got f16"), std::string::npos) << f16;
 }
 
 // A packed weight (pack_b) gives the plain weight's product bit for bit, in

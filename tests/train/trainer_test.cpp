@@ -18,10 +18,10 @@
 #include "trainer_harness.h"
 #include "weft/comm/local.h"
 #include "weft/core/threads.h"
+#include "weft/infer/generate.h"
 #include "weft/io/checkpoint.h"
 #include "weft/io/tokenizer.h"
 #include "weft/train/evaluate.h"
-#include "weft/train/generate.h"
 
 namespace weft::train {
 namespace {
@@ -105,49 +105,78 @@ TEST_F(TrainerTest, GradientAccumulationWithDataParallelism) {
   expect_close(run(one, data_, 1), run(dp_accum, data_, 2), one.lr_value());
 }
 
-// Every quantized recipe trains: 40 steps of a small model (width 128, so
-// that fp8-block's 1x128 blocks and 128x128 tiles are whole) end within 3%
-// of f32's loss, well below where they started. A recipe that quantized
-// nothing would pass too; QuantizedLinear checks that the GEMMs multiply
-// quantized operands.
+// Every quantized recipe trains as f32 does: 40 steps of a small model
+// (width 128, so that fp8-block's 1x128 blocks and 128x128 tiles are whole)
+// end with the mean of the last 10 losses within a per-recipe tolerance of
+// f32's, well below where they started. The learning rate is one at which
+// training is stable, so what the comparison sees is the quantization error
+// and not the trajectory's chaos: at 3e-3 (this test's rate until
+// 2026-12-07) f32 itself spikes on some seeds, and each recipe ended anywhere
+// within -4%..+23% of f32 by which side of a spike it fell on, differently on
+// the AVX-512 and AVX2 paths (oneDNN's f32 kernels sum in other orders) —
+// nvfp4 5.7% off on an AVX2-only EPYC. At 1e-3, measured over 8 seeds on
+// both paths (AMD EPYC Zen 4; ONEDNN_MAX_CPU_ISA=AVX2 WEFT_MAX_CPU_ISA=avx2
+// for the AVX2 one): fp8-delayed, fp8-current, fp8-block and mxfp8 within
+// 0.3% of f32, nvfp4 between -0.2% and +1.0%. The tolerances (1%; nvfp4 3%)
+// are about three times those spreads. A recipe that quantizes badly fails: per-tensor scales
+// 4x too large (the top two binades of every tensor clipped) put fp8-delayed
+// 4.6% and fp8-current 9.6% above f32, 16x 26%. Errors that training
+// absorbs pass, as they should: mxfp8 encoding e5m2 in place of e4m3 ended
+// 0.16% off, per-tensor scales 64x too small (values into subnormals) 0.1%.
+// A recipe that quantized nothing would pass;
+// QuantizedLinear checks that the GEMMs multiply quantized operands, and the
+// losses must differ from f32's.
+// The recipes' tolerance against the unquantized run (f32 or bf16).
+double tolerance_of(parallel::Recipe r) { return r == parallel::Recipe::nvfp4 ? 0.03 : 0.01; }
+
+double mean_of_last(const std::vector<double>& v, size_t n) {
+  double sum = 0;
+  for (size_t i = v.size() - n; i < v.size(); ++i) sum += v[i];
+  return sum / static_cast<double>(n);
+}
+
 TEST_F(TrainerTest, QuantizedRecipesTrainCloseToF32) {
   TrainConfig c = tiny_config();
   c.model.width = 128;
   c.model.heads = 4;
   c.steps = 40;
-  c.lr = 3e-3;
+  c.lr = 1e-3;
   c.warmup = 4;
   const RunResult f32 = run(c, data_, 1);
+  const double f32_end = mean_of_last(f32.losses, 10);
   for (parallel::Recipe r : parallel::kQuantizedRecipes) {
     SCOPED_TRACE(parallel::recipe_name(r));
     TrainConfig q = c;
     q.precision = parallel::Precision::of(r);
     const RunResult got = run(q, data_, 1);
     EXPECT_LT(got.losses.back(), 0.6 * got.losses.front());
-    EXPECT_NEAR(got.losses.back(), f32.losses.back(), 0.03 * f32.losses.back());
-    EXPECT_NE(got.losses.back(), f32.losses.back());
+    const double end = mean_of_last(got.losses, 10);
+    EXPECT_NEAR(end / f32_end, 1.0, tolerance_of(r))
+        << "mean of the last 10 losses " << end << ", f32's " << f32_end;
+    EXPECT_NE(got.losses, f32.losses);
   }
 }
 
-// WEFT_FP8_GEMM=native runs the per-tensor recipes' Linear GEMMs through
-// kernels::quantized_gemm on transposed quantized copies (what a GPU's FP8
-// GEMM reads); on the CPU that call is the emulation itself, so the whole
-// model trains bit for bit as with the dequantized operands.
 // Under a quantized recipe --dtype bf16 makes the activations and the weight
 // casts bf16 (the quantizers read them, the GEMMs write bf16, the LM head
-// multiplies bf16): every recipe trains within 6% of the bf16 recipe. With
-// bf16 activations the 40 steps depend on the compiler's summation order:
-// the Release build measured every recipe within 0.9% of bf16, an ASan
-// (clang) build fp8-current 3.8% below it.
-
+// multiplies bf16): every recipe trains as the bf16 recipe does, by the
+// criterion above (mean of the last 10 losses, a stable rate). bf16 runs
+// natively on AVX-512-BF16/AMX and emulated on AVX2, and with bf16
+// activations the compiler's summation order shows too: at 3e-3 (this
+// test's former rate) recipes ended between -11% and +22% of bf16 over 6
+// seeds on either path, an ASan (clang) build fp8-current 3.8% below. At
+// 1e-3, measured over 6 seeds on the AVX-512-BF16 and forced-AVX2 paths
+// (AMD EPYC Zen 4): fp8-delayed, fp8-current, fp8-block and mxfp8 within
+// 0.3% of bf16, nvfp4 +0.2%..+1.4%; the tolerances are tolerance_of's.
 TEST_F(TrainerTest, QuantizedRecipesTrainWithBf16Activations) {
   TrainConfig c = tiny_config();
   c.model.width = 128;
   c.steps = 40;
-  c.lr = 3e-3;
+  c.lr = 1e-3;
   c.warmup = 4;
   c.precision = parallel::Precision::of(parallel::Recipe::bf16);
   const RunResult bf16 = run(c, data_, 1);
+  const double bf16_end = mean_of_last(bf16.losses, 10);
   for (parallel::Recipe r : parallel::kQuantizedRecipes) {
     SCOPED_TRACE(parallel::recipe_name(r));
     TrainConfig q = c;
@@ -156,10 +185,16 @@ TEST_F(TrainerTest, QuantizedRecipesTrainWithBf16Activations) {
     ASSERT_EQ(q.compute_dtype(), DType::bf16);
     const RunResult got = run(q, data_, 1);
     EXPECT_LT(got.losses.back(), 0.6 * got.losses.front());
-    EXPECT_NEAR(got.losses.back(), bf16.losses.back(), 0.06 * bf16.losses.back());
+    const double end = mean_of_last(got.losses, 10);
+    EXPECT_NEAR(end / bf16_end, 1.0, tolerance_of(r))
+        << "mean of the last 10 losses " << end << ", bf16's " << bf16_end;
   }
 }
 
+// WEFT_FP8_GEMM=native runs the per-tensor recipes' Linear GEMMs through
+// kernels::quantized_gemm on transposed quantized copies (what a GPU's FP8
+// GEMM reads); on the CPU that call is the emulation itself, so the whole
+// model trains bit for bit as with the dequantized operands.
 TEST_F(TrainerTest, NativeQuantizedGemmsTrainAsTheEmulation) {
   for (parallel::Recipe r : {parallel::Recipe::fp8_delayed, parallel::Recipe::fp8_current}) {
     SCOPED_TRACE(parallel::recipe_name(r));
@@ -358,7 +393,7 @@ TEST_F(TrainerTest, GenerationAndEvaluationAgreeAcrossTensorParallelSizes) {
       set_num_threads(1);
       Trainer t(c, world, data_);
       for (int i = 0; i < 3; ++i) t.step();
-      auto out = generate(t.model(), prompt, {.tokens = 24, .temperature = 0.0f});
+      auto out = infer::generate(t.model(), prompt, {.tokens = 24, .temperature = 0.0f});
       EvalResult e = evaluate_tokens(t.model(), data_.val(), 4);
       if (world.rank() == 0) {
         ids[static_cast<size_t>(tp - 1)] = out;
@@ -366,8 +401,8 @@ TEST_F(TrainerTest, GenerationAndEvaluationAgreeAcrossTensorParallelSizes) {
         EXPECT_EQ(e.tokens, static_cast<int64_t>(data_.val().size()) - 1);
       }
       // Sampling with a seed is the same for every run...
-      auto s1 = generate(t.model(), prompt, {.tokens = 16, .seed = 5});
-      auto s2 = generate(t.model(), prompt, {.tokens = 16, .seed = 5});
+      auto s1 = infer::generate(t.model(), prompt, {.tokens = 16, .seed = 5});
+      auto s2 = infer::generate(t.model(), prompt, {.tokens = 16, .seed = 5});
       EXPECT_EQ(s1, s2);
       sampled.at(static_cast<size_t>(world.rank())) = s1;
     });
@@ -489,6 +524,22 @@ TEST(TrainConfigTest, ValidationNamesTheOption) {
   c.model.dropout = 1;
   err = validation_error(c);
   EXPECT_TRUE(contains(err, "--dropout must be in [0, 1)")) << err;
+  c = TrainConfig();
+  c.model.moe_experts = 4;
+  c.model.moe_top_k = 5;
+  err = validation_error(c);
+  EXPECT_TRUE(contains(err, "--moe-top-k must be 1 or 2, got 5")) << err;
+  c = TrainConfig();
+  c.model.hidden = 511;
+  err = validation_error(c);
+  EXPECT_TRUE(contains(err,
+                       "--hidden 511 (the MLP's size) is not divisible by --tp 2: set "
+                       "--hidden to a multiple of 2"))
+      << err;
+  c = TrainConfig();
+  c.model.rope_theta = 0;
+  err = validation_error(c);
+  EXPECT_TRUE(contains(err, "--rope-theta must be positive")) << err;
 }
 
 // The model's shape rules live in nn, which names its fields, not options.

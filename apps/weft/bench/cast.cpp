@@ -27,7 +27,8 @@ cli::Options run_options() {
                     "memcpy of the f32 input on the same thread. Rounds alternate cast and\n"
                     "memcpy; the medians are compared. Bandwidth counts the bytes a kernel must\n"
                     "move: the f32 input read plus the data and scales written (memcpy: read\n"
-                    "plus write); `ratio` is the cast's bandwidth over memcpy's. The first line\n"
+                    "plus write); `ratio` is the cast's bandwidth over memcpy's; `B/elem` the\n"
+                    "quantized form's bytes per element, data and scales (f32: 4). The first line\n"
                     "names the instruction set the casts run on (\"weft's vector kernels\"):\n"
                     "the widest this processor has, or WEFT_MAX_CPU_ISA=avx512|avx2|baseline\n"
                     "(baseline: the compiler-vectorized code the vector kernels replace).");
@@ -94,14 +95,17 @@ void time_case(const ExecContext& ec, const Case& c, const Tensor& x, const Tens
   // Quantize reads f32 and writes q; dequantize reads q and writes f32.
   const double bytes = in_bytes + q_bytes;
   const double bw = bytes / t_cast / 1e9, bw_mem = 2 * in_bytes / t_mem / 1e9;
+  // The quantized form's bytes per element: data and scales (and the
+  // column-wise copy's, where made), against f32's 4.
+  const double per_element = q_bytes / static_cast<double>(rows * cols);
   if (json) {
     std::printf(
         "{\"kernel\":\"%s\",\"ms\":%.4f,\"gbps\":%.2f,\"memcpy_ms\":%.4f,\"memcpy_gbps\":%.2f,"
-        "\"ratio\":%.3f}\n",
-        c.name, t_cast * 1e3, bw, t_mem * 1e3, bw_mem, bw / bw_mem);
+        "\"ratio\":%.3f,\"bytes_per_element\":%.4f}\n",
+        c.name, t_cast * 1e3, bw, t_mem * 1e3, bw_mem, bw / bw_mem, per_element);
   } else {
-    std::printf("%-27s %9.3f %9.2f %9.3f %11.2f %7.3f\n", c.name, t_cast * 1e3, bw, t_mem * 1e3,
-                bw_mem, bw / bw_mem);
+    std::printf("%-27s %9.3f %9.2f %9.3f %11.2f %7.3f %7.4f\n", c.name, t_cast * 1e3, bw,
+                t_mem * 1e3, bw_mem, bw / bw_mem, per_element);
   }
   std::fflush(stdout);
 }
@@ -126,8 +130,8 @@ int run(const std::vector<std::string>& args) {
   }
   Tensor copy = ec.empty({rows, cols});
   if (!json) {
-    std::printf("%-27s %9s %9s %9s %9s %7s\n", "kernel", "ms", "GB/s", "memcpy ms", "memcpy GB/s",
-                "ratio");
+    std::printf("%-27s %9s %9s %9s %9s %7s %7s\n", "kernel", "ms", "GB/s", "memcpy ms",
+                "memcpy GB/s", "ratio", "B/elem");
   }
   const std::string only = opts.str("only");
   for (const Case& c : kCases) {

@@ -13,6 +13,8 @@
 #include "weft/core/cuda.h"
 #include "weft/core/threads.h"
 #include "weft/io/json.h"
+#include "weft/plan/memory_model.h"
+#include "weft/train/plan_layout.h"
 #include "weft/train/trainer.h"
 
 namespace weft {
@@ -25,6 +27,9 @@ struct Measured {
   double tokens_per_s = 0;
   double flops_per_token = 0;
   int64_t peak_bytes = 0;  // largest rank
+  std::vector<int64_t> peak_bytes_per_rank;
+  int64_t optimizer_state_bytes = 0;  // rank 0's
+  int64_t predicted_peak_bytes = 0;   // the memory model's largest rank
   double llmc_flops_per_token = 0;
   std::vector<cuda::KernelTime> kernels;  // per kernel over the timed steps (--profile)
   // MoE: tokens per expert of each MoE layer in the last step, all data ranks.
@@ -51,6 +56,17 @@ int64_t active_parameters(train::Trainer& t) {
     }
   }
   return static_cast<int64_t>(n);
+}
+
+// This rank's optimizer state: AdamW's two moments and the f32 master
+// weights they update.
+int64_t optimizer_state_bytes(train::Trainer& t) {
+  int64_t bytes = 0;
+  optim::AdamW& opt = t.optimizer();
+  for (const Tensor& m : opt.first_moments()) bytes += m.nbytes();
+  for (const Tensor& v : opt.second_moments()) bytes += v.nbytes();
+  for (const nn::Parameter* p : opt.parameters()) bytes += p->value.nbytes();
+  return bytes;
 }
 
 // 6 FLOPs per parameter per token (forward 2, backward 4) for the GEMMs, plus
@@ -88,6 +104,8 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
   m.gtp = cfg.gtp;
   m.dp = cfg.dp ? cfg.dp : 1;
   m.pp = cfg.pp;
+  m.predicted_peak_bytes =
+      plan::MemoryModel(train::plan_workload(cfg)).peak(train::plan_layout(cfg)).total();
   const io::Dataset data = synthetic_data(cfg);
   std::mutex mu;
   comm::run_world(m.tp * m.ep * m.gtp * m.dp * m.pp, [&](comm::ProcessGroup& world) {
@@ -119,8 +137,11 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
     std::vector<int64_t> peaks = t.peak_memory();
     std::vector<std::vector<int64_t>> load = t.expert_load();
     const int64_t params = active_parameters(t);
+    const int64_t optimizer_bytes = optimizer_state_bytes(t);
     std::lock_guard<std::mutex> lock(mu);
     if (world.rank() != 0) return;
+    m.optimizer_state_bytes = optimizer_bytes;
+    m.peak_bytes_per_rank = peaks;
     const double n = steps;
     m.mean = {.forward = sum.forward / n,
               .backward = sum.backward / n,
@@ -230,6 +251,16 @@ void print_gpu_table(const std::vector<Measured>& rows, double peak_tflops) {
   }
 }
 
+// Memory: each rank's measured peak, the memory model's prediction of the
+// largest, rank 0's optimizer state.
+void add_memory_json(io::Json& j, const Measured& r) {
+  io::Json peaks = io::Json::array();
+  for (int64_t p : r.peak_bytes_per_rank) peaks.push_back(p);
+  j["peak_memory_bytes_per_rank"] = std::move(peaks);
+  j["predicted_peak_bytes"] = r.predicted_peak_bytes;
+  j["optimizer_state_bytes"] = r.optimizer_state_bytes;
+}
+
 io::Json to_json(const Measured& r, const Measured& base, double gemm_gflops) {
   io::Json j = io::Json::object();
   j["layout"] = r.label;
@@ -255,6 +286,7 @@ io::Json to_json(const Measured& r, const Measured& base, double gemm_gflops) {
   }
   j["gflops"] = r.tokens_per_s * r.flops_per_token / 1e9;
   j["peak_memory_bytes"] = r.peak_bytes;
+  add_memory_json(j, r);
   j["vs_baseline"] = r.tokens_per_s / base.tokens_per_s;
   j["direct_gemm_gflops"] = gemm_gflops;
   j["limit_tokens_per_s"] = limit_tokens_per_s(r, gemm_gflops);
@@ -290,7 +322,6 @@ cli::Options bench_step_options() {
               "baseline runs the same micro-batches unpipelined)")
       .option("pp-schedule", "NAME", "1f1b", "pipeline schedule (as weft train --pp-schedule)")
       .option("vpp", "V", "1", "interleaved pipeline: virtual stages per rank")
-      .option("grad-accum", "M", "1", "micro-batches per step (under --pp: in flight)")
       .option("sp", "off|seq|batch", "off", "sequence parallelism")
       .option("dtype", "f32|bf16", "f32", "compute type")
       .option("precision", "RECIPE", "f32",
@@ -300,6 +331,9 @@ cli::Options bench_step_options() {
               "emulation's, not an FP8 tensor core's)")
       .option("micro-batch", "B", "auto",
               "sequences per data-parallel rank (auto: 16 tiny and llama-tiny, 1 the others)")
+      .option("grad-accum", "N", "1", "micro-batches accumulated per step")
+      .option("global-batch", "N", "none",
+              "sequences per step: the micro-batch becomes N / (data ranks x --grad-accum)")
       .option("seq", "T", "preset", "context length")
       .option("layers", "N", "preset", "transformer layers")
       .option("overlap", "CONFIG", "off",
@@ -326,8 +360,9 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
   train::TrainConfig cfg;
   io::Json s = io::Json::object();
   s["preset"] = opts.str("preset");
-  for (const char* key : {"tp", "ep", "gtp", "dp", "pp", "pp-schedule", "vpp", "grad-accum", "sp",
-                          "dtype", "precision", "seq", "layers", "overlap", "device"})
+  for (const char* key : {"tp", "ep", "gtp", "dp", "pp", "pp-schedule", "vpp", "sp", "dtype",
+                          "precision", "seq", "layers", "overlap", "device", "grad-accum",
+                          "global-batch"})
     if (opts.given(key)) s[key] = opts.str(key);
   const bool small = opts.str("preset") == "tiny" || opts.str("preset") == "llama-tiny" ||
                      opts.str("preset") == "moe-tiny";
@@ -339,6 +374,7 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
   cfg.warmup = 0;
   cfg.sample_tokens = 0;
   cfg.dp = std::max(cfg.dp, 1);
+  train::apply_global_batch(cfg, cfg.ep * cfg.gtp * cfg.dp);
   train::validate(cfg);
   return cfg;
 }
@@ -409,6 +445,7 @@ void print_gpu_rows(const std::vector<Measured>& rows, const train::TrainConfig&
     j["backward_s"] = r.mean.backward;
     j["optimizer_s"] = r.mean.optimizer;
     j["peak_memory_bytes"] = r.peak_bytes;
+    add_memory_json(j, r);
     j["tflops"] = r.tokens_per_s * r.llmc_flops_per_token / 1e12;
     j["peak_tflops"] = peak_tflops;
     j["mfu"] = peak_tflops > 0 ? r.tokens_per_s * r.llmc_flops_per_token / 1e12 / peak_tflops : 0.0;

@@ -58,6 +58,10 @@ void set_num_threads(int n) {
   t_threads = n;
 }
 
+ScopedNumThreads::ScopedNumThreads(int n) : saved_(t_threads) { set_num_threads(n); }
+
+ScopedNumThreads::~ScopedNumThreads() { t_threads = saved_; }
+
 int ranks_in_process() { return g_ranks.load(); }
 void set_ranks_in_process(int n) { g_ranks.store(std::max(1, n)); }
 

@@ -14,6 +14,19 @@ int num_threads();
 // Overrides num_threads() for the calling thread; 0 restores the default.
 void set_num_threads(int n);
 
+// Sets num_threads() for the calling thread for a scope, then puts back the
+// override that was there (or none).
+class ScopedNumThreads {
+ public:
+  explicit ScopedNumThreads(int n);
+  ~ScopedNumThreads();
+  ScopedNumThreads(const ScopedNumThreads&) = delete;
+  ScopedNumThreads& operator=(const ScopedNumThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
 // Ranks that share this process's cores: the local backend's rank threads
 // while it runs, or under MPI the ranks on this machine.
 int ranks_in_process();

@@ -16,6 +16,7 @@
 #include <random>
 
 #include "weft/io/checkpoint_dir.h"
+#include "weft/io/checkpoint_tokenizer.h"
 #include "weft/io/checksum.h"
 #include "weft/io/hf_export.h"
 #include "weft/io/hf_files.h"
@@ -253,6 +254,7 @@ Json build_index(const fs::path& tmp, const comm::ProcessGroup& world, const com
   index["layout"] = std::move(layout);
   if (gpt) index["model"] = model_shape_json(gpt->config());
   index["config"] = state.config;
+  if (!state.tokenizer.empty()) index["tokenizer"] = tokenizer_index_entry(state.tokenizer);
 
   Json files = Json::array();
   Json headers = Json::object();
@@ -501,6 +503,7 @@ void save_checkpoint(const std::string& dir, comm::ProcessGroup& world, const co
     agree(world, [&] { write_rank_files(tmp, world.rank(), grid, model, optimizer, state); });
     agree(world, [&] {
       if (!root) return;
+      if (!state.tokenizer.empty()) write_text(tmp / kTokenizerFile, state.tokenizer);
       write_text(tmp / "index.json",
                  sealed_json_text(build_index(tmp, world, grid, model, optimizer, state)));
       commit(tmp, final_dir);

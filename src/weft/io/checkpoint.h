@@ -62,6 +62,9 @@ struct TrainState {
   // null when the run has none. Loaded as the streams are: this rank's at
   // the saved layout, else rank 0's.
   Json scaling{};
+  // The Hugging Face tokenizer.json the run trains with ("" for none):
+  // written as DIR/tokenizer.json (checkpoint_tokenizer.h).
+  std::string tokenizer{};
 };
 
 // Collective over `world` (every rank calls it); see the top of this file.

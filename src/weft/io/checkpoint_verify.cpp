@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "weft/io/checkpoint_format.h"
+#include "weft/io/checkpoint_tokenizer.h"
 #include "weft/io/hf_export.h"
 #include "weft/io/hf_files.h"
 #include "weft/io/safetensors.h"
@@ -126,6 +127,12 @@ std::vector<FileVerdict> verify_weft_checkpoint(const fs::path& p, const std::st
     } else {
       out.push_back(check(name, [&] { return verify_json_file(p / name, sums); }));
     }
+  }
+  // The tokenizer the checkpoint carries (checkpoint_tokenizer.h).
+  if (ck->index().find("tokenizer")) {
+    out.push_back(check(kTokenizerFile, [&] {
+      return format("checksum ok: {} bytes", checkpoint_tokenizer(p.string()).size());
+    }));
   }
   return out;
 }

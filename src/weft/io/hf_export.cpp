@@ -17,8 +17,10 @@
 #include "weft/comm/grid.h"
 #include "weft/comm/local.h"
 #include "weft/io/checkpoint.h"
+#include "weft/io/checkpoint_tokenizer.h"
 #include "weft/io/hf_files.h"
 #include "weft/io/hf_llama.h"
+#include "weft/io/hf_tokenizer.h"
 #include "weft/io/safetensors.h"
 #include "weft/io/tokenizer.h"
 #include "weft/nn/gpt.h"
@@ -316,7 +318,13 @@ std::vector<std::string> export_hf(const std::string& checkpoint_dir, const std:
   std::map<std::string, Json> files = {
       {"config.json", llama ? llama_config(shape) : gpt2_config(shape)},
       {"generation_config.json", generation_config(shape)}};
-  if (shape.at("vocab").as_int() == ByteTokenizer::kVocabSize) {
+  // The checkpoint's own tokenizer when it carries one, else weft's byte
+  // tokenizer for byte-level models.
+  if (const std::string tok = checkpoint_tokenizer(checkpoint_dir); !tok.empty()) {
+    set_special_token_ids(tok, files.at("config.json"));
+    set_special_token_ids(tok, files.at("generation_config.json"));
+    files.merge(hf_tokenizer_files(tok, shape.at("seq").as_int()));
+  } else if (shape.at("vocab").as_int() == ByteTokenizer::kVocabSize) {
     files.merge(byte_tokenizer_files(shape.at("seq").as_int()));
   }
   std::vector<std::string> written = write_hf_directory(out, tensors, metadata, files, options);
@@ -395,6 +403,7 @@ void import_hf(const std::string& file, const std::string& dir, uint64_t seed) {
   state.config = shape;
   state.config["seed"] = seed;
   state.config["imported_from"] = file;
+  state.tokenizer = hf_directory_tokenizer(file, cfg.vocab);
   save_checkpoint(dir, *world, grid, model, nullptr, state);
 }
 

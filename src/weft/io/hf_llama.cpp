@@ -207,9 +207,49 @@ std::optional<MoePart> moe_part(const std::string& part) {
     if (!part.starts_with(p) || !part.ends_with(".weight")) continue;
     const std::string digits = part.substr(p.size(), part.size() - p.size() - 7);
     if (digits.empty() || digits.size() > 9 ||
-        !std::all_of(digits.begin(), digits.end(), [](char ch) { return std::isdigit(ch); }))
+        !std::all_of(digits.begin(), digits.end(),
+                     [](unsigned char ch) { return std::isdigit(ch) != 0; }))
       continue;
     return MoePart{what, std::stoll(digits)};
+  }
+  return std::nullopt;
+}
+
+// How a weft parameter is spelled in a Hugging Face Llama (Mixtral) file, for
+// import and export alike: the tensors whose rows, concatenated in this order,
+// are the weft tensor (gate over up; q, k, v; Mixtral's w1 over w3), and the
+// head permutation q_proj or o_proj takes. Nothing for a name outside the map.
+struct HfParts {
+  std::vector<std::string> names;
+  enum Heads { none, q, o } heads = none;
+};
+std::optional<HfParts> hf_parts(const std::string& name) {
+  if (name == "wte.weight") return HfParts{{"model.embed_tokens.weight"}};
+  if (name == "ln_f.weight") return HfParts{{"model.norm.weight"}};
+  if (name == "lm_head.weight") return HfParts{{"lm_head.weight"}};
+  const auto block = block_param(name);
+  if (!block) return std::nullopt;
+  const std::string at = layer_prefix(block->first);
+  const std::string& part = block->second;
+  if (part == "ln_1.weight") return HfParts{{at + "input_layernorm.weight"}};
+  if (part == "ln_2.weight") return HfParts{{at + "post_attention_layernorm.weight"}};
+  if (part == "mlp.fc1.weight") {
+    return HfParts{{at + "mlp.gate_proj.weight", at + "mlp.up_proj.weight"}};
+  }
+  if (part == "mlp.fc2.weight") return HfParts{{at + "mlp.down_proj.weight"}};
+  if (part == "attn.qkv.weight") {
+    return HfParts{{at + "self_attn.q_proj.weight", at + "self_attn.k_proj.weight",
+                    at + "self_attn.v_proj.weight"},
+                   HfParts::q};
+  }
+  if (part == "attn.proj.weight") return HfParts{{at + "self_attn.o_proj.weight"}, HfParts::o};
+  if (const auto moe = moe_part(part)) {
+    const std::string expert = format("{}block_sparse_moe.experts.{}.", at, moe->expert);
+    switch (moe->what) {
+      case MoePart::router: return HfParts{{at + "block_sparse_moe.gate.weight"}};
+      case MoePart::fc1: return HfParts{{expert + "w1.weight", expert + "w3.weight"}};
+      case MoePart::fc2: return HfParts{{expert + "w2.weight"}};
+    }
   }
   return std::nullopt;
 }
@@ -232,41 +272,23 @@ Tensor weft_tensor(const HfModelFiles& f, const std::string& name, const Heads& 
     }
     return cat_rows(parts);
   };
-  if (name == "wte.weight") return take("model.embed_tokens.weight");
-  if (name == "ln_f.weight") return take("model.norm.weight");
-  if (name == "lm_head.weight") return take("lm_head.weight");
-  const auto block = block_param(name);
-  WEFT_CHECK(block, "parameter {} has no Hugging Face Llama name", name);
-  const std::string at = layer_prefix(block->first);
-  const std::string& part = block->second;
-  if (part == "ln_1.weight") return take(at + "input_layernorm.weight");
-  if (part == "ln_2.weight") return take(at + "post_attention_layernorm.weight");
-  if (part == "mlp.fc2.weight") return take(at + "mlp.down_proj.weight");
-  if (part == "mlp.fc1.weight") {
-    return matrices({take(at + "mlp.gate_proj.weight"), take(at + "mlp.up_proj.weight")});
+  const auto parts = hf_parts(name);
+  WEFT_CHECK(parts, "parameter {} has no Hugging Face Llama name", name);
+  std::vector<Tensor> tensors;
+  for (const std::string& hf : parts->names) tensors.push_back(take(hf));
+  Tensor& first = tensors.front();
+  if (parts->heads == HfParts::q) {
+    WEFT_CHECK(first.dim() == 2 && first.size(0) == h.heads * h.head_dim,
+               "{}: {} has shape {}, not ({}, *)", f.path(), parts->names.front(), first.shape(),
+               h.heads * h.head_dim);
+    first = llama_q_from_hf(first, h.heads, h.kv_heads);
+  } else if (parts->heads == HfParts::o) {
+    WEFT_CHECK(first.dim() == 2 && first.size(1) == h.heads * h.head_dim,
+               "{}: {} has shape {}, not (*, {})", f.path(), parts->names.front(), first.shape(),
+               h.heads * h.head_dim);
+    return llama_o_from_hf(first, h.heads, h.kv_heads);
   }
-  if (part == "attn.qkv.weight") {
-    Tensor q = take(at + "self_attn.q_proj.weight");
-    WEFT_CHECK(q.dim() == 2 && q.size(0) == h.heads * h.head_dim,
-               "{}: {} has shape {}, not ({}, *)", f.path(), at + "self_attn.q_proj.weight",
-               q.shape(), h.heads * h.head_dim);
-    return matrices({llama_q_from_hf(q, h.heads, h.kv_heads), take(at + "self_attn.k_proj.weight"),
-                     take(at + "self_attn.v_proj.weight")});
-  }
-  if (auto moe = moe_part(part)) {
-    const std::string expert = format("{}block_sparse_moe.experts.{}.", at, moe->expert);
-    if (moe->what == MoePart::router) return take(at + "block_sparse_moe.gate.weight");
-    if (moe->what == MoePart::fc2) return take(expert + "w2.weight");
-    return matrices({take(expert + "w1.weight"), take(expert + "w3.weight")});
-  }
-  if (part == "attn.proj.weight") {
-    Tensor o = take(at + "self_attn.o_proj.weight");
-    WEFT_CHECK(o.dim() == 2 && o.size(1) == h.heads * h.head_dim,
-               "{}: {} has shape {}, not (*, {})", f.path(), at + "self_attn.o_proj.weight",
-               o.shape(), h.heads * h.head_dim);
-    return llama_o_from_hf(o, h.heads, h.kv_heads);
-  }
-  WEFT_FAIL("parameter {} has no Hugging Face Llama name", name);
+  return tensors.size() == 1 ? first : matrices(std::move(tensors));
 }
 
 }  // namespace
@@ -318,25 +340,6 @@ HfArchitecture hf_architecture_of(const Json& shape, const std::string& what) {
   return HfArchitecture::gpt2;
 }
 
-namespace {
-
-// A MoE layer's tensor under Mixtral's names.
-void push_moe(std::vector<NamedTensor>& out, const std::string& at, const MoePart& moe,
-              const Tensor& full) {
-  const std::string expert = format("{}block_sparse_moe.experts.{}.", at, moe.expert);
-  if (moe.what == MoePart::router) {
-    out.push_back({at + "block_sparse_moe.gate.weight", full});
-  } else if (moe.what == MoePart::fc2) {
-    out.push_back({expert + "w2.weight", full});
-  } else {
-    const int64_t f = full.size(0) / 2;
-    out.push_back({expert + "w1.weight", full.narrow(0, f)});
-    out.push_back({expert + "w3.weight", full.narrow(f, f)});
-  }
-}
-
-}  // namespace
-
 std::vector<NamedTensor> llama_hf_tensors(const CheckpointReader& ck, const Json& shape) {
   const Heads h = heads_of(shape);
   const int64_t q_rows = h.heads * h.head_dim, kv_rows = h.kv_heads * h.head_dim;
@@ -344,41 +347,26 @@ std::vector<NamedTensor> llama_hf_tensors(const CheckpointReader& ck, const Json
   for (const SavedTensor& t : ck.tensors()) {
     Tensor full = ck.read_full(t).to(DType::f32);
     if (t.valid_rows >= 0 && t.valid_rows < full.size(0)) full = full.narrow(0, t.valid_rows);
-    if (t.name == "wte.weight") {
-      out.push_back({"model.embed_tokens.weight", full});
-    } else if (t.name == "ln_f.weight") {
-      out.push_back({"model.norm.weight", full});
-    } else if (t.name == "lm_head.weight") {
-      out.push_back({"lm_head.weight", full});
-    } else if (const auto block = block_param(t.name)) {
-      const std::string at = layer_prefix(block->first);
-      const std::string& part = block->second;
-      if (part == "ln_1.weight") {
-        out.push_back({at + "input_layernorm.weight", full});
-      } else if (part == "ln_2.weight") {
-        out.push_back({at + "post_attention_layernorm.weight", full});
-      } else if (part == "attn.qkv.weight") {
-        WEFT_CHECK(full.size(0) == q_rows + 2 * kv_rows, "{} has shape {}: not ({}, *)", t.name,
-                   full.shape(), q_rows + 2 * kv_rows);
-        out.push_back({at + "self_attn.q_proj.weight",
-                       llama_q_to_hf(full.narrow(0, q_rows), h.heads, h.kv_heads)});
-        out.push_back({at + "self_attn.k_proj.weight", full.narrow(q_rows, kv_rows)});
-        out.push_back({at + "self_attn.v_proj.weight", full.narrow(q_rows + kv_rows, kv_rows)});
-      } else if (part == "attn.proj.weight") {
-        out.push_back({at + "self_attn.o_proj.weight", llama_o_to_hf(full, h.heads, h.kv_heads)});
-      } else if (part == "mlp.fc1.weight") {
-        const int64_t f = full.size(0) / 2;
-        out.push_back({at + "mlp.gate_proj.weight", full.narrow(0, f)});
-        out.push_back({at + "mlp.up_proj.weight", full.narrow(f, f)});
-      } else if (part == "mlp.fc2.weight") {
-        out.push_back({at + "mlp.down_proj.weight", full});
-      } else if (auto moe = moe_part(part)) {
-        push_moe(out, at, *moe, full);
-      } else {
-        WEFT_FAIL("parameter {} has no Hugging Face Llama name", t.name);
-      }
+    const auto parts = hf_parts(t.name);
+    WEFT_CHECK(parts, "parameter {} has no Hugging Face Llama name", t.name);
+    // The rows of each Hugging Face tensor: q, k, v by the heads; gate and up
+    // (w1 and w3) halves; else the whole.
+    std::vector<int64_t> rows;
+    if (parts->heads == HfParts::q) {
+      WEFT_CHECK(full.size(0) == q_rows + 2 * kv_rows, "{} has shape {}: not ({}, *)", t.name,
+                 full.shape(), q_rows + 2 * kv_rows);
+      rows = {q_rows, kv_rows, kv_rows};
     } else {
-      WEFT_FAIL("parameter {} has no Hugging Face Llama name", t.name);
+      const auto n = static_cast<int64_t>(parts->names.size());
+      rows.assign(parts->names.size(), full.size(0) / n);
+    }
+    int64_t at = 0;
+    for (size_t i = 0; i < parts->names.size(); ++i) {
+      Tensor piece = full.narrow(at, rows[i]);
+      at += rows[i];
+      if (i == 0 && parts->heads == HfParts::q) piece = llama_q_to_hf(piece, h.heads, h.kv_heads);
+      if (parts->heads == HfParts::o) piece = llama_o_to_hf(piece, h.heads, h.kv_heads);
+      out.push_back({parts->names[i], piece});
     }
   }
   return out;

@@ -79,6 +79,60 @@ void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor&
       });
 }
 
+namespace {
+
+// The shape of a decode call: qkv's dims (T = S, the new rows), checked against
+// the positions and the caches.
+AttentionDims check_decode(const char* op, const Tensor& qkv, std::span<const int64_t> start,
+                           const AttentionConfig& cfg, const Tensor& k_cache,
+                           const Tensor& v_cache) {
+  WEFT_CHECK(!cfg.sequence_major && cfg.causal && cfg.dropout == 0.0f,
+             "{}: generation's attention is batch-major and causal, without dropout", op);
+  const AttentionDims d = check_qkv(qkv, cfg);
+  WEFT_CHECK(static_cast<int64_t>(start.size()) == d.B, "{}: {} start positions for a batch of {}",
+             op, start.size(), d.B);
+  WEFT_CHECK(k_cache.dim() == 4 && k_cache.size(0) == d.B && k_cache.size(1) == d.Hkv &&
+                 k_cache.size(3) == d.D && k_cache.dtype() == qkv.dtype() &&
+                 v_cache.shape() == k_cache.shape() && v_cache.dtype() == qkv.dtype(),
+             "{}: the caches must be {} (B = {}, Hkv = {}, L, D = {}) like qkv {} {}, got {} {} "
+             "and {} {}",
+             op, dtype_name(qkv.dtype()), d.B, d.Hkv, d.D, dtype_name(qkv.dtype()), qkv.shape(),
+             dtype_name(k_cache.dtype()), k_cache.shape(), dtype_name(v_cache.dtype()),
+             v_cache.shape());
+  for (size_t b = 0; b < start.size(); ++b) {
+    WEFT_CHECK(start[b] >= 0 && start[b] + d.T <= k_cache.size(2),
+               "{}: batch entry {}'s new positions [{}, {}) do not fit the cache's {} positions",
+               op, b, start[b], start[b] + d.T, k_cache.size(2));
+  }
+  return d;
+}
+
+}  // namespace
+
+void kv_cache_write(const ExecContext& ec, const Tensor& qkv, std::span<const int64_t> start,
+                    const AttentionConfig& config, Tensor& k_cache, Tensor& v_cache) {
+  check_decode("kv_cache_write", qkv, start, config, k_cache, v_cache);
+  WEFT_CHECK(k_cache.raw() != v_cache.raw(), "kv_cache_write: k and v must be separate caches");
+  return detail::dispatch_cpu_only(ec, "kv_cache_write", {&qkv, &k_cache, &v_cache}, [&] {
+    return impl::kv_cache_write<Backend::cpu>(ec, qkv, start, config, k_cache, v_cache);
+  });
+}
+
+void attention_decode(const ExecContext& ec, const Tensor& qkv, std::span<const int64_t> start,
+                      const AttentionConfig& config, const Tensor& k_cache, const Tensor& v_cache,
+                      Tensor& out, AttentionWorkspace& workspace) {
+  const AttentionDims d = check_decode("attention_decode", qkv, start, config, k_cache, v_cache);
+  WEFT_CHECK(out.shape() == d.tokens(d.C) && out.dtype() == qkv.dtype(),
+             "attention_decode: the output must be {} {} for qkv {}, got {} {}",
+             dtype_name(qkv.dtype()), d.tokens(d.C), qkv.shape(), dtype_name(out.dtype()),
+             out.shape());
+  return detail::dispatch_cpu_only(ec, "attention_decode",
+                                   {&qkv, &k_cache, &v_cache, &out, &workspace.buffer}, [&] {
+                                     return impl::attention_decode<Backend::cpu>(
+                                         ec, qkv, start, config, k_cache, v_cache, out, workspace);
+                                   });
+}
+
 Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& config, int64_t batch,
                               int64_t seq) {
   if (config.dropout > 0.0f) {

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "weft/core/exec_context.h"
@@ -91,6 +92,27 @@ void attention_forward(const ExecContext& ec, const Tensor& qkv, const Attention
 void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
                         const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
                         AttentionWorkspace& workspace);
+
+// Generation with a key/value cache (infer/): the S new rows of a batch-major
+// qkv (B, S, (H + 2·Hkv)·D), q and k already rotated where the model rotates,
+// are positions start[b] .. start[b] + S - 1 of batch entry b. The caches k
+// and v are (B, Hkv, L, D): entry b's key/value head g at position p is row
+// p of the (L, D) matrix [b, g] (positions of a head contiguous, so a query
+// reads its keys as one dense block). qkv and the caches share one dtype (f32
+// or bf16); config.dropout must be 0 and config.causal true, batch-major only.
+
+// Writes the new rows' keys and values into the caches at their positions
+// (start[b] + S <= L for every b; the other positions are left as they are).
+void kv_cache_write(const ExecContext& ec, const Tensor& qkv, std::span<const int64_t> start,
+                    const AttentionConfig& config, Tensor& k_cache, Tensor& v_cache);
+// q of qkv's new rows against the cached keys and values:
+//   out (B, S, H·D): row s of entry b attends to cache positions 0 .. start[b] + s
+// (which kv_cache_write filled), softmax and products accumulated in f32.
+// Written for a few query rows (one per step while generating): each (b, h)
+// runs its rows over the keys with dot products, no GEMM.
+void attention_decode(const ExecContext& ec, const Tensor& qkv, std::span<const int64_t> start,
+                      const AttentionConfig& config, const Tensor& k_cache, const Tensor& v_cache,
+                      Tensor& out, AttentionWorkspace& workspace);
 
 // Which kernels a call on `device` with this dtype, head size and config
 // runs: "cpu" (the fused CPU kernels), "cuDNN" (a GPU call cuDNN's fused

@@ -48,6 +48,11 @@ void quantize(const ExecContext& ec, const Tensor& x, const QuantizeConfig& cfg,
              dtype_name(cfg.dtype));
   WEFT_CHECK(cfg.rowwise || cfg.columnwise, "quantize: neither row-wise nor column-wise asked for");
   WEFT_CHECK(!cfg.stochastic || fp4, "stochastic rounding is implemented for fp4_e2m1 only");
+  const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
+  WEFT_CHECK(!fp4 || ((!cfg.rowwise || cols % 2 == 0) && (!cfg.columnwise || rows % 2 == 0)),
+             "quantize to fp4_e2m1 packs two elements a byte: a ({}, {}) matrix needs an even "
+             "row length (and an even row count column-wise)",
+             rows, cols);
   WEFT_CHECK(cfg.mode != ScalingMode::tensor || (std::isfinite(cfg.scale) && cfg.scale > 0.0f),
              "quantize: the per-tensor scale must be a finite positive number, got {} (the "
              "recipes derive it from an amax: check the amax history)",
@@ -75,11 +80,31 @@ void dequantize(const ExecContext& ec, const QuantizedTensor& q, bool columnwise
   WEFT_CHECK(out.dtype() == DType::f32 && out.numel() == q.rows * q.cols,
              "dequantize writes f32 ({}, {}), got {} {}", q.rows, q.cols, dtype_name(out.dtype()),
              out.shape());
+  // The stored matrix (sr, scols): (rows, cols), or (cols, rows) column-wise.
+  const int64_t sr = columnwise ? q.cols : q.rows, scols = columnwise ? q.rows : q.cols;
+  WEFT_CHECK(data.dtype() == q.dtype && data.numel() == sr * scols,
+             "dequantize: the {} data is {} {}, not {} of ({}, {}) elements",
+             columnwise ? "column-wise" : "row-wise", dtype_name(data.dtype()), data.shape(),
+             dtype_name(q.dtype), sr, scols);
+  if (q.mode != ScalingMode::tensor) {  // per-tensor: tensor_scale_inv
+    const Tensor& sc = columnwise ? q.col_scale_inv : q.scale_inv;
+    const Shape want = scale_shape(q.mode, sr, scols);
+    WEFT_CHECK(sc.defined() && sc.dtype() == scale_dtype(q.mode) && sc.numel() == want.numel(),
+               "dequantize: a {} tensor's scales are {}, expected {} {}", scaling_mode_name(q.mode),
+               sc.defined() ? format("{} {}", dtype_name(sc.dtype()), sc.shape()) : "missing",
+               dtype_name(scale_dtype(q.mode)), want);
+  }
   detail::dispatch(ec, "dequantize", {&data, &out},
                    [&]<Backend B>() { impl::dequantize<B>(ec, q, columnwise, out); });
 }
 
 void hadamard16_transpose(const ExecContext& ec, const Tensor& x, uint16_t signs, Tensor& out) {
+  WEFT_CHECK(x.dtype() == DType::f32 && out.dtype() == DType::f32,
+             "hadamard16_transpose reads and writes f32");
+  const int64_t cols = x.shape().last(), rows = x.numel() / std::max<int64_t>(cols, 1);
+  WEFT_CHECK(rows % 16 == 0, "hadamard16_transpose needs a multiple of 16 rows, got {}", rows);
+  WEFT_CHECK(out.numel() == rows * cols, "hadamard16_transpose writes ({}, {}), got {}", cols, rows,
+             out.shape());
   detail::dispatch_cpu_only(ec, "hadamard16_transpose", {&x, &out},
                             [&] { impl::hadamard16_transpose<Backend::cpu>(ec, x, signs, out); });
 }

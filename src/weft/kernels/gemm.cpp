@@ -146,6 +146,8 @@ void gemm(const ExecContext& ec, const Tensor& a, const Tensor& b, Tensor& c,
              "gemm output is {}x{} but op(a)·op(b) is {}x{} (a {}, b {}, c {})", oc.rows, oc.cols,
              m, n, a.shape(), b.shape(), c.shape());
   if (opt.bias) {
+    WEFT_CHECK(opt.bias->dtype() == DType::f32 || opt.bias->dtype() == DType::bf16,
+               "gemm bias must be f32 or bf16, got {}", dtype_name(opt.bias->dtype()));
     WEFT_CHECK(opt.bias->numel() == n, "gemm bias has {} elements, expected {}", opt.bias->numel(),
                n);
     WEFT_CHECK(m == 0 || n == 0 || k > 0, "gemm with k = 0 and a bias is not supported");

@@ -52,7 +52,7 @@ struct GemmOptions {
   // c += product (gradient accumulation) instead of c = product.
   bool accumulate = false;
   float alpha = 1.0f;
-  // Optional bias of n elements (f32), added to every row of the product.
+  // Optional bias of n elements (f32 or bf16), added to every row of the product.
   const Tensor* bias = nullptr;
   GemmEpilogue epilogue = GemmEpilogue::none;
   // gelu_aux: written; dgelu_bgrad: read. Shaped as c, c's dtype.

@@ -177,6 +177,45 @@ Tensor MultiheadAttention::forward_normed(Ctx& ctx, const Tensor& n) {
   return attend(ctx, qkv_norm_->forward_normed(ctx, n));
 }
 
+Tensor MultiheadAttention::forward_normed(Ctx& ctx, const Tensor& n, const KvCacheView& cache) {
+  WEFT_CHECK(input_norm() != nullptr && !pc_->sequence_parallel(),
+             "{}: generation's cached attention runs without sequence parallelism, the input norm "
+             "run by the caller",
+             cfg_.name);
+  check_input(n);
+  return attend_cached(ctx, qkv_norm_->forward_normed(ctx, n), cache);
+}
+
+Tensor MultiheadAttention::attend_cached(Ctx& ctx, Tensor qkv, const KvCacheView& cache) {
+  const ExecContext& ec = pc_->exec;
+  const int64_t batch = qkv.size(0), rows = qkv.size(1);
+  WEFT_CHECK(static_cast<int64_t>(cache.start.size()) == batch,
+             "{}: {} start positions for a batch of {}", cfg_.name, cache.start.size(), batch);
+  if (cfg_.rotary) {
+    // Each entry's rows at its own positions.
+    for (int64_t b = 0; b < batch; ++b) {
+      Tensor entry = qkv.narrow(b, 1);
+      kernels::RopeConfig rc = rope_config(false);
+      rc.position_offset = cache.start[static_cast<size_t>(b)];
+      kernels::rope_forward(ec, entry, rope_table_, rc);
+    }
+  }
+  const kernels::AttentionConfig config{.heads = local_heads(), .kv_heads = local_kv_heads()};
+  Tensor k = cache.k, v = cache.v;
+  kernels::kv_cache_write(ec, qkv, cache.start, config, k, v);
+  Tensor out = ec.empty({batch, rows, local_heads() * (cfg_.width / cfg_.heads)}, qkv.dtype(),
+                        MemoryTag::activations);
+  const bool prompt =
+      std::all_of(cache.start.begin(), cache.start.end(), [](int64_t p) { return p == 0; });
+  if (prompt) {
+    kernels::AttentionSaved saved;
+    kernels::attention_forward(ec, qkv, config, out, saved, workspace_);
+  } else {
+    kernels::attention_decode(ec, qkv, cache.start, config, k, v, out, workspace_);
+  }
+  return proj_.forward(ctx, out);
+}
+
 Tensor MultiheadAttention::attend(Ctx& ctx, const Tensor& qkv) {
   Saved& s = ctx.saved<Saved>(this);
   const ExecContext& ec = pc_->exec;

@@ -75,6 +75,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 
 #include "weft/kernels/attention.h"
@@ -113,6 +114,15 @@ struct MultiheadAttentionConfig {
 // over the TP group: every rank of it calls it.
 std::shared_ptr<comm::ProcessGroup> kv_share_group(const ParallelContext& pc, int64_t kv_heads);
 
+// Generation's view of one layer's key/value cache (infer/kv_cache.h holds
+// the tensors): k and v (B, local_kv_heads(), L, D) in the compute dtype
+// (kernels::kv_cache_write's layout: only the KV heads this rank holds), and
+// the position of each batch entry's first new row (its length so far).
+struct KvCacheView {
+  Tensor k, v;
+  std::span<const int64_t> start;
+};
+
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(ContextPtr context, MultiheadAttentionConfig cfg);
@@ -127,6 +137,13 @@ class MultiheadAttention : public Module {
   // n = input_norm()(x) -> y; dy -> the gradient of n.
   Tensor forward_normed(Ctx& ctx, const Tensor& n);
   Tensor backward_normed(Ctx& ctx, const Tensor& dy);
+  // Generation (forward only, nothing of attention's saved; batch-major, no sequence
+  // parallelism): n (B, S, C), the normalized new rows of each entry ->
+  // y (B, S, C). Their queries and keys are rotated at their true positions
+  // (cache.start[b] + s), their keys and values written into the cache, and
+  // each row attends to its entry's cached positions up to its own (a batch
+  // whose entries all start at 0, a prompt, runs the fused causal kernel).
+  Tensor forward_normed(Ctx& ctx, const Tensor& n, const KvCacheView& cache);
   std::vector<Module*> children() override { return {qkv_.get(), &proj_}; }
 
   const MultiheadAttentionConfig& config() const { return cfg_; }
@@ -154,6 +171,7 @@ class MultiheadAttention : public Module {
   // From the qkv activation to the projected output, and back to dqkv.
   Tensor attend(Ctx& ctx, const Tensor& qkv);
   Tensor attend_backward(Ctx& ctx, const Tensor& dy);
+  Tensor attend_cached(Ctx& ctx, Tensor qkv, const KvCacheView& cache);
   // qkv: the layer's Linear (with its input norm when there is one).
   void build_qkv();
   kernels::RopeConfig rope_config(bool sequence_major) const;

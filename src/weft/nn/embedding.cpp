@@ -95,15 +95,11 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
 Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t pos_offset,
                                        bool ids_checked) {
   const cuda::NvtxRange nvtx(name() + " forward");
-  WEFT_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::i32,
-             "{}: tokens must be i32 of shape (B, T), got {} {}", wte().name,
-             dtype_name(tokens.dtype()), tokens.shape());
+  check_tokens(tokens);
   const int64_t batch = tokens.size(0), seq = tokens.size(1);
   WEFT_CHECK(pos_offset >= 0 && pos_offset + seq <= cfg_.max_seq,
              "{}: positions [{}, {}) do not fit the context length {}", wpe_.name, pos_offset,
              pos_offset + seq, cfg_.max_seq);
-  const kernels::EmbeddingOptions opt{
-      .vocab_start = vocab_start(), .valid_vocab = cfg_.vocab, .ids_checked = ids_checked};
   const ExecContext& ec = pc_->exec;
   // The residual stream's token order: sequence-major under seq SP.
   Tensor ids = tokens;
@@ -111,14 +107,7 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
     ids = ec.empty({seq, batch}, DType::i32, MemoryTag::activations);
     kernels::transpose01(pc_->exec, tokens, ids);
   }
-  Tensor partial =
-      ec.empty({ids.size(0), ids.size(1), cfg_.channels}, pc_->compute(), MemoryTag::activations);
-  kernels::embedding_forward(pc_->exec, ids, wte_source_->weight_for_forward(ctx), partial, opt);
-  comm::ProcessGroup* g = pc_->tp_group();
-  Tensor x_slot;  // the output is the residual stream's: a tensor of its own
-  Tensor x = pc_->sequence_parallel()
-                 ? parallel::reduce_scatter_rows(ec, g, partial, x_slot).get(ec)
-                 : parallel::forward(pc_->exec, Mapping::reduce_from_tp, g, partial);
+  Tensor x = lookup(ctx, ids, ids_checked);
   if (cfg_.learned_positions) {
     kernels::position_embedding_forward(pc_->exec, wpe_.value, x, shard_pos_offset(seq, pos_offset),
                                         sequence_major());
@@ -128,6 +117,53 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
   s.pos_offset = pos_offset;
   s.ids_checked = ids_checked;
   return x;
+}
+
+Tensor VocabParallelEmbedding::forward_at(Ctx& ctx, const Tensor& tokens,
+                                          std::span<const int64_t> start) {
+  const cuda::NvtxRange nvtx(name() + " forward");
+  check_tokens(tokens);
+  WEFT_CHECK(!pc_->sequence_parallel(),
+             "{}: positions per batch entry are for generation, which runs without sequence "
+             "parallelism",
+             wte().name);
+  const int64_t batch = tokens.size(0), seq = tokens.size(1);
+  WEFT_CHECK(static_cast<int64_t>(start.size()) == batch, "{}: {} start positions for {} entries",
+             wte().name, start.size(), batch);
+  for (size_t b = 0; b < start.size(); ++b) {
+    WEFT_CHECK(start[b] >= 0 && start[b] + seq <= cfg_.max_seq,
+               "{}: entry {}'s positions [{}, {}) do not fit the context length {}", wte().name, b,
+               start[b], start[b] + seq, cfg_.max_seq);
+  }
+  Tensor x = lookup(ctx, tokens, false);
+  if (cfg_.learned_positions) {
+    for (int64_t b = 0; b < batch; ++b) {
+      Tensor entry = x.narrow(b, 1);
+      kernels::position_embedding_forward(pc_->exec, wpe_.value, entry,
+                                          start[static_cast<size_t>(b)]);
+    }
+  }
+  return x;
+}
+
+void VocabParallelEmbedding::check_tokens(const Tensor& tokens) const {
+  WEFT_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::i32,
+             "{}: tokens must be i32 of shape (B, T), got {} {}", wte().name,
+             dtype_name(tokens.dtype()), tokens.shape());
+}
+
+Tensor VocabParallelEmbedding::lookup(Ctx& ctx, const Tensor& ids, bool ids_checked) {
+  const kernels::EmbeddingOptions opt{
+      .vocab_start = vocab_start(), .valid_vocab = cfg_.vocab, .ids_checked = ids_checked};
+  const ExecContext& ec = pc_->exec;
+  Tensor partial =
+      ec.empty({ids.size(0), ids.size(1), cfg_.channels}, pc_->compute(), MemoryTag::activations);
+  kernels::embedding_forward(pc_->exec, ids, wte_source_->weight_for_forward(ctx), partial, opt);
+  comm::ProcessGroup* g = pc_->tp_group();
+  Tensor x_slot;  // the output is the residual stream's: a tensor of its own
+  return pc_->sequence_parallel()
+             ? parallel::reduce_scatter_rows(ec, g, partial, x_slot).get(ec)
+             : parallel::forward(pc_->exec, Mapping::reduce_from_tp, g, partial);
 }
 
 Tensor VocabParallelEmbedding::backward(Ctx& ctx, const Tensor& dx) {

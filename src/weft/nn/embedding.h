@@ -39,6 +39,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 
 #include "weft/kernels/loss.h"
@@ -84,6 +85,10 @@ class VocabParallelEmbedding : public Module {
   // ids_checked: the caller checked the token ids on the host
   // (kernels::EmbeddingOptions::ids_checked), so that a GPU reads nothing back.
   Tensor forward(Ctx& ctx, const Tensor& tokens, int64_t pos_offset, bool ids_checked);
+  // Generation (forward only, nothing saved for a backward, no sequence parallelism):
+  // tokens (B, S) -> x (B, S, C), entry b's tokens at positions start[b],
+  // start[b] + 1, ... (each sequence of a batch at its own length).
+  Tensor forward_at(Ctx& ctx, const Tensor& tokens, std::span<const int64_t> start);
   // dx (B, T, C) [SP: shard] -> an undefined tensor; gradients accumulate.
   Tensor backward(Ctx& ctx, const Tensor& dx) override;
   std::vector<Parameter*> own_parameters() override;
@@ -107,6 +112,10 @@ class VocabParallelEmbedding : public Module {
     int64_t pos_offset = 0;
     bool ids_checked = false;
   };
+  void check_tokens(const Tensor& tokens) const;
+  // ids in the token layout -> the looked-up rows summed over TP (this
+  // rank's SP shard), positions not yet added.
+  Tensor lookup(Ctx& ctx, const Tensor& ids, bool ids_checked);
   // Position of the first token this rank holds after the SP split.
   int64_t shard_pos_offset(int64_t seq, int64_t pos_offset) const;
   bool sequence_major() const;

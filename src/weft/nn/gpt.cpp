@@ -46,8 +46,8 @@ GptConfig shape(int64_t vocab, int64_t seq, int64_t layers, int64_t width, int64
 }  // namespace
 
 const std::vector<std::string>& gpt_preset_names() {
-  static const std::vector<std::string> names{"tiny",       "gpt2-124m", "gpt2-350m",
-                                              "llama-tiny", "llama-1b",  "moe-tiny"};
+  static const std::vector<std::string> names{"tiny",     "gpt2-124m",   "gpt2-350m", "llama-tiny",
+                                              "llama-1b", "llama3-405b", "moe-tiny"};
   return names;
 }
 
@@ -58,13 +58,21 @@ GptConfig gpt_preset(const std::string& name) {
   // SwiGLU's hidden size about 8/3 of the width (Llama's rule), a multiple of 32.
   if (name == "llama-tiny") return llama(shape(256, 128, 4, 128, 8), 4, 352);
   if (name == "llama-1b") return llama(shape(32000, 2048, 22, 2048, 32), 4, 5632);
+  // Llama 3 405B (Llama 3 paper, Table 3): rope base 500000, context 8192.
+  if (name == "llama3-405b") {
+    GptConfig c = llama(shape(128256, 8192, 126, 16384, 128), 8, 53248);
+    c.rope_theta = 500000.0;
+    return c;
+  }
   if (name == "moe-tiny") {
     GptConfig c = llama(shape(256, 128, 4, 128, 8), 4, 352);
     c.moe_experts = 4;
     return c;
   }
-  WEFT_FAIL("unknown preset '{}': use tiny, gpt2-124m, gpt2-350m, llama-tiny, llama-1b or moe-tiny",
-            name);
+  WEFT_FAIL(
+      "unknown preset '{}': use tiny, gpt2-124m, gpt2-350m, llama-tiny, llama-1b, llama3-405b or "
+      "moe-tiny",
+      name);
 }
 
 namespace {
@@ -105,7 +113,7 @@ void validate(const GptConfig& c, int tp) {
              "replicated on tp/kv_heads ranks); choose such a tp or kv_heads",
              kv, tp);
   WEFT_CHECK(c.mlp_hidden() >= 1 && c.mlp_hidden() % tp == 0,
-             "the MLP hidden size {} is not divisible by tp {}: set hidden to a multiple of {}",
+             "hidden {} (the MLP's size) is not divisible by tp {}: set hidden to a multiple of {}",
              c.mlp_hidden(), tp, tp);
   WEFT_CHECK(c.positions != PositionKind::rotary || (c.width / c.heads) % 2 == 0,
              "rotary positions need an even head size, got width {} / heads {} = {}", c.width,
@@ -323,6 +331,46 @@ Tensor Gpt::forward(Ctx& ctx, const Tensor& tokens) {
     logits = swap01(pc_->exec, logits);
   }
   return logits;
+}
+
+Tensor Gpt::forward_cached(Ctx& ctx, const Tensor& tokens, std::span<const KvCacheView> caches,
+                           std::span<const int64_t> rows) {
+  WEFT_CHECK(!pc_->sequence_parallel(),
+             "generation with a key/value cache runs without sequence parallelism (--sp off)");
+  WEFT_CHECK(static_cast<int64_t>(caches.size()) == cfg_.layers,
+             "generation needs a cache for each of the {} layers, got {}", cfg_.layers,
+             caches.size());
+  const Tensor ids = tokens_for_group(tokens);
+  const int64_t batch = ids.size(0), seq = ids.size(1);
+  WEFT_CHECK(static_cast<int64_t>(rows.size()) == batch,
+             "generation: {} rows to read for a batch of {}", rows.size(), batch);
+  for (const KvCacheView& c : caches) {
+    WEFT_CHECK(c.start.data() == caches[0].start.data() && c.start.size() == caches[0].start.size(),
+               "generation: every layer's cache must hold the same positions");
+  }
+  for (size_t b = 0; b < rows.size(); ++b) {
+    WEFT_CHECK(rows[b] >= 0 && rows[b] < seq, "generation: row {} of entry {} is not one of its {}",
+               rows[b], b, seq);
+  }
+  TransformerLayer::Stream s{embedding_.forward_at(ctx, ids, caches[0].start), {}};
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Norm* next = i + 1 < layers_.size() ? layers_[i + 1]->input_norm() : &ln_f_;
+    s = layers_[i]->forward_stream(ctx, s, next, &caches[i]);
+  }
+  const Tensor h = s.normed.defined() ? s.normed : ln_f_.forward(ctx, s.x);
+  // The rows the logits are wanted for: one per entry.
+  Tensor picked = h;
+  if (seq > 1) {
+    const ExecContext& ec = pc_->exec;
+    picked = ec.empty({batch, 1, cfg_.width}, h.dtype(), MemoryTag::activations);
+    const Tensor all = h.reshape({batch * seq, cfg_.width});
+    for (int64_t b = 0; b < batch; ++b) {
+      picked.narrow(b, 1).copy_from(
+          all.narrow(b * seq + rows[static_cast<size_t>(b)], 1).reshape({1, 1, cfg_.width}));
+    }
+  }
+  const Tensor logits = head_.forward(ctx, picked);
+  return logits.reshape({batch, logits.size(2)});
 }
 
 Tensor Gpt::backward(Ctx& ctx, const Tensor& dlogits) {

@@ -27,6 +27,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -88,7 +89,9 @@ struct GptConfig {
 // Llama: RMSNorm, SwiGLU with hidden 352, rotary positions, 8 heads sharing 4
 // KV heads, no biases, untied head) and "llama-1b" (TinyLlama-1.1B's shape:
 // 22 layers, width 2048, 32 heads, 4 KV heads, MLP 5632, vocabulary 32000,
-// context 2048), "moe-tiny" (llama-tiny with 4 experts, top-2, in every
+// context 2048), "llama3-405b" (Llama 3 405B's shape: 126 layers, width
+// 16384, 128 heads, 8 KV heads, MLP 53248, vocabulary 128256, context 8192;
+// for `weft plan`, far beyond one machine), "moe-tiny" (llama-tiny with 4 experts, top-2, in every
 // layer: a Mixtral at tiny's size). Throws for other names.
 GptConfig gpt_preset(const std::string& name);
 // The preset names, for help texts and errors.
@@ -124,6 +127,17 @@ class Gpt : public Module {
   Tensor forward(Ctx& ctx, const Tensor& tokens) override;
   // dlogits -> nothing (tokens are not differentiable); gradients accumulate.
   Tensor backward(Ctx& ctx, const Tensor& dlogits) override;
+
+  // Generation (infer/; forward only: what the sub-modules keep for a
+  // backward stays in ctx and goes with it; no sequence parallelism; every
+  // rank of the TP group passes the same tokens): tokens
+  // (B, S), entry b's at positions caches[i].start[b] + s (the same starts
+  // for every layer i), whose earlier positions' keys and values caches[i]
+  // holds for layer i; the new rows' keys and values are written there.
+  // -> logits (B, Vp/tp): this rank's vocabulary slice at new row rows[b] of
+  // each entry (the head runs on those rows only).
+  Tensor forward_cached(Ctx& ctx, const Tensor& tokens, std::span<const KvCacheView> caches,
+                        std::span<const int64_t> rows);
 
   // tokens, targets (B, T) [batch SP: this rank's samples] -> the mean loss
   // over the TP group's tokens (the same on every rank of the group).
@@ -178,6 +192,7 @@ class Gpt : public Module {
   const GptConfig& config() const { return cfg_; }
   const ContextPtr& context() const { return pc_; }
   VocabParallelEmbedding& embedding() { return embedding_; }
+  TransformerLayer& layer(int64_t i) { return *layers_.at(static_cast<size_t>(i)); }
   int64_t num_parameters_global();
 
  private:

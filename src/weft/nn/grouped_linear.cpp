@@ -87,9 +87,9 @@ std::vector<std::string> GroupedLinear::own_parameters_elsewhere() {
   return out;
 }
 
-parallel::LocalShardSource* GroupedLinear::packs(size_t e) const {
+const kernels::PackedWeight* GroupedLinear::packed(size_t e, bool backward, Ctx& ctx) const {
   if (!quantizers_.empty() || pc_->precision.gemm_input() != DType::bf16) return nullptr;
-  return dynamic_cast<parallel::LocalShardSource*>(sources_[e].get());
+  return sources_[e]->packed_weight(backward, ctx);
 }
 
 Tensor GroupedLinear::forward(Ctx&, const Tensor&) {
@@ -118,12 +118,10 @@ Tensor GroupedLinear::forward(Ctx& ctx, const Tensor& x, std::span<const int64_t
   int64_t start = 0;
   for (size_t e = 0; e < sources_.size(); ++e) {
     parallel::GemmQuantizer* q = quantizers_.empty() ? nullptr : quantizers_[e].get();
-    parallel::LocalShardSource* local = packs(e);
-    if (local) {
-      const kernels::PackedWeight& w = local->packed_weight(false, ctx);
+    if (const kernels::PackedWeight* w = packed(e, false, ctx)) {
       const int64_t n = counts[e];
       Tensor ye = y.rows(start, n);
-      kernels::gemm(ec, s.x.rows(start, n), w, ye, {.trans_b = true});
+      kernels::gemm(ec, s.x.rows(start, n), *w, ye, {.trans_b = true});
       start += n;
       continue;
     }
@@ -165,9 +163,8 @@ Tensor GroupedLinear::backward(Ctx& ctx, const Tensor& dy_in) {
   for (size_t e = 0; e < sources_.size(); ++e) {
     parallel::WeightSource& src = *sources_[e];
     parallel::GemmQuantizer* q = quantizers_.empty() ? nullptr : quantizers_[e].get();
-    parallel::LocalShardSource* local = packs(e);
-    const kernels::PackedWeight* packed = local ? &local->packed_weight(true, ctx) : nullptr;
-    const Tensor w = packed   ? Tensor()
+    const kernels::PackedWeight* packed_w = packed(e, true, ctx);
+    const Tensor w = packed_w ? Tensor()
                      : batch_ ? batched[e]
                      : q      ? src.quantized_weight(*q, true, ctx)
                               : src.weight_for_backward(ctx);
@@ -176,8 +173,8 @@ Tensor GroupedLinear::backward(Ctx& ctx, const Tensor& dy_in) {
     if (n > 0) {
       const Tensor dye = dy.rows(start, n), xe = saved.x.rows(start, n);
       Tensor dxe = dx.rows(start, n);
-      if (packed) {
-        kernels::gemm(ec, dye, *packed, dxe);
+      if (packed_w) {
+        kernels::gemm(ec, dye, *packed_w, dxe);
       } else {
         kernels::gemm(ec, q ? q->operand(Op::grad_output, dye, false, ctx) : dye, w, dxe);
       }

@@ -44,7 +44,7 @@
 // single grouped kernel call. Under bf16 on the CPU an expert's few hundred
 // rows would pay oneDNN's copy of the weight into its blocked layout in every
 // product, so experts with a plain source read their weight packed
-// (LocalShardSource::packed_weight: packed once per cast, i.e. once per
+// (WeightSource::packed_weight: a plain source packs once per cast, i.e. once per
 // optimizer step when the passes reuse casts, as the trainer's do; the
 // products are bit for bit the plain ones). At GPT-2-small width 8 experts run at 0.9x or more of
 // one dense GEMM of the same total size (`weft bench gemm`, the grouped row). Experts without rows
@@ -107,9 +107,10 @@ class GroupedLinear : public Module {
   static GroupedLinearConfig checked(GroupedLinearConfig cfg, int tp, int ep);
   std::string expert_name(int64_t global_expert) const;  // "h.0.mlp.fc1.experts.3"
   std::string weight_name(int64_t global_expert) const;
-  // Local expert e's source where its products read a packed bf16 weight
-  // (a plain source under the bf16 recipe); null otherwise.
-  parallel::LocalShardSource* packs(size_t e) const;
+  // Local expert e's weight as a packed bf16 operand, where its source keeps
+  // one (WeightSource::packed_weight: a plain source) under the bf16 recipe;
+  // null otherwise (the products read the weight itself).
+  const kernels::PackedWeight* packed(size_t e, bool backward, Ctx& ctx) const;
 
   ContextPtr pc_;
   GroupedLinearConfig cfg_;

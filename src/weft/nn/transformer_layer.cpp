@@ -121,14 +121,17 @@ Tensor TransformerLayer::mlp_forward(Ctx& ctx, const Tensor& x, const Tensor& a,
   return mlp_->forward_normed(ctx, r.y);
 }
 
-TransformerLayer::Stream TransformerLayer::forward_stream(Ctx& ctx, const Stream& in, Norm* next) {
+TransformerLayer::Stream TransformerLayer::forward_stream(Ctx& ctx, const Stream& in, Norm* next,
+                                                          const KvCacheView* cache) {
   Saved& s = ctx.saved<Saved>(this);
   Norm* n1 = input_norm();
   WEFT_CHECK(n1 || !in.normed.defined(),
              "{}: a normalized input for a layer whose attention runs its own norm", cfg_.name);
+  WEFT_CHECK(n1 || !cache, "{}: generation's cache needs the attention's input norm", cfg_.name);
   Tensor a;
   if (n1) {
-    a = attn_.forward_normed(ctx, in.normed.defined() ? in.normed : n1->forward(ctx, in.x));
+    const Tensor n = in.normed.defined() ? in.normed : n1->forward(ctx, in.x);
+    a = cache ? attn_.forward_normed(ctx, n, *cache) : attn_.forward_normed(ctx, n);
   } else {
     a = attn_.forward(ctx, in.x);
   }

@@ -88,7 +88,9 @@ class TransformerLayer : public Module {
   // (the next layer's input_norm(), or the model's final norm): it runs here,
   // fused with the last residual add, and out.normed is its output. backward
   // takes the whole gradient of out.x (the next norm's backward included).
-  Stream forward_stream(Ctx& ctx, const Stream& in, Norm* next);
+  // With a cache (generation; forward only, no sequence parallelism),
+  // attention reads and extends it (MultiheadAttention::forward_normed).
+  Stream forward_stream(Ctx& ctx, const Stream& in, Norm* next, const KvCacheView* cache = nullptr);
   // The norm the layer before may run for this one (attention's input norm),
   // or null: then in.normed must be undefined.
   Norm* input_norm() { return attn_.input_norm(); }

@@ -47,7 +47,9 @@ Tensor LocalShardSource::weight_for_backward(PassContext&) {
   return cast(true);
 }
 
-const kernels::PackedWeight& LocalShardSource::packed_weight(bool backward, PassContext& pass) {
+const kernels::PackedWeight* WeightSource::packed_weight(bool, PassContext&) { return nullptr; }
+
+const kernels::PackedWeight* LocalShardSource::packed_weight(bool backward, PassContext& pass) {
   const Tensor w = backward ? weight_for_backward(pass) : weight_for_forward(pass);
   const auto d = static_cast<size_t>(backward);
   // Without a cast the weight is the parameter's value, which may change
@@ -57,7 +59,7 @@ const kernels::PackedWeight& LocalShardSource::packed_weight(bool backward, Pass
     kernels::pack_b(exec_, w, !backward, packed_[d]);
     packed_from_[d] = cast ? casts_ : -1;
   }
-  return packed_[d];
+  return &packed_[d];
 }
 
 Tensor LocalShardSource::weight_grad(PassContext&) { return parameter_.grad; }

@@ -61,6 +61,13 @@ class WeightSource {
   // quantized_weight() instead. By default the weight asked for, quantized.
   virtual const QuantizedTensor* native_quantized_weight(GemmQuantizer& quantizer, bool columnwise,
                                                          PassContext& pass);
+  // In place of weight_for_forward (backward false: op(b) = Wᵀ) or
+  // weight_for_backward (true: op(b) = W): the same weight as a packed GEMM
+  // operand (kernels::PackedWeight), for users whose products are many and
+  // small; or null where the source keeps none (by default; generalized
+  // tensor parallelism's gathered shards), and the caller multiplies the
+  // weight itself. Valid until the source's next weight of that direction.
+  virtual const kernels::PackedWeight* packed_weight(bool backward, PassContext& pass);
 };
 
 // WeightBatch: the weights of several sources of one shape that a module
@@ -117,7 +124,7 @@ class LocalShardSource final : public WeightSource {
 
   // In place of weight_for_forward (backward false: op(b) = Wᵀ, y = x·Wᵀ) or
   // weight_for_backward (true: op(b) = W, dx = dy·W): the same weight packed.
-  const kernels::PackedWeight& packed_weight(bool backward, PassContext& pass);
+  const kernels::PackedWeight* packed_weight(bool backward, PassContext& pass) override;
 
  private:
   Tensor cast(bool allow_reuse);

@@ -33,7 +33,8 @@ const std::vector<KeyDef>& key_defs() {
           "model preset: tiny (GPT-2 shape, 4 layers, width 128), gpt2-124m, gpt2-350m (24 layers, "
           "width 1024, 16 heads), llama-tiny (tiny's "
           "size as a Llama: RMSNorm, SwiGLU, rotary positions, 4 KV heads, no biases, untied "
-          "head), llama-1b (TinyLlama-1.1B's shape) or moe-tiny (llama-tiny with 4 experts, "
+          "head), llama-1b (TinyLlama-1.1B's shape), llama3-405b (Llama 3 405B's shape, for weft "
+          "plan) or moe-tiny (llama-tiny with 4 experts, "
           "top-2); shape and architecture options override "
           "it"},
          [](TrainConfig& c, const io::Json& v, const Where& w) {
@@ -212,6 +213,12 @@ const std::vector<KeyDef>& key_defs() {
                             "a separate validation set, as --data (llm.c's val shard); without "
                             "it the last --val-fraction of --data is held out"},
                            &TrainConfig::val_data));
+    d.push_back(string_key({"tokenizer", "FILE|DIR", "beside the shards",
+                            "a Hugging Face tokenizer.json (or its directory): the vocabulary, "
+                            "stored in every checkpoint, and the text of --sample-prompt; "
+                            "without it, the tokenizer.json beside --data's shards (weft data "
+                            "prepare writes one), else the resumed checkpoint's"},
+                           &TrainConfig::tokenizer));
     d.push_back(number_key({"val-fraction", "F", "", "share of the data held out for validation"},
                            &TrainConfig::val_fraction));
     d.push_back(

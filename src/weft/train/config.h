@@ -74,6 +74,11 @@ struct TrainConfig {
   std::string data{};
   // A separate validation set; empty: the last val_fraction of `data`.
   std::string val_data{};
+  // A Hugging Face tokenizer.json (or its directory) for text in and out;
+  // empty: the one beside --data's shards, else the checkpoint's, else none.
+  std::string tokenizer{};
+  // Its text, as run_training found it (not a key): saved in every checkpoint.
+  std::string tokenizer_json{};
   double val_fraction = 0.1;
   // Optimization. micro_batch is per data-parallel replica: a step sees
   // micro_batch · dp · grad_accum sequences.
@@ -162,7 +167,7 @@ io::Json resumable_settings(const io::Json& settings);
 inline constexpr const char* kPathsKey = "paths";
 inline constexpr const char* kPathsRelativeToCheckpoint = "relative to this checkpoint";
 
-// Keys whose values are paths: data, save, resume, init, metrics.
+// Keys whose values are paths: data, save, resume, init, metrics, tokenizer.
 bool is_path_key(const std::string& key);
 // `settings` with each relative path resolved against `base` (the directory
 // of the file they were read from): how --config files and checkpoints

@@ -61,8 +61,9 @@ double non_negative(double x, const Where& w) {
 
 PresetSchedule preset_schedule(const std::string& preset) {
   if (preset == "gpt2-124m") return {6e-4, 700};
-  if (preset == "gpt2-350m") return {3e-4, 700};  // GPT-3 Medium's peak rate
-  if (preset == "llama-1b") return {4e-4, 700};   // TinyLlama's peak rate
+  if (preset == "gpt2-350m") return {3e-4, 700};     // GPT-3 Medium's peak rate
+  if (preset == "llama-1b") return {4e-4, 700};      // TinyLlama's peak rate
+  if (preset == "llama3-405b") return {8e-5, 8000};  // the Llama 3 paper's
   return {6e-3, 100};
 }
 

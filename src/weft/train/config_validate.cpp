@@ -23,7 +23,13 @@ std::string with_option_names(const std::string& message) {
   static constexpr std::pair<std::string_view, std::string_view> kOptions[] = {
       {"vocab_pad", "--vocab-pad"}, {"vocab", "--vocab"}, {"seq", "--seq"},
       {"layers", "--layers"},       {"width", "--width"}, {"heads", "--heads"},
-      {"dropout", "--dropout"},     {"tp", "--tp"},       {"kv_heads", "--kv-heads"}};
+      {"dropout", "--dropout"},     {"tp", "--tp"},       {"kv_heads", "--kv-heads"},
+      {"hidden", "--hidden"},       {"rope_theta", "--rope-theta"},
+      {"norm_eps", "--norm-eps"},   {"moe_experts", "--moe-experts"},
+      {"moe_top_k", "--moe-top-k"}, {"moe_every", "--moe-every"},
+      {"moe_capacity_factor", "--moe-capacity-factor"},
+      {"moe_aux_coef", "--moe-aux-coef"},
+      {"moe_z_coef", "--moe-z-coef"}};
   auto word_char = [](char ch) {
     return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
   };

@@ -10,13 +10,13 @@
 #include "weft/core/memory.h"
 #include "weft/core/phase_clock.h"
 #include "weft/core/profile.h"
+#include "weft/infer/generate.h"
 #include "weft/io/checkpoint.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/io/scaling_state.h"
 #include "weft/kernels/step_scalars.h"
 #include "weft/optim/grad_norm.h"
 #include "weft/parallel/gtp/runtime.h"
-#include "weft/train/generate.h"
 #include "weft/train/layout.h"
 #include "weft/train/load_model.h"
 #include "weft/train/metrics.h"
@@ -351,6 +351,7 @@ void Trainer::save(const std::string& dir) {
   config[kBatchKey] = cfg_.sequences_per_step(dp_size());
   io::TrainState state{
       .step = step_, .data_seed = data_seed_, .rng = rng_.state(), .config = config};
+  state.tokenizer = cfg_.tokenizer_json;
   if (cfg_.precision.quantized())
     state.scaling = io::scaling_json(model_->context()->scaling->snapshot());
   io::save_checkpoint(dir, world_, *grid_, *model_, optimizer_.get(), state);
@@ -359,7 +360,7 @@ void Trainer::save(const std::string& dir) {
 
 std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int64_t tokens,
                                      uint64_t seed) {
-  return generate(*model_, prompt, {.tokens = tokens, .seed = seed});
+  return infer::generate(*model_, prompt, {.tokens = tokens, .seed = seed});
 }
 
 std::string Trainer::checkpoint(bool drop_others) {

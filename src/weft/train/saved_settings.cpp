@@ -16,7 +16,7 @@ namespace weft::train {
 namespace fs = std::filesystem;
 
 bool is_path_key(const std::string& key) {
-  static const char* const kPaths[] = {"data", "save", "resume", "init", "metrics"};
+  static const char* const kPaths[] = {"data", "save", "resume", "init", "metrics", "tokenizer"};
   const std::string k = canonical_key(key);
   return std::find(std::begin(kPaths), std::end(kPaths), k) != std::end(kPaths);
 }

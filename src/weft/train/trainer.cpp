@@ -4,9 +4,11 @@
 
 #include "weft/comm/world.h"
 #include "weft/io/tokenizer.h"
+#include "weft/text/tokenizer.h"
 #include "weft/train/launch.h"
 #include "weft/train/metrics.h"
 #include "weft/train/run_start.h"
+#include "weft/train/run_tokenizer.h"
 #include "weft/train/stop_signal.h"
 
 namespace weft::train {
@@ -28,9 +30,11 @@ io::Dataset load_dataset(const TrainConfig& cfg) {
 
 namespace {
 
-// The prompt of the end-of-run sample: text through the byte tokenizer for
-// byte vocabularies, else GPT-2's <|endoftext|> (or id 0).
-std::vector<int32_t> sample_prompt(const TrainConfig& c) {
+// The prompt of the end-of-run sample: text through the run's tokenizer when
+// it has one, through the byte tokenizer for byte vocabularies, else GPT-2's
+// <|endoftext|> (or id 0).
+std::vector<int32_t> sample_prompt(const TrainConfig& c, const text::Tokenizer* tok) {
+  if (tok) return encode_prompt(*tok, c.sample_prompt);
   if (c.model.vocab == io::ByteTokenizer::kVocabSize) {
     return io::ByteTokenizer().encode(c.sample_prompt.empty() ? "\n" : c.sample_prompt);
   }
@@ -44,6 +48,17 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
   const Launch launch = plan_launch(cfg);
   io::Dataset data = load_dataset(cfg);
   TrainConfig run = cfg;
+  std::string tokenizer_from;
+  run.tokenizer_json = find_run_tokenizer(cfg, tokenizer_from);
+  std::optional<text::Tokenizer> tokenizer;
+  if (!run.tokenizer_json.empty()) {
+    tokenizer.emplace(text::Tokenizer::from_json(run.tokenizer_json, tokenizer_from));
+    WEFT_CHECK(
+        tokenizer->vocab_size() <= run.model.vocab,
+        "the tokenizer {} has {} tokens, but the model's vocabulary is {}: pass --vocab {} (or "
+        "leave --vocab out to take the tokenizer's)",
+        tokenizer_from, tokenizer->vocab_size(), run.model.vocab, tokenizer->vocab_size());
+  }
   apply_global_batch(run, launch.dp);
   const std::vector<std::string> plan = plan_start(run, data);
   validate(run);
@@ -117,8 +132,12 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
               "no end-of-run sample under --pp: generation runs on an unsplit model (evaluate "
               "or export the checkpoint and run weft generate)");
         } else if (run.sample_tokens > 0 && !s.stop_signal) {
-          s.sample_ids = trainer.sample(sample_prompt(run), run.sample_tokens, run.seed);
-          if (run.model.vocab == io::ByteTokenizer::kVocabSize)
+          const text::Tokenizer* tok = tokenizer ? &*tokenizer : nullptr;
+          s.sample_ids = trainer.sample(sample_prompt(run, tok), run.sample_tokens, run.seed);
+          s.sample_is_text = tok || run.model.vocab == io::ByteTokenizer::kVocabSize;
+          if (tok)
+            s.sample = decode_generated(*tok, s.sample_ids);
+          else if (run.model.vocab == io::ByteTokenizer::kVocabSize)
             s.sample = io::ByteTokenizer().decode(s.sample_ids);
         }
         if (lead) {

@@ -36,7 +36,9 @@ struct TrainSummary {
   std::optional<double> final_val_loss{};
   double seconds = 0;       // wall time of the steps, evaluations and checkpoints
   double tokens_per_s = 0;  // over the training steps alone
-  std::string sample{};     // generated text (byte vocabularies)
+  std::string sample{};     // generated text (byte vocabularies, or the run's tokenizer)
+  // Whether `sample` holds the text.
+  bool sample_is_text = false;
   std::vector<int32_t> sample_ids{};
   // The signal (SIGINT, SIGTERM) that stopped the run after step `steps`, 0
   // when it ran to its end; set on every process of the world.

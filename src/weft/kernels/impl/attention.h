@@ -10,6 +10,7 @@
 // tensor cores for bf16 heads of 16, 32, 64 or 128, on CUDA cores otherwise).
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "weft/core/exec_context.h"
@@ -25,6 +26,16 @@ template <Backend B>
 void attention_backward(const ExecContext& ec, const Tensor& dout, const Tensor& qkv,
                         const AttentionSaved& saved, const AttentionConfig& config, Tensor& dqkv,
                         AttentionWorkspace& workspace);
+// Generation's cache write and decode attention (kernels/attention.h); CPU
+// only (kernels/cpu/attention_decode.cpp): attention.cpp dispatches them with
+// dispatch_cpu_only.
+template <Backend B>
+void kv_cache_write(const ExecContext& ec, const Tensor& qkv, std::span<const int64_t> start,
+                    const AttentionConfig& config, Tensor& k_cache, Tensor& v_cache);
+template <Backend B>
+void attention_decode(const ExecContext& ec, const Tensor& qkv, std::span<const int64_t> start,
+                      const AttentionConfig& config, const Tensor& k_cache, const Tensor& v_cache,
+                      Tensor& out, AttentionWorkspace& workspace);
 // Which kernels run a call with qkv of this dtype, head width and config
 // (16-byte aligned tensors): "cuDNN" (what kernels/cuda/attention_cudnn.h
 // takes), "tensor cores" (bf16 with D of 16, 32, 64 or 128: wmma products) or

@@ -1,0 +1,29 @@
+#include "weft/train/plan_layout.h"
+
+#include <algorithm>
+
+namespace weft::train {
+
+plan::Layout plan_layout(const TrainConfig& cfg) {
+  plan::Layout l;
+  l.tp = cfg.tp;
+  l.sp = cfg.tp > 1 ? cfg.sp : parallel::SequenceParallel::off;
+  l.ep = cfg.ep;
+  l.gtp = cfg.gtp;
+  l.dp = std::max(cfg.dp, 1);
+  l.micro_batch = cfg.micro_batch;
+  l.grad_accum = cfg.grad_accum;
+  return l;
+}
+
+plan::Workload plan_workload(const TrainConfig& cfg) {
+  return {.model = cfg.model,
+          .compute = cfg.compute_dtype(),
+          .quantized = cfg.precision.quantized(),
+          .gpu = Device::parse(cfg.device).is_cuda(),
+          .bucket_mb = cfg.bucket_mb,
+          .gtp_cache = cfg.gtp_cache,
+          .gtp_grad_accum_full = cfg.gtp_grad_accum == "full"};
+}
+
+}  // namespace weft::train
