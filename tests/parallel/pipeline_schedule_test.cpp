@@ -12,6 +12,7 @@
 #include "weft/core/error.h"
 #include "weft/parallel/pipeline/schedule.h"
 #include "weft/parallel/pipeline/simulate.h"
+#include "weft/parallel/pipeline/stages.h"
 
 namespace weft::parallel::pipeline {
 namespace {
@@ -263,6 +264,25 @@ TEST(PipelineSchedule, LayoutProblemsSayWhatWouldWork) {
             std::string::npos);
   EXPECT_NE(error_of([] { make_schedule(ScheduleKind::zero_bubble, 2, 2, 4); }).find("--vpp"),
             std::string::npos);
+}
+
+TEST(PipelineStages, SplitsLayersOrSaysWhatWouldWork) {
+  EXPECT_EQ(split_layers(4, 2, 1, "", false), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(split_layers(12, 4, 1, "", false), (std::vector<int64_t>{2, 4, 4, 2}));
+  EXPECT_EQ(split_layers(12, 2, 1, "", false), (std::vector<int64_t>{6, 6}));
+  EXPECT_EQ(split_layers(4, 4, 1, "", false), (std::vector<int64_t>{1, 1, 1, 1}));
+  EXPECT_EQ(split_layers(8, 2, 2, "", true), (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(split_layers(8, 2, 1, "3,5", false), (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(layer_boundaries({3, 5}), (std::vector<int64_t>{0, 3, 8}));
+  EXPECT_EQ(error_of([] { split_layers(8, 2, 1, "3,x", false); }),
+            "--pp-layers 3,x: 'x' is not a layer count; give one count of at least 1 per stage, "
+            "separated by commas (3,5,5,3)");
+  EXPECT_EQ(error_of([] { split_layers(8, 2, 1, "99999999999999999,1", false); }),
+            "--pp-layers 99999999999999999,1: a stage of 99999999999999999 layers is more than "
+            "the model's 8 (--layers)");
+  EXPECT_EQ(error_of([] { split_layers(8, 65536, 65536, "", true); }),
+            "--pp 65536 x --vpp 65536 = 4294967296 stages is more than the model's 8 layers "
+            "(--layers): each stage needs at least one layer; use at most 8 stages");
 }
 
 TEST(PipelineSchedule, KindNames) {

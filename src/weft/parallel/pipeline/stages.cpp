@@ -31,21 +31,28 @@ std::vector<int64_t> parse_counts(const std::string& text) {
 
 std::vector<int64_t> split_layers(int64_t layers, int ranks, int virtual_stages,
                                   const std::string& counts, bool interleaved) {
-  const int S = ranks * virtual_stages;
+  // 64 bits: --pp and --vpp come from the user, their product may not fit an int.
+  const int64_t stages = int64_t{ranks} * virtual_stages;
   const std::string stages_named =
-      virtual_stages > 1 ? format("--pp {} x --vpp {} = {} stages", ranks, virtual_stages, S)
+      virtual_stages > 1 ? format("--pp {} x --vpp {} = {} stages", ranks, virtual_stages, stages)
                          : format("--pp {} stages", ranks);
-  WEFT_CHECK(S <= layers,
+  WEFT_CHECK(stages <= layers,
              "{} is more than the model's {} layers (--layers): each stage needs at least one "
              "layer; use at most {} stages",
              stages_named, layers, layers);
+  const int S = static_cast<int>(stages);
   if (!counts.empty()) {
     const std::vector<int64_t> c = parse_counts(counts);
     WEFT_CHECK(static_cast<int>(c.size()) == S,
                "--pp-layers {} gives {} stages, {}: give {} counts", counts, c.size(), stages_named,
                S);
     int64_t sum = 0;
-    for (int64_t v : c) sum += v;
+    for (int64_t v : c) {
+      WEFT_CHECK(v <= layers,
+                 "--pp-layers {}: a stage of {} layers is more than the model's {} (--layers)",
+                 counts, v, layers);
+      sum += v;
+    }
     WEFT_CHECK(sum == layers,
                "--pp-layers {} sums to {} layers, the model has {} (--layers): give {} counts "
                "that sum to {}",
