@@ -8,12 +8,14 @@
 #include <sstream>
 
 #include "cli.h"
+#include "weft/comm/grid.h"
 #include "weft/core/error.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/io/checkpoint_verify.h"
 #include "weft/io/hf_export.h"
 #include "weft/io/hf_files.h"
 #include "weft/io/safetensors.h"
+#include "weft/parallel/pipeline/stages.h"
 
 namespace {
 
@@ -90,6 +92,39 @@ void print_tensor_table(const std::vector<weft::io::SavedTensor>& tensors) {
   }
 }
 
+// Under --pp: which layers each stage held and which ranks' files hold them.
+void print_stage_split(const weft::io::CheckpointReader& ck) {
+  const Json* config = ck.index().find("config");
+  const Json* pp = config ? config->find("pp") : nullptr;
+  if (!pp || !pp->is_number() || pp->as_int() <= 1) return;
+  const auto text = [&](const char* key, const std::string& fallback) {
+    const Json* v = config->find(key);
+    return v && v->is_string() ? v->as_string() : fallback;
+  };
+  const Json* vpp_json = config->find("vpp");
+  const int P = static_cast<int>(pp->as_int());
+  const int V = vpp_json && vpp_json->is_number() ? static_cast<int>(vpp_json->as_int()) : 1;
+  const std::string schedule = text("pp-schedule", "1f1b");
+  const int64_t layers = config->at("layers").as_int();
+  namespace pl = weft::parallel::pipeline;
+  const std::vector<int64_t> bounds = pl::layer_boundaries(
+      pl::split_layers(layers, P, V, text("pp-layers", ""), schedule == "interleaved"));
+  const weft::comm::GridLayout layout(ck.world(), ck.order(), ck.sizes());
+  std::cout << weft::format("pipeline: {} stages ({}), stage: layers [ranks whose files hold it]\n",
+                            P * V, schedule);
+  for (int s = 0; s < P * V; ++s) {
+    std::vector<int> ranks;
+    for (int r = 0; r < ck.world(); ++r) {
+      if (layout.coord("pp", r) == s % P) ranks.push_back(r);
+    }
+    std::string what = weft::format("h.{}-h.{}", bounds[static_cast<size_t>(s)],
+                                    bounds[static_cast<size_t>(s) + 1] - 1);
+    if (s == 0) what = "embedding, " + what;
+    if (s == P * V - 1) what += ", final norm, head";
+    std::cout << weft::format("  stage {}: {} {}\n", s, what, ranks);
+  }
+}
+
 void inspect_dir(const std::string& dir, bool json) {
   weft::io::CheckpointReader ck(dir);
   if (json) {
@@ -106,6 +141,7 @@ void inspect_dir(const std::string& dir, bool json) {
   for (const auto& [dim, size] : ck.sizes()) std::cout << ", " << dim << " " << size;
   if (const Json* sp = idx.at("layout").find("sp")) std::cout << ", sp " << sp->as_string();
   std::cout << "\n";
+  print_stage_split(ck);
   if (const Json* m = ck.model_shape()) {
     std::cout << "model:";
     bool first = true;

@@ -13,16 +13,20 @@ weft::cli::Options topology_options() {
   weft::cli::Options opts(
       "weft topology [options]",
       "Prints every group of every dimension of a tensor-parallel x expert-parallel x GTP x\n"
-      "data-parallel grid, as `weft train` lays it out. Ranks are laid out with the first name\n"
+      "data-parallel x pipeline-parallel grid, as `weft train` lays it out. Ranks are laid out "
+      "with the first name\n"
       "of --order varying fastest, so with --world 8 --tp 4 the TP groups are [0,1,2,3]\n"
       "[4,5,6,7] and the DP groups [0,4] [1,5] [2,6] [3,7]. The dp size is inferred when not\n"
-      "given; ep and gtp appear only when given (or named in --order).");
+      "given; ep, gtp and pp appear only when given (or named in --order). With --pp the\n"
+      "embedding groups follow: the first and last stage of each pipeline, over which a tied\n"
+      "head's gradient is summed.");
   opts.option("world", "N", "", "world size (default: the mpirun world when run under mpirun)")
       .option("tp", "T", "1", "tensor-parallel size")
       .option("ep", "E", "", "expert-parallel size (MoE experts split over E ranks)")
       .option("gtp", "G", "", "generalized tensor-parallel size")
       .option("dp", "D", "", "data-parallel size (default: inferred)")
-      .option("order", "ORDER", "tp-ep-gtp-dp", "dimension order, fastest-varying first")
+      .option("pp", "P", "", "pipeline-parallel size (stages; the slowest dimension by default)")
+      .option("order", "ORDER", "tp-ep-gtp-dp-pp", "dimension order, fastest-varying first")
       .flag("json", "print one JSON object");
   return opts;
 }
@@ -45,7 +49,7 @@ int topology(const std::vector<std::string>& args) {
   std::string order;
   if (opts.given("order")) {
     order = opts.str("order");
-    for (const char* name : {"tp", "ep", "gtp", "dp"})
+    for (const char* name : {"tp", "ep", "gtp", "dp", "pp"})
       if (opts.given(name)) sizes.emplace_back(name, static_cast<int>(opts.integer(name)));
   } else {
     // The default order keeps the dimensions that were asked for.
@@ -58,8 +62,17 @@ int topology(const std::vector<std::string>& args) {
     }
     order += "-dp";
     if (opts.given("dp")) sizes.emplace_back("dp", static_cast<int>(opts.integer("dp")));
+    if (opts.given("pp")) {
+      order += "-pp";
+      sizes.emplace_back("pp", static_cast<int>(opts.integer("pp")));
+    }
   }
   weft::comm::GridLayout layout(world, order, sizes);
+  // A tied head's embedding groups: the ends of each pipeline.
+  std::vector<std::vector<int>> embedding;
+  if (layout.has("pp") && layout.size("pp") > 1) {
+    for (const auto& g : layout.groups("pp")) embedding.push_back({g.front(), g.back()});
+  }
 
   if (opts.flag_set("json")) {
     std::ostringstream out;
@@ -77,7 +90,14 @@ int topology(const std::vector<std::string>& args) {
         out << (g ? "," : "") << weft::format("{}", groups[g]);
       out << ']';
     }
-    out << "}}";
+    out << "}";
+    if (!embedding.empty()) {
+      out << ",\"embedding\":[";
+      for (size_t g = 0; g < embedding.size(); ++g)
+        out << (g ? "," : "") << weft::format("{}", embedding[g]);
+      out << ']';
+    }
+    out << "}";
     std::cout << out.str() << "\n";
     return 0;
   }
@@ -93,6 +113,13 @@ int topology(const std::vector<std::string>& args) {
     for (size_t g = 0; g < groups.size(); ++g)
       std::cout << "  " << name << "[" << g << "]  " << weft::format("{}", groups[g]) << "\n";
   }
+  if (!embedding.empty()) {
+    std::cout << "\nembedding groups (" << embedding.size()
+              << ", first and last stage of each pipeline: a tied head's gradient is summed "
+                 "over them):\n";
+    for (size_t g = 0; g < embedding.size(); ++g)
+      std::cout << "  embedding[" << g << "]  " << weft::format("{}", embedding[g]) << "\n";
+  }
   std::cout << "\nrank coordinates:\n  rank";
   for (const auto& name : layout.names()) std::cout << "  " << name;
   std::cout << "\n";
@@ -106,7 +133,8 @@ int topology(const std::vector<std::string>& args) {
   return 0;
 }
 
-const weft::cli::Register reg("topology", "print the process groups of a TP x EP x GTP x DP grid",
+const weft::cli::Register reg("topology",
+                              "print the process groups of a TP x EP x GTP x DP x PP grid",
                               topology_options, topology);
 
 }  // namespace

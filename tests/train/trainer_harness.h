@@ -100,11 +100,12 @@ inline void place(const nn::Parameter& p, FullParam& full) {
   }
 }
 
-// Trains cfg.steps steps on tp · ep · gtp · dp local ranks; losses and the final whole parameters.
+// Trains cfg.steps steps on tp · ep · gtp · pp · dp local ranks; losses and the final whole
+// parameters.
 inline RunResult run(const TrainConfig& cfg, const io::Dataset& data, int dp = 1) {
   RunResult out;
   std::mutex mu;
-  comm::run_local(cfg.tp * cfg.ep * cfg.gtp * dp, [&](comm::ProcessGroup& world) {
+  comm::run_local(cfg.tp * cfg.ep * cfg.gtp * cfg.pp * dp, [&](comm::ProcessGroup& world) {
     set_num_threads(1);
     Trainer t(cfg, world, data);
     std::vector<double> losses, norms;
@@ -121,7 +122,10 @@ inline RunResult run(const TrainConfig& cfg, const io::Dataset& data, int dp = 1
       out.val_loss = val;
     }
     if (t.grid().rank_in("dp") == 0) {
-      for (nn::Parameter* p : t.model().parameters()) place(*p, out.params[p->name]);
+      // Every pipeline chunk of this rank (the model itself without --pp).
+      for (int v = 0; v < cfg.vpp; ++v) {
+        for (nn::Parameter* p : t.chunk(v).parameters()) place(*p, out.params[p->name]);
+      }
     }
   });
   return out;

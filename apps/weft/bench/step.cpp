@@ -23,7 +23,7 @@ namespace {
 
 struct Measured {
   std::string label;
-  int tp = 1, ep = 1, gtp = 1, dp = 1;
+  int tp = 1, ep = 1, gtp = 1, dp = 1, pp = 1;
   train::StepTimes mean{};  // rank 0's, per step
   double tokens_per_s = 0;
   double flops_per_token = 0;
@@ -62,6 +62,8 @@ int64_t optimizer_state_bytes(train::Trainer& t) {
 int64_t active_parameters(train::Trainer& t) {
   const nn::GptConfig& m = t.config().model;
   double n = 0;
+  // Under --pp every stage's parameters (a MoE model's experts all counted).
+  if (t.pipelined()) return t.num_parameters_global();
   for (const nn::Parameter* p : t.model().parameters()) {
     const auto whole = static_cast<double>(p->spec.global_shape.numel());
     if (p->name.find(".experts.") == std::string::npos) {
@@ -108,11 +110,12 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
   m.ep = cfg.ep;
   m.gtp = cfg.gtp;
   m.dp = cfg.dp ? cfg.dp : 1;
+  m.pp = cfg.pp;
   m.predicted_peak_bytes =
       plan::MemoryModel(train::plan_workload(cfg)).peak(train::plan_layout(cfg)).total();
   const io::Dataset data = synthetic_data(cfg);
   std::mutex mu;
-  comm::run_world(m.tp * m.ep * m.gtp * m.dp, [&](comm::ProcessGroup& world) {
+  comm::run_world(m.tp * m.ep * m.gtp * m.dp * m.pp, [&](comm::ProcessGroup& world) {
     train::Trainer t(cfg, world, data);
     for (int i = 0; i < warmup; ++i) t.step();
     if (profile) {
@@ -297,6 +300,7 @@ io::Json to_json(const Measured& r, const Measured& base) {
   j["layout"] = r.label;
   j["tp"] = r.tp;
   j["gtp"] = r.gtp;
+  if (r.pp > 1) j["pp"] = r.pp;
   j["dp"] = r.dp;
   j["tokens_per_s"] = r.tokens_per_s;
   j["step_s"] = r.mean.total;
@@ -348,6 +352,11 @@ cli::Options bench_step_options() {
               "all_to_all; its ranks take their own micro-batches); MoE rows add the all_to_all "
               "share of the step and the experts' load")
       .option("dp", "N", "1", "data-parallel size")
+      .option("pp", "N", "1",
+              "pipeline-parallel size (stages of consecutive layers, as weft train --pp; the "
+              "baseline runs the same micro-batches unpipelined)")
+      .option("pp-schedule", "NAME", "1f1b", "pipeline schedule (as weft train --pp-schedule)")
+      .option("vpp", "V", "1", "interleaved pipeline: virtual stages per rank")
       .option("sp", "off|seq|batch", "off", "sequence parallelism")
       .option("dtype", "f32|bf16", "f32", "compute type")
       .option("precision", "RECIPE", "f32",
@@ -392,9 +401,9 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
   train::TrainConfig cfg;
   io::Json s = io::Json::object();
   s["preset"] = opts.str("preset");
-  for (const char* key :
-       {"tp", "ep", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers", "overlap", "device",
-        "grad-accum", "global-batch", "recompute", "recompute-layers"})
+  for (const char* key : {"tp", "ep", "gtp", "dp", "pp", "pp-schedule", "vpp", "sp", "dtype",
+                          "precision", "seq", "layers", "overlap", "device", "grad-accum",
+                          "global-batch", "recompute", "recompute-layers"})
     if (opts.given(key)) s[key] = opts.str(key);
   const bool small = opts.str("preset") == "tiny" || opts.str("preset") == "llama-tiny" ||
                      opts.str("preset") == "moe-tiny";
@@ -417,6 +426,10 @@ std::string layout_label(const train::TrainConfig& c) {
   if (c.ep > 1) l += format(" x ep {}", c.ep);
   if (c.gtp > 1) l += format(" x gtp {}", c.gtp);
   l += format(" x dp {}", c.dp);
+  if (c.pp > 1 || c.vpp > 1) {
+    l += format(" x pp {} {}", c.pp, c.pp_schedule);
+    if (c.vpp > 1) l += format(" vpp {}", c.vpp);
+  }
   if (c.sp != nn::SequenceParallel::off) l += format(" sp {}", nn::sequence_parallel_name(c.sp));
   if (c.overlap != "off") l += " overlap";
   if (c.distributed_optimizer) l += " dopt";
@@ -431,7 +444,8 @@ std::string layout_label(const train::TrainConfig& c) {
 std::vector<Measured> measure_rows(const train::TrainConfig& cfg, int warmup, int steps,
                                    bool no_baseline, bool profile) {
   std::vector<Measured> rows;
-  const bool is_base = cfg.tp == 1 && cfg.ep == 1 && cfg.gtp == 1 && cfg.dp == 1;
+  const bool is_base =
+      cfg.tp == 1 && cfg.ep == 1 && cfg.gtp == 1 && cfg.dp == 1 && cfg.pp == 1 && cfg.vpp == 1;
   if (!is_base && !no_baseline) {
     train::TrainConfig base = cfg;
     base.tp = 1;
@@ -442,6 +456,8 @@ std::vector<Measured> measure_rows(const train::TrainConfig& cfg, int warmup, in
     base.ep = 1;
     base.gtp = 1;
     base.distributed_optimizer = false;
+    base.pp = 1;
+    base.vpp = 1;
     rows.push_back(measure(base, warmup, steps));
     rows.back().label = layout_label(base) + " (base)";
   }

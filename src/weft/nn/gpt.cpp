@@ -1,5 +1,7 @@
 #include "weft/nn/gpt.h"
 
+#include <cmath>
+
 #include "weft/kernels/transpose.h"
 #include "weft/parallel/mappings.h"
 
@@ -127,23 +129,43 @@ const GptConfig& checked(const GptConfig& c, const ContextPtr& pc) {
   validate(c, pc->tp_size());
   return c;
 }
+
+GptStage checked_stage(GptStage s, const GptConfig& c) {
+  if (s.end_layer < 0) s.end_layer = c.layers;
+  WEFT_CHECK(s.first_layer >= 0 && s.first_layer < s.end_layer && s.end_layer <= c.layers,
+             "pipeline stage of layers [{}, {}) does not fit a model of {} layers", s.first_layer,
+             s.end_layer, c.layers);
+  WEFT_CHECK(s.first == (s.first_layer == 0) && s.last == (s.end_layer == c.layers),
+             "pipeline stage of layers [{}, {}): the first stage starts at layer 0 and the last "
+             "ends at layer {}",
+             s.first_layer, s.end_layer, c.layers);
+  return s;
+}
 }  // namespace
 
-Gpt::Gpt(ContextPtr context, GptConfig cfg)
+Gpt::Gpt(ContextPtr context, GptConfig cfg, GptStage stage)
     : Module(""),
       pc_(std::move(context)),
       cfg_(checked(cfg, pc_)),
-      embedding_(pc_, {.vocab = cfg_.vocab,
-                       .max_seq = cfg_.seq,
-                       .channels = cfg_.width,
-                       .vocab_pad = cfg_.vocab_pad,
-                       .init_std = cfg_.init_std,
-                       .learned_positions = cfg_.positions == PositionKind::learned}),
+      stage_(checked_stage(stage, cfg_)),
+      // Positions enter on the first stage only; a last stage builds the
+      // embedding for its tied head's copy of wte.
+      embedding_(pc_,
+                 {.vocab = cfg_.vocab,
+                  .max_seq = cfg_.seq,
+                  .channels = cfg_.width,
+                  .vocab_pad = cfg_.vocab_pad,
+                  .init_std = cfg_.init_std,
+                  .learned_positions = cfg_.positions == PositionKind::learned && stage_.first}),
       ln_f_(cfg_.norm, pc_, {.name = "ln_f", .width = cfg_.width, .eps = cfg_.norm_eps}),
       head_(embedding_, cfg_.tied_head) {
+  if (holds_tied_copy()) embedding_.wte().spec.replicated_over.emplace_back("pp");
+  if (cfg_.tied_head && stage_.first && !stage_.last) {
+    embedding_.wte().spec.replicated_over.emplace_back("pp");
+  }
   // One share group for every layer's replicated KV heads (TP > kv_heads).
   const auto kv_group = kv_share_group(*pc_, cfg_.kv_head_count());
-  for (int64_t i = 0; i < cfg_.layers; ++i) {
+  for (int64_t i = stage_.first_layer; i < stage_.end_layer; ++i) {
     layers_.push_back(std::make_unique<TransformerLayer>(
         pc_,
         TransformerLayerConfig{.name = format("h.{}", i),
@@ -190,12 +212,98 @@ Tensor swap01(const ExecContext& ec, const Tensor& x) {
 }  // namespace
 
 std::vector<Module*> Gpt::children() {
-  std::vector<Module*> out{&embedding_};
+  std::vector<Module*> out;
+  if (stage_.first || holds_tied_copy()) out.push_back(&embedding_);
   for (auto& l : layers_) out.push_back(l.get());
-  out.push_back(&ln_f_);
-  // A tied head owns no parameter (its weight is wte).
-  if (!cfg_.tied_head) out.push_back(&head_);
+  if (stage_.last) {
+    out.push_back(&ln_f_);
+    // A tied head owns no parameter (its weight is wte).
+    if (!cfg_.tied_head) out.push_back(&head_);
+  }
   return out;
+}
+
+Shape Gpt::stream_shape(int64_t batch, int64_t seq) const {
+  const int tp = pc_->tp_size();
+  switch (pc_->sp) {
+    case SequenceParallel::seq: return Shape{seq / tp, batch, cfg_.width};
+    case SequenceParallel::batch:
+    case SequenceParallel::off: return Shape{batch, seq, cfg_.width};
+  }
+  return Shape{batch, seq, cfg_.width};
+}
+
+DType Gpt::stream_dtype() const { return pc_->compute(); }
+
+namespace {
+bool all_finite(const Tensor& t) {
+  for (float v : t.to_vector()) {
+    if (!std::isfinite(v)) return false;
+  }
+  return true;
+}
+}  // namespace
+
+Tensor Gpt::stage_forward(Ctx& ctx, const Tensor& input, const Tensor& targets,
+                          std::string* nonfinite) {
+  const auto check = [&](const Tensor& t, const std::string& where) {
+    if (nonfinite && nonfinite->empty() && !all_finite(t)) *nonfinite = where;
+  };
+  const auto host_i32 = [](const Tensor& t) {
+    return t.device().is_cpu() && t.dim() == 2 && t.dtype() == DType::i32;
+  };
+  const bool batch_sp = pc_->sp == SequenceParallel::batch && pc_->tp_group();
+  TransformerLayer::Stream s;
+  if (stage_.first) {
+    const bool checked = !batch_sp && host_i32(input);
+    if (checked) check_host_ids(input, false);
+    s.x = embedding_.forward(ctx, tokens_for_group(input), 0, checked);
+    check(s.x, "the embedding");
+  } else {
+    s.x = input;
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Norm* next = i + 1 < layers_.size() ? layers_[i + 1]->input_norm()
+                 : stage_.last          ? &ln_f_
+                                        : nullptr;
+    s = layers_[i]->forward_stream(ctx, s, next);
+    check(s.x, format("layer h.{}", stage_.first_layer + static_cast<int64_t>(i)));
+  }
+  if (!stage_.last) return s.x;
+  const Tensor x = s.normed.defined() ? s.normed : ln_f_.forward(ctx, s.x);
+  const bool checked = !batch_sp && host_i32(targets);
+  if (checked) check_host_ids(targets, true);
+  Tensor t = tokens_for_group(targets);
+  if (pc_->token_layout() == parallel::TokenLayout::sequence_major) t = swap01(pc_->exec, t);
+  Tensor loss = head_.forward_loss_tensor(ctx, x, t, kernels::kIgnoreIndex, checked);
+  check(loss.narrow(0, 1), "the head and loss");
+  return loss;
+}
+
+Tensor Gpt::stage_backward(Ctx& ctx, const Tensor& dy, float dloss, const GradsReady& ready) {
+  auto done = [&](Module& m) {
+    if (ready) ready(m.parameters());
+  };
+  for (auto& l : layers_) {
+    if (MoeMLP* m = l->moe()) m->router().set_loss_scale(ctx, dloss);
+  }
+  Tensor dx = dy;
+  if (stage_.last) {
+    dx = head_.backward_loss(ctx, dloss);
+    if (!cfg_.tied_head) done(head_);
+    // The copy of wte took the head's gradient: final here.
+    if (holds_tied_copy()) done(embedding_);
+    dx = ln_f_.backward(ctx, dx);
+    done(ln_f_);
+  }
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
+    dx = (*it)->backward(ctx, dx);
+    done(**it);
+  }
+  if (!stage_.first) return dx;
+  embedding_.backward(ctx, dx);
+  done(embedding_);
+  return {};
 }
 
 Tensor Gpt::tokens_for_group(const Tensor& tokens) const {

@@ -105,10 +105,25 @@ const std::vector<std::string>& gpt_preset_names();
 // fields to change (width, heads, vocab_pad, dropout, ..., and tp).
 void validate(const GptConfig& cfg, int tp = 1);
 
+// The part of the model one pipeline stage holds (parallel/pipeline/):
+// layers [first_layer, end_layer) (-1: to the last), named by their place in
+// the whole model (h.3 stays h.3); the embedding on the first stage; the
+// final norm, the head and the loss on the last. A tied head on a last stage
+// that is not also the first reads its own copy of wte, initialized alike;
+// its gradient is summed with the first stage's over the embedding group
+// (the trainer does), and the copy's ShardSpec is replicated over "pp" so
+// that norms and checkpoints count the first stage's alone.
+struct GptStage {
+  int64_t first_layer = 0;
+  int64_t end_layer = -1;
+  bool first = true;
+  bool last = true;
+};
+
 class Gpt : public Module {
  public:
   // The parallel context (tp, sp, precision, seed, ...) is shared by every module.
-  Gpt(ContextPtr context, GptConfig cfg);
+  Gpt(ContextPtr context, GptConfig cfg, GptStage stage = {});
 
   // tokens (B, T) -> logits (B, T, Vp/tp): this rank's vocabulary slice for
   // the TP group's whole batch (generation and evaluation), batch-major
@@ -148,6 +163,35 @@ class Gpt : public Module {
   using GradsReady = std::function<void(const std::vector<Parameter*>&)>;
   void backward_loss(Ctx& ctx, float dloss = 1.0f, const GradsReady& ready = {});
 
+  // A pipeline stage's passes (GptStage). stage_forward: `input` is the
+  // tokens (B, T) on the first stage, else the previous stage's output (the
+  // residual stream, stream_shape()); returns this stage's output, or on the
+  // last stage forward_loss_tensor()'s {mean loss, scored rows} of
+  // `targets`. stage_backward: `dy` is the gradient of the stage's output
+  // (ignored on the last stage, which starts from its loss scaled by dloss);
+  // returns the gradient of its input (empty on the first stage).
+  // `nonfinite` (a diagnosis, slow): when given and still empty, set to
+  // where this stage's activations first hold a value that is not finite
+  // ("the embedding", "layer h.3", "the head").
+  Tensor stage_forward(Ctx& ctx, const Tensor& input, const Tensor& targets,
+                       std::string* nonfinite = nullptr);
+  Tensor stage_backward(Ctx& ctx, const Tensor& dy, float dloss, const GradsReady& ready = {});
+  // The residual stream between stages for `batch` sequences of `seq` tokens
+  // passed by this rank, and its dtype.
+  Shape stream_shape(int64_t batch, int64_t seq) const;
+  DType stream_dtype() const;
+  const GptStage& stage() const { return stage_; }
+  // True on the last stage of a split model with a tied head: wte here is a copy.
+  bool holds_tied_copy() const { return cfg_.tied_head && stage_.last && !stage_.first; }
+
+  // The parameters the model's other pipeline stages hold (checkpoints hold
+  // them; loading on this stage skips them): set by whoever knows the
+  // stages (the trainer gathers them over the pipeline group).
+  void set_parameters_on_other_stages(std::vector<std::string> names) {
+    other_stages_ = std::move(names);
+  }
+  std::vector<std::string> own_parameters_elsewhere() override { return other_stages_; }
+
   std::vector<Module*> children() override;
   const GptConfig& config() const { return cfg_; }
   const ContextPtr& context() const { return pc_; }
@@ -164,10 +208,12 @@ class Gpt : public Module {
 
   ContextPtr pc_;
   GptConfig cfg_;
+  GptStage stage_;
   VocabParallelEmbedding embedding_;
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   Norm ln_f_;
   LmHead head_;
+  std::vector<std::string> other_stages_;
 };
 
 }  // namespace weft::nn

@@ -389,17 +389,21 @@ Tensor Linear::backward_row(Ctx& ctx, const Tensor& x, const Grads& d, const Ten
       g->all_gather(dy_full, d.dy_hp).wait(ec);
     }
   }
-  Tensor wgrad = source_->weight_grad(ctx);
   // The bias was added after the reduction: its gradient is this rank's
   // rows of dy (partial over the group under SP: grad_sum_group), which the
   // wgrad GEMM sums where it reads them (no gather, no quantized recipe).
   const bool bias_grad = cfg_.bias && d.bias_grad;
   const bool in_gemm = bias_grad && !quantizer_ && !run.gathered.defined();
-  if (!wgrad_gemm(ec, ctx, dy_full, x, native, wgrad, in_gemm ? &bias_.grad : nullptr) &&
-      bias_grad) {
-    kernels::bias_backward(ec, d.dy_hp, bias_.grad);
+  if (ctx.defer_weight_grads() && !quantizer_) {
+    defer_wgrad(ctx, dy_full, x, run.gathered.defined() ? d.dy_hp : Tensor(), bias_grad, in_gemm);
+  } else {
+    Tensor wgrad = source_->weight_grad(ctx);
+    if (!wgrad_gemm(ec, ctx, dy_full, x, native, wgrad, in_gemm ? &bias_.grad : nullptr) &&
+        bias_grad) {
+      kernels::bias_backward(ec, d.dy_hp, bias_.grad);
+    }
+    source_->finalize_weight_grad(ctx, wgrad);
   }
-  source_->finalize_weight_grad(ctx, wgrad);
   if (!cfg_.input_is_parallel) {
     // The dual of the input mapping: this rank's tokens, all features.
     dx = parallel::backward(pc_->exec, sp ? Mapping::sp_to_tp : Mapping::scatter_to_tp, g, dx);
@@ -438,6 +442,11 @@ Tensor Linear::backward_column(Ctx& ctx, const parallel::Pending& xs, const Grad
                                                  .options = dgrad};
   parallel::overlap::dgrad_beside_wgrad(
       ec, call, d.dy, w, dx, ws().gemm, [&](const ExecContext& gemm_context) {
+        if (ctx.defer_weight_grads() && !quantizer_) {
+          const bool bias_grad = cfg_.bias && d.bias_grad;
+          defer_wgrad(ctx, d.dy, xs.get(ec), Tensor(), bias_grad, bias_grad);
+          return;
+        }
         Tensor wgrad = source_->weight_grad(ctx);
         const Tensor x_full = xs.get(ec);
         // The bias gradient in the wgrad GEMM where that runs on ec's stream
@@ -452,6 +461,23 @@ Tensor Linear::backward_column(Ctx& ctx, const parallel::Pending& xs, const Grad
         source_->finalize_weight_grad(ctx, wgrad);
       });
   return dx;
+}
+
+void Linear::defer_wgrad(Ctx& ctx, const Tensor& dy, const Tensor& x, const Tensor& bias_dy,
+                         bool bias_grad, bool bias_in_gemm) {
+  // Copies: dy and x may live in workspaces the next GEMMs reuse.
+  const Tensor dyc = dy.clone(MemoryTag::activations);
+  const Tensor xc = x.clone(MemoryTag::activations);
+  const Tensor bias_dyc = bias_dy.defined() ? bias_dy.clone(MemoryTag::activations) : dyc;
+  ctx.defer_weight_grad([this, &ctx, dyc, xc, bias_dyc, bias_grad, bias_in_gemm] {
+    const ExecContext& ec = pc_->exec;
+    Tensor wgrad = source_->weight_grad(ctx);
+    if (!wgrad_gemm(ec, ctx, dyc, xc, false, wgrad, bias_in_gemm ? &bias_.grad : nullptr) &&
+        bias_grad) {
+      kernels::bias_backward(ec, bias_dyc, bias_.grad);
+    }
+    source_->finalize_weight_grad(ctx, wgrad);
+  });
 }
 
 bool Linear::native_quantized(bool backward) const {

@@ -203,6 +203,11 @@ class Linear : public Module {
   // fuses (returns true), else nothing (false): the caller runs kernels::bias_backward.
   bool wgrad_gemm(const ExecContext& gemm_context, Ctx& ctx, const Tensor& dy, const Tensor& x,
                   bool native, Tensor& wgrad, Tensor* bias_grad = nullptr);
+  // A split backward (PassContext::defer_weight_grads, high-precision
+  // recipes): queues the wgrad GEMM (and the bias gradient: in the GEMM, or
+  // from bias_dy, else dy) on copies of its operands.
+  void defer_wgrad(Ctx& ctx, const Tensor& dy, const Tensor& x, const Tensor& bias_dy,
+                   bool bias_grad, bool bias_in_gemm);
   // The overlap choice for this layer's `pass` GEMM ("fprop", "dgrad", "wgrad").
   parallel::OverlapChoice overlap(const char* pass) const;
   std::string gemm_name(const char* pass) const { return cfg_.overlap_name + "_" + pass; }

@@ -6,6 +6,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include "weft/parallel/rng.h"
 
@@ -48,6 +51,20 @@ class PassContext {
   bool recomputing() const { return recomputing_; }
   void set_recomputing(bool on) { recomputing_ = on; }
 
+  // A split backward (zero-bubble pipelines): with this on, a module may
+  // queue its weight-gradient work (Linear's wgrad GEMM, on copies of its
+  // operands) instead of running it, and the pass's backward computes the
+  // input gradient alone; run_deferred_weight_grads() runs the queue later,
+  // in order. Off by default: a backward computes both.
+  bool defer_weight_grads() const { return defer_weight_grads_; }
+  void set_defer_weight_grads(bool on) { defer_weight_grads_ = on; }
+  void defer_weight_grad(std::function<void()> work) { deferred_.push_back(std::move(work)); }
+  void run_deferred_weight_grads() {
+    std::vector<std::function<void()>> work = std::move(deferred_);
+    deferred_.clear();
+    for (auto& w : work) w();
+  }
+
  private:
   static uint64_t next_serial() {
     static std::atomic<uint64_t> counter{0};
@@ -61,6 +78,8 @@ class PassContext {
   bool final_microbatch_ = true;
   bool recomputing_ = false;
   bool first_microbatch_ = false;
+  bool defer_weight_grads_ = false;
+  std::vector<std::function<void()>> deferred_;
 };
 
 }  // namespace weft::parallel

@@ -124,6 +124,24 @@ const std::vector<KeyDef>& key_defs() {
                          "expert-parallel size: MoE experts split over N ranks, tokens exchanged "
                          "by all_to_all (world = tp x ep x gtp x dp; ep ranks see different data)"},
                         &TrainConfig::ep, 1));
+    d.push_back(int_key({"pp", "N", "",
+                         "pipeline-parallel size: the layers split into N stages of consecutive "
+                         "layers (world = tp x ep x gtp x dp x pp; --grad-accum micro-batches "
+                         "in flight)"},
+                        &TrainConfig::pp, 1));
+    d.push_back(string_key({"pp-layers", "N,N,...", "balanced",
+                            "pipeline: each stage's layer count (they sum to the model's layers)"},
+                           &TrainConfig::pp_layers));
+    d.push_back({{"pp-schedule", "gpipe|1f1b|interleaved|zero-bubble", "1f1b",
+                  "pipeline schedule: all forwards then all backwards, one forward one "
+                  "backward, interleaved over --vpp virtual stages, or zero-bubble (ZB-H1)"},
+                 [](TrainConfig& c, const io::Json& v, const Where& w) {
+                   c.pp_schedule = to_choice(v, w, {"gpipe", "1f1b", "interleaved", "zero-bubble"});
+                 },
+                 [](const TrainConfig& c) { return io::Json(c.pp_schedule); }});
+    d.push_back(
+        int_key({"vpp", "V", "", "interleaved pipeline: virtual stages (model chunks) per rank"},
+                &TrainConfig::vpp, 1));
     d.push_back(int_key({"gtp-cache", "N", "",
                          "GTP: gathered weights alive at once (2: the next layer's all-gather "
                          "runs while a layer computes; 1: no prefetch)"},

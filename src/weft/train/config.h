@@ -51,6 +51,14 @@ struct TrainConfig {
   // Expert parallelism: MoE layers' experts split over the ep group, whose
   // ranks see different data as data-parallel ranks do.
   int ep = 1;
+  // Pipeline parallelism (parallel/pipeline/): pp stages of consecutive
+  // layers; pp_layers "3,5" sets each stage's count (empty: balanced);
+  // pp_schedule gpipe | 1f1b | interleaved | zero-bubble; vpp virtual stages
+  // per rank (interleaved only). grad_accum is the micro-batches in flight.
+  int pp = 1;
+  std::string pp_layers{};
+  std::string pp_schedule = "1f1b";
+  int vpp = 1;
   int gtp_cache = 2;                     // gathered weights alive at once (1: no prefetch)
   std::string gtp_grad_accum = "shard";  // shard | full (parallel/gtp/options.h)
   bool gtp_batch_experts = true;         // a MoE layer's experts in one gather (options.h)

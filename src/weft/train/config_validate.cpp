@@ -8,6 +8,8 @@
 
 #include "weft/comm/world.h"
 #include "weft/core/cuda.h"
+#include "weft/parallel/pipeline/schedule.h"
+#include "weft/parallel/pipeline/stages.h"
 #include "weft/train/config.h"
 
 namespace weft::train {
@@ -19,12 +21,21 @@ namespace {
 // not divisible by --tp 3".
 std::string with_option_names(const std::string& message) {
   static constexpr std::pair<std::string_view, std::string_view> kOptions[] = {
-      {"vocab_pad", "--vocab-pad"}, {"vocab", "--vocab"}, {"seq", "--seq"},
-      {"layers", "--layers"},       {"width", "--width"}, {"heads", "--heads"},
-      {"dropout", "--dropout"},     {"tp", "--tp"},       {"kv_heads", "--kv-heads"},
-      {"hidden", "--hidden"},       {"rope_theta", "--rope-theta"},
-      {"norm_eps", "--norm-eps"},   {"moe_experts", "--moe-experts"},
-      {"moe_top_k", "--moe-top-k"}, {"moe_every", "--moe-every"},
+      {"vocab_pad", "--vocab-pad"},
+      {"vocab", "--vocab"},
+      {"seq", "--seq"},
+      {"layers", "--layers"},
+      {"width", "--width"},
+      {"heads", "--heads"},
+      {"dropout", "--dropout"},
+      {"tp", "--tp"},
+      {"kv_heads", "--kv-heads"},
+      {"hidden", "--hidden"},
+      {"rope_theta", "--rope-theta"},
+      {"norm_eps", "--norm-eps"},
+      {"moe_experts", "--moe-experts"},
+      {"moe_top_k", "--moe-top-k"},
+      {"moe_every", "--moe-every"},
       {"moe_capacity_factor", "--moe-capacity-factor"},
       {"moe_aux_coef", "--moe-aux-coef"},
       {"moe_z_coef", "--moe-z-coef"}};
@@ -50,6 +61,26 @@ std::string with_option_names(const std::string& message) {
     i = end;
   }
   return out;
+}
+
+// --pp, --pp-layers, --pp-schedule, --vpp: the schedule can run the layout
+// (parallel/pipeline/schedule.h) and the layers split into its stages.
+void validate_pipeline(const TrainConfig& c) {
+  using namespace parallel::pipeline;
+  const ScheduleKind kind = parse_schedule_kind(c.pp_schedule);
+  if (c.pp == 1 && c.vpp == 1 && c.pp_layers.empty()) return;
+  WEFT_CHECK(c.gtp == 1,
+             "--gtp {} with --pp {}: generalized tensor parallelism does not run inside pipeline "
+             "stages yet; use --tp and --dp with --pp",
+             c.gtp, c.pp);
+  WEFT_CHECK(!c.distributed_optimizer,
+             "--distributed-optimizer with --pp {} --vpp {}: pipeline stages do not shard the "
+             "optimizer yet (a tied head's embedding gradient is summed after the reduce-scatter); "
+             "drop --distributed-optimizer, or use --pp 1 --vpp 1",
+             c.pp, c.vpp);
+  const std::string problem = layout_problem(kind, c.pp, c.vpp, static_cast<int>(c.grad_accum));
+  WEFT_CHECK(problem.empty(), "{}", problem);
+  (void)split_layers(c.model.layers, c.pp, c.vpp, c.pp_layers, kind == ScheduleKind::interleaved);
 }
 
 }  // namespace
@@ -145,6 +176,7 @@ void validate(const TrainConfig& c) {
                "or mxfp8 with --device {}",
                parallel::recipe_name(r), c.device);
   }
+  validate_pipeline(c);
   WEFT_CHECK(c.save_every == 0 || !c.save.empty(), "--save-every {} needs --save DIR",
              c.save_every);
   WEFT_CHECK(c.init.empty() || c.resume.empty(),

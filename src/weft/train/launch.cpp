@@ -30,10 +30,11 @@ Launch plan_launch(const TrainConfig& cfg) {
              "(or start it with mpirun, which gives each rank its GPU)",
              cfg.device);
   // The ranks of one model replica: its TP, EP and GTP groups.
-  const int model = cfg.tp * cfg.ep * cfg.gtp;
+  const int model = cfg.tp * cfg.ep * cfg.gtp * cfg.pp;
   std::string model_text = format("--tp {}", cfg.tp);
   if (cfg.ep > 1) model_text += format(" x --ep {}", cfg.ep);
   if (cfg.gtp > 1) model_text += format(" x --gtp {}", cfg.gtp);
+  if (cfg.pp > 1) model_text += format(" x --pp {}", cfg.pp);
   if (out.under_mpi) {
     const int world = comm::launcher_world_size();
     WEFT_CHECK(world <= 0 || world % model == 0,
@@ -42,7 +43,7 @@ Launch plan_launch(const TrainConfig& cfg) {
     WEFT_CHECK(world <= 0 || cfg.dp == 0 || cfg.dp * model == world,
                "{} x --dp {} needs {} processes, mpirun started {}: leave --dp out to infer it",
                model_text, cfg.dp, model * cfg.dp, world);
-    out.dp = std::max(1, world / cfg.tp);
+    out.dp = std::max(1, world / (cfg.tp * cfg.pp));
   } else {
     out.dp = (cfg.dp ? cfg.dp : 1) * cfg.ep * cfg.gtp;
   }

@@ -10,6 +10,8 @@ std::unique_ptr<comm::Grid> make_grid(comm::ProcessGroup& world, const TrainConf
   if (cfg.ep > 1) sizes.emplace_back("ep", cfg.ep);
   if (cfg.gtp > 1) sizes.emplace_back("gtp", cfg.gtp);
   sizes.emplace_back("dp", dp);
+  // Pipeline stages vary slowest: a stage's tp, ep, gtp and dp ranks are neighbours.
+  if (cfg.pp > 1) sizes.emplace_back("pp", cfg.pp);
   std::string order;
   for (const auto& [name, size] : sizes) order += (order.empty() ? "" : "-") + name;
   return std::make_unique<comm::Grid>(world, order, sizes);

@@ -11,6 +11,9 @@ plan::Layout plan_layout(const TrainConfig& cfg) {
   l.ep = cfg.ep;
   l.gtp = cfg.gtp;
   l.dp = std::max(cfg.dp, 1);
+  l.pp = cfg.pp;
+  l.vpp = cfg.vpp;
+  l.schedule = plan::parse_pipeline_schedule(cfg.pp_schedule);
   l.micro_batch = cfg.micro_batch;
   l.grad_accum = cfg.grad_accum;
   l.distributed_optimizer = cfg.distributed_optimizer;

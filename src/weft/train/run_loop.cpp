@@ -20,6 +20,7 @@
 #include "weft/train/layout.h"
 #include "weft/train/load_model.h"
 #include "weft/train/metrics.h"
+#include "weft/train/pipeline_step.h"
 #include "weft/train/run_start.h"
 #include "weft/train/schedule.h"
 #include "weft/train/stop_signal.h"
@@ -72,16 +73,16 @@ class StepScalars {
 Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Dataset& data)
     : cfg_(cfg), world_(world), data_(data), data_seed_(cfg.seed) {
   validate(cfg_);
-  const int model_ranks = cfg_.tp * cfg_.ep * cfg_.gtp;
+  const int model_ranks = cfg_.tp * cfg_.ep * cfg_.gtp * cfg_.pp;
   WEFT_CHECK(world.size() % model_ranks == 0,
-             "the world of {} ranks is not divisible by --tp {} x --ep {} x --gtp {}: start a "
-             "multiple of {} ranks",
-             world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, model_ranks);
+             "the world of {} ranks is not divisible by --tp {} x --ep {} x --gtp {} x --pp {}: "
+             "start a multiple of {} ranks",
+             world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, cfg_.pp, model_ranks);
   const int dp = world.size() / model_ranks;
   WEFT_CHECK(cfg_.dp == 0 || cfg_.dp == dp,
-             "--dp {} does not match the world: {} ranks at --tp {} x --ep {} x --gtp {} make dp "
-             "{}",
-             cfg_.dp, world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, dp);
+             "--dp {} does not match the world: {} ranks at --tp {} x --ep {} x --gtp {} x --pp {} "
+             "make dp {}",
+             cfg_.dp, world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, cfg_.pp, dp);
   WEFT_CHECK(data.seq_len() == cfg_.model.seq,
              "the dataset is split for windows of {}, the model's context is {}", data.seq_len(),
              cfg_.model.seq);
@@ -98,12 +99,19 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
   if (world.device().is_cuda() && Device::parse(cfg_.device).is_cuda()) {
     on_device.device = world.device().str();
   }
-  model_ = std::make_unique<nn::Gpt>(
-      model_context(on_device, grid_->group_ptr("tp"), grid_->group_ptr("dp"),
-                    gtp ? grid_->group_ptr("gtp") : nullptr,
-                    cfg_.ep > 1 ? grid_->group_ptr("ep") : nullptr),
-      model_config(cfg_));
+  const parallel::ContextPtr context = model_context(
+      on_device, grid_->group_ptr("tp"), grid_->group_ptr("dp"),
+      gtp ? grid_->group_ptr("gtp") : nullptr, cfg_.ep > 1 ? grid_->group_ptr("ep") : nullptr);
+  // Under --pp this rank's first stage (pipeline_step.h); the whole model otherwise.
+  const int pp_rank = grid_->layout().has("pp") ? grid_->rank_in("pp") : 0;
+  model_ = std::make_unique<nn::Gpt>(context, model_config(cfg_), pipeline_stage(cfg_, pp_rank));
   params_ = model_->parameters();
+  if (train::pipelined(cfg_)) {
+    setup_pipeline(context);
+    for (auto& c : pipeline_->more_chunks) {
+      for (nn::Parameter* p : c->parameters()) params_.push_back(p);
+    }
+  }
   const auto bucket = std::max<int64_t>(static_cast<int64_t>(cfg_.bucket_mb * (1 << 20)), 1);
   // The model's execution context: optimizer and gradient sync run where it does.
   const ExecContext& ec = model_->context()->exec;
@@ -115,10 +123,13 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
   syncs_ = std::make_unique<GradSyncs>(world, *grid_, data_group_, params_, bucket, ec,
                                        cfg_.distributed_optimizer);
   norm_groups_ = {{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
-  for (const char* dim : {"ep", "gtp"}) {
+  for (const char* dim : {"ep", "gtp", "pp"}) {
     if (grid_->layout().has(dim)) norm_groups_[dim] = grid_->group_ptr(dim);
   }
-  if (ec.device().is_cpu()) {
+  // Not under --pp / --vpp: a tied head's wte gradient is summed over the
+  // pipeline's ends after the syncs finish (pipeline_finish_gradients), so
+  // the norm sums the pipeline's parameters in one pass after that.
+  if (ec.device().is_cpu() && !pipeline_) {
     norm_sums_ = std::make_unique<optim::BucketNormSums>(
         norm_groups_,
         cfg_.distributed_optimizer ? data_dims(grid_->layout()) : std::vector<std::string>{}, ec);
@@ -143,6 +154,10 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
             .sub_size = batch_sp ? cfg_.tp : 1};
   if (!cfg_.init.empty()) load_weights(cfg_.init, world, *grid_, *model_);
   if (!cfg_.resume.empty()) {
+    WEFT_CHECK(cfg_.vpp == 1,
+               "--resume with --vpp {}: checkpoints hold one chunk per rank; resume without "
+               "--vpp (any --pp) and switch to interleaved afterwards",
+               cfg_.vpp);
     const std::string dir = io::resolve_checkpoint(cfg_.resume);
     // The distributed optimizer takes its shards of a whole AdamW's state.
     std::unique_ptr<optim::AdamW> whole =
@@ -182,12 +197,12 @@ optim::AdamW& Trainer::optimizer() {
   return *optimizer_;
 }
 
-void Trainer::check_finite(double loss, double norm) const {
+void Trainer::check_finite(double loss, double norm, const std::string& where) const {
   const bool loss_bad = !std::isfinite(loss);
   WEFT_CHECK(!loss_bad && std::isfinite(norm),
-             "step {}: the {} is not finite ({}); training stopped before this step's update{}. "
+             "step {}: the {} is not finite ({}){}; training stopped before this step's update{}. "
              "Lower --lr, keep --grad-clip on, or resume from an earlier checkpoint",
-             step_ + 1, loss_bad ? "training loss" : "gradient norm", loss_bad ? loss : norm,
+             step_ + 1, loss_bad ? "training loss" : "gradient norm", loss_bad ? loss : norm, where,
              saved_step_ < 0
                  ? std::string()
                  : format(" (the checkpoint of step {} in {} is kept)", saved_step_, cfg_.save));
@@ -214,7 +229,8 @@ StepResult Trainer::step() {
   PhaseClock clock(ec);
   std::vector<std::pair<int, int>> forward_spans, backward_spans;
   double aux_sum = 0;
-  for (int64_t m = 0; m < accum; ++m) {
+  if (pipeline_) pipeline_microbatches(sc.loss_sum, aux_sum, r.times);
+  for (int64_t m = 0; m < (pipeline_ ? 0 : accum); ++m) {
     io::Batch b = sampler_->next_batch(step_, 0, part(m));
     nn::Ctx ctx(&rng_, true);
     // The microbatches of a step see the same weights: bf16 casts once a step.
@@ -243,6 +259,7 @@ StepResult Trainer::step() {
   const int sync_start = clock.mark();
   std::optional<cuda::NvtxRange> sync_range(std::in_place, "gradient sync");
   syncs_->finish();
+  if (pipeline_) pipeline_finish_gradients();
   const int sync_end = clock.mark();
   sync_range.reset();
   // The quantized recipes' step end: delayed scaling reduces every amax of
@@ -263,6 +280,8 @@ StepResult Trainer::step() {
   // A group of one has nothing to average (x / 1 is x): no collective, which
   // on a GPU would wait on the host; a larger group's result is waited for
   // on the stream where the backend allows it (nccl).
+  // Under --pp: the last stage's loss and every stage's auxiliary losses.
+  if (pipeline_ && pipeline_->pp) pipeline_->pp->all_reduce(sc.losses).wait(ec);
   if (data_group_->size() > 1) data_group_->all_reduce(sc.losses, comm::ReduceOp::avg).wait(ec);
   if (norm_sums_) {
     norm_sums_->total(sc.norm);
@@ -270,7 +289,10 @@ StepResult Trainer::step() {
     optim::sharded_grad_norm_sum(distributed_->buckets(), norm_groups_, data_dims(grid_->layout()),
                                  ec, sc.norm);
   } else {
-    optim::global_grad_norm_sum(params_, norm_groups_, ec, sc.norm);
+    // Under --pp: every chunk's parameters, a tied head's copy of wte not
+    // counted twice.
+    optim::global_grad_norm_sum(pipeline_ ? pipeline_->norm_params : params_, norm_groups_, ec,
+                                sc.norm);
   }
   kernels::clip_scale(ec, sc.losses, sc.norm, cfg_.grad_clip, sc.scale);
   LrSchedule schedule{.lr = cfg_.lr_value(),
@@ -284,7 +306,8 @@ StepResult Trainer::step() {
     optimizer_->step(static_cast<float>(r.lr), sc.scale);
   }
   // The next step's first micro-batch writes the weight gradients its GEMMs
-  // make (Parameter::grad_overwritten): only the others are zeroed.
+  // make (Parameter::grad_overwritten): only the others are zeroed. params_
+  // holds every chunk's parameters under --pp / --vpp.
   for (nn::Parameter* p : params_) {
     if (!p->grad_overwritten) p->grad.zero();
   }
@@ -306,7 +329,8 @@ StepResult Trainer::step() {
   for (const auto& [from, to] : backward_spans) r.times.backward += clock.seconds(from, to);
   r.times.backward += clock.seconds(sync_start, sync_end);
   r.times.optimizer = clock.seconds(optimizer_start, optimizer_end);
-  check_finite(r.loss, r.grad_norm);
+  const bool finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
+  check_finite(r.loss, r.grad_norm, pipeline_ && !finite ? pipeline_locate_nonfinite() : "");
 
   ++step_;
   r.step = step_;
@@ -348,6 +372,14 @@ double Trainer::evaluate() {
   const int64_t n = data_.val_batches(batch, cfg_.eval_batches);
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) {
+    if (pipeline_) {
+      std::vector<io::Batch> batches;
+      for (int64_t m = 0; m < cfg_.grad_accum; ++m) {
+        batches.push_back(data_.val_batch(i, batch, part(m)));
+      }
+      sum += pipeline_evaluate_sum(batches);
+      continue;
+    }
     for (int64_t m = 0; m < cfg_.grad_accum; ++m) {
       io::Batch b = data_.val_batch(i, batch, part(m));
       nn::Ctx ctx(nullptr, false);
@@ -361,6 +393,10 @@ double Trainer::evaluate() {
 }
 
 void Trainer::save(const std::string& dir) {
+  WEFT_CHECK(cfg_.vpp == 1,
+             "checkpoints under --vpp {} are not written: a checkpoint holds one chunk per rank; "
+             "train with --vpp 1 (any --pp) to save",
+             cfg_.vpp);
   // Relative paths are stored relative to the checkpoint, as they are read.
   io::Json config = relative_paths(cfg_.to_json(), dir);
   config[kPathsKey] = kPathsRelativeToCheckpoint;

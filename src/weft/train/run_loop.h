@@ -59,6 +59,7 @@
 namespace weft::train {
 
 class MetricsLog;
+struct PipelineState;
 
 // Where one step's time went on this rank, in seconds. comm and gemm are the
 // profile totals (time waiting for collectives, time in GEMMs) and overlap
@@ -70,6 +71,9 @@ struct StepTimes {
   double comm = 0;
   double gemm = 0;
   double all_to_all = 0;  // MoE layers' expert-parallel token exchange (not in comm)
+  // Under --pp: the run of the schedule, waits included (forward and
+  // backward are this rank's busy time in it).
+  double pipeline = 0;
   double total = 0;
 };
 
@@ -130,19 +134,45 @@ class Trainer {
   int dp_size() const { return data_group_->size(); }
   const TrainConfig& config() const { return cfg_; }
   const comm::Grid& grid() const { return *grid_; }
+  // The model; under --pp this rank's first stage (chunk 0; see chunk()).
   nn::Gpt& model() { return *model_; }
   // AdamW (an error under --distributed-optimizer: distributed_optimizer()).
   optim::AdamW& optimizer();
   // Under --distributed-optimizer, else null.
   optim::DistributedOptimizer* distributed_optimizer() { return distributed_.get(); }
+  // Pipeline parallelism (pipeline_step.h): whether this run has stages,
+  // and this rank's chunk v (0 .. --vpp - 1; chunk 0 is model()).
+  bool pipelined() const { return pipeline_ != nullptr; }
+  // The schedule, links and chunks (null without a pipeline).
+  const PipelineState* pipeline() const { return pipeline_.get(); }
+  // The whole model's parameters (every stage's under --pp).
+  int64_t num_parameters_global();
+  nn::Gpt& chunk(int v);
   parallel::RngTracker& rng() { return rng_; }
   comm::ProcessGroup& world() { return world_; }
 
  private:
-  void check_finite(double loss, double norm) const;
+  // where: appended to the message (under --pp, where the activations
+  // first stop being finite: pipeline_locate_nonfinite).
+  void check_finite(double loss, double norm, const std::string& where = {}) const;
   // The rows of micro-batch `micro` this rank takes: part m·D + r of the
   // A·D equal parts of a global batch.
   io::BatchSlice part(int64_t micro) const;
+  // Pipeline parallelism (pipeline_step.cpp): builds the chunks past the
+  // first, the schedule and the links (collective); runs a step's
+  // micro-batches through the schedule (loss_sum: the last stage's sum, 0
+  // on the others; aux_sum: this rank's stages'); sums a tied embedding's
+  // gradient over the embedding group; the sum of the losses of `batches`
+  // (one per micro-batch) run forward, the same on every stage.
+  void setup_pipeline(const parallel::ContextPtr& context);
+  void pipeline_microbatches(Tensor& loss_sum, double& aux_sum, StepTimes& times);
+  void measure_pipeline_draws(const io::Batch& b);
+  void pipeline_finish_gradients();
+  double pipeline_evaluate_sum(const std::vector<io::Batch>& batches);
+  // After a step whose loss or norm is not finite (collective over the
+  // world): reruns the step's forwards checking every layer's output and
+  // names the first stage and layer whose activations are not finite.
+  std::string pipeline_locate_nonfinite();
 
   TrainConfig cfg_;
   comm::ProcessGroup& world_;
@@ -155,6 +185,7 @@ class Trainer {
   std::shared_ptr<comm::ProcessGroup> replica_group_;
   parallel::RngTracker rng_;
   std::unique_ptr<nn::Gpt> model_;
+  std::shared_ptr<PipelineState> pipeline_;  // null without --pp / --vpp
   std::vector<nn::Parameter*> params_;
   std::unique_ptr<GradSyncs> syncs_;
   std::unique_ptr<optim::AdamW> optimizer_;  // exactly one of optimizer_ and distributed_

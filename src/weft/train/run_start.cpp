@@ -7,6 +7,7 @@
 #include "weft/io/checkpoint.h"
 #include "weft/io/checkpoint_dir.h"
 #include "weft/parallel/gemm_quantizer.h"
+#include "weft/train/pipeline_step.h"
 #include "weft/train/run_loop.h"
 
 namespace weft::train {
@@ -175,7 +176,7 @@ std::string memory_levers(const TrainConfig& c) {
 std::string describe_run(Trainer& t, const io::Dataset& data) {
   const TrainConfig& c = t.config();
   const comm::Grid& g = t.grid();
-  const double params = static_cast<double>(t.model().num_parameters_global()) / 1e6;
+  const double params = static_cast<double>(t.num_parameters_global()) / 1e6;
   const nn::GptConfig p = nn::gpt_preset(c.preset);
   const bool is_preset = p.layers == c.model.layers && p.width == c.model.width &&
                          p.heads == c.model.heads && p.seq == c.model.seq &&
@@ -183,7 +184,7 @@ std::string describe_run(Trainer& t, const io::Dataset& data) {
   return format(
       "model {}: {} layers, width {}, {} heads, context {}, vocab {} ({:.2f}M parameters), {}\n"
       "data  {}: {} tokens ({} train, {} validation)\n"
-      "ranks {} on the {} backend: tp {}{} x dp {}, sp {}{}\n"
+      "ranks {} on the {} backend: tp {}{} x dp {}{}, sp {}{}\n{}"
       "steps {}: {} sequences x {} tokens per step (micro-batch {} x dp {} x accum {}), lr {:g} "
       "(warmup {}, cosine {}to {:g})",
       is_preset ? c.preset : "(custom)", c.model.layers, c.model.width, c.model.heads, c.model.seq,
@@ -199,7 +200,9 @@ std::string describe_run(Trainer& t, const io::Dataset& data) {
           : std::string(dtype_name(c.compute_dtype())),
       data.data().source, data.data().size(), data.train().size(), data.val().size(),
       t.world().size(), t.world().backend(), g.size("tp"), middle_dims(g.layout()), g.size("dp"),
-      nn::sequence_parallel_name(c.sp), memory_levers(c), c.steps,
+      g.layout().has("pp") ? format(" x pp {}", g.size("pp")) : std::string(),
+      nn::sequence_parallel_name(c.sp), memory_levers(c),
+      pipelined(c) ? describe_pipeline(c) + "\n" : std::string(), c.steps,
       c.sequences_per_step(t.dp_size()), c.model.seq, c.micro_batch, t.dp_size(), c.grad_accum,
       c.lr_value(), c.warmup_steps(),
       c.schedule_total() == c.steps ? std::string() : format("over {} steps ", c.schedule_total()),

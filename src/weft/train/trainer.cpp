@@ -127,7 +127,11 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
         s.steps = trainer.steps_done();
         s.seconds = done.seconds;
         s.tokens_per_s = done.tokens_per_s;
-        if (run.sample_tokens > 0 && !s.stop_signal) {
+        if (run.sample_tokens > 0 && !s.stop_signal && trainer.pipelined()) {
+          note(
+              "no end-of-run sample under --pp: generation runs on an unsplit model (evaluate "
+              "or export the checkpoint and run weft generate)");
+        } else if (run.sample_tokens > 0 && !s.stop_signal) {
           const text::Tokenizer* tok = tokenizer ? &*tokenizer : nullptr;
           s.sample_ids = trainer.sample(sample_prompt(run, tok), run.sample_tokens, run.seed);
           s.sample_is_text = tok || run.model.vocab == io::ByteTokenizer::kVocabSize;
