@@ -76,7 +76,11 @@ struct AttentionSaved {
   // s = q·k/√D (the softmax's normalizer; P = e^(s - lse)).
   Tensor lse;
   // The forward's output, the caller's tensor itself (not a copy): backward
-  // reads it (Σ_k dO·O per row), so it must not change until then.
+  // reads it (Σ_k dO·O per row), so it must not change until then. For a
+  // block of a longer sequence (AttentionConfig::sequence) whose rows see
+  // keys elsewhere too, backward gives the block's share of the gradients of
+  // the whole attention when out, lse and probs are the whole rows' (the
+  // merged output and log-sum-exp, probs rescaled by e^(lse_block - lse)).
   Tensor out;
   // (B,H,T,T) f32: the probabilities P (before dropout, 0 where masked), kept
   // by the CPU forward for sequences of at most 128 positions (undefined
