@@ -20,7 +20,7 @@ namespace {
 
 struct Measured {
   std::string label;
-  int tp = 1, ep = 1, gtp = 1, dp = 1;
+  int tp = 1, cp = 1, ep = 1, gtp = 1, dp = 1;
   train::StepTimes mean{};  // rank 0's, per step
   double tokens_per_s = 0;
   double flops_per_token = 0;
@@ -31,7 +31,34 @@ struct Measured {
   std::vector<std::vector<int64_t>> expert_load;
   // Times the host waited for the GPU per timed step (cuda::host_syncs).
   double host_syncs_per_step = 0;
+  // Context parallelism: for each rank of world rank 0's cp group, its peak
+  // memory and its attention time per step, and the share of attention
+  // time spent waiting for the exchange (the mean over those ranks).
+  std::vector<int64_t> peak_per_cp_rank;
+  std::vector<double> attention_s_per_cp_rank;
+  double cp_exposed = 0;
 };
+
+// Context parallelism's per-rank numbers, gathered from the rank threads:
+// `peaks` is every world rank's peak memory; `times` this rank's attention
+// times over `steps` steps.
+void record_cp_rank(Measured& m, const train::Trainer& t, int world_rank,
+                    const std::vector<int64_t>& peaks,
+                    const parallel::context::AttentionTimes& times, int steps) {
+  const comm::GridLayout& layout = t.grid().layout();
+  if (!layout.has("cp")) return;
+  const std::vector<int> group = layout.group_of("cp", 0);
+  const auto at = std::find(group.begin(), group.end(), world_rank);
+  if (at == group.end()) return;
+  const auto r = static_cast<size_t>(at - group.begin());
+  m.peak_per_cp_rank.resize(group.size());
+  m.attention_s_per_cp_rank.resize(group.size());
+  m.peak_per_cp_rank[r] = peaks[static_cast<size_t>(world_rank)];
+  m.attention_s_per_cp_rank[r] = times.attention_s / steps;
+  if (times.attention_s > 0) {
+    m.cp_exposed += times.wait_s / times.attention_s / static_cast<double>(group.size());
+  }
+}
 
 // The parameters a token's computation uses: a MoE layer's experts count
 // top_k / experts of theirs (its active parameters). Under expert
@@ -82,14 +109,17 @@ double gpu_peak_tflops(const std::string& description, DType dtype) {
 Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = false) {
   Measured m;
   m.tp = cfg.tp;
+  m.cp = cfg.cp;
   m.ep = cfg.ep;
   m.gtp = cfg.gtp;
   m.dp = cfg.dp ? cfg.dp : 1;
   const io::Dataset data = synthetic_data(cfg);
   std::mutex mu;
-  comm::run_world(m.tp * m.ep * m.gtp * m.dp, [&](comm::ProcessGroup& world) {
+  comm::run_world(m.tp * m.cp * m.ep * m.gtp * m.dp, [&](comm::ProcessGroup& world) {
     train::Trainer t(cfg, world, data);
     for (int i = 0; i < warmup; ++i) t.step();
+    parallel::context::AttentionTimes& cp_times = *t.model().context()->cp_times;
+    cp_times = {};
     if (profile) {
       cuda::reset_kernel_profile();
       cuda::set_kernel_profiling(true);
@@ -117,6 +147,7 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
     std::vector<std::vector<int64_t>> load = t.expert_load();
     const int64_t params = active_parameters(t);
     std::lock_guard<std::mutex> lock(mu);
+    record_cp_rank(m, t, world.rank(), peaks, cp_times, steps);
     if (world.rank() != 0) return;
     const double n = steps;
     m.mean = {.forward = sum.forward / n,
@@ -251,6 +282,15 @@ io::Json to_json(const Measured& r, const Measured& base, double gemm_gflops) {
   }
   j["gflops"] = r.tokens_per_s * r.flops_per_token / 1e9;
   j["peak_memory_bytes"] = r.peak_bytes;
+  if (r.cp > 1) {
+    j["cp"] = r.cp;
+    io::Json peaks = io::Json::array(), attention = io::Json::array();
+    for (int64_t p : r.peak_per_cp_rank) peaks.push_back(p);
+    for (double s : r.attention_s_per_cp_rank) attention.push_back(s);
+    j["peak_memory_bytes_per_rank"] = std::move(peaks);
+    j["attention_s_per_rank"] = std::move(attention);
+    j["cp_exposed"] = r.cp_exposed;
+  }
   j["vs_baseline"] = r.tokens_per_s / base.tokens_per_s;
   j["direct_gemm_gflops"] = gemm_gflops;
   j["limit_tokens_per_s"] = limit_tokens_per_s(r, gemm_gflops);
@@ -273,6 +313,11 @@ cli::Options bench_step_options() {
   opts.option("preset", "NAME", "tiny",
               "model preset: tiny, gpt2-124m, gpt2-350m, llama-tiny, llama-1b or moe-tiny")
       .option("tp", "N", "2", "tensor-parallel size")
+      .option("cp", "N", "1",
+              "context-parallel size (each sequence split over N ranks; --json adds each cp "
+              "rank's peak memory and attention time and cp_exposed, the share of attention "
+              "time spent waiting for the exchange)")
+      .option("cp-comm", "p2p|allgather|a2a", "p2p", "context parallelism's attention exchange")
       .option("gtp", "N", "1",
               "generalized tensor-parallel size (weights sharded 1/N; its ranks take their own "
               "micro-batches, as data-parallel ranks do)")
@@ -316,8 +361,8 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
   train::TrainConfig cfg;
   io::Json s = io::Json::object();
   s["preset"] = opts.str("preset");
-  for (const char* key :
-       {"tp", "ep", "gtp", "dp", "sp", "dtype", "precision", "seq", "layers", "overlap", "device"})
+  for (const char* key : {"tp", "cp", "cp-comm", "ep", "gtp", "dp", "sp", "dtype", "precision",
+                          "seq", "layers", "overlap", "device"})
     if (opts.given(key)) s[key] = opts.str(key);
   const bool small = opts.str("preset") == "tiny" || opts.str("preset") == "llama-tiny" ||
                      opts.str("preset") == "moe-tiny";
@@ -335,6 +380,7 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
 
 std::string layout_label(const train::TrainConfig& c) {
   std::string l = format("tp {}", c.tp);
+  if (c.cp > 1) l += format(" x cp {} {}", c.cp, c.cp_comm);
   if (c.ep > 1) l += format(" x ep {}", c.ep);
   if (c.gtp > 1) l += format(" x gtp {}", c.gtp);
   l += format(" x dp {}", c.dp);
@@ -348,7 +394,7 @@ std::string layout_label(const train::TrainConfig& c) {
 std::vector<Measured> measure_rows(const train::TrainConfig& cfg, int warmup, int steps,
                                    bool no_baseline, bool profile) {
   std::vector<Measured> rows;
-  const bool is_base = cfg.tp == 1 && cfg.ep == 1 && cfg.gtp == 1 && cfg.dp == 1;
+  const bool is_base = cfg.tp == 1 && cfg.cp == 1 && cfg.ep == 1 && cfg.gtp == 1 && cfg.dp == 1;
   if (!is_base && !no_baseline) {
     train::TrainConfig base = cfg;
     base.tp = 1;
@@ -356,6 +402,7 @@ std::vector<Measured> measure_rows(const train::TrainConfig& cfg, int warmup, in
     base.overlap = "off";
     base.micro_batch = cfg.micro_batch * cfg.dp * cfg.ep * cfg.gtp;
     base.dp = 1;
+    base.cp = 1;  // cp ranks share their sequences: the same global batch
     base.ep = 1;
     base.gtp = 1;
     rows.push_back(measure(base, warmup, steps));
@@ -429,7 +476,7 @@ int bench_step(const std::vector<std::string>& args) {
   const int warmup = static_cast<int>(opts.integer("warmup"));
   const bool on_gpu = Device::parse(opts.str("device")).is_cuda();
   const train::TrainConfig cfg = step_config(opts, on_gpu, warmup, steps);
-  WEFT_CHECK(!opts.flag_set("profile") || (cfg.tp * cfg.gtp * cfg.dp == 1),
+  WEFT_CHECK(!opts.flag_set("profile") || (cfg.tp * cfg.cp * cfg.gtp * cfg.dp == 1),
              "--profile times one rank's kernels (the profile is per process): use it with "
              "--tp 1 and no --dp or --gtp");
   double peak_tflops = 0;

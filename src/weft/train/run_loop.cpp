@@ -72,11 +72,11 @@ class StepScalars {
 Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Dataset& data)
     : cfg_(cfg), world_(world), data_(data), data_seed_(cfg.seed) {
   validate(cfg_);
-  const int model_ranks = cfg_.tp * cfg_.ep * cfg_.gtp;
+  const int model_ranks = cfg_.tp * cfg_.cp * cfg_.ep * cfg_.gtp;
   WEFT_CHECK(world.size() % model_ranks == 0,
-             "the world of {} ranks is not divisible by --tp {} x --ep {} x --gtp {}: start a "
-             "multiple of {} ranks",
-             world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, model_ranks);
+             "the world of {} ranks is not divisible by --tp {} x --cp {} x --ep {} x --gtp {}: "
+             "start a multiple of {} ranks",
+             world.size(), cfg_.tp, cfg_.cp, cfg_.ep, cfg_.gtp, model_ranks);
   const int dp = world.size() / model_ranks;
   WEFT_CHECK(cfg_.dp == 0 || cfg_.dp == dp,
              "--dp {} does not match the world: {} ranks at --tp {} x --ep {} x --gtp {} make dp "
@@ -101,7 +101,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
   model_ = std::make_unique<nn::Gpt>(
       model_context(on_device, grid_->group_ptr("tp"), grid_->group_ptr("dp"),
                     gtp ? grid_->group_ptr("gtp") : nullptr,
-                    cfg_.ep > 1 ? grid_->group_ptr("ep") : nullptr),
+                    cfg_.ep > 1 ? grid_->group_ptr("ep") : nullptr,
+                    cfg_.cp > 1 ? grid_->group_ptr("cp") : nullptr),
       model_config(cfg_));
   params_ = model_->parameters();
   const auto bucket = std::max<int64_t>(static_cast<int64_t>(cfg_.bucket_mb * (1 << 20)), 1);
@@ -118,8 +119,10 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
       params_, optim::AdamWOptions{.weight_decay = static_cast<float>(cfg_.weight_decay)}, ec);
   scalars_ = ec.zeros({StepScalars::kBytes}, DType::u8, MemoryTag::optimizer);
   const bool batch_sp = cfg_.sp == nn::SequenceParallel::batch;
-  slice_ = {.dp_rank = data_group_->rank(),
-            .dp_size = data_group_->size(),
+  // The cp ranks of a data group read the same sequences (cp is its
+  // fastest-varying dimension): the model keeps each rank's chunks.
+  slice_ = {.dp_rank = data_group_->rank() / cfg_.cp,
+            .dp_size = data_group_->size() / cfg_.cp,
             .sub_rank = batch_sp ? tp_rank : 0,
             .sub_size = batch_sp ? cfg_.tp : 1};
   if (!cfg_.init.empty()) load_weights(cfg_.init, world, *grid_, *model_);
@@ -233,7 +236,7 @@ StepResult Trainer::step() {
   // on the stream where the backend allows it (nccl).
   if (data_group_->size() > 1) data_group_->all_reduce(sc.losses, comm::ReduceOp::avg).wait(ec);
   optim::Groups groups{{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
-  for (const char* dim : {"ep", "gtp"}) {
+  for (const char* dim : {"cp", "ep", "gtp"}) {
     if (grid_->layout().has(dim)) groups[dim] = grid_->group_ptr(dim);
   }
   optim::global_grad_norm_sum(params_, groups, ec, sc.norm);
