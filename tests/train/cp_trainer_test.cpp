@@ -77,6 +77,30 @@ TEST(CpTrainer, Gpt2LearnedPositionsEqualCpOne) {
   expect_close(run(c, data), run(with_cp(c, 2), data), c.lr_value());
 }
 
+// Dropout (attention probabilities and residual branches, 0.1) by true
+// position: cp ranks draw cp 1's masks. GPT-2 blocks, and a MoE layer's
+// residual add (no norm after it) in Llama blocks.
+TEST(CpTrainer, DropoutDrawsTheMasksOfCpOne) {
+  const io::Dataset data(test_text(), 32);
+  TrainConfig c = tiny_config();
+  c.model.seq = 32;
+  c.model.dropout = 0.1f;
+  c.steps = 10;
+  c.grad_clip = 0.5;
+  const RunResult base = run(c, data);
+  expect_close(base, run(with_cp(c, 2), data), c.lr_value());
+  expect_close(base, run(with_cp(c, 4, "allgather"), data), c.lr_value());
+  c.tp = 2;
+  c.sp = nn::SequenceParallel::batch;
+  expect_close(run(c, data), run(with_cp(c, 2), data), c.lr_value());
+  TrainConfig moe = llama(64);
+  moe.model.moe_experts = 4;
+  moe.model.moe_aux_coef = 0.0f;
+  moe.model.dropout = 0.1f;
+  const io::Dataset long_data(test_text(), 64);
+  expect_close(run(moe, long_data), run(with_cp(moe, 2), long_data), moe.lr_value());
+}
+
 TEST(CpTrainer, WithTensorParallelismEqualsTpAlone) {
   const io::Dataset data(test_text(), 64);
   TrainConfig c = llama(64);
