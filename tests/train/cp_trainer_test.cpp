@@ -12,6 +12,8 @@
 
 #include "testing.h"
 #include "trainer_harness.h"
+#include "weft/train/evaluate.h"
+#include "weft/train/load_model.h"
 
 namespace weft::train {
 namespace {
@@ -159,6 +161,34 @@ TEST(CpTrainer, CheckpointSavedAtCp2ResumesAtCp1And4) {
       if (world.rank() == 0) next = loss;
     });
     EXPECT_NEAR(next, next_at_cp2, 1e-5 * std::abs(next_at_cp2)) << "resumed at cp " << cp;
+  }
+}
+
+// weft eval --cp: each window's scored losses summed over the group, the
+// last (padded) window included, give the single rank's loss.
+TEST(CpTrainer, EvaluationAtCp2EqualsOneRank) {
+  const io::Dataset data(test_text(), 64);
+  const weft::testing::TempDir tmp;
+  const std::string dir = tmp.path("ckpt");
+  TrainConfig c = llama(64);
+  c.steps = 2;
+  comm::run_local(1, [&](comm::ProcessGroup& world) {
+    Trainer t(c, world, data);
+    t.step();
+    t.step();
+    t.save(dir);
+  });
+  const io::TokenData text = test_text();
+  // 1000 tokens: 15 windows of 64 and a last one of 39 targets.
+  const std::span<const int32_t> tokens(text.tokens.data(), 1000);
+  const EvalResult one = evaluate_tokens(*load_for_inference(dir).model, tokens, 4);
+  for (const char* comm : {"p2p", "allgather", "a2a"}) {
+    comm::run_local(2, [&](comm::ProcessGroup& world) {
+      InferenceModel m = load_for_inference(dir, world, DType::f32, {}, comm);
+      const EvalResult r = evaluate_tokens(*m.model, tokens, 4);
+      EXPECT_EQ(r.tokens, one.tokens);
+      EXPECT_NEAR(r.loss, one.loss, 1e-5 * std::abs(one.loss)) << comm;
+    });
   }
 }
 
