@@ -60,7 +60,11 @@ InferenceModel load_for_inference(const std::string& given, comm::ProcessGroup& 
   cfg.cp = world.size();
   cfg.cp_comm = cp_comm;
   cfg.precision.recipe = parallel::Precision::of(compute).recipe;
-  validate(cfg);  // --cp against the checkpoint's context and heads
+  WEFT_CHECK(cfg.model.seq % (2 * cfg.cp) == 0,
+             "--cp {} cuts each window into 2·cp = {} chunks, which the checkpoint's context of {} "
+             "positions does not divide: choose a --cp whose 2·cp divides {}",
+             cfg.cp, 2 * cfg.cp, cfg.model.seq, cfg.model.seq);
+  validate(cfg);  // --cp-comm against the checkpoint's heads
   m.grid = std::make_unique<comm::Grid>(
       world, "tp-cp-dp",
       std::vector<std::pair<std::string, int>>{{"tp", 1}, {"cp", cfg.cp}, {"dp", 1}});
