@@ -79,9 +79,9 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
              world.size(), cfg_.tp, cfg_.cp, cfg_.ep, cfg_.gtp, model_ranks);
   const int dp = world.size() / model_ranks;
   WEFT_CHECK(cfg_.dp == 0 || cfg_.dp == dp,
-             "--dp {} does not match the world: {} ranks at --tp {} x --ep {} x --gtp {} make dp "
-             "{}",
-             cfg_.dp, world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, dp);
+             "--dp {} does not match the world: {} ranks at --tp {} x --cp {} x --ep {} x --gtp {} "
+             "make dp {}",
+             cfg_.dp, world.size(), cfg_.tp, cfg_.cp, cfg_.ep, cfg_.gtp, dp);
   WEFT_CHECK(data.seq_len() == cfg_.model.seq,
              "the dataset is split for windows of {}, the model's context is {}", data.seq_len(),
              cfg_.model.seq);
