@@ -97,7 +97,6 @@ TEST(CpTrainer, DropoutDrawsTheMasksOfCpOne) {
   expect_close(run(c, data), run(with_cp(c, 2), data), c.lr_value());
   TrainConfig moe = llama(64);
   moe.model.moe_experts = 4;
-  moe.model.moe_aux_coef = 0.0f;
   moe.model.dropout = 0.1f;
   const io::Dataset long_data(test_text(), 64);
   expect_close(run(moe, long_data), run(with_cp(moe, 2), long_data), moe.lr_value());
@@ -121,17 +120,18 @@ TEST(CpTrainer, WithDataParallelismEqualsDpAlone) {
   expect_close(run(c, data, 2), run(with_cp(c, 2), data, 2), c.lr_value());
 }
 
-// A MoE model: routing is per token, unchanged by where a token lives. The
-// load-balancing loss is a product of per-rank means (as with data
-// parallelism, ep_trainer_test.cpp), so it is off here; the z-loss is a mean
-// over tokens and stays on.
+// A MoE model: routing is per token, unchanged by where a token lives; the
+// load-balancing loss sums its counts and probabilities over the cp group
+// (the whole sequences', as at cp 1); the z-loss is a mean over tokens.
+// With expert parallelism too.
 TEST(CpTrainer, MoeEqualsCpOne) {
   const io::Dataset data(test_text(), 64);
   TrainConfig c = llama(64);
   c.model.moe_experts = 4;
   c.model.moe_top_k = 2;
-  c.model.moe_aux_coef = 0.0f;
   c.model.moe_z_coef = 0.001f;
+  expect_close(run(c, data), run(with_cp(c, 2), data), c.lr_value());
+  c.ep = 2;
   expect_close(run(c, data), run(with_cp(c, 2), data), c.lr_value());
 }
 
