@@ -8,6 +8,8 @@
 
 #include "weft/comm/world.h"
 #include "weft/core/cuda.h"
+#include "weft/parallel/context/chunks.h"
+#include "weft/parallel/context/options.h"
 #include "weft/train/config.h"
 
 namespace weft::train {
@@ -52,6 +54,24 @@ std::string with_option_names(const std::string& message) {
   return out;
 }
 
+// --cp: whole chunks of every sequence on each rank; a2a splits the heads.
+void check_context_parallel(const TrainConfig& c) {
+  if (c.cp == 1) return;
+  parallel::context::check_sequence(c.model.seq, c.cp);
+  const int64_t heads = c.model.heads / c.tp;
+  const int64_t kv = std::max<int64_t>(c.model.kv_head_count() / c.tp, 1);
+  const parallel::context::CpComm comm = parallel::context::parse_cp_comm(c.cp_comm);
+  parallel::context::check_heads(comm, c.cp, heads, kv);
+  WEFT_CHECK(comm != parallel::context::CpComm::a2a || c.model.dropout == 0.0f,
+             "--cp-comm a2a runs attention on head shards, whose dropout masks are not the whole "
+             "model's: use --cp-comm p2p or allgather with --dropout {}",
+             c.model.dropout);
+  WEFT_CHECK(!Device::parse(c.device).is_cuda(),
+             "--cp {} runs its attention exchange on the CPU: --device cuda with --cp above 1 is "
+             "not supported yet",
+             c.cp);
+}
+
 }  // namespace
 
 void validate(const TrainConfig& c) {
@@ -62,6 +82,7 @@ void validate(const TrainConfig& c) {
   } catch (const Error& e) {
     throw Error(with_option_names(e.what()), e.where());
   }
+  check_context_parallel(c);
   WEFT_CHECK(c.ep == 1 || c.model.moe_experts > 0,
              "--ep {} splits the experts of MoE layers, and this model has none: pass "
              "--moe-experts N (or --preset moe-tiny), or drop --ep",
