@@ -216,6 +216,39 @@ TEST(CpTrainer, EvaluationAtCp2EqualsOneRank) {
   }
 }
 
+// The memory levers under cp 2: selective recomputation reruns the exchange
+// in the backward, full reruns the layer (the exchange with it) with the
+// dropout draws replayed, and the distributed optimizer shards the moments
+// over the cp ranks (a data group of 2 at dp 1). All train as cp 1.
+TEST(CpTrainer, RecomputeAndDistributedOptimizerTrainAsCpOne) {
+  const io::Dataset data(test_text(), 64);
+  TrainConfig c = llama(64);
+  c.model.dropout = 0.1f;
+  c.steps = 5;
+  const RunResult base = run(c, data);
+  for (const nn::Recompute mode : {nn::Recompute::selective, nn::Recompute::full}) {
+    SCOPED_TRACE(nn::recompute_name(mode));
+    TrainConfig r = with_cp(c, 2);
+    r.model.recompute = mode;
+    expect_close(base, run(r, data), c.lr_value());
+  }
+  TrainConfig d = with_cp(c, 2);
+  d.distributed_optimizer = true;
+  SCOPED_TRACE("distributed optimizer");
+  expect_close(base, run(d, data), c.lr_value());
+}
+
+// Generation's windows and cache are whole sequences: a cp model refuses it.
+TEST(CpTrainer, GenerationRefusesContextParallelism) {
+  const io::Dataset data(test_text(), 64);
+  const TrainConfig c = with_cp(llama(64), 2);
+  comm::run_local(2, [&](comm::ProcessGroup& world) {
+    Trainer t(c, world, data);
+    const std::string e = testing::error_of([&] { t.sample({1, 2, 3}, 4, 1); });
+    EXPECT_NE(e.find("generation runs without context parallelism"), std::string::npos) << e;
+  });
+}
+
 TEST(CpTrainer, RefusesLayoutsThatDoNotSplit) {
   TrainConfig c = llama(60);
   c.cp = 4;

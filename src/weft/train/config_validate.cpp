@@ -21,12 +21,21 @@ namespace {
 // not divisible by --tp 3".
 std::string with_option_names(const std::string& message) {
   static constexpr std::pair<std::string_view, std::string_view> kOptions[] = {
-      {"vocab_pad", "--vocab-pad"}, {"vocab", "--vocab"}, {"seq", "--seq"},
-      {"layers", "--layers"},       {"width", "--width"}, {"heads", "--heads"},
-      {"dropout", "--dropout"},     {"tp", "--tp"},       {"kv_heads", "--kv-heads"},
-      {"hidden", "--hidden"},       {"rope_theta", "--rope-theta"},
-      {"norm_eps", "--norm-eps"},   {"moe_experts", "--moe-experts"},
-      {"moe_top_k", "--moe-top-k"}, {"moe_every", "--moe-every"},
+      {"vocab_pad", "--vocab-pad"},
+      {"vocab", "--vocab"},
+      {"seq", "--seq"},
+      {"layers", "--layers"},
+      {"width", "--width"},
+      {"heads", "--heads"},
+      {"dropout", "--dropout"},
+      {"tp", "--tp"},
+      {"kv_heads", "--kv-heads"},
+      {"hidden", "--hidden"},
+      {"rope_theta", "--rope-theta"},
+      {"norm_eps", "--norm-eps"},
+      {"moe_experts", "--moe-experts"},
+      {"moe_top_k", "--moe-top-k"},
+      {"moe_every", "--moe-every"},
       {"moe_capacity_factor", "--moe-capacity-factor"},
       {"moe_aux_coef", "--moe-aux-coef"},
       {"moe_z_coef", "--moe-z-coef"}};
@@ -109,8 +118,8 @@ void validate(const TrainConfig& c) {
   WEFT_CHECK(c.model.recompute != nn::Recompute::full || c.model.moe_experts == 0,
              "--recompute full does not cover MoE layers (their routers' losses are read after "
              "the forward): use --recompute selective, or none");
-  // The data ranks: ep · gtp · dp (dp auto: the Trainer checks the world's).
-  WEFT_CHECK(!c.distributed_optimizer || c.dp == 0 || c.ep * c.gtp * c.dp > 1,
+  // The data ranks: cp · ep · gtp · dp (dp auto: the Trainer checks the world's).
+  WEFT_CHECK(!c.distributed_optimizer || c.dp == 0 || c.cp * c.ep * c.gtp * c.dp > 1,
              "--distributed-optimizer shards the optimizer over the data-parallel ranks, and "
              "this layout has one (dp 1): drop the flag, or run with --dp 2 or more");
   WEFT_CHECK(c.lr_value() > 0, "--lr must be positive, got {}", c.lr_value());

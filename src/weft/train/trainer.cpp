@@ -127,7 +127,12 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
         s.steps = trainer.steps_done();
         s.seconds = done.seconds;
         s.tokens_per_s = done.tokens_per_s;
-        if (run.sample_tokens > 0 && !s.stop_signal) {
+        if (run.sample_tokens > 0 && !s.stop_signal && run.cp > 1) {
+          note(
+              format("no sample at the end: generation runs without context parallelism (--cp "
+                     "{}); save a checkpoint and use weft generate",
+                     run.cp));
+        } else if (run.sample_tokens > 0 && !s.stop_signal) {
           const text::Tokenizer* tok = tokenizer ? &*tokenizer : nullptr;
           s.sample_ids = trainer.sample(sample_prompt(run, tok), run.sample_tokens, run.seed);
           s.sample_is_text = tok || run.model.vocab == io::ByteTokenizer::kVocabSize;
