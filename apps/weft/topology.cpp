@@ -12,21 +12,22 @@ namespace {
 weft::cli::Options topology_options() {
   weft::cli::Options opts(
       "weft topology [options]",
-      "Prints every group of every dimension of a tensor-parallel x expert-parallel x GTP x\n"
-      "data-parallel x pipeline-parallel grid, as `weft train` lays it out. Ranks are laid out "
-      "with the first name\n"
+      "Prints every group of every dimension of a tensor-parallel x context-parallel x\n"
+      "expert-parallel x GTP x data-parallel x pipeline-parallel grid, as `weft train` lays it\n"
+      "out. Ranks are laid out with the first name\n"
       "of --order varying fastest, so with --world 8 --tp 4 the TP groups are [0,1,2,3]\n"
       "[4,5,6,7] and the DP groups [0,4] [1,5] [2,6] [3,7]. The dp size is inferred when not\n"
-      "given; ep, gtp and pp appear only when given (or named in --order). With --pp the\n"
+      "given; cp, ep, gtp and pp appear only when given (or named in --order). With --pp the\n"
       "embedding groups follow: the first and last stage of each pipeline, over which a tied\n"
       "head's gradient is summed.");
   opts.option("world", "N", "", "world size (default: the mpirun world when run under mpirun)")
       .option("tp", "T", "1", "tensor-parallel size")
+      .option("cp", "C", "", "context-parallel size (each sequence split over C ranks)")
       .option("ep", "E", "", "expert-parallel size (MoE experts split over E ranks)")
       .option("gtp", "G", "", "generalized tensor-parallel size")
       .option("dp", "D", "", "data-parallel size (default: inferred)")
       .option("pp", "P", "", "pipeline-parallel size (stages; the slowest dimension by default)")
-      .option("order", "ORDER", "tp-ep-gtp-dp-pp", "dimension order, fastest-varying first")
+      .option("order", "ORDER", "tp-cp-ep-gtp-dp-pp", "dimension order, fastest-varying first")
       .flag("json", "print one JSON object");
   return opts;
 }
@@ -49,13 +50,13 @@ int topology(const std::vector<std::string>& args) {
   std::string order;
   if (opts.given("order")) {
     order = opts.str("order");
-    for (const char* name : {"tp", "ep", "gtp", "dp", "pp"})
+    for (const char* name : {"tp", "cp", "ep", "gtp", "dp", "pp"})
       if (opts.given(name)) sizes.emplace_back(name, static_cast<int>(opts.integer(name)));
   } else {
     // The default order keeps the dimensions that were asked for.
     order = "tp";
     sizes.emplace_back("tp", static_cast<int>(opts.integer("tp")));
-    for (const char* name : {"ep", "gtp"}) {
+    for (const char* name : {"cp", "ep", "gtp"}) {
       if (!opts.given(name)) continue;
       order += std::string("-") + name;
       sizes.emplace_back(name, static_cast<int>(opts.integer(name)));

@@ -54,6 +54,8 @@ struct Reference {
   bool causal;
   double p;
   std::vector<double> keep;
+  // query_position - key_position of a block of a longer sequence.
+  int64_t shift = 0;
 
   explicit Reference(Case c_, bool causal_ = true, double p_ = 0.0, std::vector<double> keep_ = {})
       : c(c_), causal(causal_), p(p_), keep(std::move(keep_)) {}
@@ -65,7 +67,7 @@ struct Reference {
   size_t sq(int64_t b, int64_t h, int64_t t, int64_t j) const {
     return static_cast<size_t>(((b * c.H + h) * c.T + t) * c.T + j);
   }
-  bool visible(int64_t t, int64_t j) const { return !causal || j <= t; }
+  bool visible(int64_t t, int64_t j) const { return !causal || j <= t + shift; }
   double drop(size_t i) const { return keep.empty() ? 1.0 : keep[i] / (1.0 - p); }
 
   std::vector<double> probs(const std::vector<double>& qkv) const {
@@ -323,6 +325,66 @@ TEST(Attention, DropoutAcrossBlocksMatchesReference) {
     EXPECT_TRUE(close(ref.backward(doubles(qkv), doubles(dout)), r.dqkv.to_vector(),
                       weft::testing::kF32, 1e-2));
   }
+}
+
+TEST(Attention, BlockPositionsMatchReference) {
+  // A block of a longer sequence: the causal mask by true positions (the
+  // queries `shift` positions past the keys), below, at and past the short
+  // path and across key blocks.
+  for (const Case& c : {Case{2, 7, 2, 8}, Case{1, 128, 2, 8}, Case{1, 300, 1, 4}}) {
+    for (int64_t shift : {int64_t{0}, c.T / 2 + 1, c.T, 3 * c.T}) {
+      SCOPED_TRACE(::testing::Message() << "T " << c.T << " shift " << shift);
+      Tensor qkv = random_tensor(qkv_shape(c), 50, -2, 2);
+      Tensor dout = random_tensor(out_shape(c), 51);
+      const AttentionConfig cfg{
+          .heads = c.H, .sequence = 5 * c.T, .query_position = c.T + shift, .key_position = c.T};
+      Result r = run_attention(qkv, cfg, &dout);
+      Reference ref{c};
+      ref.shift = shift;
+      EXPECT_TRUE(close(ref.forward(doubles(qkv)), r.out.to_vector(), weft::testing::kF32));
+      EXPECT_TRUE(close(ref.logsumexp(doubles(qkv)), r.saved.lse.to_vector(), weft::testing::kF32));
+      EXPECT_TRUE(close(ref.backward(doubles(qkv), doubles(dout)), r.dqkv.to_vector(),
+                        weft::testing::kF32, 1e-2));
+    }
+  }
+}
+
+TEST(Attention, BlockDropoutIsTheWholeSequencesMask) {
+  // A block draws the entries of the whole sequence's mask at its positions,
+  // and computes with them.
+  const Case c{2, 130, 2, 4};
+  const int64_t S = 4 * c.T, qp = 2 * c.T + 3, kp = c.T;
+  const AttentionConfig whole{.heads = c.H, .dropout = 0.25f, .seed = 9, .offset = 31};
+  AttentionConfig block = whole;
+  block.sequence = S;
+  block.query_position = qp;
+  block.key_position = kp;
+  const std::vector<float> all = attention_dropout_mask(ec, whole, c.B, S).to_vector();
+  const std::vector<float> part = attention_dropout_mask(ec, block, c.B, c.T).to_vector();
+  for (int64_t bh = 0; bh < c.B * c.H; ++bh)
+    for (int64_t t = 0; t < c.T; ++t)
+      for (int64_t j = 0; j < c.T; ++j)
+        ASSERT_EQ(part[static_cast<size_t>((bh * c.T + t) * c.T + j)],
+                  all[static_cast<size_t>((bh * S + qp + t) * S + kp + j)])
+            << bh << " " << t << " " << j;
+  Tensor qkv = random_tensor(qkv_shape(c), 52, -2, 2);
+  Tensor dout = random_tensor(out_shape(c), 53);
+  Result r = run_attention(qkv, block, &dout);
+  Reference ref{c, true, block.dropout, doubles(attention_dropout_mask(ec, block, c.B, c.T))};
+  ref.shift = qp - kp;
+  EXPECT_TRUE(close(ref.forward(doubles(qkv)), r.out.to_vector(), weft::testing::kF32));
+  EXPECT_TRUE(close(ref.backward(doubles(qkv), doubles(dout)), r.dqkv.to_vector(),
+                    weft::testing::kF32, 1e-2));
+}
+
+TEST(Attention, RefusesBlockPositionsOutsideTheSequence) {
+  const Case c{1, 8, 1, 4};
+  Tensor qkv = random_tensor(qkv_shape(c), 54);
+  EXPECT_THROW(run_attention(qkv, {.heads = 1, .query_position = 2}), Error);
+  EXPECT_THROW(
+      run_attention(qkv, {.heads = 1, .sequence = 16, .query_position = 0, .key_position = 4}),
+      Error);
+  EXPECT_THROW(run_attention(qkv, {.heads = 1, .sequence = 12, .query_position = 8}), Error);
 }
 
 TEST(Attention, DropoutDependsOnSeedAndOffsetOnly) {

@@ -89,6 +89,29 @@ TEST(ResidualNorm, AddLayerNormIsDropoutAddThenLayerNorm) {
   }
 }
 
+TEST(ResidualNorm, DropoutRowsDrawAtTheirStreamRows) {
+  // Context parallelism's row map: 3 sequences of 16 rows held as chunks 1
+  // and 2 of 4 (segments of 4 rows, groups of 8): row r draws at stream row
+  // stream_row(r), here (r / 8)·16 + {4, 8}[(r / 4) % 2] + r % 4.
+  const int64_t rows = 24, cols = 40;
+  const kernels::DropoutRows map{.segment = 4, .group_stride = 16, .start = {4, 8}};
+  EXPECT_EQ(map.stream_row(0), 4);
+  EXPECT_EQ(map.stream_row(5), 9);
+  EXPECT_EQ(map.stream_row(17), 37);
+  const ResidualDropout d{.p = 0.3f, .seed = 5, .offset = 99, .rows = map};
+  const Tensor x = random_tensor({rows, cols}, 1), br = random_tensor({rows, cols}, 2);
+  const Tensor g = random_tensor({cols}, 3, 0.5, 1.5);
+  Tensor sum = Tensor::empty({rows, cols}), y = Tensor::empty({rows, cols}),
+         s = Tensor::empty({rows}), mask = Tensor::empty({rows, cols}, DType::u8);
+  add_rms_norm_forward(ec, x, br, d, g, kEps, sum, y, s, mask);
+  const uint8_t* m = mask.data<uint8_t>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) {
+      const uint64_t i = static_cast<uint64_t>(map.stream_row(r) * cols + j);
+      ASSERT_EQ(m[r * cols + j], uniform_at(d.seed, d.offset, i) >= d.p ? 1 : 0) << r << " " << j;
+    }
+}
+
 TEST(ResidualNorm, AddRmsNormIsDropoutAddThenRmsNorm) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));

@@ -470,7 +470,7 @@ TEST(Parameters, TransformerLayerNamesAndSpecs) {
                          "h.3.attn.qkv.bias", "h.3.attn.proj.weight", "h.3.attn.proj.bias",
                          "h.3.ln_2.weight", "h.3.ln_2.bias", "h.3.mlp.fc1.weight",
                          "h.3.mlp.fc1.bias", "h.3.mlp.fc2.weight", "h.3.mlp.fc2.bias"}));
-    const std::vector<std::string> replicated{"tp", "gtp", "ep", "dp"};
+    const std::vector<std::string> replicated{"tp", "cp", "gtp", "ep", "dp"};
     for (Parameter* p : m.parameters()) {
       SCOPED_TRACE(p->name);
       const bool is_norm = p->name.find(".ln_") != std::string::npos;
@@ -498,7 +498,7 @@ TEST(Parameters, NormsStartAtOneAndZero) {
                {.name = "ln", .width = C});
   EXPECT_EQ(ln.weight().value.to_vector(), std::vector<float>(C, 1.0f));
   EXPECT_EQ(ln.bias()->value.to_vector(), std::vector<float>(C, 0.0f));
-  EXPECT_EQ(ln.weight().spec.replicated_over, (std::vector<std::string>{"gtp", "ep", "dp"}));
+  EXPECT_EQ(ln.weight().spec.replicated_over, (std::vector<std::string>{"cp", "gtp", "ep", "dp"}));
   EXPECT_EQ(ln.weight().grad_sum_group, nullptr);
 }
 
@@ -591,7 +591,7 @@ TEST(PartitionPlan, ReplicatedMlpInsideATpGroup) {
     for (Parameter* p : m.mlp().parameters()) {
       SCOPED_TRACE(p->name);
       EXPECT_FALSE(p->spec.is_split());
-      EXPECT_EQ(p->spec.replicated_over, (std::vector<std::string>{"tp", "gtp", "ep", "dp"}));
+      EXPECT_EQ(p->spec.replicated_over, (std::vector<std::string>{"tp", "cp", "gtp", "ep", "dp"}));
       EXPECT_EQ(p->grad_sum_group, tp);  // each rank brings its own samples
     }
   });

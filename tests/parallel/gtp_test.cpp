@@ -48,7 +48,7 @@ TEST(GtpRows, PaddedAtTheTailToAlignmentTimesN) {
       EXPECT_EQ(s.row_length + s.row_padding, c.shard);
       EXPECT_EQ(c.shard % 16, 0);
       EXPECT_EQ(s.row_offset, r * c.shard);
-      EXPECT_EQ(s.replicated_over, (std::vector<std::string>{"ep", "dp"}));
+      EXPECT_EQ(s.replicated_over, (std::vector<std::string>{"cp", "ep", "dp"}));
       const Tensor local = shard_of(s, full);
       ASSERT_EQ(local.size(0), c.shard);
       // The padding is zero, and the rows with data are the weight's.

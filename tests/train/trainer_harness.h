@@ -100,12 +100,12 @@ inline void place(const nn::Parameter& p, FullParam& full) {
   }
 }
 
-// Trains cfg.steps steps on tp · ep · gtp · pp · dp local ranks; losses and the final whole
+// Trains cfg.steps steps on tp · cp · ep · gtp · pp · dp local ranks; losses and the final whole
 // parameters.
 inline RunResult run(const TrainConfig& cfg, const io::Dataset& data, int dp = 1) {
   RunResult out;
   std::mutex mu;
-  comm::run_local(cfg.tp * cfg.ep * cfg.gtp * cfg.pp * dp, [&](comm::ProcessGroup& world) {
+  comm::run_local(cfg.tp * cfg.cp * cfg.ep * cfg.gtp * cfg.pp * dp, [&](comm::ProcessGroup& world) {
     set_num_threads(1);
     Trainer t(cfg, world, data);
     std::vector<double> losses, norms;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../cli.h"
+#include "attention_cp.h"
 #include "timing.h"
 #include "weft/core/cuda.h"
 #include "weft/core/exec_context.h"
@@ -32,7 +33,9 @@ cli::Options run_options() {
                     "under the causal mask; each line names the kernels that ran. On cuda,\n"
                     "where cuDNN's fused attention takes the shape, cuDNN and weft's own\n"
                     "kernels are timed alternately in the same run, with their time ratio and\n"
-                    "how far their results lie apart (random inputs).");
+                    "how far their results lie apart (random inputs). With --cp N (CPU):\n"
+                    "context-parallel attention at total length T on N rank threads against\n"
+                    "the single rank at T, measured in the same run.");
   opts.option("device", "cpu|cuda", "cuda", "where the kernels run (cuda: GPU 0)")
       .option("dtype", "f32|bf16", "bf16", "qkv and gradient type")
       .option("batch", "B", "16", "sequences")
@@ -41,7 +44,11 @@ cli::Options run_options() {
       .option("head-dim", "D", "64", "dimensions per head")
       .option("dropout", "P", "0", "attention dropout probability")
       .option("iters", "N", "10", "calls per round")
-      .option("rounds", "N", "5", "timing rounds (the median is reported)");
+      .option("rounds", "N", "5", "timing rounds (the median is reported)")
+      .option("cp", "N", "1",
+              "context parallelism: split each sequence over N rank threads (cpu; --seq "
+              "divisible by 2N)")
+      .option("cp-comm", "p2p|allgather|a2a", "p2p", "the exchange under --cp");
   return opts;
 }
 
@@ -56,6 +63,24 @@ int run(const std::vector<std::string>& args) {
              "--batch, --seq, --heads and --head-dim must be positive");
   const int iters = static_cast<int>(std::max<int64_t>(1, opts.integer("iters")));
   const int rounds = static_cast<int>(std::max<int64_t>(1, opts.integer("rounds")));
+  if (opts.integer("cp") != 1) {
+    const int64_t cp = opts.integer("cp");
+    WEFT_CHECK(cp >= 1 && cp <= 64, "--cp must lie in [1, 64], got {}", cp);
+    WEFT_CHECK(!on_cuda, "--cp runs its ranks on the CPU: pass --device cpu");
+    const parallel::context::CpComm comm =
+        parallel::context::parse_cp_comm(opts.choice("cp-comm", {"p2p", "allgather", "a2a"}));
+    parallel::context::check_heads(comm, static_cast<int>(cp), H, H);
+    bench::context_parallel_attention({.cp = static_cast<int>(cp),
+                                       .comm = comm,
+                                       .dtype = dt,
+                                       .batch = B,
+                                       .seq = T,
+                                       .heads = H,
+                                       .head_dim = D,
+                                       .dropout = static_cast<float>(opts.number("dropout")),
+                                       .rounds = rounds});
+    return 0;
+  }
   // Throws (exit status 2) where this build has no CUDA backend or the
   // machine no GPU.
   if (on_cuda) cuda::check_device(Device::cuda(0));

@@ -23,7 +23,7 @@ namespace {
 
 struct Measured {
   std::string label;
-  int tp = 1, ep = 1, gtp = 1, dp = 1, pp = 1;
+  int tp = 1, cp = 1, ep = 1, gtp = 1, dp = 1, pp = 1;
   train::StepTimes mean{};  // rank 0's, per step
   double tokens_per_s = 0;
   double flops_per_token = 0;
@@ -40,6 +40,11 @@ struct Measured {
   // CPU: the direct oneDNN rate of the model's layer GEMMs (GFLOP/s), probed
   // after every timed step and taken, as the step time is, as the median.
   double gemm_gflops = 0;
+  // Context parallelism: for each rank of world rank 0's cp group (in cp
+  // rank order), its attention time per step, and the share of attention
+  // time spent waiting for the exchange (the mean over those ranks).
+  std::vector<double> attention_s_per_cp_rank;
+  double cp_exposed = 0;
 };
 
 // This rank's optimizer state: AdamW's two moments (the memory tracker's
@@ -54,6 +59,23 @@ int64_t optimizer_state_bytes(train::Trainer& t) {
     if (p->value.dtype() == DType::f32) bytes += p->value.nbytes();
   }
   return bytes;
+}
+
+// Context parallelism's per-rank numbers, gathered from the rank threads:
+// `times` is this rank's attention times over `steps` steps.
+void record_cp_rank(Measured& m, const train::Trainer& t, int world_rank,
+                    const parallel::context::AttentionTimes& times, int steps) {
+  const comm::GridLayout& layout = t.grid().layout();
+  if (!layout.has("cp")) return;
+  const std::vector<int> group = layout.group_of("cp", 0);
+  const auto at = std::find(group.begin(), group.end(), world_rank);
+  if (at == group.end()) return;
+  const auto r = static_cast<size_t>(at - group.begin());
+  m.attention_s_per_cp_rank.resize(group.size());
+  m.attention_s_per_cp_rank[r] = times.attention_s / steps;
+  if (times.attention_s > 0) {
+    m.cp_exposed += times.wait_s / times.attention_s / static_cast<double>(group.size());
+  }
 }
 
 // The parameters a token's computation uses: a MoE layer's experts count
@@ -107,6 +129,7 @@ double gpu_peak_tflops(const std::string& description, DType dtype) {
 Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = false) {
   Measured m;
   m.tp = cfg.tp;
+  m.cp = cfg.cp;
   m.ep = cfg.ep;
   m.gtp = cfg.gtp;
   m.dp = cfg.dp ? cfg.dp : 1;
@@ -115,9 +138,11 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
       plan::MemoryModel(train::plan_workload(cfg)).peak(train::plan_layout(cfg)).total();
   const io::Dataset data = synthetic_data(cfg);
   std::mutex mu;
-  comm::run_world(m.tp * m.ep * m.gtp * m.dp * m.pp, [&](comm::ProcessGroup& world) {
+  comm::run_world(m.tp * m.cp * m.ep * m.gtp * m.dp * m.pp, [&](comm::ProcessGroup& world) {
     train::Trainer t(cfg, world, data);
     for (int i = 0; i < warmup; ++i) t.step();
+    parallel::context::AttentionTimes& cp_times = *t.model().context()->cp_times;
+    cp_times = {};
     if (profile) {
       cuda::reset_kernel_profile();
       cuda::set_kernel_profiling(true);
@@ -173,6 +198,7 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
     const int64_t params = active_parameters(t);
     const int64_t optimizer_bytes = optimizer_state_bytes(t);
     std::lock_guard<std::mutex> lock(mu);
+    record_cp_rank(m, t, world.rank(), cp_times, steps);
     if (world.rank() != 0) return;
     m.optimizer_state_bytes = optimizer_bytes;
     m.peak_bytes_per_rank = peaks;
@@ -321,6 +347,13 @@ io::Json to_json(const Measured& r, const Measured& base) {
   j["gflops"] = r.tokens_per_s * r.flops_per_token / 1e9;
   j["peak_memory_bytes"] = r.peak_bytes;
   add_memory_json(j, r);
+  if (r.cp > 1) {
+    j["cp"] = r.cp;
+    io::Json attention = io::Json::array();
+    for (double t : r.attention_s_per_cp_rank) attention.push_back(t);
+    j["attention_s_per_rank"] = std::move(attention);
+    j["cp_exposed"] = r.cp_exposed;
+  }
   j["vs_baseline"] = r.tokens_per_s / base.tokens_per_s;
   j["direct_gemm_gflops"] = r.gemm_gflops;
   j["limit_tokens_per_s"] = limit_tokens_per_s(r);
@@ -344,6 +377,11 @@ cli::Options bench_step_options() {
   opts.option("preset", "NAME", "tiny",
               "model preset: tiny, gpt2-124m, gpt2-350m, llama-tiny, llama-1b or moe-tiny")
       .option("tp", "N", "2", "tensor-parallel size")
+      .option("cp", "N", "1",
+              "context-parallel size (each sequence split over N ranks; --json adds each cp "
+              "rank's peak memory and attention time and cp_exposed, the share of attention "
+              "time spent waiting for the exchange)")
+      .option("cp-comm", "p2p|allgather|a2a", "p2p", "context parallelism's attention exchange")
       .option("gtp", "N", "1",
               "generalized tensor-parallel size (weights sharded 1/N; its ranks take their own "
               "micro-batches, as data-parallel ranks do)")
@@ -401,9 +439,10 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
   train::TrainConfig cfg;
   io::Json s = io::Json::object();
   s["preset"] = opts.str("preset");
-  for (const char* key : {"tp", "ep", "gtp", "dp", "pp", "pp-schedule", "vpp", "sp", "dtype",
-                          "precision", "seq", "layers", "overlap", "device", "grad-accum",
-                          "global-batch", "recompute", "recompute-layers"})
+  for (const char* key : {"tp",     "cp",         "cp-comm",      "ep",        "gtp",
+                          "dp",     "pp",         "pp-schedule",  "vpp",       "sp",
+                          "dtype",  "precision",  "seq",          "layers",    "overlap",
+                          "device", "grad-accum", "global-batch", "recompute", "recompute-layers"})
     if (opts.given(key)) s[key] = opts.str(key);
   const bool small = opts.str("preset") == "tiny" || opts.str("preset") == "llama-tiny" ||
                      opts.str("preset") == "moe-tiny";
@@ -423,6 +462,7 @@ train::TrainConfig step_config(const cli::Options& opts, bool on_gpu, int warmup
 
 std::string layout_label(const train::TrainConfig& c) {
   std::string l = format("tp {}", c.tp);
+  if (c.cp > 1) l += format(" x cp {} {}", c.cp, c.cp_comm);
   if (c.ep > 1) l += format(" x ep {}", c.ep);
   if (c.gtp > 1) l += format(" x gtp {}", c.gtp);
   l += format(" x dp {}", c.dp);
@@ -444,8 +484,8 @@ std::string layout_label(const train::TrainConfig& c) {
 std::vector<Measured> measure_rows(const train::TrainConfig& cfg, int warmup, int steps,
                                    bool no_baseline, bool profile) {
   std::vector<Measured> rows;
-  const bool is_base =
-      cfg.tp == 1 && cfg.ep == 1 && cfg.gtp == 1 && cfg.dp == 1 && cfg.pp == 1 && cfg.vpp == 1;
+  const bool is_base = cfg.tp == 1 && cfg.cp == 1 && cfg.ep == 1 && cfg.gtp == 1 && cfg.dp == 1 &&
+                       cfg.pp == 1 && cfg.vpp == 1;
   if (!is_base && !no_baseline) {
     train::TrainConfig base = cfg;
     base.tp = 1;
@@ -453,6 +493,7 @@ std::vector<Measured> measure_rows(const train::TrainConfig& cfg, int warmup, in
     base.overlap = "off";
     base.micro_batch = cfg.micro_batch * cfg.dp * cfg.ep * cfg.gtp;
     base.dp = 1;
+    base.cp = 1;  // cp ranks share their sequences: the same global batch
     base.ep = 1;
     base.gtp = 1;
     base.distributed_optimizer = false;
@@ -524,7 +565,7 @@ int bench_step(const std::vector<std::string>& args) {
   const int warmup = static_cast<int>(opts.integer("warmup"));
   const bool on_gpu = Device::parse(opts.str("device")).is_cuda();
   const train::TrainConfig cfg = step_config(opts, on_gpu, warmup, steps);
-  WEFT_CHECK(!opts.flag_set("profile") || (cfg.tp * cfg.gtp * cfg.dp == 1),
+  WEFT_CHECK(!opts.flag_set("profile") || (cfg.tp * cfg.cp * cfg.gtp * cfg.dp == 1),
              "--profile times one rank's kernels (the profile is per process): use it with "
              "--tp 1 and no --dp or --gtp");
   double peak_tflops = 0;

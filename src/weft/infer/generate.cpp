@@ -183,6 +183,12 @@ void check_prompts(const nn::Gpt& model, const std::vector<std::vector<int32_t>>
 std::vector<std::vector<int32_t>> generate(nn::Gpt& model,
                                            const std::vector<std::vector<int32_t>>& prompts,
                                            const GenerateOptions& options) {
+  // Under context parallelism the model's forward cuts every sequence into
+  // the cp ranks' chunks; generation's windows and its cache are whole.
+  WEFT_CHECK(model.context()->cp_size() == 1,
+             "generation runs without context parallelism, and this model runs at --cp {}: "
+             "save a checkpoint and use weft generate (one rank per TP rank)",
+             model.context()->cp_size());
   check_prompts(model, prompts);
   check(options.sampling());
   WEFT_CHECK(options.tokens >= 0, "--tokens must be >= 0, got {}", options.tokens);

@@ -48,7 +48,8 @@ struct GenerateOptions {
 
 // The ids that continue each prompt (none empty; every id below the model's
 // vocabulary; none longer than the model's context). Collective over the
-// model's TP group.
+// model's TP group. A model under context parallelism (cp > 1) is refused
+// (one line): generation's windows and cache are whole sequences.
 std::vector<std::vector<int32_t>> generate(nn::Gpt& model,
                                            const std::vector<std::vector<int32_t>>& prompts,
                                            const GenerateOptions& options);

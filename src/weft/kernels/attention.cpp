@@ -12,6 +12,22 @@ namespace {
 
 using detail::AttentionDims;
 
+// A block of `T` rows of a longer sequence (AttentionConfig::sequence).
+void check_positions(const AttentionConfig& cfg, int64_t T) {
+  if (cfg.sequence == 0) {
+    WEFT_CHECK(cfg.query_position == 0 && cfg.key_position == 0,
+               "attention query_position {} and key_position {} need the sequence they are "
+               "positions of (AttentionConfig::sequence)",
+               cfg.query_position, cfg.key_position);
+    return;
+  }
+  WEFT_CHECK(cfg.query_position >= cfg.key_position && cfg.key_position >= 0 &&
+                 cfg.query_position + T <= cfg.sequence,
+             "attention block of {} rows: query_position {} and key_position {} must satisfy "
+             "0 <= key_position <= query_position and query_position + rows <= sequence {}",
+             T, cfg.query_position, cfg.key_position, cfg.sequence);
+}
+
 AttentionDims check_qkv(const Tensor& qkv, const AttentionConfig& cfg) {
   detail::check_float(qkv, "attention qkv");
   WEFT_CHECK(qkv.dim() == 3, "attention qkv must be {}, got shape {}",
@@ -32,7 +48,13 @@ AttentionDims check_qkv(const Tensor& qkv, const AttentionConfig& cfg) {
              qkv.shape(), parts, cfg.heads, kv);
   WEFT_CHECK(cfg.dropout >= 0.0f && cfg.dropout < 1.0f,
              "attention dropout must lie in [0, 1), got {}", cfg.dropout);
-  return detail::attention_dims(qkv, cfg);
+  const detail::AttentionDims d = detail::attention_dims(qkv, cfg);
+  check_positions(cfg, d.T);
+  WEFT_CHECK(cfg.sequence == 0 || qkv.device().is_cpu(),
+             "attention over a block of a longer sequence (context parallelism) runs on the CPU "
+             "kernels only, got qkv on {}",
+             qkv.device());
+  return d;
 }
 
 }  // namespace
@@ -139,6 +161,11 @@ Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& conf
     WEFT_CHECK(batch >= 0 && seq >= 0 && config.heads >= 1,
                "attention dropout mask needs a batch, length and head count, got {}, {}, {}", batch,
                seq, config.heads);
+    check_positions(config, seq);
+    WEFT_CHECK(config.sequence == 0 || ec.device().is_cpu(),
+               "the dropout mask of a block of a longer sequence (context parallelism) is the CPU "
+               "kernels', got a context on {}",
+               ec.device());
   }
   return detail::dispatch(ec, "attention_dropout_mask", {}, [&]<Backend B>() {
     return impl::attention_dropout_mask<B>(ec, config, batch, seq);

@@ -49,6 +49,18 @@ struct AttentionConfig {
   bool causal = true;
   // qkv, out and their gradients are (T, B, ·) instead of (B, T, ·).
   bool sequence_major = false;
+  // A block of a longer sequence (context parallelism): query row t stands
+  // at position query_position + t and key row j at key_position + j of a
+  // sequence of `sequence` positions (0: the call's own T, both positions 0).
+  // The causal mask compares these positions (a query sees the keys at or
+  // before its own; query_position >= key_position, so every query sees
+  // one), and dropout draws entry (b, h, t, j) at stream number
+  // offset + ((b·H + h)·S + query_position + t)·S + key_position + j, S the
+  // sequence: a sequence computed block by block draws the masks of the
+  // whole. CPU kernels only.
+  int64_t sequence = 0;
+  int64_t query_position = 0;
+  int64_t key_position = 0;
   // On a GPU, cuDNN's fused attention where it takes the call (bf16, no
   // dropout, multi-head or multi-query, head widths a multiple of 8 up to
   // 128; see attention_path); false: weft's own kernels always (the
@@ -65,7 +77,11 @@ struct AttentionSaved {
   // s = q·k/√D (the softmax's normalizer; P = e^(s - lse)).
   Tensor lse;
   // The forward's output, the caller's tensor itself (not a copy): backward
-  // reads it (Σ_k dO·O per row), so it must not change until then.
+  // reads it (Σ_k dO·O per row), so it must not change until then. For a
+  // block of a longer sequence (AttentionConfig::sequence) whose rows see
+  // keys elsewhere too, backward gives the block's share of the gradients of
+  // the whole attention when out, lse and probs are the whole rows' (the
+  // merged output and log-sum-exp, probs rescaled by e^(lse_block - lse)).
   Tensor out;
   // (B,H,T,T) f32: the probabilities P (before dropout, 0 where masked), kept
   // by the CPU forward for sequences of at most 128 positions (undefined
@@ -129,9 +145,9 @@ const char* attention_path(Device device, DType dtype, int64_t head_dim,
 std::string attention_cudnn_status(Device device);
 
 // The dropout mask of a forward with this config over `batch` sequences of
-// `seq` positions: (B,H,T,T) u8, 1 where an attention weight was kept, 0 where
-// it was dropped or masked (future position); undefined when config.dropout
-// is 0. The kernels never store it: this regenerates it from the stream, for
+// `seq` positions (a block's rows and keys, with config.sequence): (B,H,T,T) u8, 1 where an
+// attention weight was kept, 0 where it was dropped or masked (future position); undefined when
+// config.dropout is 0. The kernels never store it: this regenerates it from the stream, for
 // inspection and tests.
 Tensor attention_dropout_mask(const ExecContext& ec, const AttentionConfig& config, int64_t batch,
                               int64_t seq);

@@ -46,6 +46,10 @@ void check_residual_add(const Tensor& x, const Tensor& branch, const ResidualDro
              "{}: sum must not share storage with x or the branch (the norm reads it back)", op);
   WEFT_CHECK(dropout.p >= 0.0f && dropout.p < 1.0f, "{}: dropout must lie in [0, 1), got {}", op,
              dropout.p);
+  WEFT_CHECK(dropout.rows.segment == 0 || x.device().is_cpu(),
+             "{}: dropout keyed by rows of a longer sequence (context parallelism) runs on the "
+             "CPU kernels only, got x on {}",
+             op, x.device());
   if (dropout.p > 0.0f) {
     WEFT_CHECK(mask.defined() && mask.dtype() == DType::u8 && mask.numel() == x.numel(),
                "{}: dropout needs a u8 mask of {} elements, got {}", op, x.numel(),

@@ -20,12 +20,31 @@
 
 namespace weft::kernels {
 
+// Where a row of a residual activation draws its dropout numbers: row r at
+// stream row r (segment 0), or under context parallelism, whose rows are
+// chunks of longer sequences, at its row in the whole batch: the rows come
+// in groups of two segments of `segment` rows, group g's segment i starting
+// at stream row g·group_stride + start[i] (parallel/context/chunks.h).
+struct DropoutRows {
+  int64_t segment = 0;
+  int64_t group_stride = 0;
+  int64_t start[2] = {0, 0};
+
+  int64_t stream_row(int64_t r) const {
+    if (segment == 0) return r;
+    return r / (2 * segment) * group_stride + start[(r / segment) % 2] + r % segment;
+  }
+};
+
 // Inverted dropout on a residual branch before it joins the stream: element
-// i is kept when uniform_at(seed, offset, i) >= p (random.h) and scaled by
-// 1/(1-p), exactly as dropout_forward. p = 0: no dropout.
+// (r, j) of a row of c elements is kept when uniform_at(seed, offset,
+// rows.stream_row(r)·c + j) >= p (random.h) and scaled by 1/(1-p), exactly as
+// dropout_forward (element r·c + j). p = 0: no dropout. A row map (CPU
+// kernels only) keys a chunk's rows by their place in the whole sequence.
 struct ResidualDropout {
   float p = 0.0f;
   uint64_t seed = 0, offset = 0;
+  DropoutRows rows{};
 };
 
 // What the residual stream adds to a norm's backward (every field optional):

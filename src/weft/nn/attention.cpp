@@ -141,6 +141,15 @@ kernels::RopeConfig MultiheadAttention::rope_config(bool sequence_major) const {
   return {.heads = local_heads(), .kv_heads = local_kv_heads(), .sequence_major = sequence_major};
 }
 
+const Tensor& MultiheadAttention::rope_rows(int64_t sequence) {
+  if (pc_->cp_size() == 1) return rope_table_;
+  if (cp_rope_sequence_ != sequence) {
+    cp_rope_ = parallel::context::local_rows(rope_table_, pc_->cp_chunks(sequence));
+    cp_rope_sequence_ = sequence;
+  }
+  return cp_rope_;
+}
+
 bool MultiheadAttention::gathers_sequence() const {
   return !partitioned() && pc_->sp == SequenceParallel::seq && tp_size() > 1;
 }
@@ -221,8 +230,10 @@ Tensor MultiheadAttention::attend(Ctx& ctx, const Tensor& qkv) {
   const ExecContext& ec = pc_->exec;
   s.qkv = qkv;
   const bool seq_major = pc_->token_layout() == parallel::TokenLayout::sequence_major;
-  if (cfg_.rotary) kernels::rope_forward(ec, s.qkv, rope_table_, rope_config(seq_major));
   const int64_t b = s.qkv.size(seq_major ? 1 : 0), t = s.qkv.size(seq_major ? 0 : 1);
+  // Under context parallelism t is this rank's share of a sequence of cp·t.
+  s.sequence = t * pc_->cp_size();
+  if (cfg_.rotary) kernels::rope_forward(ec, s.qkv, rope_rows(s.sequence), rope_config(seq_major));
   s.config = {.heads = local_heads(),
               .kv_heads = local_kv_heads(),
               .dropout = 0.0f,
@@ -237,7 +248,8 @@ Tensor MultiheadAttention::attend(Ctx& ctx, const Tensor& qkv) {
     // the default stream with the other ranks.
     const bool own_stream = partitioned() || pc_->sequence_parallel();
     auto scope = rng->fork(own_stream ? parallel::kModelParallelStream : parallel::kDefaultStream);
-    parallel::RngTracker::Stream draw = rng->take(static_cast<uint64_t>(b * local_heads() * t * t));
+    parallel::RngTracker::Stream draw =
+        rng->take(static_cast<uint64_t>(b * local_heads() * s.sequence * s.sequence));
     s.config.dropout = cfg_.dropout;
     s.config.seed = draw.seed;
     s.config.offset = draw.offset;
@@ -246,8 +258,12 @@ Tensor MultiheadAttention::attend(Ctx& ctx, const Tensor& qkv) {
   if (cfg_.recompute_core && ctx.training()) {
     // Selective recomputation: keep qkv and the log-sum-exp; the output
     // (and any probabilities) come back in attend_backward.
+    // Under context parallelism the exchange's state (its blocks' outputs,
+    // probabilities and merged outputs) goes whole: the backward runs the
+    // exchange again.
     s.attention.out = Tensor();
     s.attention.probs = Tensor();
+    s.cp = parallel::context::AttentionSaved{};
     proj_.release_saved_input(ctx);
   }
   return y;
@@ -256,8 +272,15 @@ Tensor MultiheadAttention::attend(Ctx& ctx, const Tensor& qkv) {
 Tensor MultiheadAttention::attention_core(Saved& s) {
   Shape os = s.qkv.shape();
   os[2] = local_heads() * (cfg_.width / cfg_.heads);
-  Tensor out = pc_->exec.empty(os, s.qkv.dtype(), MemoryTag::activations);
-  kernels::attention_forward(pc_->exec, s.qkv, s.config, out, s.attention, workspace_);
+  const ExecContext& ec = pc_->exec;
+  Tensor out = ec.empty(os, s.qkv.dtype(), MemoryTag::activations);
+  if (pc_->cp_size() > 1) {
+    parallel::context::attention_forward(ec, *pc_->cp, pc_->cp_comm, pc_->cp_chunks(s.sequence),
+                                         s.qkv, s.config, out, s.cp, workspace_,
+                                         pc_->cp_times.get());
+  } else {
+    kernels::attention_forward(ec, s.qkv, s.config, out, s.attention, workspace_);
+  }
   return out;
 }
 
@@ -288,12 +311,20 @@ Tensor MultiheadAttention::attend_backward(Ctx& ctx, const Tensor& dy) {
   WEFT_CHECK(s.qkv.defined(), "{}: backward without a forward in this context", cfg_.name);
   // Selective recomputation: the same kernel on the same qkv, config and
   // dropout stream gives the forward's output and saved state bitwise.
-  if (cfg_.recompute_core && !s.attention.out.defined()) proj_.resave_input(ctx, attention_core(s));
+  const bool dropped = pc_->cp_size() > 1 ? !s.cp.qkv.defined() : !s.attention.out.defined();
+  if (cfg_.recompute_core && dropped) proj_.resave_input(ctx, attention_core(s));
   Tensor dout = proj_.backward(ctx, dy);
   Tensor dqkv = pc_->exec.empty(s.qkv.shape(), s.qkv.dtype(), MemoryTag::activations);
-  kernels::attention_backward(pc_->exec, dout, s.qkv, s.attention, s.config, dqkv, workspace_);
+  if (pc_->cp_size() > 1) {
+    parallel::context::attention_backward(pc_->exec, *pc_->cp, pc_->cp_comm,
+                                          pc_->cp_chunks(s.sequence), dout, s.cp, dqkv, workspace_,
+                                          pc_->cp_times.get());
+  } else {
+    kernels::attention_backward(pc_->exec, dout, s.qkv, s.attention, s.config, dqkv, workspace_);
+  }
   if (cfg_.rotary) {
-    kernels::rope_backward(pc_->exec, dqkv, rope_table_, rope_config(s.config.sequence_major));
+    kernels::rope_backward(pc_->exec, dqkv, rope_rows(s.sequence),
+                           rope_config(s.config.sequence_major));
   }
   ctx.release(this);
   return dqkv;
@@ -302,6 +333,10 @@ Tensor MultiheadAttention::attend_backward(Ctx& ctx, const Tensor& dy) {
 Tensor MultiheadAttention::dropout_mask(Ctx& ctx) {
   const Saved& s = ctx.saved<Saved>(this);
   if (!s.qkv.defined()) return Tensor();
+  WEFT_CHECK(pc_->cp_size() == 1,
+             "{}: the dropout mask of a context-parallel forward is its blocks' (see "
+             "kernels::attention_dropout_mask with the block positions)",
+             cfg_.name);
   const bool seq_major = s.config.sequence_major;
   return kernels::attention_dropout_mask(pc_->exec, s.config, s.qkv.size(seq_major ? 1 : 0),
                                          s.qkv.size(seq_major ? 0 : 1));

@@ -52,6 +52,12 @@
 // table computed once at construction for max_positions positions; backward
 // rotates dq and dk back before the qkv GEMM's backward.
 //
+// Context parallelism (ParallelContext::cp of N > 1 ranks): the input holds
+// this rank's 2 chunks of every sequence (parallel/context/chunks.h); rotary
+// angles are those of the chunks' true positions and attention runs over the
+// whole sequence by parallel/context/attention.h's exchange, its dropout
+// keyed by true positions (the draw is the whole sequence's B·H·S·S).
+//
 // Attention-probability dropout draws B·H_local·T·T numbers from the
 // "model-parallel" stream of ctx.rng() (different per TP rank: each rank
 // holds different heads, and under SP the whole layer runs on that stream).
@@ -83,6 +89,7 @@
 #include "weft/nn/layernorm_linear.h"
 #include "weft/nn/linear.h"
 #include "weft/nn/partition.h"
+#include "weft/parallel/context/attention.h"
 
 namespace weft::nn {
 
@@ -169,6 +176,8 @@ class MultiheadAttention : public Module {
     Tensor qkv;  // (B, T, 3C/T) [or (T, B, 3C/T)] in the compute dtype
     kernels::AttentionSaved attention;
     kernels::AttentionConfig config;
+    parallel::context::AttentionSaved cp;  // under context parallelism
+    int64_t sequence = 0;                  // the whole sequence's positions
   };
   static MultiheadAttentionConfig checked(MultiheadAttentionConfig cfg, int tp_size);
   void check_input(const Tensor& x) const;
@@ -181,6 +190,9 @@ class MultiheadAttention : public Module {
   // qkv: the layer's Linear (with its input norm when there is one).
   void build_qkv();
   kernels::RopeConfig rope_config(bool sequence_major) const;
+  // The rotary table of this rank's positions of a sequence of `sequence`
+  // (the whole table without context parallelism).
+  const Tensor& rope_rows(int64_t sequence);
   int tp_size() const { return pc_->tp_size(); }
   // Replicated attention under sequence SP: gathers the sequence itself.
   bool gathers_sequence() const;
@@ -193,6 +205,8 @@ class MultiheadAttention : public Module {
   Linear proj_;
   kernels::AttentionWorkspace workspace_;
   Tensor rope_table_;  // rotary: (max_positions, D/2, 2) cos and sin
+  Tensor cp_rope_;     // context parallelism: rope_table_'s rows of this rank's positions
+  int64_t cp_rope_sequence_ = 0;
 };
 
 }  // namespace weft::nn

@@ -109,7 +109,14 @@ Tensor VocabParallelEmbedding::forward(Ctx& ctx, const Tensor& tokens, int64_t p
   }
   Tensor x = lookup(ctx, ids, ids_checked);
   if (cfg_.learned_positions) {
-    kernels::position_embedding_forward(pc_->exec, wpe_.value, x, shard_pos_offset(seq, pos_offset),
+    WEFT_CHECK(pc_->cp_size() == 1 || pos_offset == 0,
+               "{}: context parallelism splits whole sequences (position offset {})", wpe_.name,
+               pos_offset);
+    // Under context parallelism the rows of this rank's chunks' positions.
+    const Tensor table = pc_->cp_size() > 1 ? parallel::context::local_rows(
+                                                  wpe_.value, pc_->cp_chunks(seq * pc_->cp_size()))
+                                            : wpe_.value;
+    kernels::position_embedding_forward(pc_->exec, table, x, shard_pos_offset(seq, pos_offset),
                                         sequence_major());
   }
   Saved& s = ctx.saved<Saved>(this);
@@ -175,7 +182,13 @@ Tensor VocabParallelEmbedding::backward(Ctx& ctx, const Tensor& dx) {
   const bool ids_checked = s.ids_checked;
   ctx.release(this);
   const int64_t seq = ids.size(sequence_major() ? 0 : 1);
-  if (cfg_.learned_positions) {
+  if (cfg_.learned_positions && pc_->cp_size() > 1) {
+    const parallel::context::SequenceChunks chunks = pc_->cp_chunks(seq * pc_->cp_size());
+    Tensor local = Tensor::zeros({chunks.local(), cfg_.channels});
+    kernels::position_embedding_backward(pc_->exec, dx, local, shard_pos_offset(seq, pos_offset),
+                                         sequence_major());
+    parallel::context::add_local_rows(local, wpe_.grad, chunks);
+  } else if (cfg_.learned_positions) {
     kernels::position_embedding_backward(pc_->exec, dx, wpe_.grad,
                                          shard_pos_offset(seq, pos_offset), sequence_major());
   }

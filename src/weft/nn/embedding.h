@@ -28,6 +28,11 @@
 // reduce-scatter), and wpe's gradient holds only this rank's tokens:
 // grad_sum_group is the TP group.
 //
+// Context parallelism (ParallelContext::cp of N > 1 ranks): the tokens are
+// this rank's 2 chunks of sequences of N·T positions, and wpe's rows are
+// those of the chunks' true positions (parallel/context/chunks.h), their
+// gradients added back to those rows.
+//
 // wte reaches the lookup and the tied LM head through one weight source
 // (weight_for_forward; weight_grad + finalize_weight_grad in backward, no
 // weight): the local slice, or under generalized tensor parallelism the

@@ -312,8 +312,13 @@ Tensor Gpt::tokens_for_group(const Tensor& tokens) const {
              tokens.shape());
   WEFT_CHECK(tokens.size(1) <= cfg_.seq, "sequence of {} tokens is longer than the context {}",
              tokens.size(1), cfg_.seq);
-  // Token ids come from the host (the data loader): the model's device takes a copy.
-  const Tensor here = pc_->exec.upload(tokens, MemoryTag::activations);
+  // Token ids come from the host (the data loader): the model's device takes a
+  // copy, under context parallelism of this rank's chunks of each sequence.
+  const Tensor here = pc_->cp_size() > 1
+                          ? pc_->exec.upload(parallel::context::local_columns(
+                                                 pc_->exec, tokens, pc_->cp_chunks(tokens.size(1))),
+                                             MemoryTag::activations)
+                          : pc_->exec.upload(tokens, MemoryTag::activations);
   if (pc_->sp != SequenceParallel::batch || !pc_->tp_group()) return here;
   return parallel::all_gather_along(pc_->exec, *pc_->tp, here, 0);
 }

@@ -135,8 +135,10 @@ std::vector<float> route_backward(const Routing& r, std::span<const float> dgate
     // The probabilities' gradient: the load-balancing loss's through P_e,
     // and Switch's gate (k = 1) is a probability too.
     for (int64_t x = 0; x < e; ++x) {
-      dp[static_cast<size_t>(x)] = aux_weight * static_cast<float>(e) *
-                                   static_cast<float>(r.routed[static_cast<size_t>(x)]) / nt / nt;
+      const size_t i = static_cast<size_t>(x);
+      dp[i] = r.load.empty()
+                  ? aux_weight * static_cast<float>(e) * static_cast<float>(r.routed[i]) / nt / nt
+                  : aux_weight * static_cast<float>(e) * r.load[i] / nt;
     }
     if (k == 1)
       dp[static_cast<size_t>(r.expert[static_cast<size_t>(n)])] += dgate[static_cast<size_t>(n)];
@@ -193,6 +195,7 @@ Tensor Router::forward(Ctx& ctx, const Tensor& x) {
   s.routing = route_tokens({logits.data<float>(), static_cast<size_t>(logits.numel())}, x.size(0),
                            cfg_.routing);
   last_counts_ = s.routing.counts;
+  if (pc_->cp_size() > 1) balance_over_cp(s.routing);
   return Tensor::from({x.size(0), cfg_.routing.top_k}, s.routing.gate);
 }
 
@@ -207,6 +210,30 @@ Tensor Router::backward(Ctx& ctx, const Tensor& dgate) {
   ctx.release(this);
   Tensor dlogits = Tensor::from(shape, dl, pc_->compute()).to(pc_->exec.device());
   return linear_.backward(ctx, dlogits);
+}
+
+void Router::balance_over_cp(Routing& r) const {
+  // The whole sequences' f_e and P_e: routed slots, probability sums and
+  // tokens summed over the cp group, in f64.
+  const int64_t e = r.experts;
+  Tensor sums = Tensor::zeros({2 * e + 1}, DType::f64);
+  double* v = sums.data<double>();
+  for (int64_t x = 0; x < e; ++x) {
+    v[x] = static_cast<double>(r.routed[static_cast<size_t>(x)]);
+    for (int64_t n = 0; n < r.tokens; ++n) v[e + x] += r.probs[static_cast<size_t>(n * e + x)];
+  }
+  v[2 * e] = static_cast<double>(r.tokens);
+  pc_->cp->all_reduce(sums).wait();
+  const double total = std::max(v[2 * e], 1.0);
+  double aux = 0.0;
+  r.load.assign(static_cast<size_t>(e), 0.0f);
+  for (int64_t x = 0; x < e; ++x) {
+    aux += v[x] / total * (v[e + x] / total);
+    // dA/dp of a token is E·f_e/total; the gradient average over cp divides
+    // by total/local: route_backward's E·f_e/local per token gives it.
+    r.load[static_cast<size_t>(x)] = static_cast<float>(v[x] / total);
+  }
+  r.aux_loss = static_cast<float>(static_cast<double>(e) * aux);
 }
 
 const Routing& Router::routing(Ctx& ctx) { return ctx.saved<Saved>(this).routing; }

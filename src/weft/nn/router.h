@@ -23,6 +23,12 @@
 //   z-loss        z = mean over tokens of logsumexp(logits)² (ST-MoE), when
 //                 its coefficient is non-zero.
 //
+// Under context parallelism a cp group's ranks hold chunks of the same
+// sequences: f_e and P_e are summed over the group (one all-reduce of 2E+1
+// numbers), so the load-balancing loss is the whole sequences', as at cp 1,
+// and each rank's P_e gradient is its tokens' share of it (scaled by the
+// group's size, which the gradient average over cp divides out).
+//
 // Capacity (capacity_factor > 0): each expert takes at most
 // ceil(capacity_factor · N · k / E) tokens; first choices are served before
 // second choices (GShard's priority), each in token order. A dropped slot's
@@ -66,8 +72,12 @@ struct Routing {
   std::vector<int64_t> order{};
   std::vector<float> probs{};  // (tokens, E): softmax of the logits
   std::vector<float> lse{};    // (tokens): logsumexp of the logits
-  float aux_loss = 0.0f;       // load balance, unscaled
-  float z_loss = 0.0f;         // unscaled; 0 unless options.z_loss
+  // (E): f_e of the load-balancing loss when it is the whole sequences'
+  // (context parallelism: routed slots summed over the cp group, over its
+  // tokens); empty: routed / tokens.
+  std::vector<float> load{};
+  float aux_loss = 0.0f;  // load balance, unscaled
+  float z_loss = 0.0f;    // unscaled; 0 unless options.z_loss
 };
 
 // logits (tokens, E) row-major f32 -> the routing.
@@ -118,6 +128,8 @@ class Router : public Module {
     float loss_scale = 1.0f;
   };
   static RouterConfig checked(RouterConfig cfg);
+  // Context parallelism: the load-balancing loss over the cp group's tokens.
+  void balance_over_cp(Routing& r) const;
 
   ContextPtr pc_;
   RouterConfig cfg_;

@@ -88,26 +88,52 @@ TransformerLayer::TransformerLayer(ContextPtr context, TransformerLayerConfig cf
              "{}: hidden dropout must lie in [0, 1), got {}", cfg_.name, cfg_.hidden_dropout);
 }
 
-kernels::ResidualDropout TransformerLayer::draw_dropout(Ctx& ctx, int64_t n) const {
+kernels::ResidualDropout TransformerLayer::draw_dropout(Ctx& ctx, const Tensor& branch) const {
   parallel::RngTracker* rng = ctx.rng();
   if (!rng || !ctx.training() || cfg_.hidden_dropout == 0.0f) return {};
   // Without SP the TP ranks hold the same activations and must agree; under
   // SP each holds its own tokens.
   auto scope = rng->fork(pc_->sequence_parallel() ? parallel::kModelParallelStream
                                                   : parallel::kDefaultStream);
+  // Context parallelism (the stream batch-major: no sequence SP, whose
+  // shards are drawn per TP rank): the whole sequences' draw, each local row
+  // at its true position's row.
+  kernels::DropoutRows rows;
+  int64_t n = branch.numel();
+  if (pc_->cp_size() > 1 && pc_->sp != SequenceParallel::seq && branch.dim() == 3) {
+    const int64_t local = branch.size(1);
+    const parallel::context::SequenceChunks ch = pc_->cp_chunks(local * pc_->cp_size());
+    rows.segment = ch.chunk();
+    rows.group_stride = ch.sequence;
+    for (int i = 0; i < 2; ++i) rows.start[i] = ch.chunk_index(ch.rank, i) * ch.chunk();
+    n *= pc_->cp_size();
+  }
   parallel::RngTracker::Stream draw = rng->take(static_cast<uint64_t>(n));
-  return {.p = cfg_.hidden_dropout, .seed = draw.seed, .offset = draw.offset};
+  return {.p = cfg_.hidden_dropout, .seed = draw.seed, .offset = draw.offset, .rows = rows};
 }
 
 Tensor TransformerLayer::residual_add(Ctx& ctx, const Tensor& x, const Tensor& branch,
                                       Tensor& mask) const {
-  const kernels::ResidualDropout d = draw_dropout(ctx, branch.numel());
+  const kernels::ResidualDropout d = draw_dropout(ctx, branch);
   mask = {};
   if (d.p == 0.0f) return add(pc_->exec, x, branch);
   const ExecContext& ec = pc_->exec;
   Tensor dropped = ec.empty(branch.shape(), branch.dtype(), MemoryTag::activations);
   mask = ec.empty(branch.shape(), DType::u8, MemoryTag::activations);
-  kernels::dropout_forward(ec, branch, d.p, d.seed, d.offset, dropped, mask);
+  if (d.rows.segment == 0) {
+    kernels::dropout_forward(ec, branch, d.p, d.seed, d.offset, dropped, mask);
+  } else {
+    // Each segment of rows (a chunk of a sequence) from its true rows' numbers.
+    const int64_t c = branch.shape().last(), n = branch.numel() / c;
+    const Shape rows{n, c};
+    for (int64_t r = 0; r < n; r += d.rows.segment) {
+      const uint64_t at = d.offset + static_cast<uint64_t>(d.rows.stream_row(r) * c);
+      Tensor y = dropped.reshape(rows).narrow(r, d.rows.segment);
+      Tensor m = mask.reshape(rows).narrow(r, d.rows.segment);
+      kernels::dropout_forward(ec, branch.reshape(rows).narrow(r, d.rows.segment), d.p, d.seed, at,
+                               y, m);
+    }
+  }
   return add(ec, x, dropped);
 }
 
@@ -122,7 +148,7 @@ Tensor TransformerLayer::mlp_forward(Ctx& ctx, const Tensor& x, const Tensor& a,
     h = residual_add(ctx, x, a, s.attn_mask);
     return moe_->forward(ctx, h);
   }
-  Norm::AddOutputs r = mlp_->norm().forward_add(ctx, x, a, draw_dropout(ctx, a.numel()));
+  Norm::AddOutputs r = mlp_->norm().forward_add(ctx, x, a, draw_dropout(ctx, a));
   h = r.sum;
   s.attn_mask = r.mask;
   return mlp_->forward_normed(ctx, r.y);
@@ -196,7 +222,7 @@ TransformerLayer::Stream TransformerLayer::forward_layer(Ctx& ctx, const Stream&
   Tensor h;
   const Tensor m = mlp_forward(ctx, in.x, a, h, s);
   if (!next) return {residual_add(ctx, h, m, s.mlp_mask), {}};
-  Norm::AddOutputs r = next->forward_add(ctx, h, m, draw_dropout(ctx, m.numel()));
+  Norm::AddOutputs r = next->forward_add(ctx, h, m, draw_dropout(ctx, m));
   s.mlp_mask = r.mask;
   return {r.sum, r.y};
 }

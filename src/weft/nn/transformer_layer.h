@@ -128,9 +128,10 @@ class TransformerLayer : public Module {
   // Full recomputation in the backward: the forward again from the saved
   // input, with the streams as they were.
   void recompute(Ctx& ctx);
-  // The residual dropout of a branch of n elements: its draw from the RNG
-  // stream, p = 0 when none runs (no RNG, not training, or p = 0).
-  kernels::ResidualDropout draw_dropout(Ctx& ctx, int64_t n) const;
+  // The residual dropout of `branch`: its draw from the RNG stream (under
+  // context parallelism the whole sequences', rows keyed by true position),
+  // p = 0 when none runs (no RNG, not training, or p = 0).
+  kernels::ResidualDropout draw_dropout(Ctx& ctx, const Tensor& branch) const;
   // x + dropout(branch) in x's dtype, without a norm after it; mask set when
   // dropout ran.
   Tensor residual_add(Ctx& ctx, const Tensor& x, const Tensor& branch, Tensor& mask) const;

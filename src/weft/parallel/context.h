@@ -2,10 +2,10 @@
 //
 // One object per model and rank, shared by every module (std::shared_ptr<const
 // ParallelContext>): the process groups (tp, gtp for generalized tensor
-// parallelism, ep for expert parallelism, dp for data parallelism), the sequence-parallel mode, the
-// precision recipe, the execution context kernels run on and the seed every
-// parameter's initialization derives from. Module configs hold only their
-// name, shape and initialization; nothing else carries these options.
+// parallelism, ep for expert parallelism, cp for context parallelism, dp for data parallelism), the
+// sequence-parallel mode, the precision recipe, the execution context kernels run on and the seed
+// every parameter's initialization derives from. Module configs hold only their name, shape and
+// initialization; nothing else carries these options.
 //
 // Residual-stream layout. Activations between tensor-parallel regions are
 // row blocks (tokens x C), 3-D with the token order chosen by the SP mode so
@@ -21,6 +21,8 @@
 
 #include "weft/comm/process_group.h"
 #include "weft/core/exec_context.h"
+#include "weft/parallel/context/chunks.h"
+#include "weft/parallel/context/options.h"
 #include "weft/parallel/overlap/config.h"
 #include "weft/parallel/precision.h"
 #include "weft/parallel/scaling.h"
@@ -47,6 +49,12 @@ struct ParallelContext {
   // by all_to_all; its ranks see different data. null: no expert parallelism.
   std::shared_ptr<comm::ProcessGroup> ep{};
   std::shared_ptr<comm::ProcessGroup> dp{};  // data parallelism (gradient sync); may be null
+  // Context parallelism: every sequence split over it in 2N chunks
+  // (parallel/context/); null or one rank: none.
+  std::shared_ptr<comm::ProcessGroup> cp{};
+  context::CpComm cp_comm = context::CpComm::p2p;
+  // The time context-parallel attention took and waited (bench step reads it).
+  std::shared_ptr<context::AttentionTimes> cp_times = std::make_shared<context::AttentionTimes>();
   SequenceParallel sp = SequenceParallel::off;
   Precision precision{};
   ExecContext exec{};
@@ -69,6 +77,10 @@ struct ParallelContext {
   int tp_rank() const { return tp ? tp->rank() : 0; }
   // The TP group when it has more than one rank, else null (no communication).
   comm::ProcessGroup* tp_group() const { return tp_size() > 1 ? tp.get() : nullptr; }
+  int cp_size() const { return cp ? cp->size() : 1; }
+  int cp_rank() const { return cp ? cp->rank() : 0; }
+  // This rank's chunks of a sequence of `seq` positions (all of it without CP).
+  context::SequenceChunks cp_chunks(int64_t seq) const { return {seq, cp_size(), cp_rank()}; }
   int ep_size() const { return ep ? ep->size() : 1; }
   int ep_rank() const { return ep ? ep->rank() : 0; }
   bool sequence_parallel() const { return sp != SequenceParallel::off; }

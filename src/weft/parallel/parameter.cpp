@@ -38,8 +38,8 @@ ShardSpec ShardSpec::tp_level() const {
 }
 
 std::vector<std::string> replicated_groups(bool over_tp) {
-  if (over_tp) return {"tp", "gtp", "ep", "dp"};
-  return {"gtp", "ep", "dp"};
+  if (over_tp) return {"tp", "cp", "gtp", "ep", "dp"};
+  return {"cp", "gtp", "ep", "dp"};
 }
 
 Parameter make_parameter(std::string name, const Tensor& value, ShardSpec spec, bool decay,

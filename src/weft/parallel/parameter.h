@@ -32,7 +32,7 @@ struct ShardSpec {
   // Groups over which this parameter is replicated: its gradient is the same
   // (or must be made the same) on every rank of each, and a global norm
   // counts it once per group. "tp" for replicated layers; the data groups
-  // ("gtp", "ep", "dp") unless the parameter is sharded over one
+  // ("cp", "gtp", "ep", "dp") unless the parameter is sharded over one
   // (replicated_groups); an expert's weight under expert parallelism lives on
   // one rank of the "ep" group (its owner) and is not replicated over it.
   std::vector<std::string> replicated_over;
@@ -77,7 +77,7 @@ struct ShardSpec {
 
 // What ShardSpec::replicated_over holds for a parameter that nothing but
 // tensor parallelism splits: the data groups, whose ranks all hold it whole
-// and see different data ("gtp", "ep", "dp"), and "tp" too when every rank of the
+// and see different data ("cp", "gtp", "ep", "dp"), and "tp" too when every rank of the
 // TP group holds it whole (`over_tp`).
 std::vector<std::string> replicated_groups(bool over_tp);
 

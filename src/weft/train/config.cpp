@@ -110,6 +110,19 @@ const std::vector<KeyDef>& key_defs() {
                          &parallel::Precision::amax_group,
                          {{"tp", parallel::AmaxGroup::tp}, {"tp-dp", parallel::AmaxGroup::tp_dp}}));
     d.push_back(int_key({"tp", "N", "", "tensor-parallel size"}, &TrainConfig::tp, 1));
+    d.push_back(int_key({"cp", "N", "",
+                         "context-parallel size: each sequence split over N ranks in 2N "
+                         "load-balanced chunks, attention exchanged between them (world = tp x "
+                         "cp x ep x gtp x dp; --seq divisible by 2N)"},
+                        &TrainConfig::cp, 1));
+    d.push_back({{"cp-comm", "p2p|allgather|a2a", "",
+                  "context parallelism's attention exchange: p2p (ring: keys and values "
+                  "passed rank to rank while blocks compute), allgather (keys and values "
+                  "all-gathered) or a2a (Ulysses all-to-all to head shards)"},
+                 [](TrainConfig& c, const io::Json& v, const Where& w) {
+                   c.cp_comm = to_choice(v, w, {"p2p", "allgather", "a2a"});
+                 },
+                 [](const TrainConfig& c) { return io::Json(c.cp_comm); }});
     d.push_back({{"dp", "N", "auto", "data-parallel size (auto: world / tp under mpirun, else 1)"},
                  [](TrainConfig& c, const io::Json& v, const Where& w) {
                    const bool is_auto = v.is_string() && v.as_string() == "auto";

@@ -42,9 +42,13 @@ struct TrainConfig {
   // The compute type: bf16 under the bf16 recipe, f32 otherwise (the
   // quantized recipes compute in f32).
   DType compute_dtype() const { return precision.activation(); }
-  // Layout: world = tp · ep · gtp · dp ranks.
+  // Layout: world = tp · cp · ep · gtp · dp ranks.
   int tp = 2;
-  int dp = 0;  // 0: the world size / (tp · gtp) (1 on the local backend)
+  // Context parallelism: every sequence split over the cp group in 2·cp
+  // chunks (parallel/context/), attention exchanged by cp_comm.
+  int cp = 1;
+  std::string cp_comm = "p2p";  // p2p | allgather | a2a
+  int dp = 0;                   // 0: the world size / (tp · gtp) (1 on the local backend)
   // Generalized tensor parallelism: weights sharded 1/gtp over the gtp
   // group, whose ranks see different data as data-parallel ranks do.
   int gtp = 1;
@@ -212,6 +216,7 @@ parallel::OverlapConfig overlap_config(const std::string& text);
 parallel::ContextPtr model_context(const TrainConfig& cfg, std::shared_ptr<comm::ProcessGroup> tp,
                                    std::shared_ptr<comm::ProcessGroup> dp = nullptr,
                                    std::shared_ptr<comm::ProcessGroup> gtp = nullptr,
-                                   std::shared_ptr<comm::ProcessGroup> ep = nullptr);
+                                   std::shared_ptr<comm::ProcessGroup> ep = nullptr,
+                                   std::shared_ptr<comm::ProcessGroup> cp = nullptr);
 
 }  // namespace weft::train

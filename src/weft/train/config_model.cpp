@@ -51,8 +51,11 @@ parallel::OverlapConfig overlap_config(const std::string& text) {
 parallel::ContextPtr model_context(const TrainConfig& c, std::shared_ptr<comm::ProcessGroup> tp,
                                    std::shared_ptr<comm::ProcessGroup> dp,
                                    std::shared_ptr<comm::ProcessGroup> gtp,
-                                   std::shared_ptr<comm::ProcessGroup> ep) {
+                                   std::shared_ptr<comm::ProcessGroup> ep,
+                                   std::shared_ptr<comm::ProcessGroup> cp) {
   auto pc = std::make_shared<parallel::ParallelContext>();
+  pc->cp = std::move(cp);
+  pc->cp_comm = parallel::context::parse_cp_comm(c.cp_comm);
   pc->tp = std::move(tp);
   pc->dp = std::move(dp);
   pc->ep = std::move(ep);

@@ -8,6 +8,8 @@
 
 #include "weft/comm/world.h"
 #include "weft/core/cuda.h"
+#include "weft/parallel/context/chunks.h"
+#include "weft/parallel/context/options.h"
 #include "weft/parallel/pipeline/schedule.h"
 #include "weft/parallel/pipeline/stages.h"
 #include "weft/train/config.h"
@@ -83,6 +85,28 @@ void validate_pipeline(const TrainConfig& c) {
   (void)split_layers(c.model.layers, c.pp, c.vpp, c.pp_layers, kind == ScheduleKind::interleaved);
 }
 
+// --cp: whole chunks of every sequence on each rank; a2a splits the heads.
+void check_context_parallel(const TrainConfig& c) {
+  if (c.cp == 1) return;
+  parallel::context::check_sequence(c.model.seq, c.cp);
+  const int64_t heads = c.model.heads / c.tp;
+  const int64_t kv = std::max<int64_t>(c.model.kv_head_count() / c.tp, 1);
+  const parallel::context::CpComm comm = parallel::context::parse_cp_comm(c.cp_comm);
+  parallel::context::check_heads(comm, c.cp, heads, kv);
+  WEFT_CHECK(comm != parallel::context::CpComm::a2a || c.model.dropout == 0.0f,
+             "--cp-comm a2a runs attention on head shards, whose dropout masks are not the whole "
+             "model's: use --cp-comm p2p or allgather with --dropout {}",
+             c.model.dropout);
+  WEFT_CHECK(c.pp == 1 && c.vpp == 1,
+             "--cp {} with --pp {} --vpp {}: context parallelism inside pipeline stages is not "
+             "built yet; use one of the two",
+             c.cp, c.pp, c.vpp);
+  WEFT_CHECK(!Device::parse(c.device).is_cuda(),
+             "--cp {} runs its attention exchange on the CPU: --device cuda with --cp above 1 is "
+             "not supported yet",
+             c.cp);
+}
+
 }  // namespace
 
 void validate(const TrainConfig& c) {
@@ -93,6 +117,7 @@ void validate(const TrainConfig& c) {
   } catch (const Error& e) {
     throw Error(with_option_names(e.what()), e.where());
   }
+  check_context_parallel(c);
   WEFT_CHECK(c.ep == 1 || c.model.moe_experts > 0,
              "--ep {} splits the experts of MoE layers, and this model has none: pass "
              "--moe-experts N (or --preset moe-tiny), or drop --ep",
@@ -119,8 +144,8 @@ void validate(const TrainConfig& c) {
   WEFT_CHECK(c.model.recompute != nn::Recompute::full || c.model.moe_experts == 0,
              "--recompute full does not cover MoE layers (their routers' losses are read after "
              "the forward): use --recompute selective, or none");
-  // The data ranks: ep · gtp · dp (dp auto: the Trainer checks the world's).
-  WEFT_CHECK(!c.distributed_optimizer || c.dp == 0 || c.ep * c.gtp * c.dp > 1,
+  // The data ranks: cp · ep · gtp · dp (dp auto: the Trainer checks the world's).
+  WEFT_CHECK(!c.distributed_optimizer || c.dp == 0 || c.cp * c.ep * c.gtp * c.dp > 1,
              "--distributed-optimizer shards the optimizer over the data-parallel ranks, and "
              "this layout has one (dp 1): drop the flag, or run with --dp 2 or more");
   WEFT_CHECK(c.lr_value() > 0, "--lr must be positive, got {}", c.lr_value());

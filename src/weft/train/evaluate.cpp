@@ -22,8 +22,20 @@ double window_loss(nn::Gpt& model, std::span<const int32_t> tokens,
     std::copy(w + 1, w + len + 1, tg.begin() + i * padded);
   }
   nn::Ctx ctx(nullptr, false);
-  return model.forward_loss(ctx, Tensor::from_i32({n, padded}, in),
-                            Tensor::from_i32({n, padded}, tg));
+  const Tensor tokens_in = Tensor::from_i32({n, padded}, in),
+               targets = Tensor::from_i32({n, padded}, tg);
+  const parallel::ParallelContext& pc = *model.context();
+  if (pc.cp_size() == 1) return model.forward_loss(ctx, tokens_in, targets);
+  // Context parallelism: each rank's mean over its chunks' scored targets,
+  // weighted by their count, summed over the group.
+  const Tensor local = model.forward_loss_tensor(ctx, tokens_in, targets).to(Device::cpu());
+  const float* v = local.data<float>();
+  Tensor sums = Tensor::empty({2}, DType::f64);
+  // A rank whose chunks hold only padding scores nothing.
+  sums.data<double>()[0] = v[1] > 0 ? static_cast<double>(v[0]) * v[1] : 0.0;
+  sums.data<double>()[1] = v[1];
+  pc.cp->all_reduce(sums).wait();
+  return sums.data<double>()[0] / std::max(sums.data<double>()[1], 1.0);
 }
 
 }  // namespace
@@ -59,7 +71,10 @@ EvalResult evaluate_tokens(nn::Gpt& model, std::span<const int32_t> tokens, int6
   }
   if (rem > 0) {
     int64_t padded = rem;
-    if (pc.sp == nn::SequenceParallel::seq) padded = (rem + tp - 1) / tp * tp;
+    // Whole SP shards, and whole chunks under context parallelism.
+    const int64_t unit =
+        (pc.sp == nn::SequenceParallel::seq ? tp : 1) * (pc.cp_size() > 1 ? 2 * pc.cp_size() : 1);
+    padded = (rem + unit - 1) / unit * unit;
     sum += window_loss(model, tokens, {full * seq}, rem, padded) * static_cast<double>(rem);
     done += rem;
     if (progress) progress(done, total);

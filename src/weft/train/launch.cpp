@@ -29,9 +29,10 @@ Launch plan_launch(const TrainConfig& cfg) {
              "--backend nccl without mpirun runs one rank on cuda:0, not {}: pass --device cuda "
              "(or start it with mpirun, which gives each rank its GPU)",
              cfg.device);
-  // The ranks of one model replica: its TP, EP and GTP groups.
-  const int model = cfg.tp * cfg.ep * cfg.gtp * cfg.pp;
+  // The ranks of one model replica: its TP, CP, EP, GTP and pipeline groups.
+  const int model = cfg.tp * cfg.cp * cfg.ep * cfg.gtp * cfg.pp;
   std::string model_text = format("--tp {}", cfg.tp);
+  if (cfg.cp > 1) model_text += format(" x --cp {}", cfg.cp);
   if (cfg.ep > 1) model_text += format(" x --ep {}", cfg.ep);
   if (cfg.gtp > 1) model_text += format(" x --gtp {}", cfg.gtp);
   if (cfg.pp > 1) model_text += format(" x --pp {}", cfg.pp);
@@ -43,7 +44,9 @@ Launch plan_launch(const TrainConfig& cfg) {
     WEFT_CHECK(world <= 0 || cfg.dp == 0 || cfg.dp * model == world,
                "{} x --dp {} needs {} processes, mpirun started {}: leave --dp out to infer it",
                model_text, cfg.dp, model * cfg.dp, world);
-    out.dp = std::max(1, world / (cfg.tp * cfg.pp));
+    // The ranks reading different sequences (a cp group shares its own; the
+    // stages of a pipeline one replica's).
+    out.dp = std::max(1, world / (cfg.tp * cfg.cp * cfg.pp));
   } else {
     out.dp = (cfg.dp ? cfg.dp : 1) * cfg.ep * cfg.gtp;
   }

@@ -7,6 +7,7 @@ namespace weft::train {
 
 std::unique_ptr<comm::Grid> make_grid(comm::ProcessGroup& world, const TrainConfig& cfg, int dp) {
   std::vector<std::pair<std::string, int>> sizes{{"tp", cfg.tp}};
+  if (cfg.cp > 1) sizes.emplace_back("cp", cfg.cp);
   if (cfg.ep > 1) sizes.emplace_back("ep", cfg.ep);
   if (cfg.gtp > 1) sizes.emplace_back("gtp", cfg.gtp);
   sizes.emplace_back("dp", dp);
@@ -19,7 +20,7 @@ std::unique_ptr<comm::Grid> make_grid(comm::ProcessGroup& world, const TrainConf
 
 std::vector<std::string> data_dims(const comm::GridLayout& layout) {
   std::vector<std::string> out;
-  for (const char* dim : {"ep", "gtp", "dp"}) {
+  for (const char* dim : {"cp", "ep", "gtp", "dp"}) {
     if (layout.has(dim)) out.emplace_back(dim);
   }
   return out;

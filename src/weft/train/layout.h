@@ -1,9 +1,11 @@
-// A run's layout: the grid of its ranks (tp, ep, gtp, dp) and the groups its
+// A run's layout: the grid of its ranks (tp, cp, ep, gtp, dp, pp) and the groups its
 // gradients are averaged over.
 //
-// Grid order "tp-ep-gtp-dp", the dimensions of size 1 left out but tp and dp
-// ("tp-dp" without ep and gtp, as before they existed). The ranks of ep, gtp
-// and dp see different data (the data dimensions); tp ranks see the same.
+// Grid order "tp-cp-ep-gtp-dp-pp", the dimensions of size 1 left out but tp and
+// dp ("tp-dp" without cp, ep and gtp, as before they existed). The ranks of
+// cp, ep, gtp and dp see different data (the data dimensions: cp ranks
+// different chunks of the same sequences); tp ranks see the same. Weights
+// are replicated over cp, so their gradients average over cp x dp.
 //
 // Gradients: a parameter is averaged over the data dimensions it is
 // replicated over (ShardSpec::replicated_over): a replicated weight over all
@@ -29,7 +31,7 @@ namespace weft::train {
 // Collective over `world`: the grid of `cfg` with `dp` data-parallel ranks.
 std::unique_ptr<comm::Grid> make_grid(comm::ProcessGroup& world, const TrainConfig& cfg, int dp);
 
-// The grid's data dimensions, in grid order ("ep", "gtp", "dp"; dp always).
+// The grid's data dimensions, in grid order ("cp", "ep", "gtp", "dp"; dp always).
 std::vector<std::string> data_dims(const comm::GridLayout& layout);
 
 // The group spanning `dims` (grid dimensions): the grid's own group for one

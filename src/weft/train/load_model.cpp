@@ -49,4 +49,30 @@ InferenceModel load_for_inference(const std::string& given, DType compute, io::R
   return m;
 }
 
+InferenceModel load_for_inference(const std::string& given, comm::ProcessGroup& world,
+                                  DType compute, io::ReadOptions options,
+                                  const std::string& cp_comm) {
+  const std::string path = io::resolve_checkpoint(given);
+  InferenceModel m;
+  TrainConfig cfg;
+  apply_settings(cfg, shape_settings(read_checkpoint_config(path)), path);
+  cfg.tp = 1;
+  cfg.cp = world.size();
+  cfg.cp_comm = cp_comm;
+  cfg.precision.recipe = parallel::Precision::of(compute).recipe;
+  WEFT_CHECK(cfg.model.seq % (2 * cfg.cp) == 0,
+             "--cp {} cuts each window into 2·cp = {} chunks, which the checkpoint's context of {} "
+             "positions does not divide: choose a --cp whose 2·cp divides {}",
+             cfg.cp, 2 * cfg.cp, cfg.model.seq, cfg.model.seq);
+  validate(cfg);  // --cp-comm against the checkpoint's heads
+  m.grid = std::make_unique<comm::Grid>(
+      world, "tp-cp-dp",
+      std::vector<std::pair<std::string, int>>{{"tp", 1}, {"cp", cfg.cp}, {"dp", 1}});
+  m.model = std::make_unique<nn::Gpt>(
+      model_context(cfg, nullptr, nullptr, nullptr, nullptr, m.grid->group_ptr("cp")),
+      model_config(cfg));
+  load_weights(path, world, *m.grid, *m.model, options);
+  return m;
+}
+
 }  // namespace weft::train

@@ -32,5 +32,11 @@ struct InferenceModel {
 // `path`: a checkpoint directory or a GPT-2 .safetensors file.
 InferenceModel load_for_inference(const std::string& path, DType compute = DType::f32,
                                   io::ReadOptions options = {}, Device device = Device::cpu());
+// The same with `world` as a context-parallel group (weft eval --cp): every
+// rank holds the whole model and its chunks of each sequence (collective
+// over `world`, on the host).
+InferenceModel load_for_inference(const std::string& path, comm::ProcessGroup& world,
+                                  DType compute = DType::f32, io::ReadOptions options = {},
+                                  const std::string& cp_comm = "p2p");
 
 }  // namespace weft::train

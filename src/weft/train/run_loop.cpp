@@ -73,16 +73,16 @@ class StepScalars {
 Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Dataset& data)
     : cfg_(cfg), world_(world), data_(data), data_seed_(cfg.seed) {
   validate(cfg_);
-  const int model_ranks = cfg_.tp * cfg_.ep * cfg_.gtp * cfg_.pp;
+  const int model_ranks = cfg_.tp * cfg_.cp * cfg_.ep * cfg_.gtp * cfg_.pp;
   WEFT_CHECK(world.size() % model_ranks == 0,
-             "the world of {} ranks is not divisible by --tp {} x --ep {} x --gtp {} x --pp {}: "
-             "start a multiple of {} ranks",
-             world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, cfg_.pp, model_ranks);
+             "the world of {} ranks is not divisible by --tp {} x --cp {} x --ep {} x --gtp {} x "
+             "--pp {}: start a multiple of {} ranks",
+             world.size(), cfg_.tp, cfg_.cp, cfg_.ep, cfg_.gtp, cfg_.pp, model_ranks);
   const int dp = world.size() / model_ranks;
   WEFT_CHECK(cfg_.dp == 0 || cfg_.dp == dp,
-             "--dp {} does not match the world: {} ranks at --tp {} x --ep {} x --gtp {} x --pp {} "
-             "make dp {}",
-             cfg_.dp, world.size(), cfg_.tp, cfg_.ep, cfg_.gtp, cfg_.pp, dp);
+             "--dp {} does not match the world: {} ranks at --tp {} x --cp {} x --ep {} x --gtp {} "
+             "x --pp {} make dp {}",
+             cfg_.dp, world.size(), cfg_.tp, cfg_.cp, cfg_.ep, cfg_.gtp, cfg_.pp, dp);
   WEFT_CHECK(data.seq_len() == cfg_.model.seq,
              "the dataset is split for windows of {}, the model's context is {}", data.seq_len(),
              cfg_.model.seq);
@@ -101,7 +101,8 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
   }
   const parallel::ContextPtr context = model_context(
       on_device, grid_->group_ptr("tp"), grid_->group_ptr("dp"),
-      gtp ? grid_->group_ptr("gtp") : nullptr, cfg_.ep > 1 ? grid_->group_ptr("ep") : nullptr);
+      gtp ? grid_->group_ptr("gtp") : nullptr, cfg_.ep > 1 ? grid_->group_ptr("ep") : nullptr,
+      cfg_.cp > 1 ? grid_->group_ptr("cp") : nullptr);
   // Under --pp this rank's first stage (pipeline_step.h); the whole model otherwise.
   const int pp_rank = grid_->layout().has("pp") ? grid_->rank_in("pp") : 0;
   model_ = std::make_unique<nn::Gpt>(context, model_config(cfg_), pipeline_stage(cfg_, pp_rank));
@@ -123,7 +124,7 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
   syncs_ = std::make_unique<GradSyncs>(world, *grid_, data_group_, params_, bucket, ec,
                                        cfg_.distributed_optimizer);
   norm_groups_ = {{"tp", grid_->group_ptr("tp")}, {"dp", grid_->group_ptr("dp")}};
-  for (const char* dim : {"ep", "gtp", "pp"}) {
+  for (const char* dim : {"cp", "ep", "gtp", "pp"}) {
     if (grid_->layout().has(dim)) norm_groups_[dim] = grid_->group_ptr(dim);
   }
   // Not under --pp / --vpp: a tied head's wte gradient is summed over the
@@ -148,8 +149,10 @@ Trainer::Trainer(const TrainConfig& cfg, comm::ProcessGroup& world, const io::Da
   }
   scalars_ = ec.zeros({StepScalars::kBytes}, DType::u8, MemoryTag::optimizer);
   const bool batch_sp = cfg_.sp == nn::SequenceParallel::batch;
-  slice_ = {.dp_rank = data_group_->rank(),
-            .dp_size = data_group_->size(),
+  // The cp ranks of a data group read the same sequences (cp is its
+  // fastest-varying dimension): the model keeps each rank's chunks.
+  slice_ = {.dp_rank = data_group_->rank() / cfg_.cp,
+            .dp_size = data_group_->size() / cfg_.cp,
             .sub_rank = batch_sp ? tp_rank : 0,
             .sub_size = batch_sp ? cfg_.tp : 1};
   if (!cfg_.init.empty()) load_weights(cfg_.init, world, *grid_, *model_);

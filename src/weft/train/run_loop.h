@@ -130,8 +130,9 @@ class Trainer {
   std::vector<std::vector<int64_t>> expert_load();
   // Optimizer steps taken (counting those before a resume).
   int64_t steps_done() const { return step_; }
-  // The ranks that see different data: ep · gtp · dp.
-  int dp_size() const { return data_group_->size(); }
+  // The ranks that see different sequences: ep · gtp · dp (a data group's
+  // cp ranks share theirs, each holding its chunks).
+  int dp_size() const { return data_group_->size() / cfg_.cp; }
   const TrainConfig& config() const { return cfg_; }
   const comm::Grid& grid() const { return *grid_; }
   // The model; under --pp this rank's first stage (chunk 0; see chunk()).

@@ -14,10 +14,10 @@ namespace weft::train {
 
 namespace {
 
-// " x ep 2 x gtp 2": the grid's dimensions between tp and dp, when present.
+// " x cp 2 x ep 2 x gtp 2": the grid's dimensions between tp and dp, when present.
 std::string middle_dims(const comm::GridLayout& layout) {
   std::string out;
-  for (const char* dim : {"ep", "gtp"}) {
+  for (const char* dim : {"cp", "ep", "gtp"}) {
     if (layout.has(dim)) out += format(" x {} {}", dim, layout.size(dim));
   }
   return out;

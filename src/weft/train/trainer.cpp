@@ -131,6 +131,11 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainCallbacks& cb) {
           note(
               "no end-of-run sample under --pp: generation runs on an unsplit model (evaluate "
               "or export the checkpoint and run weft generate)");
+        } else if (run.sample_tokens > 0 && !s.stop_signal && run.cp > 1) {
+          note(
+              format("no sample at the end: generation runs without context parallelism (--cp "
+                     "{}); save a checkpoint and use weft generate",
+                     run.cp));
         } else if (run.sample_tokens > 0 && !s.stop_signal) {
           const text::Tokenizer* tok = tokenizer ? &*tokenizer : nullptr;
           s.sample_ids = trainer.sample(sample_prompt(run, tok), run.sample_tokens, run.seed);

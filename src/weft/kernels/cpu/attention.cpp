@@ -88,7 +88,7 @@ void forward_block(const ForwardArgs& a, int64_t b, int64_t h, int64_t q0, int64
   std::fill(s.sum, s.sum + m, 0.0f);
   std::fill(s.acc, s.acc + m * d.D, 0.0f);
   T* w = reinterpret_cast<T*>(s.w);
-  const int64_t key_end = cfg.causal ? q0 + m : d.T;
+  const int64_t key_end = cfg.causal ? std::min(d.T, q0 + m + position_shift(cfg)) : d.T;
   for (int64_t k0 = 0; k0 < key_end; k0 += kKeyBlock) {
     const int64_t n = keys_seen(cfg, q0, m, k0, std::min(kKeyBlock, d.T - k0));
     // s = Q·Kᵀ/√D

@@ -184,7 +184,7 @@ void backward_head(const BackwardArgs& a, int64_t b, int64_t h, const BackwardSc
       std::fill(dv, dv + n_block * D, 0.0f);
     }
     // Under the causal mask, query rows before k0 see none of these keys.
-    for (int64_t q0 = cfg.causal ? k0 : 0; q0 < d.T; q0 += kBackwardQueryBlock) {
+    for (int64_t q0 = first_query(cfg, k0); q0 < d.T; q0 += kBackwardQueryBlock) {
       const int64_t m = std::min(kBackwardQueryBlock, d.T - q0);
       const int64_t n = keys_seen(cfg, q0, m, k0, n_block);
       block_probabilities<T>(a, bh, q, k, q0, m, k0, n, s);

@@ -189,20 +189,34 @@ void for_each_item(const ExecContext& ec, int64_t n, F&& f) {
   }
 }
 
+// How far a query row's position lies past the key row's of the same index
+// (AttentionConfig::query_position - key_position; 0 for a whole sequence).
+inline int64_t position_shift(const AttentionConfig& cfg) {
+  return cfg.query_position - cfg.key_position;
+}
+
 // How many of the n keys k0 .. k0+n-1 row t sees.
 inline int64_t visible(const AttentionConfig& cfg, int64_t t, int64_t k0, int64_t n) {
-  return cfg.causal ? std::clamp<int64_t>(t - k0 + 1, 0, n) : n;
+  return cfg.causal ? std::clamp<int64_t>(t + position_shift(cfg) - k0 + 1, 0, n) : n;
 }
 
 // Keys of a key block that any of the query rows q0 .. q0+m-1 sees.
 inline int64_t keys_seen(const AttentionConfig& cfg, int64_t q0, int64_t m, int64_t k0, int64_t n) {
-  return cfg.causal ? std::min(n, q0 + m - k0) : n;
+  return cfg.causal ? std::min(n, q0 + m + position_shift(cfg) - k0) : n;
 }
 
-// The stream number of entry (bh, t, k0) of the (B·H, T, T) probabilities.
+// The first query row that sees key k0 (0 without the causal mask).
+inline int64_t first_query(const AttentionConfig& cfg, int64_t k0) {
+  return cfg.causal ? std::max<int64_t>(k0 - position_shift(cfg), 0) : 0;
+}
+
+// The stream number of entry (bh, t, k0) of the (B·H, S, S) probabilities of
+// the whole sequence (S: cfg.sequence, or the call's T).
 inline uint64_t dropout_counter(const AttentionConfig& cfg, int64_t T, int64_t bh, int64_t t,
                                 int64_t k0) {
-  return cfg.offset + static_cast<uint64_t>((bh * T + t) * T + k0);
+  const int64_t S = cfg.sequence > 0 ? cfg.sequence : T;
+  return cfg.offset +
+         static_cast<uint64_t>((bh * S + cfg.query_position + t) * S + cfg.key_position + k0);
 }
 
 // Whether the product with V (or its gradient) needs the probabilities in a

@@ -169,10 +169,15 @@ void forward_item(const Args& a, const Item& it, const Scratch& s) {
 }
 
 // dS = P ∘ (dP·keep/(1-p) - Σ_j dP·keep/(1-p)·P) over the item's rows:
-// f32 over s.dp, bf16 into s.ds.
+// f32 over s.dp, bf16 into s.ds. A block of a longer sequence
+// (AttentionConfig::sequence) sees only some of its rows' keys: there the sum
+// is the whole row's, Σ_k dO·O over the saved (merged) output, which it
+// equals for a whole row.
+template <typename T>
 void softmax_grad_rows(const Args& a, const Item& it, const float* p, const Scratch& s) {
   const int64_t n = a.d.T;
   const bool dropout = a.cfg.dropout > 0.0f, bf16 = a.dt == DType::bf16;
+  const bool block = a.cfg.sequence > 0;
   const float keep_scale = 1.0f / (1.0f - a.cfg.dropout);
   for (int64_t row = 0; row < it.G * n; ++row) {
     float* g = s.dp + row * n;
@@ -181,7 +186,16 @@ void softmax_grad_rows(const Args& a, const Item& it, const float* p, const Scra
       const uint8_t* kr = s.keep + row * n;
       for (int64_t j = 0; j < n; ++j) g[j] *= kr[j] ? keep_scale : 0.0f;
     }
-    const float delta = dot_row(g, pr, n);
+    float delta = 0.0f;
+    if (block) {
+      const int64_t h = a.head_index(it, row / n) - it.b * a.d.H, t = row % n;
+      const Head o = head(a.out, a.d, 0, nullptr, it.b, h),
+                 go = head(*a.dout, a.d, 0, nullptr, it.b, h);
+      delta = dot_row(reinterpret_cast<const Raw<T>*>(o.data) + t * o.ld,
+                      reinterpret_cast<const Raw<T>*>(go.data) + t * go.ld, a.d.D);
+    } else {
+      delta = dot_row(g, pr, n);
+    }
     if (bf16) {
       softmax_grad_row(pr, g, reinterpret_cast<uint16_t*>(s.ds) + row * n, n, delta);
     } else {
@@ -231,7 +245,7 @@ void backward_item(const Args& a, const Item& it, const Scratch& s) {
   // dP = dO·Vᵀ, then dS (the key/value heads are the same for every block)
   if (it.blk == 0) transpose_values(a, it, reinterpret_cast<T*>(s.vt));
   product(dout, stacked(s.vt, dt, it.G, d.D, d.T), stacked(s.dp, DType::f32, it.G, d.T, d.T));
-  softmax_grad_rows(a, it, p, s);
+  softmax_grad_rows<T>(a, it, p, s);
   const void* ds = bf16 ? static_cast<const void*>(s.ds) : s.dp;
   const DType ds_type = bf16 ? DType::bf16 : DType::f32;
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(d.D));

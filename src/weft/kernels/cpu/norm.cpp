@@ -94,7 +94,8 @@ WEFT_INLINE const T* residual_row(const Forward<T>& a, int64_t r) {
   if (p > 0.0f) {
     const float scale = 1.0f / (1.0f - p);
     uint8_t* m = a.mask + r * c;
-    for_each_uniform(a.dropout.seed, a.dropout.offset + static_cast<uint64_t>(r * c), c,
+    const int64_t row = a.dropout.rows.stream_row(r);
+    for_each_uniform(a.dropout.seed, a.dropout.offset + static_cast<uint64_t>(row * c), c,
                      [&](int64_t j, float u) {
                        const bool keep = u >= p;
                        m[j] = keep;
