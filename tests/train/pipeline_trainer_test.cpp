@@ -231,8 +231,8 @@ TEST_F(PipelineTrainer, RefusesBadLayoutsWithOneLine) {
   } catch (const Error& e) {
     world_error = e.what();
   }
-  EXPECT_NE(world_error.find("the world of 3 ranks is not divisible by --tp 1 x --ep 1 x --gtp 1 "
-                             "x --pp 2"),
+  EXPECT_NE(world_error.find("the world of 3 ranks is not divisible by --tp 1 x --cp 1 x --ep 1 x "
+                             "--gtp 1 x --pp 2"),
             std::string::npos)
       << world_error;
 }
