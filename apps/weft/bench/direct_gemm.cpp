@@ -1,5 +1,7 @@
 #include "direct_gemm.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
@@ -7,6 +9,7 @@
 
 #include "timing.h"
 #include "weft/core/exec_context.h"
+#include "weft/core/threads.h"
 #include "weft/kernels/cpu_support.h"
 
 namespace weft {
@@ -82,6 +85,10 @@ struct LayerGemmProbe::Call {
 };
 
 LayerGemmProbe::LayerGemmProbe(DType dtype, int64_t tokens, int64_t width) {
+  // oneDNN fixes a primitive's thread count when it creates it: create them
+  // on the team seconds() runs them on.
+  const int team = omp_get_max_threads();
+  omp_set_num_threads(num_threads());
   const DType in = dtype == DType::bf16 && !kernels::cpu_support().native_bf16 ? DType::f32 : dtype;
   const ExecContext& ec = ExecContext::host();
   for (const GemmShape& r : layer_gemms(tokens, width)) {
@@ -98,14 +105,23 @@ LayerGemmProbe::LayerGemmProbe(DType dtype, int64_t tokens, int64_t width) {
     calls_.push_back(std::move(call));
   }
   for (auto& c : calls_) c->gemm->run();  // primitive creation, first touch
+  omp_set_num_threads(team);
 }
 
 LayerGemmProbe::~LayerGemmProbe() = default;
 
+// oneDNN runs on the calling thread's OpenMP team, which weft's kernels size
+// to the rank's share of the cores (kernels/cpu/onednn.cpp): the probe sizes
+// it to num_threads() (all cores, as bench step calls it) and puts it back,
+// so that the rank's own kernels keep their share.
 double LayerGemmProbe::seconds() {
-  return bench::seconds([&] {
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(num_threads());
+  const double s = bench::seconds([&] {
     for (auto& c : calls_) c->gemm->run();
   });
+  omp_set_num_threads(before);
+  return s;
 }
 
 double direct_layer_gflops(DType dtype, int64_t tokens, int64_t width, int rounds) {

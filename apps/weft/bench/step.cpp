@@ -1,9 +1,11 @@
 // weft bench step: one training step of a GPT, timed phase by phase, against
 // the same step at TP=1 measured in the same run.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
+#include <thread>
 
 #include "../cli.h"
 #include "direct_gemm.h"
@@ -174,8 +176,16 @@ Measured measure(train::TrainConfig cfg, int warmup, int steps, bool profile = f
     for (int i = 0; i < steps; ++i) {
       if (probe_gemms) {
         world.barrier().wait();
-        if (probe) on_all_cores([&] { probe_s.push_back(probe->seconds()); });
-        world.barrier().wait();
+        if (probe) {
+          on_all_cores([&] { probe_s.push_back(probe->seconds()); });
+          world.barrier().wait();
+        } else {
+          // The other ranks wait for the probe asleep: a rank thread spinning
+          // in the barrier would take a core from it (the limit would halve).
+          comm::Work w = world.barrier();
+          while (!w.is_completed()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+          w.wait();
+        }
       }
       train::StepResult r = t.step();
       step_s.push_back(r.times.total);
