@@ -158,8 +158,12 @@ int generate_command(const std::vector<std::string>& args) {
     }
   } else {
     std::vector<std::string> given = opts.given("prompts") ? lines : opts.all("prompt");
+    const bool start_of_text = given.empty() && form.tokenizer;
     if (given.empty()) given.push_back(form.tokenizer ? "" : "\n");
     for (const std::string& text : given) prompts.push_back(encode_prompt(m, form, text));
+    // No prompt and a tokenizer that adds no BOS (GPT-2's): start from its
+    // end-of-text token, as llm.c's sampling does.
+    if (start_of_text && prompts.front().empty() && eos >= 0) prompts.front() = {eos};
   }
   const std::vector<std::vector<int32_t>> ids =
       infer::generate(*m.model, prompts,
