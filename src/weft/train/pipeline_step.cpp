@@ -293,12 +293,7 @@ void Trainer::pipeline_microbatches(Tensor& loss_sum, double& aux_sum, StepTimes
     }
     backward_s += std::chrono::duration<double>(Clock::now() - t0).count();
   };
-  cb.buffer = [&](int m, int stage, bool) {
-    nn::Gpt& gpt = chunk(stage / P);
-    const io::Batch& b = batches[static_cast<size_t>(m)];
-    return ec.empty(gpt.stream_shape(b.inputs.size(0), b.inputs.size(1)), gpt.stream_dtype(),
-                    MemoryTag::activations);
-  };
+  cb.buffer = stream_buffers(batches);
   times.pipeline = pl::run_schedule(pipeline_->schedule, pipeline_->links, cb).total_s;
   // The streams end where the unpipelined loop's do.
   if (keyed) set_streams(M, 0);
@@ -325,6 +320,16 @@ void Trainer::pipeline_finish_gradients() {
   copy.copy_from(first);
 }
 
+std::function<Tensor(int, int, bool)> Trainer::stream_buffers(
+    const std::vector<io::Batch>& batches) {
+  return [this, &batches](int m, int stage, bool) {
+    nn::Gpt& gpt = chunk(stage / pipeline_->schedule.ranks);
+    const io::Batch& b = batches[static_cast<size_t>(m)];
+    return model_->context()->exec.empty(gpt.stream_shape(b.inputs.size(0), b.inputs.size(1)),
+                                         gpt.stream_dtype(), MemoryTag::activations);
+  };
+}
+
 double Trainer::pipeline_evaluate_sum(const std::vector<io::Batch>& batches) {
   const int P = pipeline_->schedule.ranks;
   double sum = 0;
@@ -340,12 +345,7 @@ double Trainer::pipeline_evaluate_sum(const std::vector<io::Batch>& batches) {
     }
     return out;
   };
-  cb.buffer = [&](int m, int stage, bool) {
-    nn::Gpt& gpt = chunk(stage / P);
-    const io::Batch& b = batches[static_cast<size_t>(m)];
-    return model_->context()->exec.empty(gpt.stream_shape(b.inputs.size(0), b.inputs.size(1)),
-                                         gpt.stream_dtype(), MemoryTag::activations);
-  };
+  cb.buffer = stream_buffers(batches);
   pl::run_schedule(pipeline_->forward_only, pipeline_->links, cb);
   if (!pipeline_->pp) return sum;
   // The last stage's sum, the same on every stage.
@@ -376,12 +376,7 @@ std::string Trainer::pipeline_locate_nonfinite() {
     }
     return out;
   };
-  cb.buffer = [&](int m, int stage, bool) {
-    nn::Gpt& gpt = chunk(stage / P);
-    const io::Batch& b = batches[static_cast<size_t>(m)];
-    return model_->context()->exec.empty(gpt.stream_shape(b.inputs.size(0), b.inputs.size(1)),
-                                         gpt.stream_dtype(), MemoryTag::activations);
-  };
+  cb.buffer = stream_buffers(batches);
   pl::run_schedule(pipeline_->forward_only, pipeline_->links, cb);
   // Every rank's finding (its stage and 64 bytes of text); the earliest stage's is where
   // it began, and every rank says the same.

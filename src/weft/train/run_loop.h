@@ -170,6 +170,9 @@ class Trainer {
   void measure_pipeline_draws(const io::Batch& b);
   void pipeline_finish_gradients();
   double pipeline_evaluate_sum(const std::vector<io::Batch>& batches);
+  // The executor's receive buffers for micro-batch m at a stage: the stream
+  // (activation or its gradient) of `batches[m]`'s shape.
+  std::function<Tensor(int, int, bool)> stream_buffers(const std::vector<io::Batch>& batches);
   // After a step whose loss or norm is not finite (collective over the
   // world): reruns the step's forwards checking every layer's output and
   // names the first stage and layer whose activations are not finite.
